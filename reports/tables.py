@@ -1,0 +1,233 @@
+r"""Summary tables over repeated runs of a sweep.
+
+A results table has one row per sweep cell. Its columns follow the run store's
+conventions:
+
+- sweep axes, named by their dotted spec path (``model.depth``, ``model.width``) plus
+  ``seed`` and ``method``;
+- bookkeeping columns :data:`BOOKKEEPING_COLUMNS` (``cell_id``, ``status``, ``error``,
+  ``time_s``, ...), which never identify a group;
+- metric columns (``accuracy``, ``nll``, ``neg_elbo``, ...); the usual names are listed in
+  :data:`METRIC_COLUMNS`.
+
+:func:`summarize` averages the metrics over one axis (by default ``seed``) and reports the
+standard error of the mean.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "BOOKKEEPING_COLUMNS",
+    "METRIC_COLUMNS",
+    "summarize",
+    "write_bytes_atomic",
+    "write_csv_atomic",
+]
+
+#: Columns that describe how a cell ran rather than what it is; never used as group keys.
+BOOKKEEPING_COLUMNS: tuple[str, ...] = (
+    "cell_id",
+    "status",
+    "error",
+    "time_s",
+    "started_at",
+    "finished_at",
+    "path",
+)
+
+#: Per-row measurements written by the runner. When ``by`` is not given they are never group
+#: keys, even if not summarized, so an unsummarized metric cannot split the groups.
+METRIC_COLUMNS: tuple[str, ...] = (
+    "accuracy",
+    "nll",
+    "brier",
+    "ece",
+    "rmse",
+    "neg_elbo",
+    "elbo",
+    "n_params",
+    "width",
+    "kl",
+    "w2",
+    "pruned_fraction",
+)
+
+
+def summarize(
+    results: pd.DataFrame,
+    metrics: list[str],
+    over: str = "seed",
+    by: list[str] | None = None,
+) -> pd.DataFrame:
+    r"""Mean and standard error of metrics over repeats, one row per group.
+
+    Parameters
+    ----------
+    results : pd.DataFrame
+        One row per cell. If it has a ``status`` column, only rows with
+        ``status == "ok"`` are summarized.
+    metrics : list of str
+        Metric columns to summarize; each must exist and hold numbers (or NaN).
+    over : str, default "seed"
+        The repeat axis averaged out. It is never a group key.
+    by : list of str, optional
+        Group-key columns. By default every column of ``results`` that is not in
+        ``metrics``, not ``over``, not in :data:`BOOKKEEPING_COLUMNS` and not in
+        :data:`METRIC_COLUMNS`. Any other per-row measurement would split the groups: list
+        it in ``metrics`` or pass ``by`` explicitly.
+
+    Returns
+    -------
+    pd.DataFrame
+        The ``by`` columns, then ``<metric>_mean`` and ``<metric>_sem`` for each metric, then
+        ``n`` (rows in the group). Rows are sorted by the group keys (missing keys last) and
+        the index is a fresh ``RangeIndex``. With :math:`n_m` the number of non-missing
+        values of metric :math:`m` in the group,
+
+        .. math::
+
+            \mathrm{sem}_m = \frac{\operatorname{sd}(x_m)}{\sqrt{n_m}}, \qquad
+            \operatorname{sd}(x) = \sqrt{\frac{1}{n-1} \sum_i (x_i - \bar x)^2},
+
+        which is NaN when :math:`n_m \le 1`. If no row is ``ok`` the frame is empty but has
+        these columns.
+
+    Raises
+    ------
+    KeyError
+        If a metric or ``by`` column is missing from ``results``.
+    ValueError
+        If a metric column holds non-numeric values, or ``by`` overlaps ``metrics``.
+    """
+    metrics = list(metrics)
+    missing = [m for m in metrics if m not in results.columns]
+    if missing:
+        raise KeyError(
+            f"metric column(s) {missing} not in results; available: {list(results.columns)}"
+        )
+    if by is None:
+        skip = set(metrics) | {over} | set(BOOKKEEPING_COLUMNS) | set(METRIC_COLUMNS)
+        by = [c for c in results.columns if c not in skip]
+    else:
+        by = list(by)
+        missing = [c for c in by if c not in results.columns]
+        if missing:
+            raise KeyError(
+                f"group column(s) {missing} not in results; available: {list(results.columns)}"
+            )
+        overlap = sorted(set(by) & set(metrics))
+        if overlap:
+            raise ValueError(f"column(s) {overlap} are both group keys (by) and metrics")
+
+    ok = results
+    if "status" in results.columns:
+        ok = results[results["status"] == "ok"]
+    ok = ok.copy()
+    for m in metrics:
+        try:
+            ok[m] = pd.to_numeric(ok[m], errors="raise").astype(float)
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"metric column {m!r} holds non-numeric values: {exc}") from None
+
+    out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in ("mean", "sem")] + ["n"]
+    if ok.empty:
+        return pd.DataFrame({c: pd.Series(dtype=results[c].dtype) for c in by}).reindex(
+            columns=out_cols
+        )
+
+    if by:
+        grouped = ok.groupby(by, sort=True, dropna=False)
+        mean = grouped[metrics].mean()
+        std = grouped[metrics].std(ddof=1)
+        count = grouped[metrics].count()
+        size = grouped.size()
+        out = pd.DataFrame(index=mean.index)
+    else:
+        frame = ok[metrics]
+        mean = frame.mean().to_frame().T
+        std = frame.std(ddof=1).to_frame().T
+        count = frame.count().to_frame().T
+        size = pd.Series([len(ok)])
+        out = pd.DataFrame(index=mean.index)
+
+    for m in metrics:
+        out[f"{m}_mean"] = mean[m].to_numpy(dtype=float)
+        n_m = count[m].to_numpy(dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            sem = std[m].to_numpy(dtype=float) / np.sqrt(n_m)
+        out[f"{m}_sem"] = np.where(n_m > 1, sem, np.nan)
+    out["n"] = size.to_numpy(dtype=np.int64)
+    out = out.reset_index(drop=not by)
+    return out[out_cols].reset_index(drop=True)
+
+
+def write_bytes_atomic(data: bytes, path: str | os.PathLike[str]) -> Path:
+    """Write ``data`` to ``path`` atomically.
+
+    The bytes go to a temporary file in the same directory, which is flushed, synced and
+    then renamed over ``path`` with :func:`os.replace`; a killed process leaves either the
+    old file or the new one, never a half-written one. Parent directories are created.
+
+    Parameters
+    ----------
+    data : bytes
+        File contents.
+    path : str or os.PathLike
+        Destination.
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return path
+
+
+def write_csv_atomic(
+    df: pd.DataFrame, path: str | os.PathLike[str], *, columns: Sequence[str] | None = None
+) -> Path:
+    """Write ``df`` as CSV (without the index) atomically.
+
+    Parameters
+    ----------
+    df : pd.DataFrame
+        Table to write.
+    path : str or os.PathLike
+        Destination; parent directories are created.
+    columns : sequence of str, optional
+        Subset and order of columns to write; all by default.
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`.
+
+    See Also
+    --------
+    write_bytes_atomic
+    """
+    text = df.to_csv(index=False, columns=list(columns) if columns is not None else None)
+    return write_bytes_atomic(text.encode("utf-8"), path)

@@ -1,0 +1,114 @@
+"""Tests for reports.tables."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports.tables import summarize, write_csv_atomic
+
+
+def _results() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "cell_id": ["c0", "c1", "c2", "c3", "c4", "c5", "c6"],
+            "model.depth": [2, 2, 2, 1, 1, 1, 1],
+            "method": ["mf", "mf", "mf", "mf", "mf", "nuts", "mf"],
+            "seed": [0, 1, 2, 0, 1, 0, 2],
+            "status": ["ok", "ok", "ok", "ok", "ok", "ok", "failed"],
+            "error": ["", "", "", "", "", "", "boom"],
+            "time_s": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0],
+            "accuracy": [0.8, 0.9, 0.7, 0.5, 0.6, 0.95, np.nan],
+            "nll": [1.0, 2.0, 4.0, 1.0, 1.0, 0.1, np.nan],
+        }
+    )
+
+
+def test_summarize_default_groups_mean_sem_n_and_order():
+    out = summarize(_results(), ["accuracy", "nll"])
+    assert list(out.columns) == [
+        "model.depth",
+        "method",
+        "accuracy_mean",
+        "accuracy_sem",
+        "nll_mean",
+        "nll_sem",
+        "n",
+    ]
+    # sorted by (model.depth, method); the failed row is excluded
+    assert out[["model.depth", "method"]].values.tolist() == [[1, "mf"], [1, "nuts"], [2, "mf"]]
+    assert out["n"].tolist() == [2, 1, 3]
+
+    # depth 2 / mf: accuracy 0.8, 0.9, 0.7 -> mean 0.8, sd 0.1, sem 0.1/sqrt(3)
+    row = out.iloc[2]
+    assert row["accuracy_mean"] == pytest.approx(0.8)
+    assert row["accuracy_sem"] == pytest.approx(0.1 / math.sqrt(3))
+    # nll 1, 2, 4 -> mean 7/3, var = ((4/3)^2 + (1/3)^2 + (5/3)^2) / 2 = 7/3
+    assert row["nll_mean"] == pytest.approx(7 / 3)
+    assert row["nll_sem"] == pytest.approx(math.sqrt(7 / 3) / math.sqrt(3))
+
+    # depth 1 / mf: accuracy 0.5, 0.6 -> sd = 0.1/sqrt(2), sem = 0.05
+    assert out.iloc[0]["accuracy_sem"] == pytest.approx(0.05)
+    assert out.iloc[0]["nll_sem"] == pytest.approx(0.0)
+
+
+def test_summarize_single_repeat_has_nan_sem():
+    out = summarize(_results(), ["accuracy"])
+    nuts = out[out["method"] == "nuts"].iloc[0]
+    assert nuts["n"] == 1
+    assert nuts["accuracy_mean"] == pytest.approx(0.95)
+    assert math.isnan(nuts["accuracy_sem"])
+
+
+def test_summarize_unlisted_known_metric_does_not_split_groups():
+    df = _results().assign(neg_elbo=np.arange(7.0))
+    out = summarize(df, ["accuracy"])
+    assert list(out.columns) == ["model.depth", "method", "accuracy_mean", "accuracy_sem", "n"]
+    assert out["n"].tolist() == [2, 1, 3]
+
+
+def test_summarize_explicit_by_and_no_status_column():
+    df = _results().drop(columns=["status"])
+    df = df[df["cell_id"] != "c6"]
+    out = summarize(df, ["accuracy"], by=["method"])
+    assert out["method"].tolist() == ["mf", "nuts"]
+    assert out["n"].tolist() == [5, 1]
+    assert out.iloc[0]["accuracy_mean"] == pytest.approx(np.mean([0.8, 0.9, 0.7, 0.5, 0.6]))
+
+
+def test_summarize_no_group_keys_gives_one_row():
+    out = summarize(_results(), ["accuracy"], by=[])
+    assert len(out) == 1
+    assert out.loc[0, "n"] == 6
+    assert out.loc[0, "accuracy_mean"] == pytest.approx(np.mean([0.8, 0.9, 0.7, 0.5, 0.6, 0.95]))
+
+
+def test_summarize_all_failed_is_empty_with_columns():
+    df = _results().assign(status="failed")
+    out = summarize(df, ["accuracy"])
+    assert out.empty
+    assert list(out.columns) == ["model.depth", "method", "accuracy_mean", "accuracy_sem", "n"]
+
+
+def test_summarize_errors_name_the_column():
+    with pytest.raises(KeyError, match="ece"):
+        summarize(_results(), ["ece"])
+    with pytest.raises(KeyError, match="model.width"):
+        summarize(_results(), ["accuracy"], by=["model.width"])
+    bad = _results().assign(accuracy="n/a")
+    with pytest.raises(ValueError, match="accuracy"):
+        summarize(bad, ["accuracy"])
+
+
+def test_write_csv_atomic_roundtrip_and_no_temp_left(tmp_path):
+    df = summarize(_results(), ["accuracy"])
+    path = write_csv_atomic(df, tmp_path / "sub" / "summary.csv")
+    assert path.exists()
+    back = pd.read_csv(path)
+    assert list(back.columns) == list(df.columns)
+    np.testing.assert_allclose(back["accuracy_mean"], df["accuracy_mean"])
+    # overwrite in place, no temp files left behind
+    write_csv_atomic(df.head(1), path)
+    assert len(pd.read_csv(path)) == 1
+    assert [p.name for p in path.parent.iterdir()] == ["summary.csv"]

@@ -1,0 +1,280 @@
+"""The ``zoo`` command line: run, validate, show, schema, list, report, status.
+
+Bad input (a spec that does not validate, a missing file, a wrong argument) prints short
+messages and exits with status 2; no traceback reaches the user. A run whose cells partly
+failed exits with status 1 after recording every cell.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+EPILOG = """\
+examples:
+  zoo run specs/two_moons_depth.yaml                 run the sweep, write runs/<name>/<time>/
+  zoo run specs/two_moons_depth.yaml --set sweep.seed=[0] --set sweep.model.depth=[1,4]
+  zoo run specs/two_moons_depth.yaml --out runs/mine  rerun to resume an interrupted run
+  zoo validate specs/*.yaml                           check specs, print FILE:LINE:COL errors
+  zoo show specs/two_moons_depth.yaml                 resolved spec, cells, model sites
+  zoo report runs/mine                                rebuild tables and report from cells
+  zoo schema > spec.schema.json                       JSON Schema for editor completion
+
+exit status: 0 ok, 1 some cells failed, 2 bad input (nothing computed is lost)
+"""
+
+
+def _specs_dir() -> Path:
+    here = Path.cwd() / "specs"
+    if here.is_dir():
+        return here
+    return Path(__file__).resolve().parent.parent / "specs"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="zoo",
+        description="bnn-zoo: Bayesian neural networks on Pyro from declarative YAML specs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def with_set(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="FIELD.PATH=VALUE",
+            help="override a spec field (value parsed as YAML); repeatable, e.g. "
+            "--set model.depth=3 --set 'sweep.seed=[0, 1]'",
+        )
+
+    r = sub.add_parser("run", help="run every cell of a spec and write the report",
+                       description="Expand the sweep, run each cell (skipping cells already "
+                       "finished in --out), write results.csv, summary.csv and report.")  # fmt: skip
+    r.add_argument("spec", help="path of a YAML spec (see `zoo list`)")
+    r.add_argument("--out", type=Path, help="run directory (default runs/<name>/<timestamp>); "
+                   "an existing one is resumed")  # fmt: skip
+    r.add_argument("--fresh", action="store_true", help="discard cells already in --out")
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    with_set(r)
+
+    v = sub.add_parser("validate", help="validate specs; print every problem with its line")
+    v.add_argument("specs", nargs="+", help="spec files")
+    with_set(v)
+
+    s = sub.add_parser("show", help="print the resolved spec, its cells and model sites")
+    s.add_argument("spec")
+    s.add_argument("--cell", type=int, default=0, help="index of the cell whose sites to show")
+    with_set(s)
+
+    sub.add_parser("schema", help="print the JSON Schema of a spec")
+    sub.add_parser("list", help="list the specs shipped under specs/")
+
+    rp = sub.add_parser("report", help="rebuild tables and report of a run directory")
+    rp.add_argument("run_dir", type=Path)
+    st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
+    st.add_argument("run_dir", type=Path)
+    return p
+
+
+class UsageError(Exception):
+    """Bad input that is not a spec validation error."""
+
+
+def _load(path: str, overrides: list[str]):
+    from zoo.specload import load_spec
+
+    return load_spec(path, overrides)
+
+
+def _cmd_run(a: argparse.Namespace) -> int:
+    import shutil
+
+    from zoo.runner import default_out_dir, run_spec
+
+    spec = _load(a.spec, a.overrides)
+    out = a.out or default_out_dir(spec)
+    if a.fresh and (out / "cells").is_dir():
+        shutil.rmtree(out / "cells")
+    n = len(spec.cells())
+    print(f"zoo: {spec.name}: {n} cells -> {out}", file=sys.stderr)
+    res = run_spec(spec, out, progress=not a.no_progress)
+    print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
+    _print_summary(out)
+    if res.n_failed:
+        print(f"zoo: {res.n_failed} of {res.n_cells} cells failed; see {out / 'results.csv'} "
+              f"and rerun with --out {out} to retry them", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
+
+
+def _print_summary(out: Path) -> None:
+    import pandas as pd
+
+    path = out / "summary.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    df = pd.read_csv(path)
+    cols = [c for c in df.columns if not c.endswith("_sem")]
+    with pd.option_context("display.width", 120, "display.max_columns", 20):
+        print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+
+def _cmd_validate(a: argparse.Namespace) -> int:
+    from zoo.specload import SpecError, load_spec
+
+    bad = 0
+    for path in a.specs:
+        try:
+            spec = load_spec(path, a.overrides)
+            print(f"{path}: ok ({len(spec.cells())} cells)")
+        except SpecError as e:
+            bad += 1
+            print("\n".join(e.messages), file=sys.stderr)
+    return 2 if bad else 0
+
+
+def _cmd_show(a: argparse.Namespace) -> int:
+    from zoo.runner import dump_spec
+
+    spec = _load(a.spec, a.overrides)
+    print(dump_spec(spec))
+    cells = spec.cells()
+    print(f"# {len(cells)} cells")
+    for i, c in enumerate(cells):
+        print(f"  [{i}] {c.cell_id}")
+    if not 0 <= a.cell < len(cells):
+        raise UsageError(f"--cell {a.cell}: the spec has cells 0..{len(cells) - 1}")
+    cell = cells[a.cell]
+    print(f"\n# sample sites of cell [{a.cell}] {cell.cell_id}")
+    for line in _sites(cell):
+        print("  " + line)
+    return 0
+
+
+def _sites(cell) -> list[str]:
+    import pyro
+    import torch
+
+    from zoo.compile import build_data, build_model
+
+    ds = build_data(cell.spec)
+    model = build_model(cell.spec, ds)
+    x = torch.as_tensor(ds.x_train[:2])
+    y = torch.as_tensor(ds.y_train[:2])
+    tr = pyro.poutine.trace(model).get_trace(x, y, len(ds.x_train))
+    lines = [f"network {model.dims} ({model.num_params} parameters), data n_train="
+             f"{len(ds.x_train)}, n_test={len(ds.x_test)}"]  # fmt: skip
+    for name, site in tr.nodes.items():
+        fn = site.get("fn")
+        if site["type"] != "sample" or not hasattr(fn, "batch_shape"):
+            continue  # plates record their subsample as a pseudo-site
+        base = fn
+        while hasattr(base, "base_dist"):
+            base = base.base_dist
+        params = {k: getattr(base, k) for k in ("loc", "scale") if hasattr(base, k)}
+        ptxt = ", ".join(f"{k}={_first(v):.4g}" for k, v in params.items())
+        kind = "observed" if site["is_observed"] else "latent"
+        shape = tuple(fn.batch_shape + fn.event_shape)
+        lines.append(f"{name:<16} {kind:<8} shape={shape!s:<12} {type(base).__name__}({ptxt})")
+    return lines
+
+
+def _first(v) -> float:
+    return float(v.reshape(-1)[0]) if hasattr(v, "reshape") else float(v)
+
+
+def _cmd_schema(a: argparse.Namespace) -> int:
+    from zoo.spec import Spec
+
+    print(json.dumps(Spec.model_json_schema(), indent=2))
+    return 0
+
+
+def _cmd_list(a: argparse.Namespace) -> int:
+    from zoo.specload import SpecError, load_spec
+
+    d = _specs_dir()
+    for path in sorted(d.glob("*.yaml")):
+        try:
+            spec = load_spec(path)
+            desc = " ".join(spec.description.split()) or "(no description)"
+            print(f"{path.name:<32} {len(spec.cells()):>4} cells  {desc}")
+        except SpecError:
+            print(f"{path.name:<32}  INVALID (zoo validate {path})")
+    return 0
+
+
+def _run_dir_spec(run_dir: Path):
+    from zoo.specload import load_spec
+
+    if not (run_dir / "spec.yaml").is_file():
+        raise UsageError(f"{run_dir}: not a run directory (no spec.yaml); give the --out "
+                         "directory of a `zoo run`")  # fmt: skip
+    return load_spec(run_dir / "spec.yaml")
+
+
+def _cmd_report(a: argparse.Namespace) -> int:
+    from zoo.runner import build_report
+
+    spec = _run_dir_spec(a.run_dir)
+    build_report(a.run_dir, spec)
+    print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
+    _print_summary(a.run_dir)
+    return 0
+
+
+def _cmd_status(a: argparse.Namespace) -> int:
+    from zoo.runner import load_cells
+
+    spec = _run_dir_spec(a.run_dir)
+    stored = {r["cell_id"]: r["status"] for r in load_cells(a.run_dir)}
+    counts = {"ok": 0, "failed": 0, "pending": 0}
+    for c in spec.cells():
+        st = stored.get(c.cell_id, "pending")
+        counts[st] = counts.get(st, 0) + 1
+        if st != "ok":
+            print(f"{st:<8} {c.cell_id}")
+    print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
+    return 0
+
+
+COMMANDS = {
+    "run": _cmd_run,
+    "validate": _cmd_validate,
+    "show": _cmd_show,
+    "schema": _cmd_schema,
+    "list": _cmd_list,
+    "report": _cmd_report,
+    "status": _cmd_status,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``zoo`` script; returns the exit status."""
+    from zoo.specload import SpecError
+
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except SpecError as e:
+        print("\n".join(e.messages), file=sys.stderr)
+        return 2
+    except UsageError as e:
+        print(f"zoo: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nzoo: interrupted; finished cells are kept, rerun with the same --out to "
+              "resume", file=sys.stderr)  # fmt: skip
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

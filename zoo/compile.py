@@ -1,0 +1,193 @@
+"""The one place that maps spec kinds to code.
+
+Each registry maps the ``kind`` of a spec section to a builder. A later data set, model,
+prior, likelihood, guide or inference method is one class in :mod:`zoo.spec` plus one
+entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyro
+import torch
+from pyro.infer.autoguide import AutoGuide, init_to_value
+
+import guides
+from reports.calibration import classification_metrics, regression_metrics
+from zoo import data as zdata
+from zoo import models as zm
+from zoo.infer import fit_svi, pretrain_mle
+from zoo.spec import Cell, MetricsSpec, Spec, width_from_budget
+
+__all__ = [
+    "DATA_LOADERS",
+    "GUIDES",
+    "LIKELIHOODS",
+    "METHODS",
+    "MODELS",
+    "PRIORS",
+    "build_data",
+    "build_model",
+    "evaluate",
+    "run_cell",
+]
+
+DATA_LOADERS: dict[str, Callable[[Any, int], zdata.Dataset]] = {
+    "two_moons": zdata.load_two_moons,
+    "digits": zdata.load_digits,
+    "csv": zdata.load_csv,
+}
+
+PRIORS: dict[str, Callable[[Any], zm.PriorFn]] = {
+    "normal": lambda p: zm.normal_prior(p.scale),
+    "he": lambda p: zm.he_prior(),
+}
+
+LIKELIHOODS: dict[str, Callable[[Any, zdata.Dataset], zm.Likelihood]] = {
+    "categorical": lambda lik, ds: zm.CategoricalLikelihood(ds.n_classes),
+    "gaussian": lambda lik, ds: zm.GaussianLikelihood(
+        None if lik.noise == "learned" else float(lik.noise), lik.noise_prior_scale
+    ),
+}
+
+
+def _build_mlp(spec: Spec, ds: zdata.Dataset) -> zm.BayesianMLP:
+    m = spec.model
+    lik = LIKELIHOODS[spec.likelihood.kind](spec.likelihood, ds)
+    if m.depth == 0:
+        widths: list[int] = []
+    elif m.width is not None:
+        widths = [m.width] * m.depth
+    else:
+        try:
+            w = width_from_budget(ds.in_dim, lik.out_dim, m.depth, m.param_budget)
+        except ValueError as e:
+            raise ValueError(f"model.param_budget: {e}") from None
+        widths = [w] * m.depth
+    bias = spec.prior.bias
+    return zm.BayesianMLP(
+        ds.in_dim,
+        widths,
+        lik,
+        act=m.activation,
+        negative_slope=m.negative_slope,
+        weight_prior=PRIORS[spec.prior.kind](spec.prior),
+        bias_prior=PRIORS[bias.kind](bias) if bias is not None else None,
+    )
+
+
+MODELS: dict[str, Callable[[Spec, zdata.Dataset], zm.BayesianMLP]] = {"mlp": _build_mlp}
+
+
+def _init_locs(model: zm.BayesianMLP, how: str, seed: int) -> dict[str, torch.Tensor]:
+    """Initial weight means: He-normal (biases 0), draws from the prior, or zeros."""
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
+        for site, shape in ((f"layer{i}.weight", (fo, fi)), (f"layer{i}.bias", (fo,))):
+            loc, scale = model.prior_params[site]
+            if how == "zero" or (how == "he" and site.endswith("bias")):
+                out[site] = torch.zeros(shape)
+            elif how == "he":
+                out[site] = torch.randn(shape, generator=gen) * (2.0 / fi) ** 0.5
+            else:
+                out[site] = loc + scale * torch.randn(shape, generator=gen)
+    return out
+
+
+def _mean_field(model, gspec, init_values) -> AutoGuide:
+    return guides.AutoMeanField(
+        model,
+        init_loc_fn=init_to_value(values=init_values),
+        init_scale=gspec.init_scale,
+        scale_transform=gspec.scale_transform,
+    )
+
+
+GUIDES: dict[str, Callable[[Any, Any, dict[str, torch.Tensor]], AutoGuide]] = {
+    "mean_field": _mean_field,
+}
+
+
+def evaluate(
+    model: zm.BayesianMLP,
+    ds: zdata.Dataset,
+    draws: dict[str, torch.Tensor],
+    metrics: MetricsSpec,
+) -> dict[str, float]:
+    """Test-set metrics of the posterior predictive formed by ``draws`` (leading dim S)."""
+    x = torch.as_tensor(ds.x_test)
+    with torch.no_grad():
+        out = model.apply(x, draws)
+    if ds.n_classes > 0:
+        logp = torch.log_softmax(out, -1).numpy().astype(np.float64)
+        res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)
+    else:
+        noise = draws["noise"].numpy()[:, None] if "noise" in draws else model.likelihood.noise
+        res = regression_metrics(
+            out.squeeze(-1).numpy().astype(np.float64), noise, ds.y_test.astype(np.float64),
+            y_scale=ds.y_scale, y_shift=ds.y_shift,
+        )  # fmt: skip
+    names = metrics.names or list(res)
+    return {k: float(res[k]) for k in names if k in res}
+
+
+def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
+    m = cell.method
+    seed = cell.spec.seed
+    x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
+    init = _init_locs(model, m.guide.init_loc, seed)
+    if m.pretrain_epochs:
+        init = pretrain_mle(
+            model.log_likelihood, init, x, y, seed=seed, epochs=m.pretrain_epochs,
+            batch_size=m.batch_size, lr=m.lr,
+        )  # fmt: skip
+    guide = GUIDES[m.guide.kind](model, m.guide, init)
+    res = fit_svi(
+        model, guide, x, y, seed=seed, steps=m.steps, epochs=m.epochs,
+        batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay, kl_weight=m.kl_weight,
+        kl_warmup_steps=m.kl_warmup_steps, closed_form_kl=m.closed_form_kl,
+        num_particles=m.num_particles, progress=progress, desc=cell.cell_id[:40],
+    )  # fmt: skip
+    draws = res.posterior.sample(m.predictive_samples, seed=seed + 1)
+    out = evaluate(model, ds, draws, cell.spec.metrics)
+    out.update(
+        neg_elbo=res.neg_elbo,
+        final_loss=float(np.mean(res.losses[-10:])),
+        fit_seconds=res.seconds,
+        n_var_params=int(getattr(guide, "num_variational_params", 0)),
+    )
+    return out
+
+
+METHODS: dict[str, Callable[[Cell, zm.BayesianMLP, zdata.Dataset, bool], dict]] = {
+    "svi": _run_svi,
+}
+
+
+def build_data(spec: Spec) -> zdata.Dataset:
+    """The data set of a resolved spec, seeded by ``spec.seed`` unless it has its own seed."""
+    return DATA_LOADERS[spec.data.kind](spec.data, spec.seed)
+
+
+def build_model(spec: Spec, ds: zdata.Dataset) -> zm.BayesianMLP:
+    """The Pyro model of a resolved spec for data set ``ds``."""
+    return MODELS[spec.model.kind](spec, ds)
+
+
+def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
+    """Build data and model, run the cell's method, return metrics and sizes."""
+    pyro.clear_param_store()  # guides of earlier cells must not leak their parameters
+    torch.manual_seed(cell.spec.seed)
+    ds = build_data(cell.spec)
+    model = build_model(cell.spec, ds)
+    out = {
+        "width": model.dims[1] if model.depth else 0,
+        "n_params": model.num_params,
+        "n_train": len(ds.x_train),
+    }
+    out.update(METHODS[cell.method.kind](cell, model, ds, progress))
+    return out

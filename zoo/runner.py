@@ -1,0 +1,207 @@
+"""Run a spec cell by cell into a run directory, and rebuild its tables and report.
+
+A run directory holds::
+
+    spec.yaml            the resolved spec (defaults filled in)
+    cells/<cell id>.json one per cell: axes, resolved config, metrics, timings, status
+    results.csv          one tidy row per cell: axes, then metrics (no timings: same spec
+                         and seed give byte-identical files)
+    summary.csv          mean and standard error over seeds per remaining combination
+    report.md, report.html, figures/*.png
+
+Cells already finished in the directory (same id, status ok) are skipped, so rerunning
+``zoo run SPEC --out DIR`` resumes. Every file is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zoo.spec import Cell, Spec
+
+__all__ = ["RunOutcome", "build_report", "default_out_dir", "load_cells", "run_spec"]
+
+#: Columns of results.csv that are not sweep axes or metrics.
+BOOKKEEPING = ["cell_id", "status", "error"]
+#: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
+TIMINGS = ["time_s", "fit_seconds"]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What :func:`run_spec` did."""
+
+    out_dir: Path
+    n_cells: int
+    n_ran: int
+    n_skipped: int
+    n_failed: int
+
+
+def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
+    """``runs/<spec name>/<timestamp>``."""
+    return root / spec.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _cell_path(out_dir: Path, cell: Cell) -> Path:
+    return out_dir / "cells" / f"{cell.cell_id}.json"
+
+
+def _finished(path: Path) -> bool:
+    try:
+        return json.loads(path.read_text())["status"] == "ok"
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def run_spec(
+    spec: Spec,
+    out_dir: Path,
+    *,
+    progress: bool = True,
+    log=None,
+) -> RunOutcome:
+    """Run every cell of ``spec`` not yet finished in ``out_dir``, then build the report.
+
+    A failing cell (exception, NaN loss) is recorded with its error; the others go on.
+    """
+    from zoo.compile import run_cell
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(out_dir / "spec.yaml", dump_spec(spec))
+    cells = spec.cells()
+    todo = [c for c in cells if not _finished(_cell_path(out_dir, c))]
+    skipped = len(cells) - len(todo)
+    if skipped:
+        log(f"resuming {out_dir}: {skipped} of {len(cells)} cells already done")
+    bar = _bar(len(cells), skipped) if progress else None
+    failed = 0
+    t_start = time.perf_counter()
+    for i, cell in enumerate(todo):
+        t0 = time.perf_counter()
+        record: dict[str, Any] = {
+            "cell_id": cell.cell_id,
+            "axes": cell.axes,
+            "config": cell.config(),
+        }
+        try:
+            metrics = run_cell(cell, progress=progress)
+            record.update(status="ok", error="", metrics=metrics)
+        except Exception as e:  # a failing cell must not stop the sweep
+            failed += 1
+            record.update(
+                status="failed",
+                error=f"{type(e).__name__}: {e}",
+                traceback=traceback.format_exc(),
+                metrics={},
+            )
+        record["time_s"] = time.perf_counter() - t0
+        write_atomic(_cell_path(out_dir, cell), json.dumps(record, indent=1, sort_keys=True))
+        msg = _cell_line(record, skipped + i + 1, len(cells), time.perf_counter() - t_start, i + 1,
+                         len(todo))  # fmt: skip
+        if bar is not None:
+            bar.update(1)
+            bar.write(msg)
+        else:
+            log(msg)
+    if bar is not None:
+        bar.close()
+    build_report(out_dir, spec)
+    return RunOutcome(out_dir, len(cells), len(todo), skipped, failed)
+
+
+def _cell_line(rec: dict, k: int, n: int, elapsed: float, done: int, todo: int) -> str:
+    eta = elapsed / done * (todo - done)
+    if rec["status"] == "ok":
+        m = rec["metrics"]
+        shown = ", ".join(f"{key}={m[key]:.4g}" for key in ("accuracy", "nll", "rmse") if key in m)
+        status = f"ok {shown}"
+    else:
+        status = f"FAILED {rec['error']}"
+    return f"[{k}/{n}] {rec['cell_id']}: {status} ({rec['time_s']:.1f}s; ~{eta:.0f}s left)"
+
+
+def _bar(total: int, initial: int):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, desc="cells", unit="cell", dynamic_ncols=True)
+
+
+def dump_spec(spec: Spec) -> str:
+    """The resolved spec as YAML (defaults filled in, keys in schema order)."""
+    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, width=100)
+
+
+def load_cells(out_dir: Path) -> list[dict[str, Any]]:
+    """Every cell record stored in ``out_dir/cells``, sorted by cell id."""
+    paths = sorted((out_dir / "cells").glob("*.json"))
+    return [json.loads(p.read_text()) for p in paths]
+
+
+def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
+    """Write results.csv, summary.csv and the report from the stored cells of ``spec``."""
+    import pandas as pd
+
+    from reports.render import render_report
+    from reports.tables import summarize, write_csv_atomic
+
+    by_id = {r["cell_id"]: r for r in load_cells(out_dir)}
+    axes = ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
+    rows = []
+    for cell in spec.cells():  # spec order, so the file does not depend on run order
+        rec = by_id.get(cell.cell_id)
+        if rec is None:
+            continue
+        row = {a: cell.axes.get(a, cell.spec.seed if a == "seed" else None) for a in axes}
+        row.update({k: v for k, v in rec["metrics"].items() if k not in TIMINGS})
+        row.update(cell_id=rec["cell_id"], status=rec["status"], error=rec["error"])
+        rows.append(row)
+    results = pd.DataFrame(rows)
+    metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
+    results = results[[*axes, *metric_cols, *BOOKKEEPING]] if rows else results
+    write_csv_atomic(results, out_dir / "results.csv")
+    summary = summarize(results, metric_cols, over="seed", by=[a for a in axes if a != "seed"])
+    write_csv_atomic(summary, out_dir / "summary.csv")
+    failed = results[results["status"] != "ok"] if rows else None
+    figs = [m for m in spec.report.figures if m in metric_cols]
+    notes = [spec.description] if spec.description else []
+    notes.append(f"{len(results)} cells stored of {len(spec.cells())} in the spec.")
+    return render_report(
+        out_dir,
+        title=f"bnn-zoo report: {spec.name}",
+        spec_text=dump_spec(spec),
+        results=results,
+        summary=summary,
+        x=spec.report.x,
+        hue=spec.report.hue,
+        metrics=figs,
+        notes=notes,
+        failed=failed if failed is not None and len(failed) else None,
+        table_metrics=[m for m in metric_cols if m not in ("n_train", "final_loss")],
+    )

@@ -1,0 +1,504 @@
+"""The spec language: pydantic models of a bnn-zoo experiment and the sweep over it.
+
+A spec is a YAML file with the sections ``name``, ``description``, ``seed``, ``data``,
+``model``, ``prior``, ``likelihood``, ``inference`` (a list of named methods), ``sweep``
+(axes over spec fields), ``metrics`` and ``report``. :func:`load_spec` validates it and
+returns a frozen :class:`Spec`; :meth:`Spec.cells` expands the sweep into
+:class:`Cell` objects (the product of the sweep axes and the inference methods).
+
+This module never imports torch: validating a spec is instant.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+__all__ = [
+    "Cell",
+    "CsvData",
+    "DigitsData",
+    "GaussianLikelihood",
+    "CategoricalLikelihood",
+    "HePrior",
+    "MeanFieldGuide",
+    "MLPModel",
+    "NormalPrior",
+    "SVIMethod",
+    "Spec",
+    "TwoMoonsData",
+    "mlp_num_params",
+    "width_from_budget",
+]
+
+
+class _Strict(BaseModel):
+    """Base of every spec section: unknown keys are errors, instances are immutable."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- data
+
+
+class TwoMoonsData(_Strict):
+    """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
+
+    kind: Literal["two_moons"] = Field(description="Data set kind.")
+    n_train: int = Field(1000, gt=0, description="Number of training points.")
+    n_test: int = Field(1000, gt=0, description="Number of test points.")
+    noise: float = Field(0.1, ge=0, description="Standard deviation of Gaussian noise added.")
+    seed: int | None = Field(None, description="Seed of the data draw; null uses the cell's seed.")
+
+
+class DigitsData(_Strict):
+    """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
+
+    kind: Literal["digits"] = Field(description="Data set kind.")
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
+    seed: int | None = Field(
+        None, description="Seed of the train/test split; null uses the cell's seed."
+    )
+
+
+class CsvData(_Strict):
+    """Any delimited text file with a header row; one column is the target."""
+
+    kind: Literal["csv"] = Field(description="Data set kind.")
+    path: str = Field(description="Path of the CSV file, relative to the spec file.")
+    target: str = Field(description="Name of the target column.")
+    task: Literal["classification", "regression"] = Field(
+        "regression", description="Classification (integer labels) or regression."
+    )
+    delimiter: str = Field(",", description="Field delimiter.")
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
+    standardize: bool = Field(
+        True, description="Standardize inputs (and regression targets) on the training split."
+    )
+    seed: int | None = Field(
+        None, description="Seed of the train/test split; null uses the cell's seed."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, v: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        p = Path(v).expanduser()
+        p = p if p.is_absolute() else base / p
+        if not p.is_file():
+            raise ValueError(
+                f"data file {str(p)!r} does not exist; give a path relative to the spec file "
+                "or an absolute path"
+            )
+        return str(p.resolve())
+
+
+DataSpec = Annotated[TwoMoonsData | DigitsData | CsvData, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- model
+
+
+def mlp_num_params(in_dim: int, out_dim: int, depth: int, width: int) -> int:
+    """Number of weights and biases of an MLP with ``depth`` hidden layers of ``width`` units."""
+    if depth == 0:
+        return (in_dim + 1) * out_dim
+    return (in_dim + 1) * width + (depth - 1) * (width + 1) * width + (width + 1) * out_dim
+
+
+def width_from_budget(in_dim: int, out_dim: int, depth: int, budget: int) -> int:
+    """Largest width whose MLP has at most ``budget`` weights and biases.
+
+    This is the rule of Farquhar, Smith & Gal (2020), Appendix B: every depth gets the
+    largest width that keeps the parameter count under the budget, so that deeper models
+    do not simply have more parameters.
+
+    Raises
+    ------
+    ValueError
+        If even width 1 exceeds the budget.
+    """
+    if depth == 0:
+        return 0
+    if mlp_num_params(in_dim, out_dim, depth, 1) > budget:
+        raise ValueError(
+            f"param_budget {budget} is too small for depth {depth}: width 1 already needs "
+            f"{mlp_num_params(in_dim, out_dim, depth, 1)} parameters; raise the budget"
+        )
+    lo, hi = 1, 2
+    while mlp_num_params(in_dim, out_dim, depth, hi) <= budget:
+        lo, hi = hi, hi * 2
+    while hi - lo > 1:  # invariant: params(lo) <= budget < params(hi)
+        mid = (lo + hi) // 2
+        if mlp_num_params(in_dim, out_dim, depth, mid) <= budget:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class MLPModel(_Strict):
+    """Fully connected network; ``depth`` hidden layers (0 gives linear/logistic regression)."""
+
+    kind: Literal["mlp"] = Field(description="Model kind.")
+    depth: int = Field(ge=0, description="Number of hidden layers (0: linear model).")
+    width: int | None = Field(
+        None, gt=0, description="Units per hidden layer. Give width or param_budget, not both."
+    )
+    param_budget: int | None = Field(
+        None,
+        gt=0,
+        description="Use the largest width whose weights+biases fit in this budget.",
+    )
+    activation: Literal["relu", "leaky_relu", "tanh", "linear"] = Field(
+        "relu", description="Hidden-layer nonlinearity."
+    )
+    negative_slope: float = Field(
+        0.01, ge=0, description="Slope of leaky_relu for negative inputs."
+    )
+
+    @model_validator(mode="after")
+    def _width_xor_budget(self) -> MLPModel:
+        if self.depth > 0 and (self.width is None) == (self.param_budget is None):
+            raise ValueError("give exactly one of model.width and model.param_budget")
+        return self
+
+
+ModelSpec = Annotated[MLPModel, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- priors
+
+
+class NormalBias(_Strict):
+    """Bias prior N(0, scale^2)."""
+
+    kind: Literal["normal"] = Field(description="Prior kind.")
+    scale: float = Field(1.0, gt=0, description="Prior standard deviation.")
+
+
+class HeBias(_Strict):
+    """Bias prior N(0, 2 / fan_in)."""
+
+    kind: Literal["he"] = Field(description="Prior kind.")
+
+
+BiasPriorSpec = Annotated[NormalBias | HeBias, Field(discriminator="kind")]
+
+
+class NormalPrior(NormalBias):
+    """Independent N(0, scale^2) on every weight (and bias unless ``bias`` is given)."""
+
+    bias: BiasPriorSpec | None = Field(
+        None, description="Separate prior for the biases; null uses the weight prior."
+    )
+
+
+class HePrior(HeBias):
+    """He-scaled prior N(0, 2 / fan_in) on every weight (and bias unless ``bias`` is given)."""
+
+    bias: BiasPriorSpec | None = Field(
+        None, description="Separate prior for the biases; null uses the weight prior."
+    )
+
+
+PriorSpec = Annotated[NormalPrior | HePrior, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- likelihoods
+
+
+class CategoricalLikelihood(_Strict):
+    """Categorical likelihood on softmax outputs (classification)."""
+
+    kind: Literal["categorical"] = Field(description="Likelihood kind.")
+
+
+class GaussianLikelihood(_Strict):
+    """Gaussian likelihood (regression) with fixed or learned noise standard deviation."""
+
+    kind: Literal["gaussian"] = Field(description="Likelihood kind.")
+    noise: float | Literal["learned"] = Field(
+        1.0, description="Noise standard deviation, or 'learned' to infer it."
+    )
+    noise_prior_scale: float = Field(
+        1.0, gt=0, description="Scale of the HalfNormal prior on a learned noise."
+    )
+
+    @field_validator("noise")
+    @classmethod
+    def _positive(cls, v: float | str) -> float | str:
+        if not isinstance(v, str) and v <= 0:
+            raise ValueError("noise must be > 0 (or 'learned')")
+        return v
+
+
+LikelihoodSpec = Annotated[CategoricalLikelihood | GaussianLikelihood, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- inference
+
+
+class MeanFieldGuide(_Strict):
+    """Fully factorized Gaussian q (``guides.AutoMeanField``)."""
+
+    kind: Literal["mean_field"] = Field(description="Guide kind.")
+    init_scale: float = Field(1e-3, gt=0, description="Initial posterior standard deviation.")
+    scale_transform: Literal["softplus", "exp"] = Field(
+        "softplus", description="Map from the unconstrained scale parameter to the std."
+    )
+    init_loc: Literal["he", "prior", "zero"] = Field(
+        "he", description="Initial means: He-normal draws, prior draws, or zeros."
+    )
+
+
+GuideSpec = Annotated[MeanFieldGuide, Field(discriminator="kind")]
+
+
+class SVIMethod(_Strict):
+    """Stochastic variational inference with Adam."""
+
+    name: str = Field(
+        min_length=1, pattern=r"^[A-Za-z0-9_\-]+$", description="Method name (unique)."
+    )
+    kind: Literal["svi"] = Field(description="Inference kind.")
+    guide: GuideSpec = Field(description="Variational family.")
+    epochs: int | None = Field(
+        None, gt=0, description="Passes over the training data (give epochs or steps)."
+    )
+    steps: int | None = Field(None, gt=0, description="Optimizer steps (give epochs or steps).")
+    batch_size: int | None = Field(
+        None, gt=0, description="Minibatch size; null uses the full training set."
+    )
+    lr: float = Field(1e-2, gt=0, description="Adam learning rate.")
+    lr_decay: float = Field(
+        1.0, gt=0, le=1, description="Total multiplicative learning-rate decay over training."
+    )
+    kl_weight: float = Field(1.0, ge=0, description="Weight of the KL term (1 is the ELBO).")
+    kl_warmup_steps: int = Field(
+        0, ge=0, description="Anneal the KL weight linearly from 0 over this many steps."
+    )
+    closed_form_kl: bool = Field(
+        True, description="Use TraceMeanField_ELBO (analytic KL) instead of Trace_ELBO."
+    )
+    num_particles: int = Field(1, gt=0, description="ELBO samples per step.")
+    pretrain_epochs: int = Field(
+        0, ge=0, description="Epochs of maximum-likelihood training of the means first."
+    )
+    predictive_samples: int = Field(
+        100, gt=0, description="Posterior draws for predictive metrics."
+    )
+
+    @model_validator(mode="after")
+    def _epochs_xor_steps(self) -> SVIMethod:
+        if (self.epochs is None) == (self.steps is None):
+            raise ValueError("give exactly one of epochs and steps")
+        return self
+
+
+InferenceSpec = Annotated[SVIMethod, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- metrics, report
+
+
+class MetricsSpec(_Strict):
+    """Which test metrics to compute."""
+
+    names: list[Literal["accuracy", "nll", "brier", "ece", "rmse"]] | None = Field(
+        None, description="Metrics to report; null picks those of the likelihood."
+    )
+    ece_bins: int = Field(15, gt=0, description="Equal-width confidence bins of the ECE.")
+
+
+class ReportSpec(_Strict):
+    """Shape of the report."""
+
+    x: str = Field("model.depth", description="Column on the x axis of the figures.")
+    hue: str = Field("method", description="Column that gets one line per value.")
+    figures: list[str] = Field(
+        default_factory=lambda: ["accuracy", "nll", "neg_elbo"],
+        description="Metrics plotted against x.",
+    )
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+class Spec(_Strict):
+    """A bnn-zoo experiment."""
+
+    name: str = Field(
+        min_length=1, pattern=r"^[A-Za-z0-9_\-.]+$", description="Spec name (run directory)."
+    )
+    description: str = Field("", description="What the experiment shows.")
+    seed: int = Field(0, description="Base seed; a `seed` sweep axis overrides it per cell.")
+    data: DataSpec = Field(description="Data set.")
+    model: ModelSpec = Field(description="Network family.")
+    prior: PriorSpec = Field(
+        default_factory=lambda: NormalPrior(kind="normal"), description="Weight prior."
+    )
+    likelihood: LikelihoodSpec = Field(
+        default_factory=lambda: CategoricalLikelihood(kind="categorical"),
+        description="Likelihood.",
+    )
+    inference: list[InferenceSpec] = Field(
+        min_length=1, description="Inference methods; each runs in every sweep cell."
+    )
+    sweep: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Axes over spec fields by dotted path (e.g. model.depth: [1, 2]); "
+        "cells are the product of the axes and the inference methods.",
+    )
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Test metrics.")
+    report: ReportSpec = Field(default_factory=ReportSpec, description="Report layout.")
+
+    @field_validator("inference")
+    @classmethod
+    def _unique_names(cls, v: list[SVIMethod]) -> list[SVIMethod]:
+        names = [m.name for m in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"inference method names must be unique; repeated: {dup}")
+        return v
+
+    @field_validator("sweep")
+    @classmethod
+    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            if key in ("name", "sweep", "inference") or key.startswith(("sweep.", "inference")):
+                raise ValueError(f"cannot sweep over {key!r}")
+            if not _path_in_schema(key):
+                raise ValueError(f"sweep axis {key!r} is not a spec field{_suggest_path(key)}")
+            if len(values) == 0:
+                raise ValueError(f"sweep axis {key!r} is empty; give at least one value")
+        return v
+
+    def cells(self) -> list[Cell]:
+        """Expand the sweep: the product of the axes (in spec order) and the methods.
+
+        Returns
+        -------
+        list of Cell
+            One cell per combination; ``cell.spec`` is this spec with the axis values
+            filled in, ``cell.method`` the inference method of the cell.
+        """
+        keys = list(self.sweep)
+        out: list[Cell] = []
+        base = self.model_dump(mode="json")
+        for values in itertools.product(*(self.sweep[k] for k in keys)):
+            d = json.loads(json.dumps(base))
+            d["sweep"] = {}
+            for k, val in zip(keys, values, strict=True):
+                _set_path(d, k.split("."), val)
+            resolved = Spec.model_validate(d)
+            for method in resolved.inference:
+                axes = dict(zip(keys, values, strict=True))
+                axes["method"] = method.name
+                out.append(Cell(resolved, method, axes))
+        return out
+
+
+class Cell:
+    """One sweep cell: a resolved spec (no sweep) and one inference method.
+
+    Attributes
+    ----------
+    spec : Spec
+        The spec with this cell's axis values filled in.
+    method : SVIMethod
+        The inference method run in this cell.
+    axes : dict
+        Axis name -> value, plus ``method``.
+    cell_id : str
+        Stable id: readable axis values and a hash of the resolved configuration, so a
+        changed configuration never matches a finished cell.
+    """
+
+    __slots__ = ("spec", "method", "axes", "cell_id")
+
+    def __init__(self, spec: Spec, method: SVIMethod, axes: dict[str, Any]) -> None:
+        self.spec = spec
+        self.method = method
+        self.axes = axes
+        self.cell_id = _cell_id(self.config(), axes)
+
+    def config(self) -> dict[str, Any]:
+        """The resolved configuration of this cell as JSON-able data."""
+        d = self.spec.model_dump(mode="json", exclude={"inference", "sweep", "description"})
+        d["method"] = self.method.model_dump(mode="json")
+        return d
+
+    def __repr__(self) -> str:
+        return f"Cell({self.cell_id})"
+
+
+def _cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
+    parts = [str(axes["method"])]
+    for k, v in axes.items():
+        if k != "method":
+            parts.append(f"{k.split('.')[-1]}={v}")
+    slug = "_".join(parts)
+    slug = "".join(c if c.isalnum() or c in "=-_." else "-" for c in slug)
+    return f"{slug}_{digest}"
+
+
+# --------------------------------------------------------------------------- schema walking
+
+
+def _set_path(d: dict[str, Any], parts: list[str], value: Any) -> None:
+    for p in parts[:-1]:
+        if not isinstance(d.get(p), dict):
+            d[p] = {}
+        d = d[p]
+    d[parts[-1]] = value
+
+
+def _union_members(annotation: Any) -> list[type[BaseModel]]:
+    """The BaseModel classes inside an annotation (through Annotated, Optional, list, unions)."""
+    from typing import get_args
+
+    found: list[type[BaseModel]] = []
+    stack = [annotation]
+    while stack:
+        a = stack.pop()
+        if isinstance(a, type) and issubclass(a, BaseModel):
+            found.append(a)
+        else:
+            stack.extend(get_args(a))
+    return found
+
+
+def fields_at(path: list[str]) -> list[str]:
+    """All field names that may appear at a (tag-free) path of the spec, for suggestions."""
+    models: list[type[BaseModel]] = [Spec]
+    for p in path:
+        nxt: list[type[BaseModel]] = []
+        for m in models:
+            if p in m.model_fields:
+                nxt.extend(_union_members(m.model_fields[p].annotation))
+        models = nxt
+    names: list[str] = []
+    for m in models:
+        names.extend(n for n in m.model_fields if n not in names)
+    return names
+
+
+def _path_in_schema(key: str) -> bool:
+    parts = key.split(".")
+    if not parts[-1]:
+        return False
+    return parts[-1] in fields_at(parts[:-1])
+
+
+def _suggest_path(key: str) -> str:
+    import difflib
+
+    parts = key.split(".")
+    options = fields_at(parts[:-1])
+    close = difflib.get_close_matches(parts[-1], options, n=1)
+    if close:
+        return f"; did you mean {'.'.join([*parts[:-1], close[0]])!r}?"
+    return f"; fields there: {', '.join(options)}" if options else ""
