@@ -122,7 +122,8 @@ def _print_summary(out: Path) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return
     df = pd.read_csv(path)
-    cols = [c for c in df.columns if not c.endswith("_sem")]
+    hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
+    cols = [c for c in df.columns if not c.endswith("_sem") and c not in hidden]
     with pd.option_context("display.width", 120, "display.max_columns", 20):
         print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 

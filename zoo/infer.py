@@ -212,4 +212,4 @@ def pretrain_mle(
 def _progress(total: int, desc: str):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, leave=False, unit="step", dynamic_ncols=True)
+    return tqdm(total=total, desc=desc, leave=False, unit="step", dynamic_ncols=True, disable=None)

@@ -127,7 +127,7 @@ def run_spec(
                          len(todo))  # fmt: skip
         if bar is not None:
             bar.update(1)
-            bar.write(msg)
+            bar.write(msg, file=sys.stderr)
         else:
             log(msg)
     if bar is not None:
@@ -150,7 +150,15 @@ def _cell_line(rec: dict, k: int, n: int, elapsed: float, done: int, todo: int) 
 def _bar(total: int, initial: int):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, initial=initial, desc="cells", unit="cell", dynamic_ncols=True)
+    # disable=None: no bar when stderr is not a terminal (CI logs get one line per cell)
+    return tqdm(
+        total=total, initial=initial, desc="cells", unit="cell", dynamic_ncols=True, disable=None
+    )
+
+
+def _axis(wanted: str, axes: list[str], fallbacks: list[str]) -> str:
+    """``wanted`` if it is a column of results.csv, else the first fallback that is."""
+    return next(a for a in [wanted, *fallbacks] if a in axes)
 
 
 def dump_spec(spec: Spec) -> str:
@@ -198,8 +206,8 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
         spec_text=dump_spec(spec),
         results=results,
         summary=summary,
-        x=spec.report.x,
-        hue=spec.report.hue,
+        x=_axis(spec.report.x, axes, [*spec.sweep, "method"]),
+        hue=_axis(spec.report.hue, axes, ["method"]),
         metrics=figs,
         notes=notes,
         failed=failed if failed is not None and len(failed) else None,

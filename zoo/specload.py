@@ -398,7 +398,7 @@ def _check_report(spec: Spec, rep: _Reporter) -> list[str]:
     errors = []
     for field in ("x", "hue"):
         value = getattr(spec.report, field)
-        if value not in columns:
+        if value not in columns and field in spec.report.model_fields_set:
             errors.append(
                 f"{rep.where(['report', field])}: report.{field}: {value!r} is not a sweep "
                 f"axis; choose one of: {', '.join(columns)}{_did_you_mean(value, columns)}"
