@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -271,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(f"zoo: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # e.g. `zoo show SPEC | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("\nzoo: interrupted; finished cells are kept, rerun with the same --out to "
               "resume", file=sys.stderr)  # fmt: skip

@@ -163,7 +163,9 @@ def _axis(wanted: str, axes: list[str], fallbacks: list[str]) -> str:
 
 def dump_spec(spec: Spec) -> str:
     """The resolved spec as YAML (defaults filled in, keys in schema order)."""
-    return yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False, width=100)
+    return yaml.safe_dump(
+        spec.model_dump(mode="json"), sort_keys=False, width=100, default_flow_style=None
+    )
 
 
 def load_cells(out_dir: Path) -> list[dict[str, Any]]:
