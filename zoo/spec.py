@@ -33,7 +33,13 @@ __all__ = [
     "SVIMethod",
     "Spec",
     "TwoMoonsData",
+    "fields_at",
     "mlp_num_params",
+    "models_at",
+    "path_in_schema",
+    "set_path",
+    "suggest_path",
+    "union_members",
     "width_from_budget",
 ]
 
@@ -369,8 +375,8 @@ class Spec(_Strict):
         for key, values in v.items():
             if key in ("name", "sweep", "inference") or key.startswith(("sweep.", "inference")):
                 raise ValueError(f"cannot sweep over {key!r}")
-            if not _path_in_schema(key):
-                raise ValueError(f"sweep axis {key!r} is not a spec field{_suggest_path(key)}")
+            if not path_in_schema(key):
+                raise ValueError(f"sweep axis {key!r} is not a spec field{suggest_path(key)}")
             if len(values) == 0:
                 raise ValueError(f"sweep axis {key!r} is empty; give at least one value")
         return v
@@ -391,7 +397,7 @@ class Spec(_Strict):
             d = json.loads(json.dumps(base))
             d["sweep"] = {}
             for k, val in zip(keys, values, strict=True):
-                _set_path(d, k.split("."), val)
+                set_path(d, k.split("."), val)
             resolved = Spec.model_validate(d)
             for method in resolved.inference:
                 axes = dict(zip(keys, values, strict=True))
@@ -448,7 +454,7 @@ def _cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- schema walking
 
 
-def _set_path(d: dict[str, Any], parts: list[str], value: Any) -> None:
+def set_path(d: dict[str, Any], parts: list[str], value: Any) -> None:
     for p in parts[:-1]:
         if not isinstance(d.get(p), dict):
             d[p] = {}
@@ -456,7 +462,7 @@ def _set_path(d: dict[str, Any], parts: list[str], value: Any) -> None:
     d[parts[-1]] = value
 
 
-def _union_members(annotation: Any) -> list[type[BaseModel]]:
+def union_members(annotation: Any) -> list[type[BaseModel]]:
     """The BaseModel classes inside an annotation (through Annotated, Optional, list, unions)."""
     from typing import get_args
 
@@ -471,29 +477,41 @@ def _union_members(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
-def fields_at(path: list[str]) -> list[str]:
-    """All field names that may appear at a (tag-free) path of the spec, for suggestions."""
+def models_at(path: list[Any]) -> tuple[list[type[BaseModel]], str]:
+    """The section classes that may stand at a (tag-free) path, and its field description.
+
+    List indices in ``path`` are skipped; a union field yields all its member classes.
+    """
     models: list[type[BaseModel]] = [Spec]
+    desc = ""
     for p in path:
+        if isinstance(p, int):
+            continue
         nxt: list[type[BaseModel]] = []
         for m in models:
             if p in m.model_fields:
-                nxt.extend(_union_members(m.model_fields[p].annotation))
+                desc = m.model_fields[p].description or desc
+                nxt.extend(union_members(m.model_fields[p].annotation))
         models = nxt
+    return models, desc
+
+
+def fields_at(path: list[Any]) -> list[str]:
+    """All field names that may appear at a (tag-free) path of the spec, for suggestions."""
     names: list[str] = []
-    for m in models:
+    for m in models_at(path)[0]:
         names.extend(n for n in m.model_fields if n not in names)
     return names
 
 
-def _path_in_schema(key: str) -> bool:
+def path_in_schema(key: str) -> bool:
     parts = key.split(".")
     if not parts[-1]:
         return False
     return parts[-1] in fields_at(parts[:-1])
 
 
-def _suggest_path(key: str) -> str:
+def suggest_path(key: str) -> str:
     import difflib
 
     parts = key.split(".")

@@ -21,7 +21,15 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from zoo.spec import Spec, _path_in_schema, _set_path, _suggest_path, _union_members, fields_at
+from zoo.spec import (
+    Spec,
+    fields_at,
+    models_at,
+    path_in_schema,
+    set_path,
+    suggest_path,
+    union_members,
+)
 
 __all__ = ["SpecError", "load_spec", "parse_overrides"]
 
@@ -133,7 +141,7 @@ def _clean_loc(loc: Sequence[Any]) -> list[Any]:
             out.append(p)
             nxt: list[type[BaseModel]] = []
             for m in field_models:
-                nxt.extend(_union_members(m.model_fields[p].annotation))
+                nxt.extend(union_members(m.model_fields[p].annotation))
             models = nxt
         elif tagged:
             models = tagged
@@ -152,31 +160,12 @@ def _kind_of(m: type[BaseModel]) -> Any:
 
 
 def _kinds_at(path: Sequence[Any]) -> list[str]:
-    models: list[type[BaseModel]] = [Spec]
-    for p in path:
-        if isinstance(p, int):
-            continue
-        nxt: list[type[BaseModel]] = []
-        for m in models:
-            if p in m.model_fields:
-                nxt.extend(_union_members(m.model_fields[p].annotation))
-        models = nxt
+    models = models_at(list(path))[0]
     return [k for k in (_kind_of(m) for m in models) if k is not None]
 
 
 def _description(path: Sequence[Any]) -> str:
-    models: list[type[BaseModel]] = [Spec]
-    desc = ""
-    for p in path:
-        if isinstance(p, int):
-            continue
-        nxt: list[type[BaseModel]] = []
-        for m in models:
-            if p in m.model_fields:
-                desc = m.model_fields[p].description or desc
-                nxt.extend(_union_members(m.model_fields[p].annotation))
-        models = nxt
-    return desc
+    return models_at(list(path))[1]
 
 
 def _did_you_mean(word: str, options: Sequence[str]) -> str:
@@ -333,7 +322,7 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
             ]
         )
     for key, value, _text in parsed:
-        _set_path(data, _split_override_path(key), value)
+        set_path(data, _split_override_path(key), value)
     rep = _Reporter(fname, root, parsed)
     context = {"base_dir": str(p.resolve().parent)}
     errors += _sweep_axes(data.get("sweep"), rep)
@@ -358,8 +347,8 @@ def _sweep_axes(sweep: Any, rep: _Reporter) -> list[str]:
         where = rep.where(["sweep", key], key=True)
         if key in ("name", "sweep") or key.startswith(("sweep.", "inference")):
             errors.append(f"{where}: sweep.{key}: cannot sweep over {key!r}")
-        elif not _path_in_schema(key):
-            errors.append(f"{where}: sweep.{key}: {key!r} is not a spec field{_suggest_path(key)}")
+        elif not path_in_schema(key):
+            errors.append(f"{where}: sweep.{key}: {key!r} is not a spec field{suggest_path(key)}")
         elif isinstance(values, list) and not values:
             errors.append(f"{where}: sweep.{key}: the axis is empty; give at least one value")
     return errors
@@ -372,7 +361,7 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
     for key, values in spec.sweep.items():
         for i, value in enumerate(values):
             d = json.loads(json.dumps(base))
-            _set_path(d, key.split("."), value)
+            set_path(d, key.split("."), value)
             try:
                 Spec.model_validate(d, context=context)
             except ValidationError as e:
@@ -383,7 +372,7 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
     for combo in itertools.product(*(spec.sweep[k] for k in keys)):
         d = json.loads(json.dumps(base))
         for k, v in zip(keys, combo, strict=True):
-            _set_path(d, k.split("."), v)
+            set_path(d, k.split("."), v)
         try:
             Spec.model_validate(d, context=context)
         except ValidationError as e:
