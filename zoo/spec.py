@@ -360,6 +360,27 @@ class Spec(_Strict):
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Test metrics.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report layout.")
 
+    @model_validator(mode="after")
+    def _task_matches(self) -> Spec:
+        classification = self.data.kind in ("two_moons", "digits") or (
+            self.data.kind == "csv" and self.data.task == "classification"
+        )
+        want = "categorical" if classification else "gaussian"
+        if self.likelihood.kind != want:
+            task = "classification" if classification else "regression"
+            raise ValueError(
+                f"likelihood.kind {self.likelihood.kind!r} does not fit {task} data "
+                f"({self.data.kind}); use likelihood: {{kind: {want}}}"
+            )
+        allowed = {"accuracy", "nll", "brier", "ece"} if classification else {"rmse", "nll"}
+        bad = [m for m in self.metrics.names or [] if m not in allowed]
+        if bad:
+            raise ValueError(
+                f"metrics.names {bad} do not apply to {want} likelihoods; "
+                f"choose from {sorted(allowed)}"
+            )
+        return self
+
     @field_validator("inference")
     @classmethod
     def _unique_names(cls, v: list[SVIMethod]) -> list[SVIMethod]:
@@ -432,7 +453,9 @@ class Cell:
 
     def config(self) -> dict[str, Any]:
         """The resolved configuration of this cell as JSON-able data."""
-        d = self.spec.model_dump(mode="json", exclude={"inference", "sweep", "description"})
+        # only what changes the numbers: not the name, description, sweep or report layout
+        exclude = {"name", "description", "inference", "sweep", "report"}
+        d = self.spec.model_dump(mode="json", exclude=exclude)
         d["method"] = self.method.model_dump(mode="json")
         return d
 

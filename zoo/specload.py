@@ -253,6 +253,10 @@ class _Reporter:
             if err["type"] == "missing" and tuple(map(str, path)) in suggested:
                 continue
             msg, key = _message(err, path)
+            if not path:  # whole-spec checks start their message with the field they blame
+                first = msg.split(" ", 1)[0]
+                if path_in_schema(first):
+                    path, msg = first.split("."), msg[len(first) :].lstrip()
             if err["type"] == "union_tag_invalid":
                 path = [*path, "kind"]
             if at:

@@ -73,6 +73,9 @@ def test_cell_ids_are_stable_and_track_config(tmp_path: Path) -> None:
     c = [c.cell_id for c in load_spec(p, ["data.noise=0.2"]).cells()]
     assert a == b
     assert not set(a) & set(c)
+    # name, description and report layout do not change the numbers, so not the ids
+    d = [c.cell_id for c in load_spec(p, ["name=u", "report.figures=[nll]"]).cells()]
+    assert d == a
 
 
 def test_overrides_apply(tmp_path: Path) -> None:
@@ -185,6 +188,20 @@ BROKEN = [
         ["unique"],
     ),
     ("report axis", GOOD + "report: {x: model.width}\n", [], "17:13", ["not a sweep axis"]),
+    (
+        "likelihood for the task",
+        GOOD + "likelihood: {kind: gaussian}\n",
+        [],
+        "17:20",
+        ["likelihood.kind: 'gaussian' does not fit classification data", "kind: categorical"],
+    ),
+    (
+        "metric for the task",
+        GOOD + "metrics: {names: [accuracy, rmse]}\n",
+        [],
+        "17:18",
+        ["metrics.names: ['rmse'] do not apply"],
+    ),
 ]
 
 
