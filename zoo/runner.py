@@ -16,9 +16,7 @@ Cells already finished in the directory (same id, status ok) are skipped, so rer
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 import time
 import traceback
 from dataclasses import dataclass
@@ -55,17 +53,10 @@ def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """Write ``text`` to ``path`` through a temporary file and a rename (fsynced)."""
+    from reports.tables import write_bytes_atomic
+
+    write_bytes_atomic(text.encode("utf-8"), path)
 
 
 def _cell_path(out_dir: Path, cell: Cell) -> Path:
@@ -184,7 +175,8 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     by_id = {r["cell_id"]: r for r in load_cells(out_dir)}
     axes = ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
     rows = []
-    for cell in spec.cells():  # spec order, so the file does not depend on run order
+    cells = spec.cells()
+    for cell in cells:  # spec order, so the file does not depend on run order
         rec = by_id.get(cell.cell_id)
         if rec is None:
             continue
@@ -201,14 +193,14 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     failed = results[results["status"] != "ok"] if rows else None
     figs = [m for m in spec.report.figures if m in metric_cols]
     notes = [spec.description] if spec.description else []
-    notes.append(f"{len(results)} cells stored of {len(spec.cells())} in the spec.")
+    notes.append(f"{len(results)} cells stored of {len(cells)} in the spec.")
     return render_report(
         out_dir,
         title=f"bnn-zoo report: {spec.name}",
         spec_text=dump_spec(spec),
         results=results,
         summary=summary,
-        x=_axis(spec.report.x, axes, [*spec.sweep, "method"]),
+        x=_axis(spec.report.x, axes, [*[a for a in spec.sweep if a != "seed"], "method"]),
         hue=_axis(spec.report.hue, axes, ["method"]),
         metrics=figs,
         notes=notes,

@@ -387,7 +387,8 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
 
 
 def _check_report(spec: Spec, rep: _Reporter) -> list[str]:
-    columns = list(dict.fromkeys(["method", "seed", *spec.sweep]))
+    # the report averages over seeds, so seed cannot be a plot axis
+    columns = [c for c in dict.fromkeys(["method", *spec.sweep]) if c != "seed"]
     errors = []
     for field in ("x", "hue"):
         value = getattr(spec.report, field)

@@ -101,3 +101,28 @@ def test_help_answers_questions() -> None:
     assert "resume" in r.stdout and "exit status" in r.stdout
     with pytest.raises(SystemExit):
         main(["run", "--help"])
+
+
+def test_regression_csv_with_learned_noise(tmp_path: Path) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(120, 3))
+    y = x @ [1.0, -0.5, 0.2] * 10 + 50 + rng.normal(size=120)
+    rows = "\n".join(",".join(f"{v:.5f}" for v in (*xi, yi)) for xi, yi in zip(x, y, strict=True))
+    (tmp_path / "reg.csv").write_text("a,b,c,price\n" + rows)
+    spec = tmp_path / "reg.yaml"
+    spec.write_text(
+        "name: reg\ndata: {kind: csv, path: reg.csv, target: price}\n"
+        "model: {kind: mlp, depth: 0}\nlikelihood: {kind: gaussian, noise: learned}\n"
+        "inference: [{name: mfvi, kind: svi, guide: {kind: mean_field, init_scale: 0.01},"
+        " steps: 400, lr: 0.05, predictive_samples: 50}]\n"
+        "sweep: {seed: [0]}\nreport: {x: method, figures: [rmse, nll]}\n"
+    )
+    out = tmp_path / "run"
+    assert main(["run", str(spec), "--out", str(out), "--no-progress"]) == 0
+    res = pd.read_csv(out / "results.csv")
+    assert res.loc[0, "status"] == "ok"
+    # metrics are in the target's original units: noise sd 1 there, so RMSE near 1
+    assert 0.6 < res.loc[0, "rmse"] < 1.6
+    assert "accuracy" not in res.columns

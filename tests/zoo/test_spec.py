@@ -189,6 +189,13 @@ BROKEN = [
     ),
     ("report axis", GOOD + "report: {x: model.width}\n", [], "17:13", ["not a sweep axis"]),
     (
+        "report over seed",
+        GOOD + "report: {x: seed}\n",
+        [],
+        "17:13",
+        ["choose one of: method, model.depth"],
+    ),
+    (
         "likelihood for the task",
         GOOD + "likelihood: {kind: gaussian}\n",
         [],
