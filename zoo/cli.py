@@ -20,6 +20,10 @@ examples:
   zoo run specs/two_moons_depth.yaml                 run the sweep, write runs/<name>/<time>/
   zoo run specs/two_moons_depth.yaml --set sweep.seed=[0] --set sweep.model.depth=[1,4]
   zoo run specs/two_moons_depth.yaml --out runs/mine  rerun to resume an interrupted run
+  zoo run runs/mine --retry-failed                    resume a run directory, rerun failed cells
+  zoo run specs/two_moons_depth.yaml --workers 2      cells in 2 worker processes
+  zoo run specs/two_moons_depth.yaml --executor ray --address auto   on a running Ray cluster
+  zoo status runs/mine                                done, failed and pending cells
   zoo validate specs/*.yaml                           check specs, print FILE:LINE:COL errors
   zoo show specs/two_moons_depth.yaml                 resolved spec, cells, model sites
   zoo report runs/mine                                rebuild tables and report from cells
@@ -58,11 +62,23 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run every cell of a spec and write the report",
                        description="Expand the sweep, run each cell (skipping cells already "
-                       "finished in --out), write results.csv, summary.csv and report.")  # fmt: skip
-    r.add_argument("spec", help="path of a YAML spec (see `zoo list`)")
+                       "stored in --out), write results.csv, summary.csv and the report.",
+                       epilog="Cells run in worker processes (one per core by default, each "
+                       "with cores/workers torch threads). The numbers of a cell depend on its "
+                       "configuration and its thread count only, so the same --workers gives "
+                       "the same results.csv on the local and the Ray executor.")  # fmt: skip
+    r.add_argument("spec", help="a YAML spec (see `zoo list`), or a run directory to resume")
     r.add_argument("--out", type=Path, help="run directory (default runs/<name>/<timestamp>); "
                    "an existing one is resumed")  # fmt: skip
     r.add_argument("--fresh", action="store_true", help="discard cells already in --out")
+    r.add_argument("--retry-failed", action="store_true",
+                   help="rerun the cells stored as failed (others are kept)")  # fmt: skip
+    r.add_argument("--executor", choices=["local", "ray"], default="local",
+                   help="local worker processes (default) or Ray tasks")  # fmt: skip
+    r.add_argument("--workers", type=int, metavar="N",
+                   help="cells run at once (default: the number of cores)")  # fmt: skip
+    r.add_argument("--address", metavar="ADDR", help="Ray cluster address (e.g. auto, "
+                   "ray://host:10001); default: start a local Ray instance")  # fmt: skip
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     with_set(r)
 
@@ -100,18 +116,36 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
     from zoo.runner import default_out_dir, run_spec
 
-    spec = _load(a.spec, a.overrides)
-    out = a.out or default_out_dir(spec)
+    if a.workers is not None and a.workers < 1:
+        raise UsageError(f"--workers {a.workers}: give at least 1 worker")
+    if a.address and a.executor != "ray":
+        raise UsageError("--address is for --executor ray")
+    if a.executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError('--executor ray needs Ray: pip install "bnn-zoo[ray]"') from None
+    source = Path(a.spec)
+    if source.is_dir():  # resume a run directory from its stored spec
+        if a.out and a.out.resolve() != source.resolve():
+            raise UsageError(f"{source} is a run directory; drop --out (it runs in place)")
+        spec = _run_dir_spec(source) if not a.overrides else _load(
+            str(source / "spec.yaml"), a.overrides)  # fmt: skip
+        out = source
+    else:
+        spec = _load(a.spec, a.overrides)
+        out = a.out or default_out_dir(spec)
     if a.fresh and (out / "cells").is_dir():
         shutil.rmtree(out / "cells")
     n = len(spec.cells())
     print(f"zoo: {spec.name}: {n} cells -> {out}", file=sys.stderr)
-    res = run_spec(spec, out, progress=not a.no_progress)
+    res = run_spec(spec, out, executor=a.executor, workers=a.workers, address=a.address,
+                   retry_failed=a.retry_failed, progress=not a.no_progress)  # fmt: skip
     print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
     _print_summary(out)
     if res.n_failed:
         print(f"zoo: {res.n_failed} of {res.n_cells} cells failed; see {out / 'results.csv'} "
-              f"and rerun with --out {out} to retry them", file=sys.stderr)  # fmt: skip
+              f"and rerun them with: zoo run {out} --retry-failed", file=sys.stderr)  # fmt: skip
         return 1
     return 0
 

@@ -8,7 +8,7 @@ entry here.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyro
@@ -29,6 +29,7 @@ __all__ = [
     "METHODS",
     "MODELS",
     "PRIORS",
+    "CellOutput",
     "build_data",
     "build_model",
     "evaluate",
@@ -178,8 +179,19 @@ def build_model(spec: Spec, ds: zdata.Dataset) -> zm.BayesianMLP:
     return MODELS[spec.model.kind](spec, ds)
 
 
-def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
-    """Build data and model, run the cell's method, return metrics and sizes."""
+class CellOutput(NamedTuple):
+    """What a cell produced: its metrics (one row of results.csv) and files to store.
+
+    ``artifacts`` maps a file suffix (``".nc"``) to its bytes, stored as
+    ``cells/<cell id><suffix>`` by the runner.
+    """
+
+    metrics: dict[str, Any]
+    artifacts: dict[str, bytes]
+
+
+def run_cell(cell: Cell, progress: bool = False) -> CellOutput:
+    """Build data and model, run the cell's method, return metrics, sizes and files."""
     pyro.clear_param_store()  # guides of earlier cells must not leak their parameters
     torch.manual_seed(cell.spec.seed)
     ds = build_data(cell.spec)
@@ -190,4 +202,5 @@ def run_cell(cell: Cell, progress: bool = False) -> dict[str, Any]:
         "n_train": len(ds.x_train),
     }
     out.update(METHODS[cell.method.kind](cell, model, ds, progress))
-    return out
+    artifacts = out.pop("_artifacts", {})
+    return CellOutput(out, artifacts)

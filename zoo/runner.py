@@ -9,8 +9,13 @@ A run directory holds::
     summary.csv          mean and standard error over seeds per remaining combination
     report.md, report.html, figures/*.png
 
-Cells already finished in the directory (same id, status ok) are skipped, so rerunning
-``zoo run SPEC --out DIR`` resumes. Every file is written atomically.
+Cells already stored in the directory (same id: same resolved configuration) are skipped, so
+rerunning ``zoo run SPEC --out DIR`` (or ``zoo run DIR``) resumes; cells stored as failed
+are rerun only when asked (``--retry-failed``). Every file is written atomically (temporary
+name, then rename), and a cell's record is written last, after its posterior file, so a run
+killed at any moment (even with SIGKILL) leaves only whole files and loses only the cells
+that were in flight. Cells run through an executor (:mod:`zoo.executors`): in this process,
+in local worker processes, or as Ray tasks.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import traceback
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -52,10 +56,15 @@ def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
     return root / spec.name / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
+def write_bytes_atomic(data: bytes, path: Path) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename (fsynced)."""
+    from reports.tables import write_bytes_atomic as write
+
+    write(data, path)
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` through a temporary file and a rename (fsynced)."""
-    from reports.tables import write_bytes_atomic
-
     write_bytes_atomic(text.encode("utf-8"), path)
 
 
@@ -63,59 +72,88 @@ def _cell_path(out_dir: Path, cell: Cell) -> Path:
     return out_dir / "cells" / f"{cell.cell_id}.json"
 
 
-def _finished(path: Path) -> bool:
+def _stored_status(path: Path) -> str:
+    """``ok``, ``failed`` or ``pending`` (no record, or one that cannot be read)."""
     try:
-        return json.loads(path.read_text())["status"] == "ok"
-    except (OSError, ValueError, KeyError):
-        return False
+        status = json.loads(path.read_text())["status"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return "pending"
+    return status if status in ("ok", "failed") else "pending"
+
+
+def _write_result(out_dir: Path, res) -> None:
+    """Store one finished cell: its files first, then the record that marks it done."""
+    cell_id = res.record["cell_id"]
+    for suffix, data in res.artifacts.items():
+        write_bytes_atomic(data, out_dir / "cells" / f"{cell_id}{suffix}")
+    write_atomic(out_dir / "cells" / f"{cell_id}.json",
+                 json.dumps(res.record, indent=1, sort_keys=True))  # fmt: skip
 
 
 def run_spec(
     spec: Spec,
     out_dir: Path,
     *,
+    executor: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    retry_failed: bool = False,
     progress: bool = True,
     log=None,
 ) -> RunOutcome:
-    """Run every cell of ``spec`` not yet finished in ``out_dir``, then build the report.
+    """Run every cell of ``spec`` not yet done in ``out_dir``, then build the report.
 
-    A failing cell (exception, NaN loss) is recorded with its error; the others go on.
+    Parameters
+    ----------
+    spec : Spec
+    out_dir : Path
+        Run directory; cells already stored there are skipped (resume).
+    executor : {"local", "ray", "inprocess"}
+        ``local`` runs cells in worker processes (in this process when ``workers == 1``),
+        ``ray`` submits them as Ray tasks (to ``address``, or a local Ray instance).
+    workers : int, optional
+        Number of cells run at once (default: one per core); each gets
+        ``cores // workers`` torch threads.
+    retry_failed : bool
+        Rerun cells stored as failed (by default they are kept as they are).
+
+    A failing cell (exception, NaN loss, sampler failure) is recorded with its error; the
+    others go on. Each cell is written as soon as it finishes, atomically.
     """
-    from zoo.compile import run_cell
+    from zoo.executors import EXECUTORS, plan_workers
 
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    n_workers, threads = plan_workers(workers)
+    if executor == "local" and n_workers == 1:
+        executor = "inprocess"
+    (out_dir / "cells").mkdir(parents=True, exist_ok=True)
+    for stale in [*out_dir.glob(".*.tmp"), *(out_dir / "cells").glob(".*.tmp")]:
+        stale.unlink(missing_ok=True)  # left by a killed run; this process is the only writer
     write_atomic(out_dir / "spec.yaml", dump_spec(spec))
     cells = spec.cells()
-    todo = [c for c in cells if not _finished(_cell_path(out_dir, c))]
+    status = {c.cell_id: _stored_status(_cell_path(out_dir, c)) for c in cells}
+    rerun = ("pending", "failed") if retry_failed else ("pending",)
+    todo = [c for c in cells if status[c.cell_id] in rerun]
     skipped = len(cells) - len(todo)
     if skipped:
-        log(f"resuming {out_dir}: {skipped} of {len(cells)} cells already done")
+        kept_failed = sum(s == "failed" for s in status.values()) if not retry_failed else 0
+        extra = f" ({kept_failed} failed: rerun with --retry-failed)" if kept_failed else ""
+        log(f"resuming {out_dir}: {skipped} of {len(cells)} cells already done{extra}")
+    if todo and executor != "inprocess":
+        log(f"running {len(todo)} cells on {executor}: {n_workers} workers x {threads} "
+            f"torch threads")  # fmt: skip
     bar = _bar(len(cells), skipped) if progress else None
-    failed = 0
     t_start = time.perf_counter()
-    for i, cell in enumerate(todo):
-        t0 = time.perf_counter()
-        record: dict[str, Any] = {
-            "cell_id": cell.cell_id,
-            "axes": cell.axes,
-            "config": cell.config(),
-        }
-        try:
-            metrics = run_cell(cell, progress=progress)
-            record.update(status="ok", error="", metrics=metrics)
-        except Exception as e:  # a failing cell must not stop the sweep
-            failed += 1
-            record.update(
-                status="failed",
-                error=f"{type(e).__name__}: {e}",
-                traceback=traceback.format_exc(),
-                metrics={},
-            )
-        record["time_s"] = time.perf_counter() - t0
-        write_atomic(_cell_path(out_dir, cell), json.dumps(record, indent=1, sort_keys=True))
-        msg = _cell_line(record, skipped + i + 1, len(cells), time.perf_counter() - t_start, i + 1,
-                         len(todo))  # fmt: skip
+    run = EXECUTORS[executor]
+    results = run(todo, workers=n_workers, threads=threads, address=address,
+                  progress=progress and executor == "inprocess")  # fmt: skip
+    for i, res in enumerate(results):
+        _write_result(out_dir, res)
+        status[res.record["cell_id"]] = res.record["status"]
+        msg = _cell_line(res.record, skipped + i + 1, len(cells), time.perf_counter() - t_start,
+                         i + 1, len(todo))  # fmt: skip
         if bar is not None:
             bar.update(1)
             bar.write(msg, file=sys.stderr)
@@ -124,6 +162,7 @@ def run_spec(
     if bar is not None:
         bar.close()
     build_report(out_dir, spec)
+    failed = sum(status[c.cell_id] == "failed" for c in cells)
     return RunOutcome(out_dir, len(cells), len(todo), skipped, failed)
 
 

@@ -477,12 +477,39 @@ def _cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
 # --------------------------------------------------------------------------- schema walking
 
 
+def _list_index(items: list[Any], part: str) -> int | None:
+    """Index of ``part`` in a list: a number, or the ``name`` of an element (a method)."""
+    if part.lstrip("-").isdigit() and -len(items) <= int(part) < len(items):
+        return int(part)
+    names = [x.get("name") if isinstance(x, dict) else None for x in items]
+    return names.index(part) if part in names else None
+
+
 def set_path(d: dict[str, Any], parts: list[str], value: Any) -> None:
-    for p in parts[:-1]:
-        if not isinstance(d.get(p), dict):
-            d[p] = {}
-        d = d[p]
-    d[parts[-1]] = value
+    """Set ``value`` at a dotted path, creating mappings on the way.
+
+    List elements are addressed by index or, for lists of named entries such as
+    ``inference``, by name: ``inference.0.steps`` or ``inference.mfvi.steps``.
+    """
+    node: Any = d
+    for i, p in enumerate(parts):
+        last = i == len(parts) - 1
+        if isinstance(node, list):
+            k = _list_index(node, p)
+            if k is None:
+                raise KeyError(f"{'.'.join(parts[: i + 1])}: no list element {p!r} (give an "
+                               f"index 0..{len(node) - 1} or a name)")  # fmt: skip
+            if last:
+                node[k] = value
+            else:
+                node = node[k]
+            continue
+        if last:
+            node[p] = value
+        else:
+            if not isinstance(node.get(p), dict | list):
+                node[p] = {}
+            node = node[p]
 
 
 def union_members(annotation: Any) -> list[type[BaseModel]]:

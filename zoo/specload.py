@@ -325,8 +325,14 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
                 f"inference, ...; got {got} (see specs/two_moons_depth.yaml)"
             ]
         )
-    for key, value, _text in parsed:
-        set_path(data, _split_override_path(key), value)
+    bad_sets = []
+    for key, value, text in parsed:
+        try:
+            set_path(data, _split_override_path(key), value)
+        except KeyError as e:
+            bad_sets.append(f"--set {text}: {e.args[0]}")
+    if bad_sets:
+        raise SpecError(bad_sets)
     rep = _Reporter(fname, root, parsed)
     context = {"base_dir": str(p.resolve().parent)}
     errors += _sweep_axes(data.get("sweep"), rep)
