@@ -247,8 +247,14 @@ def _kl_from_chol(chol: np.ndarray) -> float:
 
 
 def _sqrtm_psd(mat: np.ndarray) -> np.ndarray:
+    if _is_diagonal(mat):
+        return np.diag(np.sqrt(np.clip(np.diag(mat), 0.0, None)))
     w, v = eigh(0.5 * (mat + mat.T))
     return (v * np.sqrt(np.clip(w, 0.0, None))) @ v.T
+
+
+def _is_diagonal(mat: np.ndarray) -> bool:
+    return not np.any(mat[~np.eye(mat.shape[0], dtype=bool)])
 
 
 # --------------------------------------------------------------------------- Gaussians
@@ -390,7 +396,9 @@ def w2_gaussian(m1: np.ndarray, s1: np.ndarray, m2: np.ndarray, s2: np.ndarray) 
         + \operatorname{tr}\Bigl(S_1 + S_2 - 2 \bigl(S_2^{1/2} S_1 S_2^{1/2}\bigr)^{1/2}\Bigr).
 
     Matrix square roots come from symmetric eigendecompositions with tiny negative
-    eigenvalues (round-off) clipped to 0, and so does a tiny negative :math:`W_2^2`.
+    eigenvalues (round-off) clipped to 0, and so does a tiny negative :math:`W_2^2`. When
+    one covariance is diagonal its square root is taken elementwise, leaving one eigenvalue
+    problem.
 
     Parameters
     ----------
@@ -411,8 +419,11 @@ def w2_gaussian(m1: np.ndarray, s1: np.ndarray, m2: np.ndarray, s2: np.ndarray) 
         raise ValueError(
             f"shapes do not match: m1 {m1.shape}, s1 {s1.shape}, m2 {m2.shape}, s2 {s2.shape}"
         )
+    if _is_diagonal(s1) and not _is_diagonal(s2):
+        s1, s2 = s2, s1  # W2 is symmetric; a diagonal s2 makes its square root free
     r2 = _sqrtm_psd(s2)
-    cross = eigh(0.5 * ((r2 @ s1 @ r2) + (r2 @ s1 @ r2).T), eigvals_only=True)
+    inner = r2 @ s1 @ r2
+    cross = eigh(0.5 * (inner + inner.T), eigvals_only=True)
     w2sq = (
         float(np.sum((m1 - m2) ** 2))
         + float(np.trace(s1) + np.trace(s2))
@@ -482,10 +493,15 @@ def wasserstein_error(
     WassersteinError
     """
     fit = fit_gaussian(draws, cov=cov, jitter=jitter)
-    x = np.asarray(draws, dtype=float)
+    return _wasserstein_error(np.asarray(draws, dtype=float), fit, closest_diagonal(fit.cov), seed)
+
+
+def _wasserstein_error(
+    x: np.ndarray, fit: GaussianFit, var: np.ndarray, seed: int
+) -> WassersteinError:
     z = np.random.default_rng(seed).standard_normal(x.shape)
     full = fit.mean + z @ _cholesky(fit.cov).T
-    diag = fit.mean + z * np.sqrt(closest_diagonal(fit.cov))
+    diag = fit.mean + z * np.sqrt(var)
     w_diag, w_full = empirical_w2(diag, x), empirical_w2(full, x)
     return WassersteinError(w_diag, w_full, w_diag - w_full, x.shape[0])
 
@@ -530,7 +546,7 @@ def diag_vs_full(
     else:
         out["kl_diag_full"] = kl
     out["w2_diag_full"] = w2_gaussian(fit.mean, np.diag(var), fit.mean, fit.cov)
-    we = wasserstein_error(draws, seed=seed, cov=cov, jitter=jitter)
+    we = _wasserstein_error(np.asarray(draws, dtype=float), fit, var, seed)
     out.update(w_diag=we.w_diag, w_full=we.w_full, w_error=we.error)
     out.update(
         cov_method=fit.cov_method,
