@@ -18,7 +18,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+
+from zoo.spec_methods import (
+    FixedVarianceGuide,
+    FullRankGuide,
+    HMCMethod,
+    InferenceSpec,
+    KTiedGuide,
+    MAPMethod,
+    MatrixNormalGuide,
+    MeanFieldGuide,
+    MLEMethod,
+    NUTSMethod,
+    Strict,
+    SVIMethod,
+)
 
 __all__ = [
     "Cell",
@@ -26,9 +41,17 @@ __all__ = [
     "DigitsData",
     "GaussianLikelihood",
     "CategoricalLikelihood",
+    "FixedVarianceGuide",
+    "FullRankGuide",
+    "HMCMethod",
     "HePrior",
-    "MeanFieldGuide",
+    "KTiedGuide",
+    "MAPMethod",
+    "MLEMethod",
     "MLPModel",
+    "MatrixNormalGuide",
+    "MeanFieldGuide",
+    "NUTSMethod",
     "NormalPrior",
     "SVIMethod",
     "Spec",
@@ -44,11 +67,7 @@ __all__ = [
 ]
 
 
-class _Strict(BaseModel):
-    """Base of every spec section: unknown keys are errors, instances are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
+_Strict = Strict  # base of every spec section: unknown keys are errors, immutable
 
 # --------------------------------------------------------------------------- data
 
@@ -244,68 +263,6 @@ class GaussianLikelihood(_Strict):
 
 LikelihoodSpec = Annotated[CategoricalLikelihood | GaussianLikelihood, Field(discriminator="kind")]
 
-# --------------------------------------------------------------------------- inference
-
-
-class MeanFieldGuide(_Strict):
-    """Fully factorized Gaussian q (``guides.AutoMeanField``)."""
-
-    kind: Literal["mean_field"] = Field(description="Guide kind.")
-    init_scale: float = Field(1e-3, gt=0, description="Initial posterior standard deviation.")
-    scale_transform: Literal["softplus", "exp"] = Field(
-        "softplus", description="Map from the unconstrained scale parameter to the std."
-    )
-    init_loc: Literal["he", "prior", "zero"] = Field(
-        "he", description="Initial means: He-normal draws, prior draws, or zeros."
-    )
-
-
-GuideSpec = Annotated[MeanFieldGuide, Field(discriminator="kind")]
-
-
-class SVIMethod(_Strict):
-    """Stochastic variational inference with Adam."""
-
-    name: str = Field(
-        min_length=1, pattern=r"^[A-Za-z0-9_\-]+$", description="Method name (unique)."
-    )
-    kind: Literal["svi"] = Field(description="Inference kind.")
-    guide: GuideSpec = Field(description="Variational family.")
-    epochs: int | None = Field(
-        None, gt=0, description="Passes over the training data (give epochs or steps)."
-    )
-    steps: int | None = Field(None, gt=0, description="Optimizer steps (give epochs or steps).")
-    batch_size: int | None = Field(
-        None, gt=0, description="Minibatch size; null uses the full training set."
-    )
-    lr: float = Field(1e-2, gt=0, description="Adam learning rate.")
-    lr_decay: float = Field(
-        1.0, gt=0, le=1, description="Total multiplicative learning-rate decay over training."
-    )
-    kl_weight: float = Field(1.0, ge=0, description="Weight of the KL term (1 is the ELBO).")
-    kl_warmup_steps: int = Field(
-        0, ge=0, description="Anneal the KL weight linearly from 0 over this many steps."
-    )
-    closed_form_kl: bool = Field(
-        True, description="Use TraceMeanField_ELBO (analytic KL) instead of Trace_ELBO."
-    )
-    num_particles: int = Field(1, gt=0, description="ELBO samples per step.")
-    pretrain_epochs: int = Field(
-        0, ge=0, description="Epochs of maximum-likelihood training of the means first."
-    )
-    predictive_samples: int = Field(
-        100, gt=0, description="Posterior draws for predictive metrics."
-    )
-
-    @model_validator(mode="after")
-    def _epochs_xor_steps(self) -> SVIMethod:
-        if (self.epochs is None) == (self.steps is None):
-            raise ValueError("give exactly one of epochs and steps")
-        return self
-
-
-InferenceSpec = Annotated[SVIMethod, Field(discriminator="kind")]
-
 # --------------------------------------------------------------------------- metrics, report
 
 
@@ -383,12 +340,25 @@ class Spec(_Strict):
 
     @field_validator("inference")
     @classmethod
-    def _unique_names(cls, v: list[SVIMethod]) -> list[SVIMethod]:
+    def _unique_names(cls, v: list[Any]) -> list[Any]:
         names = [m.name for m in v]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
             raise ValueError(f"inference method names must be unique; repeated: {dup}")
+        svi = [m.name for m in v if m.kind == "svi"]
+        for i, m in enumerate(v):
+            ref = getattr(m, "init_from", "prior")
+            if ref != "prior" and ref not in svi:
+                hint = f"one of {svi} or 'prior'" if svi else "'prior' (no svi method here)"
+                raise ValueError(
+                    f"inference[{i}].init_from {ref!r} is not a variational (svi) method of "
+                    f"this spec; use {hint}"
+                )
         return v
+
+    def method(self, name: str) -> Any:
+        """The inference method called ``name``."""
+        return next(m for m in self.inference if m.name == name)
 
     @field_validator("sweep")
     @classmethod
@@ -457,6 +427,9 @@ class Cell:
         exclude = {"name", "description", "inference", "sweep", "report"}
         d = self.spec.model_dump(mode="json", exclude=exclude)
         d["method"] = self.method.model_dump(mode="json")
+        ref = getattr(self.method, "init_from", "prior")
+        if ref != "prior":  # the cell refits that method: its settings change the numbers
+            d["init_method"] = self.spec.method(ref).model_dump(mode="json")
         return d
 
     def __repr__(self) -> str:
