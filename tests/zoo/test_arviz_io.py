@@ -180,3 +180,19 @@ def test_failed_write_leaves_no_half_file(tmp_path, monkeypatch):
     with pytest.raises(RuntimeError):
         save_datatree(_tree(seed=5), target)
     assert target.read_bytes() == before and os.listdir(tmp_path) == ["cell.nc"]
+
+
+def test_stored_tree_feeds_diagnostics_and_gaussian_reports(tmp_path):
+    from reports.diagnostics import diagnostic_gates
+    from reports.gaussian import diag_vs_full, flatten_sites
+
+    dt = load_datatree(save_datatree(_tree(), tmp_path / "cell.nc"))
+    gates = diagnostic_gates(dt)
+    assert gates.n_params == 6 + 3 + 6 + 2 + 1
+    assert gates.n_divergent == int(dt["sample_stats"]["diverging"].sum())
+    post = dt["posterior"]
+    flat = flatten_sites({k: v.transpose("chain", "draw", ...).values for k, v in post.items()})
+    assert flat.draws.shape == (N_CHAIN * N_DRAW, gates.n_params)
+    assert set(flat.blocks) == {"layer0", "layer1", "noise"}
+    out = diag_vs_full(flat.draws, flat.blocks, cov="ledoit_wolf", seed=0)
+    assert out["kl_diag_full"] > 0 and out["kl_diag_full.noise"] == 0.0
