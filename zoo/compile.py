@@ -20,6 +20,7 @@ from reports.calibration import classification_metrics, regression_metrics
 from zoo import data as zdata
 from zoo import models as zm
 from zoo.infer import fit_svi, pretrain_mle
+from zoo.point import fit_point
 from zoo.spec import Cell, MetricsSpec, Spec, width_from_budget
 
 __all__ = [
@@ -164,8 +165,37 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
     return out
 
 
+def _run_point(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
+    """MAP, or maximum likelihood stopped early on a seeded validation split."""
+    m = cell.method
+    seed = cell.spec.seed
+    x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
+    validation = None
+    if m.kind == "mle":
+        perm = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed + 7))
+        n_val = max(1, round(m.validation_fraction * len(x)))
+        validation = (x[perm[:n_val]], y[perm[:n_val]])
+        x, y = x[perm[n_val:]], y[perm[n_val:]]
+    res = fit_point(
+        model, x, y, _init_locs(model, m.init_loc, seed), seed=seed, prior=m.kind == "map",
+        steps=m.steps, epochs=m.epochs, batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay,
+        validation=validation, patience=getattr(m, "patience", 20),
+        eval_every=getattr(m, "eval_every", 10), progress=progress, desc=cell.cell_id[:40],
+    )  # fmt: skip
+    out = evaluate(model, ds, {k: v[None] for k, v in res.params.items()}, cell.spec.metrics)
+    out.update(
+        final_loss=float(np.mean(res.losses[-10:])),
+        best_step=res.best_step,
+        fit_seconds=res.seconds,
+        n_var_params=sum(v.numel() for v in res.params.values()),
+    )
+    return out
+
+
 METHODS: dict[str, Callable[[Cell, zm.BayesianMLP, zdata.Dataset, bool], dict]] = {
     "svi": _run_svi,
+    "map": _run_point,
+    "mle": _run_point,
 }
 
 
