@@ -1,0 +1,121 @@
+r"""Mean-field Gaussian guide whose standard deviations are fixed: only the means are learned."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Real
+from operator import attrgetter
+from typing import Any
+
+import pyro
+import torch
+from pyro.distributions import constraints
+from pyro.infer.autoguide.initialization import init_to_median
+from pyro.infer.autoguide.utils import deep_setattr
+from pyro.nn import PyroParam
+
+from guides._base import LatentSite
+from guides.mean_field import AutoMeanField
+
+__all__ = ["AutoFixedVarianceNormal"]
+
+
+def _check_scale(value: object, what: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+class AutoFixedVarianceNormal(AutoMeanField):
+    r"""Mean-field Gaussian guide with fixed standard deviations ("GD" of Trippe & Turner).
+
+    With :math:`w` all latent variables in unconstrained space and :math:`s(i)` the site of
+    coordinate :math:`i`,
+
+    .. math::
+
+        q(w) = \prod_i \mathcal{N}(w_i \mid \mu_i, \sigma_{s(i)}^2),
+
+    where only the means :math:`\mu` are variational parameters and the standard deviations
+    :math:`\sigma_s` are constants (``scale``). Trippe & Turner (2018) use it (their "GD",
+    Gaussian dropout-like noise of fixed variance) to show that overpruning comes from
+    learning the variances. With small :math:`\sigma` it approaches MAP with weight noise.
+
+    Sites are sampled from real ``Normal`` objects as in :class:`~guides.AutoMeanField`,
+    so closed-form KLs (the entropy term is then a constant) and local reparameterization
+    apply.
+
+    Parameters
+    ----------
+    model : callable
+        A Pyro model.
+    scale : float or dict of str to float
+        Standard deviation of every unconstrained coordinate, or one per latent site (the
+        dict must name every latent site and nothing else).
+    init_loc_fn : callable, default ``init_to_median``
+        Per-site initialisation of :math:`\mu`.
+    create_plates : callable, optional
+        As in :class:`~guides.AutoMeanField`.
+
+    Notes
+    -----
+    The means are stored as ``locs.<site>`` (as in :class:`~guides.AutoMeanField`); the
+    scales are not parameters and not in ``state_dict``: a fresh instance restored from a
+    ``state_dict`` must be built with the same ``scale``.
+    :attr:`num_variational_params` counts the means only.
+
+    References
+    ----------
+    .. [1] B. Trippe and R. Turner, "Overpruning in Variational Bayesian Neural Networks",
+       NeurIPS 2017 workshop on Advances in Approximate Bayesian Inference, 2018.
+    """
+
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        scale: float | Mapping[str, float],
+        *,
+        init_loc_fn: Callable[[dict], torch.Tensor] = init_to_median,
+        create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None = None,
+    ) -> None:
+        if isinstance(scale, Mapping):
+            self.fixed_scale: float | dict[str, float] = {
+                str(k): _check_scale(v, f"scale[{k!r}]") for k, v in scale.items()
+            }
+        else:
+            self.fixed_scale = _check_scale(scale, "scale")
+        super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
+
+    def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
+        super()._setup_prototype(*args, **kwargs)
+        if isinstance(self.fixed_scale, dict):
+            sites = set(self._require_setup())
+            missing = sorted(sites - set(self.fixed_scale))
+            unknown = sorted(set(self.fixed_scale) - sites)
+            if missing or unknown:
+                self._latent_sites = None
+                self.prototype_trace = None
+                raise ValueError(
+                    f"scale must give a standard deviation for every latent site; missing "
+                    f"{missing}, unknown {unknown}; latent sites are {sorted(sites)}"
+                )
+
+    def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
+        event_dim = info.unconstrained_event_dim
+        deep_setattr(self.locs, info.name, PyroParam(init_loc, constraints.real, event_dim))
+
+    def site_scale(self, name: str) -> float:
+        """The fixed standard deviation of site ``name`` (unconstrained space)."""
+        if isinstance(self.fixed_scale, dict):
+            return self.fixed_scale[name]
+        return self.fixed_scale
+
+    def _get_loc_and_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        loc = attrgetter(name)(self.locs)
+        return loc, loc.new_tensor(self.site_scale(name)).expand(loc.shape)
