@@ -20,10 +20,14 @@ from guides.mean_field import AutoMeanField
 
 @pytest.fixture(autouse=True)
 def _fresh_param_store():
+    # tiny tensors: extra intra-op threads only add overhead on a busy machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     yield
     pyro.clear_param_store()
+    torch.set_num_threads(threads)
 
 
 # --------------------------------------------------------------------------------------
@@ -277,3 +281,32 @@ def test_state_dict_round_trip(tmp_path):
     for name in expected_median:
         assert torch.equal(got_median[name], expected_median[name]), name
         assert torch.equal(got_q[name], expected_q[name]), name
+
+
+def test_plate_batched_matrices_are_tied_and_subsampled_ones_mean_field():
+    def model():
+        with pyro.plate("heads", 3):  # not subsampled: a batch of 3 tied matrices
+            pyro.sample("heads_w", dist.Normal(0.0, 1.0).expand([3, 2, 4]).to_event(2))
+        with pyro.plate("data", 20, subsample_size=5):  # local matrices stay mean-field
+            pyro.sample("local_w", dist.Normal(0.0, 1.0).expand([5, 2, 4]).to_event(2))
+        with pyro.plate("rows", 2), pyro.plate("cols", 4, dim=-2):  # event_dim 0
+            pyro.sample("grid", dist.Normal(0.0, 1.0))
+
+    guide = AutoKTiedNormal(model, rank=1)
+    guide()
+    assert guide.matrix_sites == ["heads_w"]
+    assert guide.log_u.heads_w.shape == (3, 2, 1)
+    assert guide.scales.local_w.shape == (20, 2, 4)
+    assert guide.scales.grid.shape == (4, 2)
+    trace = poutine.trace(guide).get_trace()
+    assert isinstance(trace.nodes["heads_w"]["fn"], KTiedNormal)
+    assert trace.nodes["heads_w"]["fn"].batch_shape == (3,)
+    assert trace.nodes["local_w"]["value"].shape == (5, 2, 4)
+    assert guide.num_variational_params == (3 * (8 + 2 + 4)) + 2 * 20 * 8 + 2 * 8
+    # closed-form KL per head (prior N(0, 1)) for the tied site
+    loss = TraceMeanField_ELBO().loss(
+        poutine.block(model, hide=["local_w", "grid"]),
+        poutine.block(guide, hide=["local_w", "grid"]),
+    )
+    loc, sd = (t.detach() for t in guide._unconstrained_loc_scale(guide.latent_sites["heads_w"]))
+    assert loss == pytest.approx(_diag_kl(loc, sd, 1.0), rel=1e-6)

@@ -20,10 +20,14 @@ from guides.matrix_normal import AutoMatrixNormal
 
 @pytest.fixture(autouse=True)
 def _fresh_param_store():
+    # tiny tensors: extra intra-op threads only add overhead on a busy machine
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
     pyro.clear_param_store()
     pyro.set_rng_seed(0)
     yield
     pyro.clear_param_store()
+    torch.set_num_threads(threads)
 
 
 def _kron(v: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
