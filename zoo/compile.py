@@ -16,12 +16,12 @@ import torch
 from pyro.infer.autoguide import AutoGuide, init_to_value
 
 import guides
-from reports.calibration import classification_metrics, regression_metrics
 from zoo import data as zdata
 from zoo import models as zm
+from zoo.evaluation import evaluate, posterior_file
 from zoo.infer import fit_svi, pretrain_mle
 from zoo.point import fit_point
-from zoo.spec import Cell, MetricsSpec, Spec, width_from_budget
+from zoo.spec import Cell, Spec, width_from_budget
 
 __all__ = [
     "DATA_LOADERS",
@@ -33,7 +33,6 @@ __all__ = [
     "CellOutput",
     "build_data",
     "build_model",
-    "evaluate",
     "run_cell",
 ]
 
@@ -114,29 +113,6 @@ GUIDES: dict[str, Callable[[Any, Any, dict[str, torch.Tensor]], AutoGuide]] = {
 }
 
 
-def evaluate(
-    model: zm.BayesianMLP,
-    ds: zdata.Dataset,
-    draws: dict[str, torch.Tensor],
-    metrics: MetricsSpec,
-) -> dict[str, float]:
-    """Test-set metrics of the posterior predictive formed by ``draws`` (leading dim S)."""
-    x = torch.as_tensor(ds.x_test)
-    with torch.no_grad():
-        out = model.apply(x, draws)
-    if ds.n_classes > 0:
-        logp = torch.log_softmax(out, -1).numpy().astype(np.float64)
-        res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)
-    else:
-        noise = draws["noise"].numpy()[:, None] if "noise" in draws else model.likelihood.noise
-        res = regression_metrics(
-            out.squeeze(-1).numpy().astype(np.float64), noise, ds.y_test.astype(np.float64),
-            y_scale=ds.y_scale, y_shift=ds.y_shift,
-        )  # fmt: skip
-    names = metrics.names or list(res)
-    return {k: float(res[k]) for k in names if k in res}
-
-
 def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
     m = cell.method
     seed = cell.spec.seed
@@ -162,7 +138,25 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
         fit_seconds=res.seconds,
         n_var_params=int(getattr(guide, "num_variational_params", 0)),
     )
+    out["_artifacts"] = {".nc": posterior_file(model, ds, draws, chains=1, seed=seed + 2,
+                                               attrs=_attrs(cell, ds))}  # fmt: skip
     return out
+
+
+def _attrs(cell: Cell, ds: zdata.Dataset) -> dict[str, Any]:
+    """Root attributes of a cell's ArviZ file: what produced it and the units of y."""
+    return {
+        "cell_id": cell.cell_id,
+        "method": cell.method.name,
+        "inference_kind": cell.method.kind,
+        "settings": cell.method.model_dump(mode="json"),
+        "axes": cell.axes,
+        "y_units": "standardized: original = y * y_scale + y_shift"
+        if ds.n_classes == 0
+        else "class labels",
+        "y_scale": float(ds.y_scale),
+        "y_shift": float(ds.y_shift),
+    }
 
 
 def _run_point(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
