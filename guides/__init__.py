@@ -1,8 +1,28 @@
 """Pyro guides for Bayesian neural networks, usable in any Pyro model.
 
-This package never imports ``zoo``.
+Every guide is a Pyro AutoGuide: ``guide = AutoKTiedNormal(model, rank=2)`` then
+``SVI(model, guide, optim, TraceMeanField_ELBO())``. Weight sites are sampled from real
+distribution objects (:class:`KTiedNormal`, :class:`MatrixNormal`, Normal, ...), so
+closed-form KL divergences and local reparameterization apply. This package never
+imports ``zoo``.
 """
 
+from guides.distributions import KTiedNormal, MatrixNormal
+from guides.fixed_variance import AutoFixedVarianceNormal
+from guides.full_rank import AutoFullRankNormal
+from guides.k_tied import AutoKTiedNormal
+from guides.local_reparam import LocalReparameterization, local_reparam
+from guides.matrix_normal import AutoMatrixNormal
 from guides.mean_field import AutoMeanField
 
-__all__ = ["AutoMeanField"]
+__all__ = [
+    "AutoFixedVarianceNormal",
+    "AutoFullRankNormal",
+    "AutoKTiedNormal",
+    "AutoMatrixNormal",
+    "AutoMeanField",
+    "KTiedNormal",
+    "LocalReparameterization",
+    "MatrixNormal",
+    "local_reparam",
+]

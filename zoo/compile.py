@@ -99,17 +99,29 @@ def _init_locs(model: zm.BayesianMLP, how: str, seed: int) -> dict[str, torch.Te
     return out
 
 
-def _mean_field(model, gspec, init_values) -> AutoGuide:
-    return guides.AutoMeanField(
-        model,
-        init_loc_fn=init_to_value(values=init_values),
-        init_scale=gspec.init_scale,
-        scale_transform=gspec.scale_transform,
-    )
+def _guide_kwargs(gspec, init_values) -> dict[str, Any]:
+    kw: dict[str, Any] = {"init_loc_fn": init_to_value(values=init_values)}
+    if hasattr(gspec, "init_scale"):
+        kw["init_scale"] = gspec.init_scale
+    return kw
 
 
 GUIDES: dict[str, Callable[[Any, Any, dict[str, torch.Tensor]], AutoGuide]] = {
-    "mean_field": _mean_field,
+    "mean_field": lambda model, g, init: guides.AutoMeanField(
+        model, scale_transform=g.scale_transform, **_guide_kwargs(g, init)
+    ),
+    "k_tied": lambda model, g, init: guides.AutoKTiedNormal(
+        model, rank=g.rank, **_guide_kwargs(g, init)
+    ),
+    "matrix_normal": lambda model, g, init: guides.AutoMatrixNormal(
+        model, row_cov=g.row_cov, col_cov=g.col_cov, **_guide_kwargs(g, init)
+    ),
+    "full_rank": lambda model, g, init: guides.AutoFullRankNormal(
+        model, blocks=g.blocks, **_guide_kwargs(g, init)
+    ),
+    "fixed_variance": lambda model, g, init: guides.AutoFixedVarianceNormal(
+        model, scale=g.scale, **_guide_kwargs(g, init)
+    ),
 }
 
 
@@ -129,6 +141,7 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
         batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay, kl_weight=m.kl_weight,
         kl_warmup_steps=m.kl_warmup_steps, closed_form_kl=m.closed_form_kl,
         num_particles=m.num_particles, progress=progress, desc=cell.cell_id[:40],
+        local_reparam=getattr(m.guide, "local_reparam", False),
     )  # fmt: skip
     draws = res.posterior.sample(m.predictive_samples, seed=seed + 1)
     out = evaluate(model, ds, draws, cell.spec.metrics)

@@ -32,6 +32,7 @@ __all__ = [
     "run_in_process",
     "run_local_pool",
     "run_ray",
+    "short_error",
 ]
 
 
@@ -90,12 +91,20 @@ def execute_cell(cell: Cell, threads: int, progress: bool = False) -> CellResult
     except Exception as e:  # a failing cell must not stop the sweep
         record.update(
             status="failed",
-            error=f"{type(e).__name__}: {e}",
+            error=short_error(e),
             traceback=traceback.format_exc(),
             metrics={},
         )
     record["time_s"] = time.perf_counter() - t0
     return CellResult(record, artifacts)
+
+
+def short_error(e: BaseException, limit: int = 300) -> str:
+    """``Type: first line of the message`` cut to ``limit`` characters (the full text is in
+    the cell's traceback), so one failed cell cannot flood results.csv or the report."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    msg = f"{type(e).__name__}: {text}" if text else type(e).__name__
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 def _failed(cell: Cell, error: str, threads: int) -> CellResult:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,6 +17,8 @@ import torch
 from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuide
 from pyro.optim import ClippedAdam
+
+from guides.local_reparam import LocalReparameterization
 
 __all__ = ["KLWeight", "SVIResult", "VIPosterior", "fit_svi", "pretrain_mle"]
 
@@ -108,6 +111,7 @@ def fit_svi(
     eval_particles: int = 10,
     progress: bool = False,
     desc: str = "svi",
+    local_reparam: bool = False,
 ) -> SVIResult:
     """Maximize the ELBO of ``model(x, y, n_total)`` over ``guide`` with Adam.
 
@@ -129,6 +133,10 @@ def fit_svi(
         The KL term is multiplied by ``kl_weight * min(1, step / kl_warmup_steps)``.
     closed_form_kl : bool
         ``TraceMeanField_ELBO`` (analytic KL where registered) instead of ``Trace_ELBO``.
+    local_reparam : bool
+        Run each step inside :class:`guides.local_reparam.LocalReparameterization`: the
+        model's linear layers sample their outputs instead of the weights (exact for
+        guides with independent Gaussian weights; others fall back to weight sampling).
 
     Returns
     -------
@@ -157,7 +165,8 @@ def fit_svi(
                 break
             if kl_warmup_steps:
                 scale.weight = kl_weight * min(1.0, (step + 1) / kl_warmup_steps)
-            loss = svi.step(x[idx], y[idx], n)
+            with LocalReparameterization() if local_reparam else nullcontext():
+                loss = svi.step(x[idx], y[idx], n)
             if not np.isfinite(loss):
                 raise FloatingPointError(
                     f"SVI loss is {loss} at step {step}; lower inference.lr or raise "
