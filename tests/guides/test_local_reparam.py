@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pyro
@@ -13,7 +14,6 @@ from pyro import poutine
 from pyro.infer import SVI, TraceMeanField_ELBO
 from pyro.optim import Adam
 
-import guides.local_reparam as lr_module
 from guides import AutoMeanField
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
@@ -22,6 +22,8 @@ from guides.local_reparam import LocalReparameterization, local_reparam
 from guides.matrix_normal import AutoMatrixNormal
 from zoo.models import BayesianMLP, CategoricalLikelihood
 
+# `guides` exports the function `local_reparam`, which shadows the submodule as an attribute.
+lr_module = importlib.import_module("guides.local_reparam")
 TORCH_LINEAR = F.linear
 OUT, IN = 3, 4
 BIAS = torch.tensor([0.5, -1.0, 2.0])
