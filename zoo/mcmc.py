@@ -1,0 +1,653 @@
+"""NUTS and HMC for :class:`~zoo.models.BayesianMLP` over one flat parameter vector.
+
+:class:`FlatPotential` is the potential energy :math:`U(z) = -\\log p(z \\mid x, y) + c` of the
+model as one function of a flat unconstrained vector ``z`` (sites concatenated in model
+order, ``noise`` as :math:`\\log\\sigma` with its Jacobian), computed from
+:meth:`BayesianMLP.apply` / :meth:`BayesianMLP.log_likelihood` and the Normal prior
+parameters, never through a Pyro trace.
+
+The samplers are a thin kernel (a functional core: :func:`_leapfrog`, :func:`_nuts_step`,
+:func:`_hmc_step` over the :class:`_Point` NamedTuple) driven by Pyro's own
+:class:`~pyro.infer.mcmc.adaptation.WarmupAdapter`: dual-averaging step size, Stan's
+windowed Welford mass matrix (:class:`~pyro.infer.mcmc.adaptation.BlockMassMatrix`, blocks
+named by tuples of site names like Pyro's ``full_mass``) and Pyro's step-size heuristic.
+The NUTS transition is Pyro's (multinomial sampling, biased progressive sampling between
+doublings, Pyro's U-turn criterion, divergence when the energy error exceeds 1000) ported
+to flat tensors with Python-float bookkeeping. Why not subclass ``pyro.infer.mcmc.NUTS``:
+its ``sample`` keeps the per-draw statistics local, works on dicts of per-site tensors
+(a ``torch.cat`` and split per mass-matrix product), calls ``pyro.sample`` for every coin
+flip and keeps scalars as tensors, which costs tens of tensor operations per leapfrog step
+on top of the gradient; here one leapfrog step is six tensor operations plus one
+:meth:`FlatPotential.value_and_grad` (see ``benchmarks/nuts.py`` for the measured ratios).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+import pyro
+import torch
+import torch.nn.functional as F
+from pyro.infer.mcmc.adaptation import WarmupAdapter
+
+from zoo.models import BayesianMLP, CategoricalLikelihood, GaussianLikelihood
+
+__all__ = ["FlatPotential", "MCMCResult", "run_hmc", "run_nuts"]
+
+_LOG_2PI = math.log(2 * math.pi)
+_MAX_ENERGY_ERROR = 1000.0  # Pyro's and Stan's divergence threshold
+
+
+class FlatPotential:
+    """Potential energy of a BayesianMLP posterior over a flat unconstrained vector.
+
+    .. math:: U(z) = -\\Big(\\sum_s \\log \\mathcal N(\\theta_s; m_s, s_s^2)
+              + \\log p(\\sigma) + \\log\\sigma
+              + \\sum_n \\log p(y_n \\mid x_n, \\theta, \\sigma)\\Big),
+              \\quad z = (\\mathrm{vec}\\,\\theta, \\log\\sigma)
+
+    Parameters
+    ----------
+    model : BayesianMLP
+    x, y : Tensor
+        The full training set (no minibatching in MCMC).
+    """
+
+    def __init__(self, model: BayesianMLP, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.model = model
+        self.x = torch.as_tensor(x)
+        lik = model.likelihood
+        cat = isinstance(lik, CategoricalLikelihood)
+        self.y = torch.as_tensor(y).long() if cat else torch.as_tensor(y, dtype=self.x.dtype)
+        self.site_shapes: dict[str, tuple[int, ...]] = {}
+        for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
+            self.site_shapes[f"layer{i}.weight"] = (fo, fi)
+            self.site_shapes[f"layer{i}.bias"] = (fo,)
+        self.n_weights = model.num_params
+        self.learned_noise = isinstance(lik, GaussianLikelihood) and lik.noise is None
+        if self.learned_noise:
+            self.site_shapes["noise"] = ()
+        self.site_slices: dict[str, slice] = {}
+        pos = 0
+        for name, shape in self.site_shapes.items():
+            self.site_slices[name] = slice(pos, pos + math.prod(shape))
+            pos += math.prod(shape)
+        self.dim = pos
+        # prior over the weights, hoisted: loc, precision and normalizing constant
+        loc, scale = [], []
+        for name in model.prior_params:
+            n = math.prod(self.site_shapes[name])
+            loc += [model.prior_params[name][0]] * n
+            scale += [model.prior_params[name][1]] * n
+        self._loc = torch.tensor(loc, dtype=self.x.dtype)
+        sc = torch.tensor(scale, dtype=torch.float64)
+        self._prec = (1 / sc**2).to(self.x.dtype)
+        self._const = float(-(sc.log().sum() + 0.5 * _LOG_2PI * len(scale)))
+        self._zero_loc = bool((self._loc == 0).all())
+        self._uniform_prec = (
+            float(self._prec[0]) if bool((self._prec == self._prec[0]).all()) else None
+        )
+        if self.learned_noise:
+            s = lik.prior_scale
+            self._noise_const = math.log(2) - 0.5 * _LOG_2PI - math.log(s)
+            self._noise_prec = 1 / s**2
+        self._sizes = [sl.stop - sl.start for sl in self.site_slices.values()]
+        self._wshapes = [self.site_shapes[w] for w, _ in model.layer_sites()]
+        # constants of U left out of _energy: prior normalizers and the Gaussian's
+        self._offset = -self._const
+        if isinstance(lik, GaussianLikelihood):
+            n = len(self.y)
+            s = 1.0 if self.learned_noise else float(lik.noise)
+            self._offset += n * (math.log(s) + 0.5 * _LOG_2PI)
+        if self.learned_noise:
+            self._offset -= self._noise_const
+
+    # --- parameter maps ------------------------------------------------------------------
+    def unravel(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``{site: constrained tensor}``, shapes ``batch + site_shape``, from ``batch + (D,)``."""
+        batch = z.shape[:-1]
+        out = {
+            n: z[..., sl].reshape(batch + self.site_shapes[n]) for n, sl in self.site_slices.items()
+        }
+        if self.learned_noise:
+            out["noise"] = out["noise"].exp()
+        return out
+
+    def ravel(self, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Inverse of :meth:`unravel`: flat unconstrained ``z`` of shape ``batch + (D,)``."""
+        missing = [n for n in self.site_slices if n not in params]
+        if missing:
+            raise KeyError(f"params lack sites {missing}; expected {list(self.site_slices)}")
+        first = torch.as_tensor(params[next(iter(self.site_shapes))])
+        batch = first.shape[: first.dim() - 2]
+        parts = []
+        for name, shape in self.site_shapes.items():
+            v = torch.as_tensor(params[name], dtype=self.x.dtype)
+            if name == "noise":
+                v = v.log()
+            if tuple(v.shape[len(batch) :]) != shape:
+                raise ValueError(
+                    f"site {name!r} has shape {tuple(v.shape)}, expected batch + {shape}"
+                )
+            parts.append(v.reshape(batch + (-1,)))
+        return torch.cat(parts, -1)
+
+    # --- energy ---------------------------------------------------------------------------
+    def _log_prior(self, z: torch.Tensor) -> torch.Tensor:
+        zw = z[..., : self.n_weights]
+        d = zw if self._zero_loc else zw - self._loc
+        if self._uniform_prec is None:
+            quad = (d * d * self._prec).sum(-1)
+        else:  # one dot product in the sampler's unbatched case
+            quad = self._uniform_prec * (d.dot(d) if z.dim() == 1 else (d * d).sum(-1))
+        lp = self._const - 0.5 * quad
+        if self.learned_noise:  # HalfNormal on sigma = exp(z_n), plus log|d sigma / d z_n| = z_n
+            zn = z[..., -1]
+            lp = lp + self._noise_const - 0.5 * self._noise_prec * (2 * zn).exp() + zn
+        return lp
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        """U(z) for ``z`` of shape ``batch + (D,)``, through ``model.log_likelihood``."""
+        with pyro.validation_enabled(False):
+            ll = self.model.log_likelihood(self.x, self.y, self.unravel(z)).sum(-1)
+        return -(ll + self._log_prior(z))
+
+    def _energy(self, z: torch.Tensor) -> torch.Tensor:
+        """U(z) - c for one flat z with few autograd nodes: one split, fused bias and loss."""
+        parts = z.split(self._sizes)
+        h = self.x
+        for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
+            h = F.linear(h, w.view(self._wshapes[i]), b)
+            if i < self.model.depth:
+                h = self.model._act(h)
+        lik = self.model.likelihood
+        if isinstance(lik, CategoricalLikelihood):
+            nll = F.cross_entropy(h, self.y, reduction="sum")
+        elif isinstance(lik, GaussianLikelihood):
+            sq = F.mse_loss(h.squeeze(-1), self.y, reduction="sum")
+            if self.learned_noise:  # N log sigma, the prior on sigma and the Jacobian
+                zn, n = parts[-1].squeeze(), len(self.y)
+                nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
+                nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
+            else:
+                nll = sq * (0.5 / float(lik.noise) ** 2)
+        else:
+            with pyro.validation_enabled(False):
+                nll = -lik.log_prob(h, self.y, self.unravel(z)).sum()
+        zw = z[: self.n_weights] if self.learned_noise else z
+        d = zw if self._zero_loc else zw - self._loc
+        if self._uniform_prec is None:
+            return nll + 0.5 * (d * d * self._prec).sum()
+        return nll + (0.5 * self._uniform_prec) * d.dot(d)
+
+    def value_and_grad(self, z: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """``(U(z), dU/dz)`` for one flat ``z`` of shape ``(D,)``: one forward, one backward.
+
+        Known likelihoods (categorical, Gaussian) use fused losses; constants are added as a
+        Python float. Equal to :meth:`__call__` (which follows the model) up to rounding.
+        """
+        z = z.detach().requires_grad_(True)
+        u = self._energy(z)
+        (g,) = torch.autograd.grad(u, z)
+        return u.item() + self._offset, g
+
+    def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
+        """A flat ``z`` drawn from the prior."""
+        zw = self._loc + torch.randn(self.n_weights, generator=gen) * self._prec.rsqrt()
+        if not self.learned_noise:
+            return zw
+        sigma = torch.randn(1, generator=gen).abs() / math.sqrt(self._noise_prec)
+        return torch.cat([zw, sigma.log()])
+
+
+# --- functional core ----------------------------------------------------------------------
+class _Point(NamedTuple):
+    """A phase-space point: position, momentum, velocity M^-1 r, grad U, U and U + K."""
+
+    z: torch.Tensor
+    r: torch.Tensor
+    v: torch.Tensor
+    g: torch.Tensor
+    potential: float
+    energy: float
+
+
+class _Metric:
+    """Flat view of Pyro's block inverse mass matrix (blocks are contiguous slices)."""
+
+    def __init__(self, inverse_mass_matrix: Mapping[tuple, torch.Tensor], slices: Mapping) -> None:
+        self.blocks = []
+        for key, minv in inverse_mass_matrix.items():
+            if minv.dim() == 1:
+                sqrt_m = minv.rsqrt()
+            else:  # Pyro's mass_matrix_sqrt: inverse of the upper Cholesky factor of M^-1
+                u = torch.linalg.cholesky(minv).t()
+                sqrt_m = torch.linalg.solve_triangular(
+                    u, torch.eye(len(u), dtype=u.dtype), upper=True
+                )
+            self.blocks.append((slices[key], minv, sqrt_m))
+        self.single = len(self.blocks) == 1
+
+    def velocity(self, r: torch.Tensor) -> torch.Tensor:
+        if self.single:
+            minv = self.blocks[0][1]
+            return minv * r if minv.dim() == 1 else torch.mv(minv, r)
+        out = torch.empty_like(r)
+        for sl, minv, _ in self.blocks:
+            out[sl] = minv * r[sl] if minv.dim() == 1 else torch.mv(minv, r[sl])
+        return out
+
+    def drift(self, z: torch.Tensor, r: torch.Tensor, eps: float) -> torch.Tensor:
+        """z + eps M^-1 r (one fused operation for a single diagonal block)."""
+        minv = self.blocks[0][1]
+        if self.single and minv.dim() == 1:
+            return torch.addcmul(z, minv, r, value=eps)
+        return torch.add(z, self.velocity(r), alpha=eps)
+
+    def momentum(self, gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
+        eps = torch.randn(like.shape, generator=gen, dtype=like.dtype)
+        out = torch.empty_like(eps)
+        for sl, _, s in self.blocks:
+            out[sl] = s * eps[sl] if s.dim() == 1 else torch.mv(s, eps[sl])
+        return out
+
+
+def _leapfrog(pot: FlatPotential, metric: _Metric, p: _Point, eps: float) -> _Point:
+    r = torch.add(p.r, p.g, alpha=-0.5 * eps)
+    z = metric.drift(p.z, r, eps)
+    u, g = pot.value_and_grad(z)
+    r = torch.add(r, g, alpha=-0.5 * eps)
+    v = metric.velocity(r)
+    energy = u + 0.5 * torch.dot(r, v).item()
+    return _Point(z, r, v, g, u, energy if energy == energy else math.inf)
+
+
+def _new_point(pot: FlatPotential, metric: _Metric, z, u, g, gen) -> _Point:
+    r = metric.momentum(gen, z)
+    v = metric.velocity(r)
+    return _Point(z, r, v, g, u, u + 0.5 * torch.dot(r, v).item())
+
+
+def _exp0(x: float) -> float:
+    """min(1, exp(x)) without overflow."""
+    return math.exp(min(x, 0.0))
+
+
+def _logaddexp(a: float, b: float) -> float:
+    m = max(a, b)
+    return m if m == -math.inf else m + math.log1p(math.exp(-abs(a - b)))
+
+
+def _turning(left: _Point, right: _Point, r_sum: torch.Tensor) -> bool:
+    rho = torch.add(r_sum, torch.add(left.r, right.r), alpha=-0.5)
+    return torch.dot(left.v, rho).item() <= 0 or torch.dot(right.v, rho).item() <= 0
+
+
+class _Tree(NamedTuple):
+    left: _Point
+    right: _Point
+    proposal: _Point
+    r_sum: torch.Tensor
+    log_weight: float
+    turning: bool
+    diverging: bool
+    sum_accept: float
+    n: int
+
+
+def _build_tree(pot, metric, p: _Point, eps: float, depth: int, e0: float, rng) -> _Tree:
+    if depth == 0:
+        q = _leapfrog(pot, metric, p, eps)
+        de = q.energy - e0
+        return _Tree(q, q, q, q.r, -de, False, de > _MAX_ENERGY_ERROR, _exp0(-de), 1)
+    half = _build_tree(pot, metric, p, eps, depth - 1, e0, rng)
+    if half.turning or half.diverging:
+        return half
+    other = _build_tree(pot, metric, half.right if eps > 0 else half.left, eps, depth - 1, e0, rng)
+    w = _logaddexp(half.log_weight, other.log_weight)
+    take_other = w > -math.inf and rng.random() < _exp0(other.log_weight - w)
+    left, right = (half.left, other.right) if eps > 0 else (other.left, half.right)
+    r_sum = half.r_sum + other.r_sum
+    turning = other.turning or _turning(left, right, r_sum)
+    return _Tree(left, right, other.proposal if take_other else half.proposal, r_sum, w, turning,
+                 other.diverging, half.sum_accept + other.sum_accept, half.n + other.n)  # fmt: skip
+
+
+def _nuts_step(pot, metric, p: _Point, eps: float, max_depth: int, rng) -> tuple[_Point, dict]:
+    """One NUTS transition from ``p`` (with fresh momentum); Pyro's doubling scheme."""
+    left = right = proposal = p
+    r_sum, log_w = p.r, 0.0
+    sum_accept, n, depth, diverging = 0.0, 0, 0, False
+    while depth < max_depth:
+        forward = rng.random() < 0.5
+        tree = _build_tree(pot, metric, right if forward else left, eps if forward else -eps,
+                           depth, p.energy, rng)  # fmt: skip
+        left, right = (left, tree.right) if forward else (tree.left, right)
+        sum_accept += tree.sum_accept
+        n += tree.n
+        depth += 1
+        if tree.diverging:
+            diverging = True
+            break
+        if tree.turning:
+            break
+        if rng.random() < _exp0(tree.log_weight - log_w):
+            proposal = tree.proposal
+        r_sum = r_sum + tree.r_sum
+        if _turning(left, right, r_sum):
+            break
+        log_w = _logaddexp(log_w, tree.log_weight)
+    stats = {"n_steps": n, "tree_depth": depth, "diverging": diverging,
+             "acceptance_rate": sum_accept / n}  # fmt: skip
+    return proposal, stats
+
+
+def _hmc_step(pot, metric, p: _Point, eps: float, num_steps: int, rng) -> tuple[_Point, dict]:
+    """One HMC transition: ``num_steps`` leapfrog steps and a Metropolis correction."""
+    q = p
+    for _ in range(num_steps):
+        q = _leapfrog(pot, metric, q, eps)
+        if q.energy == math.inf:
+            break
+    de = q.energy - p.energy
+    accept = _exp0(-de)
+    new = q if rng.random() < accept else p
+    return new, {
+        "n_steps": num_steps,
+        "diverging": de > _MAX_ENERGY_ERROR,
+        "acceptance_rate": accept,
+    }
+
+
+# --- object shell -------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MCMCResult:
+    """Result of :func:`run_nuts` / :func:`run_hmc`.
+
+    Attributes
+    ----------
+    draws : dict of str to ndarray
+        Constrained draws per site, shape ``(chain, draw, *site_shape)``.
+    sample_stats : dict of str to ndarray
+        Per-draw statistics, shape ``(chain, draw)``, named as arviz-base's NumPyro converter
+        names them: ``lp`` (log density of the draw in unconstrained space, ``-U``; NumPyro
+        stores ``U`` itself), ``step_size``, ``n_steps`` (leapfrog steps), ``tree_depth``
+        (NUTS doublings; NUTS only), ``diverging``, ``energy`` (Hamiltonian of the draw with
+        its momentum) and ``acceptance_rate`` (the adaptation statistic).
+    settings : dict
+        The sampler settings, plus the adapted ``step_size`` per chain.
+    seconds, warmup_seconds : float
+        Wall time of all chains, and the part of it spent in warm-up.
+    site_slices : dict of str to slice
+        Where each site sits in the flat vectors of :meth:`flat_draws`.
+    """
+
+    draws: dict[str, np.ndarray]
+    sample_stats: dict[str, np.ndarray]
+    settings: dict
+    seconds: float
+    warmup_seconds: float
+    site_slices: dict[str, slice]
+    flat: np.ndarray = field(repr=False)
+
+    @property
+    def n_divergent(self) -> int:
+        """Number of divergent transitions after warm-up, over all chains."""
+        return int(self.sample_stats["diverging"].sum())
+
+    def flat_draws(self) -> np.ndarray:
+        """Unconstrained flat draws, shape ``(chain * draw, D)`` (``noise`` as its log)."""
+        return self.flat.reshape(-1, self.flat.shape[-1])
+
+
+def _mass_shapes(pot: FlatPotential, mass_matrix: str) -> dict[tuple[str, ...], tuple]:
+    """Pyro's ``mass_matrix_shape``: blocks keyed by tuples of site names, in model order."""
+    names = tuple(pot.site_slices)
+    if mass_matrix in ("diag", "dense"):
+        return {names: (pot.dim,) * (1 if mass_matrix == "diag" else 2)}
+    if mass_matrix != "block":
+        raise ValueError(f"mass_matrix={mass_matrix!r}; use 'diag', 'dense' or 'block'")
+    out: dict[tuple[str, ...], tuple] = {}
+    for w, b in pot.model.layer_sites():
+        n = pot.site_slices[b].stop - pot.site_slices[w].start
+        out[(w, b)] = (n, n)
+    if pot.learned_noise:
+        out[("noise",)] = (1,)
+    return out
+
+
+class _Chain:
+    """One chain: Pyro's WarmupAdapter around a transition function, seeded from (seed, c)."""
+
+    def __init__(self, pot: FlatPotential, transition: Callable, seed: int, chain: int,
+                 warmup: int, target_accept: float, step_size: float | None, mass_matrix: str,
+                 adapt_mass_matrix: bool) -> None:  # fmt: skip
+        self.pot, self.transition, self.warmup, self.chain = pot, transition, warmup, chain
+        ss = np.random.SeedSequence([seed, chain])
+        self.rng = np.random.default_rng(ss)
+        self.gen = torch.Generator().manual_seed(int(ss.generate_state(1, np.uint64)[0] >> 1))
+        shapes = _mass_shapes(pot, mass_matrix)
+        sl = pot.site_slices
+        self.slices = {k: slice(sl[k[0]].start, sl[k[-1]].stop) for k in shapes}
+        self.skip_search = step_size is not None
+        self.adapter = WarmupAdapter(step_size or 1.0, adapt_step_size=True,
+                                     target_accept_prob=target_accept,
+                                     adapt_mass_matrix=adapt_mass_matrix)  # fmt: skip
+        self.adapter.configure(warmup, initial_step_size=step_size or 1.0,
+                               mass_matrix_shape=shapes,
+                               find_reasonable_step_size_fn=self.find_step_size,
+                               options={"dtype": pot.x.dtype, "device": pot.x.device})  # fmt: skip
+        self._minv: tuple = ()
+        self.metric = self.sync()
+
+    def sync(self) -> _Metric:
+        """The flat metric of the adapter's current inverse mass matrix (rebuilt on change)."""
+        minv = self.adapter.mass_matrix_adapter.inverse_mass_matrix
+        vals = tuple(minv.values())
+        if len(vals) != len(self._minv) or any(map(lambda a, b: a is not b, vals, self._minv)):
+            self._minv, self.metric = vals, _Metric(minv, self.slices)
+        return self.metric
+
+    def check_step_size(self) -> None:
+        eps, a = self.adapter.step_size, self.adapter
+        if not (math.isfinite(eps) and eps > 1e-8):
+            raise FloatingPointError(
+                f"chain {self.chain}: the adapted step size collapsed to {eps:.3g} (target_accept"
+                f"={a.target_accept_prob}, mass matrix {list(self.slices)}, warmup="
+                f"{self.warmup}); start from a better point (init= the MF-VI posterior mean), "
+                "warm up longer or lower target_accept"
+            )
+
+    def zdict(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {n: z[sl] for n, sl in self.pot.site_slices.items()}
+
+    def find_step_size(self, zd: Mapping[str, torch.Tensor]) -> float:
+        """Pyro's ``HMC._find_reasonable_step_size`` on flat tensors (double or halve)."""
+        eps = self.adapter.step_size
+        if self.skip_search:  # the user's initial step size is used as given
+            self.skip_search = False
+            return eps
+        pot, metric = self.pot, self.sync()
+        z = torch.cat([zd[n].reshape(-1) for n in pot.site_slices])
+        u, g = pot.value_and_grad(z)
+        direction = new_dir = None
+        while new_dir == direction and 1e-10 < eps < 1e10:
+            if direction is not None:
+                eps *= 2.0**direction
+            p = _new_point(pot, metric, z, u, g, self.gen)
+            q = _leapfrog(pot, metric, p, eps)
+            new_dir = 1 if math.log(0.8) < p.energy - q.energy else -1
+            direction = new_dir if direction is None else direction
+        return min(max(eps, 1e-10), 1e10)
+
+    def run(self, z: torch.Tensor, draws: int, out: torch.Tensor, bar) -> tuple[dict, float]:
+        """Warm up from ``z``, then write ``draws`` flat draws into ``out``; stats, warm-up s."""
+        pot, adapter, warmup = self.pot, self.adapter, self.warmup
+        t0 = time.perf_counter()
+        u, g = pot.value_and_grad(z)
+        adapter.reset_step_size_adaptation(self.zdict(z))
+        metric, t_warm = self.sync(), 0.0
+        rec: dict[str, list] = {}
+        for t in range(warmup + draws):
+            eps = adapter.step_size
+            p = _new_point(pot, metric, z, u, g, self.gen)
+            q, st = self.transition(pot, metric, p, eps, self.rng)
+            z, u, g = q.z, q.potential, q.g
+            if t < warmup:
+                adapter.step(t, self.zdict(z), torch.tensor(st["acceptance_rate"]))
+                metric = self.sync()
+                if t == warmup - 1:
+                    t_warm = time.perf_counter() - t0
+                    self.check_step_size()
+            else:
+                out[t - warmup] = z
+                for k, val in (("lp", -u), ("step_size", eps), ("energy", q.energy), *st.items()):
+                    rec.setdefault(k, []).append(val)
+            if bar is not None:
+                bar.update(1)
+                if t % 10 == 0:
+                    bar.set_postfix(eps=f"{eps:.2e}", n_steps=st["n_steps"])
+        return {k: np.asarray(v) for k, v in rec.items()}, t_warm
+
+
+def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, warmup: int,
+         draws: int, chains: int, target_accept: float, step_size: float | None,
+         mass_matrix: str, adapt_mass_matrix: bool, init: Mapping[str, torch.Tensor] | None,
+         progress: bool, threads: int | None, settings: dict) -> MCMCResult:  # fmt: skip
+    if warmup < 0 or draws < 1 or chains < 1 or not 0 < target_accept < 1:
+        raise ValueError(
+            f"{method}: need warmup >= 0, draws >= 1, chains >= 1 and 0 < target_accept < 1; "
+            f"got {warmup}, {draws}, {chains}, {target_accept}"
+        )
+    z_init = None if init is None else pot.ravel(init).detach().clone()
+    flat = torch.empty(chains, draws, pot.dim, dtype=pot.x.dtype)
+    stats: dict[str, list] = {}
+    steps, t_warm, t0 = [], 0.0, time.perf_counter()
+    saved = torch.get_num_threads()
+    threads = saved if threads is None else threads
+    for c in range(chains):
+        chain = _Chain(pot, transition, seed, c, warmup, target_accept, step_size, mass_matrix,
+                       adapt_mass_matrix)  # fmt: skip
+        z = z_init.clone() if z_init is not None else pot.prior_draw(chain.gen)
+        _check_init(pot, z, "init" if init is not None else "a prior draw (init=None)")
+        bar = _progress(warmup + draws, f"{method} chain {c}") if progress else None
+        try:
+            torch.set_num_threads(threads)
+            rec, tw = chain.run(z, draws, flat[c], bar)
+        finally:
+            torch.set_num_threads(saved)
+            if bar is not None:
+                bar.close()
+        eps = chain.adapter.step_size
+        steps.append(eps)
+        t_warm += tw
+        for k, v in rec.items():
+            stats.setdefault(k, []).append(v)
+    seconds = time.perf_counter() - t0
+    with torch.no_grad():
+        draws_c = {k: v.numpy() for k, v in pot.unravel(flat).items()}
+    settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=draws, chains=chains,
+                    target_accept=target_accept, initial_step_size=step_size,
+                    mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix,
+                    init="given" if init is not None else "prior", step_size=steps,
+                    threads=threads)  # fmt: skip
+    return MCMCResult(draws_c, {k: np.stack(v) for k, v in stats.items()}, settings, seconds,
+                      t_warm, dict(pot.site_slices), flat.numpy())  # fmt: skip
+
+
+def _check_init(pot: FlatPotential, z: torch.Tensor, where: str) -> None:
+    u, g = pot.value_and_grad(z)
+    if math.isfinite(u) and bool(torch.isfinite(g).all()):
+        return
+    bad = [n for n, s in pot.site_slices.items() if not bool(torch.isfinite(z[s]).all())]
+    bad_g = [n for n, s in pot.site_slices.items() if not bool(torch.isfinite(g[s]).all())]
+    raise FloatingPointError(
+        f"the potential at the initial point ({where}) is {u}; non-finite values in sites "
+        f"{bad}, non-finite gradients in sites {bad_g}; pass init= a finite point (e.g. the "
+        "MF-VI posterior mean, guide.median()) and check x and y for NaN or inf"
+    )
+
+
+def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, chains: int = 1,
+             target_accept: float = 0.8, max_tree_depth: int = 10,
+             step_size: float | None = None, mass_matrix: str = "diag",
+             init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
+             threads: int | None = 1) -> MCMCResult:  # fmt: skip
+    """Sample ``potential`` with NUTS (Pyro's multinomial variant and warm-up adaptation).
+
+    Parameters
+    ----------
+    potential : FlatPotential
+    seed : int
+        Chain ``c`` is seeded from ``(seed, c)``; chains run one after another.
+    warmup, draws, chains : int
+        Warm-up iterations (discarded), kept draws per chain, number of chains.
+    target_accept : float
+        Target of the dual-averaging step-size adaptation.
+    max_tree_depth : int
+        At most ``2**max_tree_depth - 1`` leapfrog steps per draw.
+    step_size : float, optional
+        Initial step size; ``None`` runs Pyro's heuristic from 1.
+    mass_matrix : {"diag", "dense", "block"}
+        Adapted inverse mass matrix: diagonal, dense, or dense per layer (weight and bias of
+        one layer together; ``noise`` diagonal). Pyro's windowed Welford estimate.
+    init : dict, optional
+        Constrained initial values per site (e.g. the MF-VI posterior mean); ``None`` draws
+        each chain's start from the prior.
+    progress : bool
+        tqdm bar per chain (off when stderr is not a terminal).
+    threads : int, optional
+        torch intra-op threads while sampling, restored afterwards (``None`` keeps torch's
+        setting). One is fastest for these small sequential operations: with two threads on
+        a busy 2-core machine every leapfrog step was 25 times slower.
+
+    Returns
+    -------
+    MCMCResult
+    """
+    if max_tree_depth < 1:
+        raise ValueError(f"max_tree_depth={max_tree_depth} must be >= 1")
+
+    def transition(pot, metric, p, eps, rng):
+        return _nuts_step(pot, metric, p, eps, max_tree_depth, rng)
+
+    return _run(potential, transition, "nuts", seed=seed, warmup=warmup, draws=draws,
+                chains=chains, target_accept=target_accept, step_size=step_size,
+                mass_matrix=mass_matrix, adapt_mass_matrix=True, init=init, progress=progress,
+                threads=threads,
+                settings={"max_tree_depth": max_tree_depth})  # fmt: skip
+
+
+def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num_steps: int,
+            chains: int = 1, target_accept: float = 0.8, step_size: float | None = None,
+            adapt_mass_matrix: bool = False, mass_matrix: str = "diag",
+            init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
+            threads: int | None = 1) -> MCMCResult:  # fmt: skip
+    """Sample ``potential`` with HMC: ``num_steps`` leapfrog steps per draw, adapted step size.
+
+    Like hamiltorch's HMC the trajectory has a fixed number of steps (not a fixed length);
+    the step size is adapted by dual averaging during warm-up, the mass matrix only when
+    ``adapt_mass_matrix``. Other parameters as in :func:`run_nuts`; ``sample_stats`` has no
+    ``tree_depth``.
+    """
+    if num_steps < 1:
+        raise ValueError(f"num_steps={num_steps} must be >= 1")
+
+    def transition(pot, metric, p, eps, rng):
+        return _hmc_step(pot, metric, p, eps, num_steps, rng)
+
+    return _run(potential, transition, "hmc", seed=seed, warmup=warmup, draws=draws,
+                chains=chains, target_accept=target_accept, step_size=step_size,
+                mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix, init=init,
+                progress=progress, threads=threads, settings={"num_steps": num_steps})  # fmt: skip
+
+
+def _progress(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, leave=False, unit="draw", dynamic_ncols=True, disable=None)
