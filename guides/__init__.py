@@ -11,7 +11,7 @@ from guides.distributions import KTiedNormal, MatrixNormal
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
-from guides.local_reparam import LocalReparameterization, local_reparam
+from guides.local_reparam import LocalReparameterization
 from guides.matrix_normal import AutoMatrixNormal
 from guides.mean_field import AutoMeanField
 
@@ -24,5 +24,4 @@ __all__ = [
     "KTiedNormal",
     "LocalReparameterization",
     "MatrixNormal",
-    "local_reparam",
 ]

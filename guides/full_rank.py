@@ -21,6 +21,7 @@ from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroModule, PyroParam
 from torch.distributions import Independent, MultivariateNormal, Normal, register_kl
+from torch.distributions.utils import _standard_normal
 
 from guides._base import LatentSite, PerSiteGuide
 
@@ -116,7 +117,15 @@ class FullRankNormal(TorchDistribution):
         return FullRankNormal(loc, tril, self.event_shape, validate_args=False)
 
     def rsample(self, sample_shape: Sequence[int] = _EMPTY) -> torch.Tensor:
-        return self._unflatten(self.base.rsample(torch.Size(sample_shape)))
+        # as MultivariateNormal.rsample (same random numbers), keeping the standard-normal
+        # draw so that a caller can reuse it instead of solving L eps = value - loc, which
+        # is ill-conditioned when L's off-diagonal entries dwarf its diagonal
+        shape = self.base._extended_shape(torch.Size(sample_shape))
+        eps = _standard_normal(shape, dtype=self.base.loc.dtype, device=self.base.loc.device)
+        flat = self.base.loc + (self.base.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
+        value = self._unflatten(flat)
+        self.last_draw = (value, eps)
+        return value
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         return self.base.log_prob(self._flatten(value))
@@ -212,7 +221,7 @@ class AutoFullRankNormal(PerSiteGuide):
     init_loc_fn : callable, default ``init_to_median``
         Per-site initialisation of :math:`\mu` (see :class:`~guides.AutoMeanField`).
     init_scale : float, default 0.1
-        Initial :math:`L = \text{init\_scale} \cdot I`.
+        Initial :math:`s` (every entry), with :math:`C = I`.
     max_block_dim : int, default 10000
         Largest block dimension :math:`D` allowed; a :math:`D \times D` factor is stored
         (the factor of a 784x400 weight matrix would hold ~10^11 numbers).
@@ -221,11 +230,15 @@ class AutoFullRankNormal(PerSiteGuide):
 
     Notes
     -----
-    :math:`L` is stored as ``scale_trils.<site>`` (or ``scale_tril``) with Pyro's
-    ``softplus_lower_cholesky`` constraint: the strict lower triangle is free and the
-    diagonal is the softplus of a free number. The raw storage is a full
-    :math:`D \times D` matrix whose upper triangle is unused;
-    :attr:`num_variational_params` counts the free numbers only,
+    :math:`L = \operatorname{diag}(s)\,C` with a positive scale vector :math:`s`
+    (``scales.<site>``, or ``scale`` for "global"; softplus of free numbers) and a unit
+    lower-triangular :math:`C` (``scale_trils.<site>``, or ``scale_tril``; Pyro's
+    ``unit_lower_cholesky``), as Pyro's ``AutoMultivariateNormal`` does. The magnitudes and
+    the correlations then live on their own scales: with a free Cholesky factor, Adam's
+    first steps (about ``lr`` on every entry) make the off-diagonal entries dwarf a small
+    diagonal such as ``init_scale=1e-4``, and the factor becomes numerically singular. The
+    raw storage of :math:`C` is a full :math:`D \times D` matrix whose upper triangle is
+    unused; :attr:`num_variational_params` counts the free numbers only,
     :math:`D + D(D+1)/2` per block.
 
     References
@@ -273,6 +286,7 @@ class AutoFullRankNormal(PerSiteGuide):
 
     def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
         self.locs = PyroModule()
+        self.scales = PyroModule()
         self.scale_trils = PyroModule()
         self._init_locs: list[torch.Tensor] = []
         self._offsets: dict[str, tuple[int, int]] = {}
@@ -281,9 +295,11 @@ class AutoFullRankNormal(PerSiteGuide):
             init = torch.cat(self._init_locs)
             d = init.numel()
             self._check_block("all sites", d)
-            tril = torch.eye(d, dtype=init.dtype) * self.init_scale
             self.loc = PyroParam(init, constraints.real_vector)
-            self.scale_tril = PyroParam(tril, constraints.softplus_lower_cholesky)
+            self.scale = PyroParam(torch.full_like(init, self.init_scale),
+                                   constraints.softplus_positive)  # fmt: skip
+            self.scale_tril = PyroParam(torch.eye(d, dtype=init.dtype),
+                                        constraints.unit_lower_cholesky)  # fmt: skip
         del self._init_locs
 
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
@@ -304,18 +320,25 @@ class AutoFullRankNormal(PerSiteGuide):
         ]
         d = info.unconstrained_event_shape.numel()
         self._check_block(repr(info.name), d)
-        tril = torch.eye(d, dtype=init_loc.dtype) * self.init_scale
-        tril = tril.expand(batch + (d, d)).clone()
+        tril = torch.eye(d, dtype=init_loc.dtype).expand(batch + (d, d)).clone()
         loc = init_loc.reshape(batch + (d,))
+        scale = torch.full_like(loc, self.init_scale)
         deep_setattr(self.locs, info.name, PyroParam(loc, constraints.real_vector, 1))
+        deep_setattr(self.scales, info.name, PyroParam(scale, constraints.softplus_positive, 1))
         deep_setattr(
-            self.scale_trils, info.name, PyroParam(tril, constraints.softplus_lower_cholesky, 2)
+            self.scale_trils, info.name, PyroParam(tril, constraints.unit_lower_cholesky, 2)
         )
 
     # ---------------------------------------------------------------- access
     def _site_params(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """Unconstrained flat loc and scale_tril of a "site" block (subsampled in plates)."""
-        return attrgetter(name)(self.locs), attrgetter(name)(self.scale_trils)
+        scale = attrgetter(name)(self.scales)
+        return attrgetter(name)(self.locs), scale.unsqueeze(-1) * attrgetter(name)(self.scale_trils)
+
+    @property
+    def _global_tril(self) -> torch.Tensor:
+        r""":math:`\operatorname{diag}(s) L` of the "global" block."""
+        return self.scale.unsqueeze(-1) * self.scale_tril
 
     def _unconstrained_dist(self, info: LatentSite) -> FullRankNormal:
         """Site block; for "global" the marginal of the site (used by get_posterior)."""
@@ -323,7 +346,7 @@ class AutoFullRankNormal(PerSiteGuide):
             loc, tril = self._site_params(info.name)
             return FullRankNormal(loc, tril, info.unconstrained_event_shape, validate_args=False)
         start, end = self._offsets[info.name]
-        rows = self.scale_tril[start:end, :end]
+        rows = self._global_tril[start:end, :end]
         tril = torch.linalg.cholesky(rows @ rows.T)
         return FullRankNormal(
             self.loc[start:end], tril, info.unconstrained_shape, validate_args=False
@@ -334,7 +357,7 @@ class AutoFullRankNormal(PerSiteGuide):
             loc, tril = self._site_params(info.name)
         else:
             start, end = self._offsets[info.name]
-            loc, tril = self.loc[start:end], self.scale_tril[start:end, :end]
+            loc, tril = self.loc[start:end], self._global_tril[start:end, :end]
         shape = info.unconstrained_shape
         return loc.reshape(shape), tril.pow(2).sum(-1).sqrt().reshape(shape)
 
@@ -342,7 +365,7 @@ class AutoFullRankNormal(PerSiteGuide):
         """Sample every latent site; same ``*args, **kwargs`` as the model."""
         if self.blocks == "site" or self.prototype_trace is None:
             return super().forward(*args, **kwargs)
-        loc, tril = self.loc, self.scale_tril
+        loc, tril = self.loc, self._global_tril
         eps_prev: torch.Tensor | None = None
         result = {}
         for name, info in self._require_setup().items():
@@ -356,10 +379,14 @@ class AutoFullRankNormal(PerSiteGuide):
             result[name] = value
             # recover this block's standard-normal draw from the value (exact under replay)
             u = info.transform.inv(value) if info.is_constrained else value
-            u = u.reshape(u.shape[: u.dim() - len(info.unconstrained_shape)] + (-1,))
-            eps = torch.linalg.solve_triangular(
-                block, (u - cond_loc).unsqueeze(-1), upper=False
-            ).squeeze(-1)
+            last = getattr(q, "last_draw", None)
+            if last is not None and last[0] is u:  # drawn here: reuse its standard normals
+                eps = last[1]
+            else:  # replayed or conditioned value: recover them
+                eps = torch.linalg.solve_triangular(
+                    block, (u.reshape(u.shape[: u.dim() - len(info.unconstrained_shape)] + (-1,))
+                            - cond_loc).unsqueeze(-1), upper=False,
+                ).squeeze(-1)  # fmt: skip
             if eps_prev is not None:
                 batch = torch.broadcast_shapes(eps_prev.shape[:-1], eps.shape[:-1])
                 eps = torch.cat(

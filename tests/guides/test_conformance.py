@@ -215,12 +215,15 @@ def test_full_rank_at_exact_posterior_elbo_is_log_evidence(blocks):
     guide = AutoFullRankNormal(regression_model, blocks)
     guide(x, y)
     tril = torch.linalg.cholesky(cov)
-    raw = tril.clone()
-    raw.diagonal().copy_(tril.diagonal().expm1().log())  # softplus inverse
+    scale = tril.diagonal()  # L = diag(s) C with C unit lower triangular
+    unit = tril / scale.unsqueeze(-1)
+    raw_scale = scale.expm1().log()  # softplus inverse
     if blocks == "global":
-        state = {"loc_unconstrained": mean, "scale_tril_unconstrained": raw}
+        state = {"loc_unconstrained": mean, "scale_unconstrained": raw_scale,
+                 "scale_tril_unconstrained": unit}  # fmt: skip
     else:
-        state = {"locs.w_unconstrained": mean, "scale_trils.w_unconstrained": raw}
+        state = {"locs.w_unconstrained": mean, "scales.w_unconstrained": raw_scale,
+                 "scale_trils.w_unconstrained": unit}  # fmt: skip
     guide.load_state_dict(state)
     q = guide.get_posterior("w")
     assert torch.allclose(q.covariance_matrix, cov, atol=1e-6)

@@ -119,9 +119,11 @@ def test_global_conditionals_give_the_joint_density():
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         guide.loc.copy_(torch.randn(8, generator=gen))
-        raw = torch.randn(8, 8, generator=gen) * 0.3
-        guide.scale_tril_unconstrained.copy_(raw)
-    joint = MultivariateNormal(guide.loc, scale_tril=guide.scale_tril)
+        guide.scale_tril_unconstrained.copy_(torch.randn(8, 8, generator=gen) * 0.3)
+        guide.scale_unconstrained.copy_(torch.randn(8, generator=gen))
+    tril = guide.scale.unsqueeze(-1) * guide.scale_tril  # L = diag(s) C
+    assert torch.allclose(tril.diagonal(), guide.scale)
+    joint = MultivariateNormal(guide.loc, scale_tril=tril)
     for _ in range(3):
         trace = poutine.trace(guide).get_trace()
         trace.compute_log_prob()
@@ -131,7 +133,7 @@ def test_global_conditionals_give_the_joint_density():
         total = sum(trace.nodes[k]["log_prob_sum"] for k in "asb")
         assert torch.allclose(total, joint.log_prob(u) - s.log(), atol=1e-4)
     # marginals: median/quantiles use the rows of L
-    sd = guide.scale_tril.pow(2).sum(-1).sqrt()
+    sd = tril.pow(2).sum(-1).sqrt()
     q = guide.quantiles([0.5, 0.8413447])
     assert torch.allclose(q["b"][1], guide.loc[5:] + sd[5:], atol=1e-4)
     assert torch.allclose(
