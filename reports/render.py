@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from reports.tables import write_bytes_atomic
 
-__all__ = ["figure_name", "plot_metric_vs", "render_report"]
+__all__ = ["Section", "figure_name", "plot_metric_vs", "render_report"]
 
 _DPI = 120
 _MAX_ERROR_CHARS = 500
@@ -343,6 +343,19 @@ def plot_metric_vs(
 # --------------------------------------------------------------------------- report
 
 
+class Section(NamedTuple):
+    """An extra report section after the figures: text, an optional table, figures.
+
+    ``figures`` are ``(file stem, matplotlib Figure)`` pairs, written as
+    ``figures/<stem>.png`` and closed; ``table`` is ``(header, rows)`` of strings.
+    """
+
+    title: str
+    paragraphs: Sequence[str] = ()
+    table: tuple[Sequence[str], Sequence[Sequence[str]]] | None = None
+    figures: Sequence[tuple[str, Figure]] = ()
+
+
 def render_report(
     out_dir: Path,
     *,
@@ -356,6 +369,7 @@ def render_report(
     notes: list[str] | None = None,
     failed: pd.DataFrame | None = None,
     table_metrics: list[str] | None = None,
+    sections: Sequence[Section] = (),
 ) -> dict[str, Path]:
     """Write the figures, ``report.md`` and a self-contained ``report.html``.
 
@@ -385,6 +399,8 @@ def render_report(
         ``status`` is not ``"ok"``.
     table_metrics : list of str, optional
         Metrics of the summary table; defaults to ``metrics``.
+    sections : sequence of Section
+        Extra sections (e.g. sampler diagnostics) placed after the figures.
 
     Returns
     -------
@@ -427,6 +443,15 @@ def render_report(
     table_metrics = [m for m in (table_metrics or metrics) if f"{m}_mean" in summary.columns]
     s_header, s_rows = _summary_rows(summary, table_metrics) if have_summary else ([], [])
     f_header, f_rows = _failed_rows(failed) if n_failed else ([], [])
+    extra: list[tuple[Section, list[tuple[str, bytes]]]] = []
+    for sec in sections:
+        pngs = []
+        for stem, fig in sec.figures:
+            rel = f"figures/{_sanitize(stem)}.png"
+            png = _render_png(fig)
+            written[rel] = write_bytes_atomic(png, out_dir / rel)
+            pngs.append((rel, png))
+        extra.append((sec, pngs))
 
     # ---- Markdown
     md: list[str] = [f"# {_md_escape(title)}", "", _md_escape(desc), ""]
@@ -439,6 +464,13 @@ def render_report(
         md += ["## Figures", ""]
         for m, rel, _ in figures:
             md += [f"![{_md_escape(m)} vs {_md_escape(x)}]({rel})", ""]
+    for sec, pngs in extra:
+        md += [f"## {_md_escape(sec.title)}", ""]
+        for para in sec.paragraphs:
+            md += [_md_escape(para), ""]
+        if sec.table is not None:
+            md += [_md_table(*sec.table), ""]
+        md += [f"![{_md_escape(rel)}]({rel})\n" for rel, _ in pngs]
     if n_failed:
         md += ["## Failed cells", "", _md_table(f_header, f_rows), ""]
     if spec_text is not None:
@@ -475,6 +507,14 @@ def render_report(
                 f'<figure><img src="data:image/png;base64,{data}" alt="{esc(m)} vs {esc(x)}">'
                 f"<figcaption>{esc(m)} vs {esc(x)}</figcaption></figure>"
             )
+    for sec, pngs in extra:
+        h.append(f"<h2>{esc(sec.title)}</h2>")
+        h += [f"<p>{esc(para)}</p>" for para in sec.paragraphs]
+        if sec.table is not None:
+            h.append(_html_table(*sec.table, n_text=len(sec.table[0])))
+        for rel, png in pngs:
+            data = base64.b64encode(png).decode("ascii")
+            h.append(f'<figure><img src="data:image/png;base64,{data}" alt="{esc(rel)}"></figure>')
     if n_failed:
         h.append("<h2>Failed cells</h2>")
         h.append(_html_table(f_header, f_rows, n_text=len(f_header), cls="failed"))

@@ -18,7 +18,7 @@ from pyro.infer.autoguide import AutoGuide, init_to_value
 import guides
 from zoo import data as zdata
 from zoo import models as zm
-from zoo.evaluation import evaluate, posterior_file
+from zoo.evaluation import datatree_bytes, evaluate, posterior_datatree
 from zoo.infer import fit_svi, pretrain_mle
 from zoo.point import fit_point
 from zoo.spec import Cell, Spec, width_from_budget
@@ -125,9 +125,10 @@ GUIDES: dict[str, Callable[[Any, Any, dict[str, torch.Tensor]], AutoGuide]] = {
 }
 
 
-def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
-    m = cell.method
-    seed = cell.spec.seed
+def fit_vi(spec: Spec, m: Any, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool,
+           desc: str = "svi"):  # fmt: skip
+    """Fit the variational method ``m`` of ``spec`` (seeded by ``spec.seed``): SVIResult."""
+    seed = spec.seed
     x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
     init = _init_locs(model, m.guide.init_loc, seed)
     if m.pretrain_epochs:
@@ -136,13 +137,20 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
             batch_size=m.batch_size, lr=m.lr,
         )  # fmt: skip
     guide = GUIDES[m.guide.kind](model, m.guide, init)
-    res = fit_svi(
+    return fit_svi(
         model, guide, x, y, seed=seed, steps=m.steps, epochs=m.epochs,
         batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay, kl_weight=m.kl_weight,
         kl_warmup_steps=m.kl_warmup_steps, closed_form_kl=m.closed_form_kl,
-        num_particles=m.num_particles, progress=progress, desc=cell.cell_id[:40],
+        num_particles=m.num_particles, progress=progress, desc=desc,
         local_reparam=getattr(m.guide, "local_reparam", False),
     )  # fmt: skip
+
+
+def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
+    m = cell.method
+    seed = cell.spec.seed
+    res = fit_vi(cell.spec, m, model, ds, progress, desc=cell.cell_id[:40])
+    guide = res.posterior.guide
     draws = res.posterior.sample(m.predictive_samples, seed=seed + 1)
     out = evaluate(model, ds, draws, cell.spec.metrics)
     out.update(
@@ -151,8 +159,8 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
         fit_seconds=res.seconds,
         n_var_params=int(getattr(guide, "num_variational_params", 0)),
     )
-    out["_artifacts"] = {".nc": posterior_file(model, ds, draws, chains=1, seed=seed + 2,
-                                               attrs=_attrs(cell, ds))}  # fmt: skip
+    dt = posterior_datatree(model, ds, draws, chains=1, seed=seed + 2, attrs=_attrs(cell, ds))
+    out["_artifacts"] = {".nc": datatree_bytes(dt)}
     return out
 
 
@@ -199,10 +207,18 @@ def _run_point(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: b
     return out
 
 
+def _run_sampler(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
+    from zoo.sampler_cell import run_sampler_cell
+
+    return run_sampler_cell(cell, model, ds, progress, fit_vi, _attrs(cell, ds))
+
+
 METHODS: dict[str, Callable[[Cell, zm.BayesianMLP, zdata.Dataset, bool], dict]] = {
     "svi": _run_svi,
     "map": _run_point,
     "mle": _run_point,
+    "nuts": _run_sampler,
+    "hmc": _run_sampler,
 }
 
 

@@ -1,9 +1,9 @@
 """Test-set evaluation of posterior draws, and the ArviZ file of a cell.
 
 :func:`evaluate` turns draws of the weights into predictive metrics (through
-:mod:`reports.calibration`); :func:`posterior_file` stores the same draws as an ArviZ
+:mod:`reports.calibration`); :func:`posterior_datatree` stores the same draws as an ArviZ
 DataTree (posterior, pointwise test log-likelihood, posterior predictive, observed data,
-sampler statistics) and returns its netCDF bytes, which the runner writes next to the
+sampler statistics); :func:`datatree_bytes` gives its netCDF bytes, which the runner writes next to the
 cell's record as ``cells/<cell id>.nc``.
 """
 
@@ -22,7 +22,7 @@ from zoo import data as zdata
 from zoo import models as zm
 from zoo.spec import MetricsSpec
 
-__all__ = ["evaluate", "posterior_file", "predictive_probs"]
+__all__ = ["datatree_bytes", "evaluate", "posterior_datatree", "predictive_probs"]
 
 
 def predictive_probs(
@@ -58,7 +58,7 @@ def evaluate(
     return {k: float(res[k]) for k in names if k in res}
 
 
-def posterior_file(
+def posterior_datatree(
     model: zm.BayesianMLP,
     ds: zdata.Dataset,
     draws: Mapping[str, torch.Tensor],
@@ -67,14 +67,14 @@ def posterior_file(
     seed: int,
     sample_stats: Mapping[str, np.ndarray] | None = None,
     attrs: Mapping[str, Any] | None = None,
-) -> bytes:
-    """The netCDF bytes of the ArviZ DataTree of ``draws`` (leading dim chains x draws).
+):
+    """The ArviZ DataTree of ``draws`` (leading dim chains x draws, chain-major).
 
-    ``draws[site]`` has shape ``(chains * n, *site_shape)`` (chain-major). The test-set
-    log-likelihood is pointwise per draw; the posterior predictive draws one ``y`` per
-    weight draw with a generator seeded by ``seed``.
+    ``draws[site]`` has shape ``(chains * n, *site_shape)``. The test-set log-likelihood is
+    pointwise per draw; the posterior predictive draws one ``y`` per weight draw with a
+    generator seeded by ``seed``.
     """
-    from zoo.arviz_io import posterior_to_datatree, save_datatree
+    from zoo.arviz_io import posterior_to_datatree
 
     x, y = torch.as_tensor(ds.x_test), torch.as_tensor(ds.y_test)
     gen = torch.Generator().manual_seed(seed)
@@ -93,7 +93,7 @@ def posterior_file(
         a = t.detach().numpy()
         return a.reshape((chains, a.shape[0] // chains) + a.shape[1:])
 
-    dt = posterior_to_datatree(
+    return posterior_to_datatree(
         {k: shaped(v) for k, v in draws.items()},
         sample_stats=sample_stats,
         log_likelihood=shaped(loglik),
@@ -101,6 +101,12 @@ def posterior_file(
         observed=np.asarray(ds.y_test),
         attrs=attrs,
     )
+
+
+def datatree_bytes(dt) -> bytes:
+    """The netCDF bytes of ``dt`` (what :func:`zoo.arviz_io.save_datatree` writes)."""
+    from zoo.arviz_io import save_datatree
+
     fd, tmp = tempfile.mkstemp(suffix=".nc")
     os.close(fd)
     try:

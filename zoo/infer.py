@@ -165,7 +165,7 @@ def fit_svi(
                 break
             if kl_warmup_steps:
                 scale.weight = kl_weight * min(1.0, (step + 1) / kl_warmup_steps)
-            with LocalReparameterization() if local_reparam else nullcontext():
+            with LocalReparameterization(strict=True) if local_reparam else nullcontext():
                 loss = svi.step(x[idx], y[idx], n)
             if not np.isfinite(loss):
                 raise FloatingPointError(

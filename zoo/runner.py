@@ -32,12 +32,7 @@ import yaml
 
 from zoo.spec import Cell, Spec
 
-__all__ = ["RunOutcome", "build_report", "default_out_dir", "load_cells", "run_spec"]
-
-#: Columns of results.csv that are not sweep axes or metrics.
-BOOKKEEPING = ["cell_id", "status", "error"]
-#: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
-TIMINGS = ["time_s", "fit_seconds"]
+__all__ = ["RunOutcome", "build_report", "default_out_dir", "dump_spec", "load_cells", "run_spec"]
 
 
 @dataclass(frozen=True)
@@ -186,11 +181,6 @@ def _bar(total: int, initial: int):
     )
 
 
-def _axis(wanted: str, axes: list[str], fallbacks: list[str]) -> str:
-    """``wanted`` if it is a column of results.csv, else the first fallback that is."""
-    return next(a for a in [wanted, *fallbacks] if a in axes)
-
-
 def dump_spec(spec: Spec) -> str:
     """The resolved spec as YAML (defaults filled in, keys in schema order)."""
     return yaml.safe_dump(
@@ -206,43 +196,6 @@ def load_cells(out_dir: Path) -> list[dict[str, Any]]:
 
 def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     """Write results.csv, summary.csv and the report from the stored cells of ``spec``."""
-    import pandas as pd
+    from zoo.report import build_report as build
 
-    from reports.render import render_report
-    from reports.tables import summarize, write_csv_atomic
-
-    by_id = {r["cell_id"]: r for r in load_cells(out_dir)}
-    axes = ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
-    rows = []
-    cells = spec.cells()
-    for cell in cells:  # spec order, so the file does not depend on run order
-        rec = by_id.get(cell.cell_id)
-        if rec is None:
-            continue
-        row = {a: cell.axes.get(a, cell.spec.seed if a == "seed" else None) for a in axes}
-        row.update({k: v for k, v in rec["metrics"].items() if k not in TIMINGS})
-        row.update(cell_id=rec["cell_id"], status=rec["status"], error=rec["error"])
-        rows.append(row)
-    results = pd.DataFrame(rows)
-    metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
-    results = results[[*axes, *metric_cols, *BOOKKEEPING]] if rows else results
-    write_csv_atomic(results, out_dir / "results.csv")
-    summary = summarize(results, metric_cols, over="seed", by=[a for a in axes if a != "seed"])
-    write_csv_atomic(summary, out_dir / "summary.csv")
-    failed = results[results["status"] != "ok"] if rows else None
-    figs = [m for m in spec.report.figures if m in metric_cols]
-    notes = [spec.description] if spec.description else []
-    notes.append(f"{len(results)} cells stored of {len(cells)} in the spec.")
-    return render_report(
-        out_dir,
-        title=f"bnn-zoo report: {spec.name}",
-        spec_text=dump_spec(spec),
-        results=results,
-        summary=summary,
-        x=_axis(spec.report.x, axes, [*[a for a in spec.sweep if a != "seed"], "method"]),
-        hue=_axis(spec.report.hue, axes, ["method"]),
-        metrics=figs,
-        notes=notes,
-        failed=failed if failed is not None and len(failed) else None,
-        table_metrics=[m for m in metric_cols if m not in ("n_train", "final_loss")],
-    )
+    return build(out_dir, spec)

@@ -398,7 +398,10 @@ def _check_report(spec: Spec, rep: _Reporter) -> list[str]:
     errors = []
     for field in ("x", "hue"):
         value = getattr(spec.report, field)
-        if value not in columns and field in spec.report.model_fields_set:
+        default = type(spec.report).model_fields[field].default
+        # a default written out (e.g. the resolved spec.yaml of a run directory) falls back
+        # silently, as when it is left out
+        if value not in columns and field in spec.report.model_fields_set and value != default:
             errors.append(
                 f"{rep.where(['report', field])}: report.{field}: {value!r} is not a sweep "
                 f"axis; choose one of: {', '.join(columns)}{_did_you_mean(value, columns)}"
