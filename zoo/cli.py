@@ -137,8 +137,8 @@ def _cmd_run(a: argparse.Namespace) -> int:
         out = a.out or default_out_dir(spec)
     if a.fresh and (out / "cells").is_dir():
         shutil.rmtree(out / "cells")
-    n = len(spec.cells())
-    print(f"zoo: {spec.name}: {n} cells -> {out}", file=sys.stderr)
+    what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
+    print(f"zoo: {spec.name}: {what} -> {out}", file=sys.stderr)
     res = run_spec(spec, out, executor=a.executor, workers=a.workers, address=a.address,
                    retry_failed=a.retry_failed, progress=not a.no_progress)  # fmt: skip
     print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")

@@ -161,7 +161,26 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
     )
     dt = posterior_datatree(model, ds, draws, chains=1, seed=seed + 2, attrs=_attrs(cell, ds))
     out["_artifacts"] = {".nc": datatree_bytes(dt)}
+    n_prod = cell.spec.metrics.product_matrix_draws
+    if n_prod and model.act_name == "linear":
+        out.update(_product_matrix(model, res.posterior, n_prod, seed + 3, out["_artifacts"]))
     return out
+
+
+def _product_matrix(model, posterior, n: int, seed: int, artifacts: dict) -> dict[str, float]:
+    """Covariance of the product of the weight matrices over ``n`` posterior draws."""
+    import io
+
+    from reports.product_matrix import off_diagonal_mass, product_covariance_from_draws
+
+    draws = posterior.sample(n, seed=seed)
+    weights = [draws[w].numpy().astype(np.float64) for w, _ in model.layer_sites()]
+    cov = product_covariance_from_draws(weights)
+    buf = io.BytesIO()
+    np.savez_compressed(buf, cov=cov.astype(np.float32), shape=np.array(weights[-1].shape[1:2]
+                        + weights[0].shape[2:3]))  # fmt: skip
+    artifacts[".product_cov.npz"] = buf.getvalue()
+    return {"product_offdiag_mass": off_diagonal_mass(cov)}
 
 
 def _attrs(cell: Cell, ds: zdata.Dataset) -> dict[str, Any]:

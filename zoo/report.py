@@ -121,6 +121,37 @@ def _mean_field_section(results, spec: Spec):
     return Section("The price of mean field", paras)
 
 
+def _product_section(out_dir: Path, results, spec: Spec):
+    import numpy as np
+
+    from reports.product_matrix import product_covariance_figure
+    from reports.render import Section
+
+    if "product_offdiag_mass" not in results.columns:
+        return None
+    done = results[results["product_offdiag_mass"].notna() & (results["status"] == "ok")]
+    x = spec.report.x if spec.report.x in done.columns else "method"
+    first = done.drop_duplicates(subset=[c for c in ("method", x) if c in done.columns])
+    covs = {}
+    for _, r in first.head(6).iterrows():
+        path = out_dir / "cells" / f"{r['cell_id']}.product_cov.npz"
+        if path.is_file():
+            with np.load(path) as f:
+                covs[f"{r['method']}, {x}={r[x]}, seed {r['seed']}"] = f["cov"]
+    paras = [
+        "The covariance of vec(W_L ... W_1), the product of the posterior's weight matrices, "
+        f"over {spec.metrics.product_matrix_draws} draws of the fitted variational posterior "
+        "(row-major: entry a*n_in + b is W[a, b]; model.depth d has d + 1 weight matrices). Every layer is mean-field, yet from three "
+        "layers on the product can carry covariance between all its entries (Farquhar et al. "
+        "2020, section 2). product_offdiag_mass is the share of its squared Frobenius norm "
+        "off the diagonal."
+    ]
+    figs = [("product_covariance_trained",
+             product_covariance_figure(covs, title="posterior product-matrix covariance"))] \
+        if covs else []  # fmt: skip
+    return Section("Product-matrix covariance of the trained networks", paras, None, figs)
+
+
 def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     """Write results.csv, summary.csv and the report from the stored cells of ``spec``."""
     import pandas as pd
@@ -154,7 +185,8 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     sections = []
     if rows:
         sections = [s for s in (_mean_field_section(results, spec),
-                                _sampler_section(out_dir, results, spec)) if s is not None]  # fmt: skip
+                                _sampler_section(out_dir, results, spec),
+                                _product_section(out_dir, results, spec)) if s is not None]  # fmt: skip
     return render_report(
         out_dir,
         title=f"bnn-zoo report: {spec.name}",

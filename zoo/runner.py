@@ -117,6 +117,11 @@ def run_spec(
     """
     from zoo.executors import EXECUTORS, plan_workers
 
+    if spec.simulation is not None:  # no cells: seconds of numpy
+        from zoo.simulate import run_simulation
+
+        run_simulation(spec, out_dir, log=log)
+        return RunOutcome(out_dir, 1, 1, 0, 0)
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
     log = log or (lambda msg: print(msg, file=sys.stderr))
@@ -196,6 +201,10 @@ def load_cells(out_dir: Path) -> list[dict[str, Any]]:
 
 def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     """Write results.csv, summary.csv and the report from the stored cells of ``spec``."""
+    if spec.simulation is not None:
+        from zoo.simulate import run_simulation
+
+        return run_simulation(spec, out_dir, log=lambda msg: None)
     from zoo.report import build_report as build
 
     return build(out_dir, spec)

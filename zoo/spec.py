@@ -53,6 +53,7 @@ __all__ = [
     "MeanFieldGuide",
     "NUTSMethod",
     "NormalPrior",
+    "ProductMatrixSimulation",
     "SVIMethod",
     "Spec",
     "TwoMoonsData",
@@ -273,6 +274,13 @@ class MetricsSpec(_Strict):
         None, description="Metrics to report; null picks those of the likelihood."
     )
     ece_bins: int = Field(15, gt=0, description="Equal-width confidence bins of the ECE.")
+    product_matrix_draws: int | None = Field(
+        None,
+        ge=2,
+        description="For linear (activation: linear) networks fitted with svi: posterior "
+        "draws of the product matrix W_L ... W_1 whose covariance is stored and shown as a "
+        "heat map (Farquhar et al. 2020); null skips it.",
+    )
 
 
 class ReportSpec(_Strict):
@@ -286,6 +294,46 @@ class ReportSpec(_Strict):
     )
 
 
+# --------------------------------------------------------------------------- simulations
+
+
+class ProductMatrixSimulation(_Strict):
+    """Covariance of the product of L random mean-field layers (Farquhar et al. 2020, Fig. 1).
+
+    Each layer is K x K with means U(mean_low, mean_high) and standard deviation ``std``;
+    the covariance of the product matrix W_L ... W_1 is estimated from ``n_draws`` draws
+    (``method: mc``, as in the paper) or computed exactly (``method: exact``).
+    """
+
+    kind: Literal["product_matrix"] = Field(description="Simulation kind.")
+    width: int = Field(4, ge=1, le=32, description="K: every layer is K x K.")
+    depths: list[int] = Field(
+        default_factory=lambda: [1, 2, 3, 5, 20], min_length=1, description="Numbers of layers L."
+    )
+    n_draws: int = Field(10_000, ge=2, description="Monte Carlo draws of the product.")
+    mean_low: float = Field(-0.1, description="Layer means are U(mean_low, mean_high).")
+    mean_high: float = Field(0.1, description="Layer means are U(mean_low, mean_high).")
+    std: float = Field(0.5, gt=0, description="Standard deviation of every weight.")
+    method: Literal["mc", "exact"] = Field(
+        "mc", description="Monte Carlo covariance (the paper's figure) or the exact one."
+    )
+
+    @field_validator("depths")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(d < 1 for d in v):
+            raise ValueError(f"depths must be >= 1, got {v}")
+        return v
+
+    @model_validator(mode="after")
+    def _range(self) -> ProductMatrixSimulation:
+        if self.mean_low > self.mean_high:
+            raise ValueError("mean_low must be <= mean_high")
+        return self
+
+
+SimulationSpec = Annotated[ProductMatrixSimulation, Field(discriminator="kind")]
+
 # --------------------------------------------------------------------------- the spec
 
 
@@ -297,8 +345,10 @@ class Spec(_Strict):
     )
     description: str = Field("", description="What the experiment shows.")
     seed: int = Field(0, description="Base seed; a `seed` sweep axis overrides it per cell.")
-    data: DataSpec = Field(description="Data set.")
-    model: ModelSpec = Field(description="Network family.")
+    data: DataSpec | None = Field(None, description="Data set (required unless simulation).")
+    model: ModelSpec | None = Field(
+        None, description="Network family (required unless simulation)."
+    )
     prior: PriorSpec = Field(
         default_factory=lambda: NormalPrior(kind="normal"), description="Weight prior."
     )
@@ -307,7 +357,7 @@ class Spec(_Strict):
         description="Likelihood.",
     )
     inference: list[InferenceSpec] = Field(
-        min_length=1, description="Inference methods; each runs in every sweep cell."
+        default_factory=list, description="Inference methods; each runs in every sweep cell."
     )
     sweep: dict[str, list[Any]] = Field(
         default_factory=dict,
@@ -316,9 +366,26 @@ class Spec(_Strict):
     )
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Test metrics.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report layout.")
+    simulation: SimulationSpec | None = Field(
+        None, description="A simulation instead of a BNN sweep (no data, model or inference)."
+    )
 
     @model_validator(mode="after")
     def _task_matches(self) -> Spec:
+        if self.simulation is not None:
+            extra = [k for k in ("data", "model", "inference", "sweep") if getattr(self, k)]
+            if extra:
+                raise ValueError(
+                    f"a simulation spec has no {', '.join(extra)}: remove "
+                    f"{'it' if len(extra) == 1 else 'them'}, or remove simulation"
+                )
+            return self
+        missing = [k for k in ("data", "model", "inference") if not getattr(self, k)]
+        if missing:
+            raise ValueError(
+                f"{', '.join(missing)}: required (a spec needs data, model and at least one "
+                "inference method; see specs/two_moons_depth.yaml)"
+            )
         classification = self.data.kind in ("two_moons", "digits") or (
             self.data.kind == "csv" and self.data.task == "classification"
         )
