@@ -181,7 +181,7 @@ def test_block_and_dense_mass_matrices_run(mass_matrix: str) -> None:
 
 def test_hmc_fixed_step_size_and_stats() -> None:
     pot, _, _ = _regression(n=20)
-    res = run_hmc(pot, seed=0, warmup=0, draws=12, num_steps=7, step_size=0.05)
+    res = run_hmc(pot, seed=0, warmup=0, draws=12, num_steps=7, step_size=0.05, progress=True)
     assert "tree_depth" not in res.sample_stats
     assert (res.sample_stats["n_steps"] == 7).all()
     assert (res.sample_stats["step_size"] == 0.05).all()
