@@ -1,4 +1,4 @@
-"""Inference runners: SVI (and, later, NUTS/HMC), each with an explicit seed.
+"""Variational inference runners (NUTS and HMC are in :mod:`zoo.mcmc`), with explicit seeds.
 
 A runner takes a Pyro model, data tensors and settings, and returns a frozen result. Same
 inputs and seed give the same numbers on CPU.

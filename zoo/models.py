@@ -166,6 +166,11 @@ class BayesianMLP(PyroModule):
             setattr(self, f"layer{i}", layer)
 
     @property
+    def act(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The hidden-layer nonlinearity (a function of a tensor)."""
+        return self._act
+
+    @property
     def num_params(self) -> int:
         """Number of weights and biases."""
         return sum((fi + 1) * fo for fi, fo in zip(self.dims[:-1], self.dims[1:], strict=True))
