@@ -423,6 +423,17 @@ class Spec(_Strict):
                 )
         return v
 
+    @model_validator(mode="after")
+    def _method_axes(self) -> Spec:
+        names = [m.name for m in self.inference]
+        for key in self.sweep:
+            if key.startswith("inference.") and key.split(".")[1] not in names:
+                raise ValueError(
+                    f"sweep.{key}: {key.split('.')[1]!r} is not an inference method of this "
+                    f"spec; methods: {names}"
+                )
+        return self
+
     def method(self, name: str) -> Any:
         """The inference method called ``name``."""
         return next(m for m in self.inference if m.name == name)
@@ -431,9 +442,14 @@ class Spec(_Strict):
     @classmethod
     def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
         for key, values in v.items():
-            if key in ("name", "sweep", "inference") or key.startswith(("sweep.", "inference")):
+            if key in ("name", "sweep", "inference", "simulation") or key.startswith(
+                ("sweep.", "simulation")
+            ):
                 raise ValueError(f"cannot sweep over {key!r}")
-            if not path_in_schema(key):
+            if key.startswith("inference."):  # a method's own field: inference.<name>.<path>
+                if len(key.split(".")) < 3:
+                    raise ValueError(f"sweep axis {key!r}: use inference.<method name>.<field>")
+            elif not path_in_schema(key):
                 raise ValueError(f"sweep axis {key!r} is not a spec field{suggest_path(key)}")
             if len(values) == 0:
                 raise ValueError(f"sweep axis {key!r} is empty; give at least one value")
@@ -441,6 +457,9 @@ class Spec(_Strict):
 
     def cells(self) -> list[Cell]:
         """Expand the sweep: the product of the axes (in spec order) and the methods.
+
+        An axis ``inference.<name>.<field>`` (e.g. ``inference.ktied.guide.rank: [1, 2, 3]``)
+        belongs to that method only: the other methods' cells do not repeat over it.
 
         Returns
         -------
@@ -458,9 +477,17 @@ class Spec(_Strict):
                 set_path(d, k.split("."), val)
             resolved = Spec.model_validate(d)
             for method in resolved.inference:
-                axes = dict(zip(keys, values, strict=True))
-                axes["method"] = method.name
-                out.append(Cell(resolved, method, axes))
+                axes = {}
+                for k, val in zip(keys, values, strict=True):
+                    if not k.startswith("inference."):
+                        axes[k] = val
+                    elif k.split(".")[1] == method.name:
+                        axes[k] = val
+                    elif val != self.sweep[k][0]:
+                        break  # another method's axis: that method's cells cover its values
+                else:
+                    axes["method"] = method.name
+                    out.append(Cell(resolved, method, axes))
         return out
 
 

@@ -355,8 +355,12 @@ def _sweep_axes(sweep: Any, rep: _Reporter) -> list[str]:
     for key, values in sweep.items():
         key = str(key)
         where = rep.where(["sweep", key], key=True)
-        if key in ("name", "sweep") or key.startswith(("sweep.", "inference")):
+        if key in ("name", "sweep", "inference", "simulation") or key.startswith(
+            ("sweep.", "simulation")
+        ):
             errors.append(f"{where}: sweep.{key}: cannot sweep over {key!r}")
+        elif key.startswith("inference."):
+            continue  # inference.<method>.<field>: checked by validating each value
         elif not path_in_schema(key):
             errors.append(f"{where}: sweep.{key}: {key!r} is not a spec field{suggest_path(key)}")
         elif isinstance(values, list) and not values:
