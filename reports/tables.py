@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +28,7 @@ import pandas as pd
 __all__ = [
     "BOOKKEEPING_COLUMNS",
     "METRIC_COLUMNS",
+    "atomic_path",
     "summarize",
     "write_bytes_atomic",
     "write_csv_atomic",
@@ -189,21 +191,34 @@ def write_bytes_atomic(data: bytes, path: str | os.PathLike[str]) -> Path:
         ``path`` as a :class:`~pathlib.Path`.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+    return path
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``path`` that replaces it when the block succeeds.
+
+    The block writes the temporary file (``.<name>.<random>.tmp`` in the same directory,
+    so the final :func:`os.replace` is atomic); it is synced and renamed over ``path`` on
+    success and deleted on any exception, so ``path`` only ever holds a whole file.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        Path(tmp).unlink(missing_ok=True)
         raise
-    return path
 
 
 def write_csv_atomic(
