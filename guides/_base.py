@@ -19,19 +19,23 @@ closed-form KL divergence.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from numbers import Real
+from operator import attrgetter
 from typing import Any
 
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.distributions import constraints
 from pyro.distributions.transforms import AffineTransform, ComposeTransform, IndependentTransform
 from pyro.infer.autoguide import AutoGuide
 from pyro.infer.autoguide.initialization import InitMessenger
-from pyro.infer.autoguide.utils import helpful_support_errors
+from pyro.infer.autoguide.utils import deep_setattr, helpful_support_errors
+from pyro.nn import PyroModule, PyroParam
 from pyro.ops.tensor_utils import periodic_repeat
 from pyro.poutine.indep_messenger import CondIndepStackFrame
 from torch.distributions import Independent, Transform, biject_to
@@ -40,11 +44,54 @@ from torch.distributions.constraints import Constraint
 __all__ = [
     "LatentSite",
     "PerSiteGuide",
+    "check_init_scale",
+    "check_scale",
     "is_identity_transform",
     "simplify_transform",
     "site_plates",
     "unconstrained_init_value",
 ]
+
+
+def check_scale(value: object, name: str, meaning: str | None = None) -> float:
+    """Check a standard deviation given as a setting and return it as a float.
+
+    Parameters
+    ----------
+    value : object
+        The setting; it must be a finite real number > 0 (``bool`` is rejected).
+    name : str
+        How the error message names the setting, e.g. ``"scale"`` or ``"scale['w']"``.
+    meaning : str, optional
+        What the setting is, added in parentheses to the error message.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    ValueError
+        ``"<name> must be a finite number > 0 (<meaning>), got <value>"``.
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        detail = f" ({meaning})" if meaning else ""
+        raise ValueError(f"{name} must be a finite number > 0{detail}, got {value!r}")
+    return float(value)
+
+
+def check_init_scale(init_scale: object) -> float:
+    """:func:`check_scale` for the ``init_scale`` setting shared by the guides."""
+    return check_scale(
+        init_scale,
+        "init_scale",
+        "the initial standard deviation of each unconstrained coordinate",
+    )
 
 
 def is_identity_transform(transform: Transform) -> bool:
@@ -183,6 +230,12 @@ class LatentSite:
         """Rightmost ``unconstrained_event_dim`` dims of :attr:`unconstrained_shape`."""
         n = len(self.unconstrained_shape) - self.unconstrained_event_dim
         return self.unconstrained_shape[n:]
+
+    @property
+    def unconstrained_batch_shape(self) -> torch.Size:
+        """:attr:`unconstrained_shape` without its rightmost ``unconstrained_event_dim`` dims."""
+        n = len(self.unconstrained_shape) - self.unconstrained_event_dim
+        return self.unconstrained_shape[:n]
 
     @property
     def numel(self) -> int:
@@ -412,3 +465,50 @@ class PerSiteGuide(AutoGuide):
         """Total number of scalar variational parameters (all sites, full plate size)."""
         self._require_setup()
         return sum(p.numel() for p in self.parameters())
+
+
+class _LocScaleGuide(PerSiteGuide):
+    """Shared part of guides with parameters ``locs.<site>`` and ``scales.<site>``.
+
+    Every site has a mean ``locs.<site>``; mean-field sites also have a standard deviation
+    ``scales.<site>``. :meth:`_setup_prototype` creates the empty containers ``locs`` and
+    ``scales`` (and those of :meth:`_setup_modules`) before the model is traced; subclasses
+    fill them in :meth:`_init_site_params` with :meth:`_init_loc` and :meth:`_init_scale`,
+    and sample a mean-field site from :meth:`_mean_field_dist`. Subclasses set
+    ``self.init_scale``.
+    """
+
+    init_scale: float
+
+    def _setup_modules(self) -> None:
+        """Create further parameter containers (none here)."""
+
+    def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
+        self.locs = PyroModule()
+        self.scales = PyroModule()
+        self._setup_modules()
+        super()._setup_prototype(*args, **kwargs)
+
+    def _init_loc(self, info: LatentSite, init_loc: torch.Tensor) -> None:
+        """Register ``locs.<site>``, starting at ``init_loc``."""
+        event_dim = info.unconstrained_event_dim
+        deep_setattr(self.locs, info.name, PyroParam(init_loc, constraints.real, event_dim))
+
+    def _init_scale(self, info: LatentSite, init_loc: torch.Tensor, constraint: Constraint) -> None:
+        """Register ``scales.<site>`` (``constraint``), every entry at ``self.init_scale``."""
+        init_scale = torch.full_like(init_loc, self.init_scale)
+        scale = PyroParam(init_scale, constraint, info.unconstrained_event_dim)
+        deep_setattr(self.scales, info.name, scale)
+
+    def _site_loc(self, name: str) -> torch.Tensor:
+        """Unconstrained :math:`\\mu` of a site (subsampled inside its plates)."""
+        return attrgetter(name)(self.locs)
+
+    def _get_loc_and_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Unconstrained :math:`(\\mu, \\sigma)` of a mean-field site (subsampled in its plates)."""
+        return self._site_loc(name), attrgetter(name)(self.scales)
+
+    def _mean_field_dist(self, info: LatentSite) -> dist.TorchDistribution:
+        """The mean-field factor ``Normal(loc, scale).to_event(unconstrained_event_dim)``."""
+        loc, scale = self._get_loc_and_scale(info.name)
+        return dist.Normal(loc, scale).to_event(info.unconstrained_event_dim)

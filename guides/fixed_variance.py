@@ -2,34 +2,17 @@ r"""Mean-field Gaussian guide whose standard deviations are fixed: only the mean
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Real
-from operator import attrgetter
 from typing import Any
 
 import pyro
 import torch
-from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
-from pyro.infer.autoguide.utils import deep_setattr
-from pyro.nn import PyroParam
 
-from guides._base import LatentSite
+from guides._base import LatentSite, check_scale
 from guides.mean_field import AutoMeanField
 
 __all__ = ["AutoFixedVarianceNormal"]
-
-
-def _check_scale(value: object, what: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
-    return float(value)
 
 
 class AutoFixedVarianceNormal(AutoMeanField):
@@ -86,10 +69,10 @@ class AutoFixedVarianceNormal(AutoMeanField):
     ) -> None:
         if isinstance(scale, Mapping):
             self.fixed_scale: float | dict[str, float] = {
-                str(k): _check_scale(v, f"scale[{k!r}]") for k, v in scale.items()
+                str(k): check_scale(v, f"scale[{k!r}]") for k, v in scale.items()
             }
         else:
-            self.fixed_scale = _check_scale(scale, "scale")
+            self.fixed_scale = check_scale(scale, "scale")
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
 
     def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
@@ -107,8 +90,7 @@ class AutoFixedVarianceNormal(AutoMeanField):
                 )
 
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
-        event_dim = info.unconstrained_event_dim
-        deep_setattr(self.locs, info.name, PyroParam(init_loc, constraints.real, event_dim))
+        self._init_loc(info, init_loc)
 
     def site_scale(self, name: str) -> float:
         """The fixed standard deviation of site ``name`` (unconstrained space)."""
@@ -117,5 +99,5 @@ class AutoFixedVarianceNormal(AutoMeanField):
         return self.fixed_scale
 
     def _get_loc_and_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        loc = attrgetter(name)(self.locs)
+        loc = self._site_loc(name)
         return loc, loc.new_tensor(self.site_scale(name)).expand(loc.shape)

@@ -7,9 +7,7 @@ by site from real conditional distributions so that closed-form KLs apply.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from numbers import Real
 from operator import attrgetter
 from typing import Any
 
@@ -23,7 +21,7 @@ from pyro.nn import PyroModule, PyroParam
 from torch.distributions import Independent, MultivariateNormal, Normal, register_kl
 from torch.distributions.utils import _standard_normal
 
-from guides._base import LatentSite, PerSiteGuide
+from guides._base import LatentSite, PerSiteGuide, check_init_scale
 
 __all__ = ["AutoFullRankNormal", "FullRankNormal"]
 
@@ -259,17 +257,11 @@ class AutoFullRankNormal(PerSiteGuide):
     ) -> None:
         if blocks not in ("site", "global"):
             raise ValueError(f"blocks must be 'site' or 'global', got {blocks!r}")
-        if (
-            isinstance(init_scale, bool)
-            or not isinstance(init_scale, Real)
-            or not math.isfinite(init_scale)
-            or init_scale <= 0
-        ):
-            raise ValueError(f"init_scale must be a finite number > 0, got {init_scale!r}")
+        init_scale = check_init_scale(init_scale)
         if isinstance(max_block_dim, bool) or not isinstance(max_block_dim, int):
             raise ValueError(f"max_block_dim must be an int, got {max_block_dim!r}")
         self.blocks = blocks
-        self.init_scale = float(init_scale)
+        self.init_scale = init_scale
         self.max_block_dim = max_block_dim
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
 
@@ -315,9 +307,7 @@ class AutoFullRankNormal(PerSiteGuide):
             self._offsets[info.name] = (start, start + init_loc.numel())
             self._init_locs.append(init_loc.reshape(-1))
             return
-        batch = info.unconstrained_shape[
-            : len(info.unconstrained_shape) - info.unconstrained_event_dim
-        ]
+        batch = info.unconstrained_batch_shape
         d = info.unconstrained_event_shape.numel()
         self._check_block(repr(info.name), d)
         tril = torch.eye(d, dtype=init_loc.dtype).expand(batch + (d, d)).clone()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from numbers import Real
 from operator import attrgetter
 from typing import Any
 
@@ -16,7 +15,7 @@ from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroModule, PyroParam
 
-from guides._base import LatentSite, PerSiteGuide
+from guides._base import LatentSite, _LocScaleGuide, check_init_scale
 from guides.distributions import KTiedNormal, matrix_shape
 
 __all__ = ["AutoKTiedNormal", "is_matrix_site"]
@@ -40,27 +39,14 @@ def is_matrix_site(info: LatentSite) -> bool:
     )
 
 
-def _check_init_scale(init_scale: Any) -> float:
-    if (
-        isinstance(init_scale, bool)
-        or not isinstance(init_scale, Real)
-        or not math.isfinite(init_scale)
-        or init_scale <= 0
-    ):
-        raise ValueError(
-            f"init_scale must be a finite number > 0 (the initial standard deviation of "
-            f"each unconstrained coordinate), got {init_scale!r}"
-        )
-    return float(init_scale)
-
-
-class _MatrixSiteGuide(PerSiteGuide):
+class _MatrixSiteGuide(_LocScaleGuide):
     """Shared part of guides that treat matrix sites specially and others as mean-field.
 
     Non-matrix sites get exactly :class:`~guides.AutoMeanField`'s factor (softplus scale):
     parameters ``locs.<site>`` and ``scales.<site>``. Matrix sites (see
     :func:`is_matrix_site`) get ``locs.<site>`` plus whatever :meth:`_init_matrix_params`
-    creates. Subclasses implement :meth:`_init_matrix_params`, :meth:`_matrix_dist` and
+    creates (in containers made by :meth:`_setup_modules`). Subclasses implement
+    :meth:`_setup_modules`, :meth:`_init_matrix_params`, :meth:`_matrix_dist` and
     :meth:`_matrix_stddev`.
     """
 
@@ -72,13 +58,10 @@ class _MatrixSiteGuide(PerSiteGuide):
         init_scale: float,
         create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None,
     ) -> None:
-        self.init_scale = _check_init_scale(init_scale)
+        self.init_scale = check_init_scale(init_scale)
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
 
     # hooks of subclasses -------------------------------------------------------------
-    def _setup_matrix_modules(self) -> None:
-        raise NotImplementedError
-
     def _init_matrix_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
         raise NotImplementedError
 
@@ -89,34 +72,23 @@ class _MatrixSiteGuide(PerSiteGuide):
         raise NotImplementedError
 
     # PerSiteGuide hooks --------------------------------------------------------------
-    def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
-        self.locs = PyroModule()
-        self.scales = PyroModule()
-        self._setup_matrix_modules()
-        super()._setup_prototype(*args, **kwargs)
-
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
-        event_dim = info.unconstrained_event_dim
-        deep_setattr(self.locs, info.name, PyroParam(init_loc, constraints.real, event_dim))
+        self._init_loc(info, init_loc)
         if is_matrix_site(info):
             self._init_matrix_params(info, init_loc)
         else:
-            init_scale = torch.full_like(init_loc, self.init_scale)
-            scale = PyroParam(init_scale, constraints.softplus_positive, event_dim)
-            deep_setattr(self.scales, info.name, scale)
+            self._init_scale(info, init_loc, constraints.softplus_positive)
 
     def _unconstrained_dist(self, info: LatentSite) -> dist.TorchDistribution:
-        loc = attrgetter(info.name)(self.locs)
         if is_matrix_site(info):
-            return self._matrix_dist(info, loc)
-        scale = attrgetter(info.name)(self.scales)
-        return dist.Normal(loc, scale).to_event(info.unconstrained_event_dim)
+            return self._matrix_dist(info, self._site_loc(info.name))
+        return self._mean_field_dist(info)
 
     def _unconstrained_loc_scale(self, info: LatentSite) -> tuple[torch.Tensor, torch.Tensor]:
-        loc = attrgetter(info.name)(self.locs)
         if is_matrix_site(info):
+            loc = self._site_loc(info.name)
             return loc, self._matrix_stddev(info).reshape(loc.shape)
-        return loc, attrgetter(info.name)(self.scales)
+        return self._get_loc_and_scale(info.name)
 
     @property
     def matrix_sites(self) -> list[str]:
@@ -194,13 +166,12 @@ class AutoKTiedNormal(_MatrixSiteGuide):
             model, init_loc_fn=init_loc_fn, init_scale=init_scale, create_plates=create_plates
         )
 
-    def _setup_matrix_modules(self) -> None:
+    def _setup_modules(self) -> None:
         self.log_u = PyroModule()
         self.log_v = PyroModule()
 
     def _init_matrix_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
-        event_dim = info.unconstrained_event_dim
-        batch = info.unconstrained_shape[: len(info.unconstrained_shape) - event_dim]
+        batch = info.unconstrained_batch_shape
         m, n = matrix_shape(info.unconstrained_event_shape)
         center = 0.5 * (math.log(self.init_scale) - math.log(self.rank))
         opts = {"dtype": init_loc.dtype, "device": init_loc.device}

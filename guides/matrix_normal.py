@@ -129,14 +129,13 @@ class AutoMatrixNormal(_MatrixSiteGuide):
             model, init_loc_fn=init_loc_fn, init_scale=init_scale, create_plates=create_plates
         )
 
-    def _setup_matrix_modules(self) -> None:
+    def _setup_modules(self) -> None:
         self.log_scale = PyroModule()
         self.row = PyroModule()
         self.col = PyroModule()
 
     def _init_matrix_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
-        event_dim = info.unconstrained_event_dim
-        batch = info.unconstrained_shape[: len(info.unconstrained_shape) - event_dim]
+        batch = info.unconstrained_batch_shape
         m, n = matrix_shape(info.unconstrained_event_shape)
         opts = {"dtype": init_loc.dtype, "device": init_loc.device}
         log_scale = torch.full(batch, math.log(self.init_scale), **opts)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from numbers import Real
-from operator import attrgetter
 from typing import Any
 
 import pyro
@@ -13,10 +10,8 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
-from pyro.infer.autoguide.utils import deep_setattr
-from pyro.nn import PyroModule, PyroParam
 
-from guides._base import LatentSite, PerSiteGuide
+from guides._base import LatentSite, _LocScaleGuide, check_init_scale
 
 __all__ = ["AutoMeanField"]
 
@@ -26,7 +21,7 @@ _SCALE_CONSTRAINTS = {
 }
 
 
-class AutoMeanField(PerSiteGuide):
+class AutoMeanField(_LocScaleGuide):
     r"""Mean-field Gaussian guide over every latent site of any Pyro model.
 
     With :math:`w` the vector of all latent variables mapped to unconstrained space,
@@ -108,47 +103,21 @@ class AutoMeanField(PerSiteGuide):
         scale_transform: str = "softplus",
         create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None = None,
     ) -> None:
-        if (
-            isinstance(init_scale, bool)
-            or not isinstance(init_scale, Real)
-            or not math.isfinite(init_scale)
-            or init_scale <= 0
-        ):
-            raise ValueError(
-                f"init_scale must be a finite number > 0 (the initial standard deviation of "
-                f"each unconstrained coordinate), got {init_scale!r}"
-            )
+        self.init_scale = check_init_scale(init_scale)
         if scale_transform not in _SCALE_CONSTRAINTS:
             raise ValueError(
                 f"scale_transform must be one of {sorted(_SCALE_CONSTRAINTS)}, "
                 f"got {scale_transform!r}"
             )
-        self.init_scale = float(init_scale)
         self.scale_transform = scale_transform
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
 
-    def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
-        self.locs = PyroModule()
-        self.scales = PyroModule()
-        super()._setup_prototype(*args, **kwargs)
-
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
-        event_dim = info.unconstrained_event_dim
-        init_scale = torch.full_like(init_loc, self.init_scale)
-        deep_setattr(self.locs, info.name, PyroParam(init_loc, constraints.real, event_dim))
-        deep_setattr(
-            self.scales,
-            info.name,
-            PyroParam(init_scale, _SCALE_CONSTRAINTS[self.scale_transform], event_dim),
-        )
-
-    def _get_loc_and_scale(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
-        """Unconstrained :math:`(\\mu, \\sigma)` of a site (subsampled inside its plates)."""
-        return attrgetter(name)(self.locs), attrgetter(name)(self.scales)
+        self._init_loc(info, init_loc)
+        self._init_scale(info, init_loc, _SCALE_CONSTRAINTS[self.scale_transform])
 
     def _unconstrained_dist(self, info: LatentSite) -> dist.TorchDistribution:
-        loc, scale = self._get_loc_and_scale(info.name)
-        return dist.Normal(loc, scale).to_event(info.unconstrained_event_dim)
+        return self._mean_field_dist(info)
 
     def _unconstrained_loc_scale(self, info: LatentSite) -> tuple[torch.Tensor, torch.Tensor]:
         return self._get_loc_and_scale(info.name)
