@@ -26,7 +26,8 @@ BOOKKEEPING = ["cell_id", "status", "error"]
 TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds"]
 #: Numeric columns that describe a setting rather than a result: kept out of the table.
 _SETTINGS = {"n_train", "final_loss", "jitter", "dim", "n_draws", "shrinkage", "w_diag",
-             "w_full", "best_step"}  # fmt: skip
+             "w_full", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
+             "mean_tree_steps", "step_size"}  # fmt: skip
 #: Sampled cells whose trace and rank plots are drawn (the first ones in spec order).
 MAX_TRACE_PLOTS = 4
 
@@ -54,15 +55,17 @@ def _sampler_section(out_dir: Path, results, spec: Spec):
         return None
     axes = [c for c in ["method", "seed", *spec.sweep] if c in results.columns]
     axes = list(dict.fromkeys(axes))
-    cols = ["max_r_hat", "min_ess_bulk", "min_ess_tail", "n_divergent", "mean_tree_steps",
-            "step_size", "gates_failed"]  # fmt: skip
+    cols = ["max_r_hat", "min_ess_bulk", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
+            "worst_ess_bulk", "n_divergent", "mean_tree_steps", "step_size",
+            "gates_failed"]  # fmt: skip
     cols = [c for c in cols if c in sampled.columns]
     rows = [[_fmt(r[c]) for c in axes + cols] for _, r in sampled.iterrows()]
     n_flag = int((sampled["gates_failed"].fillna("") != "").sum()) if "gates_failed" in cols else 0
     paras = [
         "Convergence of every sampled cell (arviz-stats on the stored posterior): the worst "
-        "r_hat (only with two or more chains), the smallest bulk and tail ESS over all "
-        "parameters, divergent transitions, the mean number of leapfrog steps per draw and "
+        "r_hat (only with two or more chains), the smallest bulk ESS, its 5% and 50% "
+        "quantiles over all parameters and the parameter where it is smallest, the "
+        "smallest tail ESS, divergent transitions, the mean number of leapfrog steps per draw and "
         "the adapted step size. gates_failed lists the usual gates a cell fails: r_hat > "
         "1.01, ess_bulk < 100, any divergence.",
         f"{n_flag} of {len(sampled)} sampled cells fail at least one gate."
