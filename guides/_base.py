@@ -472,21 +472,19 @@ class _LocScaleGuide(PerSiteGuide):
 
     Every site has a mean ``locs.<site>``; mean-field sites also have a standard deviation
     ``scales.<site>``. :meth:`_setup_prototype` creates the empty containers ``locs`` and
-    ``scales`` (and those of :meth:`_setup_modules`) before the model is traced; subclasses
+    ``scales`` (and those named by ``_extra_modules``) before the model is traced; subclasses
     fill them in :meth:`_init_site_params` with :meth:`_init_loc` and :meth:`_init_scale`,
     and sample a mean-field site from :meth:`_mean_field_dist`. Subclasses set
     ``self.init_scale``.
     """
 
     init_scale: float
-
-    def _setup_modules(self) -> None:
-        """Create further parameter containers (none here)."""
+    #: Names of further (empty) parameter containers to create before the model is traced.
+    _extra_modules: tuple[str, ...] = ()
 
     def _setup_prototype(self, *args: Any, **kwargs: Any) -> None:
-        self.locs = PyroModule()
-        self.scales = PyroModule()
-        self._setup_modules()
+        for name in ("locs", "scales", *self._extra_modules):
+            setattr(self, name, PyroModule())
         super()._setup_prototype(*args, **kwargs)
 
     def _init_loc(self, info: LatentSite, init_loc: torch.Tensor) -> None:

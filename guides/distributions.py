@@ -32,15 +32,17 @@ References
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
-from torch.distributions import Independent, Normal
+from torch.distributions import Distribution, Independent, Normal
 from torch.distributions.kl import register_kl
 
 __all__ = ["KTiedNormal", "MatrixNormal", "matrix_shape"]
 
 _LOG_2PI = math.log(2 * math.pi)
+_M = TypeVar("_M", bound="_MatrixDistribution")
 
 
 def matrix_shape(event_shape: tuple[int, ...] | torch.Size) -> tuple[int, int]:
@@ -83,17 +85,74 @@ def _diag_normal_kl(
     return kl.sum(tuple(range(-event_dim, 0)))
 
 
+def _unwrap_independent(d: Distribution) -> tuple[Distribution, int]:
+    """The base of (nested) ``Independent`` wrappers and how many dims they reinterpret."""
+    ndims = 0
+    while isinstance(d, Independent):
+        d, ndims = d.base_dist, ndims + d.reinterpreted_batch_ndims
+    return d, ndims
+
+
 def _normal_prior(q: Independent, event_shape: torch.Size) -> Normal:
     """The base ``Normal`` of a diagonal prior with exactly ``event_shape``, else raise."""
-    base, ndims = q, 0
-    while isinstance(base, Independent):
-        base, ndims = base.base_dist, ndims + base.reinterpreted_batch_ndims
+    base, ndims = _unwrap_independent(q)
     if not isinstance(base, Normal) or ndims != len(event_shape) or q.event_shape != event_shape:
         raise NotImplementedError
     return base
 
 
-class KTiedNormal(TorchDistribution):
+class _MatrixDistribution(TorchDistribution):
+    """Shared part of :class:`KTiedNormal` and :class:`MatrixNormal`.
+
+    Both hold ``loc`` (``batch + event_shape``) and two factors of shape ``batch + (r, c)``
+    (named by ``_factor_names``), whose batch dims broadcast against ``loc``'s.
+    """
+
+    _factor_names: tuple[str, str]
+    loc: torch.Tensor
+    _event_dim: int
+
+    def _set_params(
+        self,
+        loc: torch.Tensor,
+        factors: tuple[torch.Tensor, torch.Tensor],
+        event_dim: int,
+        batch_shape: torch.Size | None = None,
+    ) -> torch.Size:
+        """Set ``loc`` and the factors, expanded to ``batch_shape`` (default: broadcast)."""
+        if batch_shape is None:
+            batch_shape = torch.broadcast_shapes(
+                loc.shape[: loc.dim() - event_dim], *(f.shape[:-2] for f in factors)
+            )
+        self.loc = loc.expand(batch_shape + loc.shape[loc.dim() - event_dim :])
+        for name, factor in zip(self._factor_names, factors, strict=True):
+            setattr(self, name, factor.expand(batch_shape + factor.shape[-2:]))
+        self._event_dim = event_dim
+        return batch_shape
+
+    def _expand_into(self, new: _M, batch_shape: torch.Size) -> _M:
+        """Fill ``new`` (a fresh instance of this class) as ``self`` expanded to ``batch_shape``."""
+        batch_shape = torch.Size(batch_shape)
+        factors = tuple(getattr(self, name) for name in self._factor_names)
+        new._set_params(self.loc, factors, self._event_dim, batch_shape)
+        TorchDistribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def support(self) -> constraints.Constraint:
+        return constraints.independent(constraints.real, self._event_dim)
+
+    @property
+    def mean(self) -> torch.Tensor:
+        return self.loc
+
+    @property
+    def mode(self) -> torch.Tensor:
+        return self.loc
+
+
+class KTiedNormal(_MatrixDistribution):
     r"""k-tied Normal distribution over matrices (Swiatkowski et al., 2020, eq. 8).
 
     .. math::
@@ -127,6 +186,7 @@ class KTiedNormal(TorchDistribution):
         "v": constraints.independent(constraints.positive, 2),
     }
     has_rsample = True
+    _factor_names = ("u", "v")
 
     def __init__(
         self,
@@ -146,18 +206,8 @@ class KTiedNormal(TorchDistribution):
             )
         if u.shape[-1] != v.shape[-1]:
             raise ValueError(f"u and v need the same rank k, got {u.shape[-1]} and {v.shape[-1]}")
-        batch_shape = torch.broadcast_shapes(
-            loc.shape[: loc.dim() - event_dim], u.shape[:-2], v.shape[:-2]
-        )
-        self.loc = loc.expand(batch_shape + event_shape)
-        self.u = u.expand(batch_shape + u.shape[-2:])
-        self.v = v.expand(batch_shape + v.shape[-2:])
-        self._event_dim = event_dim
+        batch_shape = self._set_params(loc, (u, v), event_dim)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
-
-    @property
-    def support(self) -> constraints.Constraint:
-        return constraints.independent(constraints.real, self._event_dim)
 
     @property
     def rank(self) -> int:
@@ -165,23 +215,7 @@ class KTiedNormal(TorchDistribution):
         return self.u.shape[-1]
 
     def expand(self, batch_shape: torch.Size, _instance: KTiedNormal | None = None) -> KTiedNormal:
-        new = self._get_checked_instance(KTiedNormal, _instance)
-        batch_shape = torch.Size(batch_shape)
-        new.loc = self.loc.expand(batch_shape + self.event_shape)
-        new.u = self.u.expand(batch_shape + self.u.shape[-2:])
-        new.v = self.v.expand(batch_shape + self.v.shape[-2:])
-        new._event_dim = self._event_dim
-        super(KTiedNormal, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @property
-    def mean(self) -> torch.Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> torch.Tensor:
-        return self.loc
+        return self._expand_into(self._get_checked_instance(KTiedNormal, _instance), batch_shape)
 
     @property
     def stddev(self) -> torch.Tensor:
@@ -211,7 +245,7 @@ class KTiedNormal(TorchDistribution):
         return 0.5 * numel * (1 + _LOG_2PI) + log_scale
 
 
-class MatrixNormal(TorchDistribution):
+class MatrixNormal(_MatrixDistribution):
     r"""Matrix-variate normal distribution (Gupta & Nagar; Louizos & Welling, 2016).
 
     .. math::
@@ -250,6 +284,7 @@ class MatrixNormal(TorchDistribution):
         "scale_tril_col": constraints.lower_cholesky,
     }
     has_rsample = True
+    _factor_names = ("scale_tril_row", "scale_tril_col")
 
     def __init__(
         self,
@@ -269,18 +304,8 @@ class MatrixNormal(TorchDistribution):
                 f"batch + ({n}, {n}) for an event of shape {tuple(event_shape)}, got "
                 f"{tuple(a.shape)} and {tuple(b.shape)}"
             )
-        batch_shape = torch.broadcast_shapes(
-            loc.shape[: loc.dim() - event_dim], a.shape[:-2], b.shape[:-2]
-        )
-        self.loc = loc.expand(batch_shape + event_shape)
-        self.scale_tril_row = a.expand(batch_shape + (m, m))
-        self.scale_tril_col = b.expand(batch_shape + (n, n))
-        self._event_dim = event_dim
+        batch_shape = self._set_params(loc, (a, b), event_dim)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)
-
-    @property
-    def support(self) -> constraints.Constraint:
-        return constraints.independent(constraints.real, self._event_dim)
 
     @property
     def matrix_shape(self) -> tuple[int, int]:
@@ -290,16 +315,7 @@ class MatrixNormal(TorchDistribution):
     def expand(
         self, batch_shape: torch.Size, _instance: MatrixNormal | None = None
     ) -> MatrixNormal:
-        new = self._get_checked_instance(MatrixNormal, _instance)
-        batch_shape = torch.Size(batch_shape)
-        m, n = self.matrix_shape
-        new.loc = self.loc.expand(batch_shape + self.event_shape)
-        new.scale_tril_row = self.scale_tril_row.expand(batch_shape + (m, m))
-        new.scale_tril_col = self.scale_tril_col.expand(batch_shape + (n, n))
-        new._event_dim = self._event_dim
-        super(MatrixNormal, new).__init__(batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_into(self._get_checked_instance(MatrixNormal, _instance), batch_shape)
 
     @property
     def row_covariance(self) -> torch.Tensor:
@@ -310,14 +326,6 @@ class MatrixNormal(TorchDistribution):
     def col_covariance(self) -> torch.Tensor:
         """:math:`V = B B^\\top`, shape ``batch + (n, n)``."""
         return self.scale_tril_col @ self.scale_tril_col.mT
-
-    @property
-    def mean(self) -> torch.Tensor:
-        return self.loc
-
-    @property
-    def mode(self) -> torch.Tensor:
-        return self.loc
 
     @property
     def variance(self) -> torch.Tensor:

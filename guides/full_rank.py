@@ -22,6 +22,7 @@ from torch.distributions import Independent, MultivariateNormal, Normal, registe
 from torch.distributions.utils import _standard_normal
 
 from guides._base import LatentSite, PerSiteGuide, check_init_scale
+from guides.distributions import _unwrap_independent
 
 __all__ = ["AutoFullRankNormal", "FullRankNormal"]
 
@@ -134,13 +135,10 @@ class FullRankNormal(TorchDistribution):
 
 def _normal_parts(p: Normal | Independent) -> tuple[torch.Tensor, torch.Tensor, int]:
     """loc, scale and number of event dims of a (possibly Independent) Normal, or raise."""
-    ndims = 0
-    while isinstance(p, Independent):
-        ndims += p.reinterpreted_batch_ndims
-        p = p.base_dist
-    if not isinstance(p, Normal):
+    base, ndims = _unwrap_independent(p)
+    if not isinstance(base, Normal):
         raise NotImplementedError
-    return p.loc, p.scale, ndims
+    return base.loc, base.scale, ndims
 
 
 def _kl_full_rank_diag(q: FullRankNormal, p: Normal | Independent) -> torch.Tensor:

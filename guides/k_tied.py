@@ -13,7 +13,7 @@ import torch
 from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
-from pyro.nn import PyroModule, PyroParam
+from pyro.nn import PyroParam
 
 from guides._base import LatentSite, _LocScaleGuide, check_init_scale
 from guides.distributions import KTiedNormal, matrix_shape
@@ -45,8 +45,8 @@ class _MatrixSiteGuide(_LocScaleGuide):
     Non-matrix sites get exactly :class:`~guides.AutoMeanField`'s factor (softplus scale):
     parameters ``locs.<site>`` and ``scales.<site>``. Matrix sites (see
     :func:`is_matrix_site`) get ``locs.<site>`` plus whatever :meth:`_init_matrix_params`
-    creates (in containers made by :meth:`_setup_modules`). Subclasses implement
-    :meth:`_setup_modules`, :meth:`_init_matrix_params`, :meth:`_matrix_dist` and
+    creates (in the containers named by ``_extra_modules``). Subclasses set
+    ``_extra_modules`` and implement :meth:`_init_matrix_params`, :meth:`_matrix_dist` and
     :meth:`_matrix_stddev`.
     """
 
@@ -150,6 +150,8 @@ class AutoKTiedNormal(_MatrixSiteGuide):
        ICML 2020.
     """
 
+    _extra_modules = ("log_u", "log_v")
+
     def __init__(
         self,
         model: Callable[..., Any],
@@ -165,10 +167,6 @@ class AutoKTiedNormal(_MatrixSiteGuide):
         super().__init__(
             model, init_loc_fn=init_loc_fn, init_scale=init_scale, create_plates=create_plates
         )
-
-    def _setup_modules(self) -> None:
-        self.log_u = PyroModule()
-        self.log_v = PyroModule()
 
     def _init_matrix_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
         batch = info.unconstrained_batch_shape

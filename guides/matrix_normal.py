@@ -13,7 +13,7 @@ import torch
 from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
-from pyro.nn import PyroModule, PyroParam
+from pyro.nn import PyroParam
 from torch.distributions.utils import vec_to_tril_matrix
 
 from guides._base import LatentSite
@@ -110,6 +110,8 @@ class AutoMatrixNormal(_MatrixSiteGuide):
     .. [2] J. Swiatkowski et al., "The k-tied Normal Distribution", ICML 2020 (Table 1).
     """
 
+    _extra_modules = ("log_scale", "row", "col")
+
     def __init__(
         self,
         model: Callable[..., Any],
@@ -128,11 +130,6 @@ class AutoMatrixNormal(_MatrixSiteGuide):
         super().__init__(
             model, init_loc_fn=init_loc_fn, init_scale=init_scale, create_plates=create_plates
         )
-
-    def _setup_modules(self) -> None:
-        self.log_scale = PyroModule()
-        self.row = PyroModule()
-        self.col = PyroModule()
 
     def _init_matrix_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
         batch = info.unconstrained_batch_shape

@@ -20,25 +20,21 @@ import pytest
 import torch
 from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoDelta
-from pyro.optim import Adam, ClippedAdam
+from pyro.optim import Adam
 
 from guides import AutoMeanField
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
 from guides.matrix_normal import AutoMatrixNormal
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # Tiny tensors: intra-op threads only add overhead (torch.tril takes milliseconds with
-    # 2 threads on a busy machine).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(0)
-    yield
-    torch.set_num_threads(threads)
-
+from tests.guides._models import (
+    ALPHA,
+    N_LR,
+    SIGMA,
+    fit_and_average,
+    regression,
+    regression_model,
+)
 
 N, B, OUT, IN = 12, 5, 2, 3
 
@@ -183,27 +179,8 @@ def test_state_dict_round_trip_and_param_count(name, tmp_path):
 
 
 # --------------------------------------------------------------------------------------
-# Conjugate Bayesian linear regression (Gaussian prior, known noise): exact answers.
+# Conjugate Bayesian linear regression of _models.py (Gaussian prior, known noise).
 # --------------------------------------------------------------------------------------
-
-N_LR, D_LR, ALPHA, SIGMA = 50, 3, 1.0, 0.5
-
-
-def _regression() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Data with correlated columns, and the exact posterior mean and covariance."""
-    gen = torch.Generator().manual_seed(0)
-    common = torch.randn(N_LR, 1, generator=gen)
-    x = common + 0.4 * torch.randn(N_LR, D_LR, generator=gen)
-    y = x @ torch.tensor([1.0, -0.5, 0.3]) + SIGMA * torch.randn(N_LR, generator=gen)
-    precision = ALPHA * torch.eye(D_LR) + x.T @ x / SIGMA**2
-    cov = torch.linalg.inv(precision)
-    return x, y, cov @ x.T @ y / SIGMA**2, cov
-
-
-def regression_model(x: torch.Tensor, y: torch.Tensor) -> None:
-    w = pyro.sample("w", dist.Normal(torch.zeros(D_LR), ALPHA**-0.5).to_event(1))
-    with pyro.plate("data", x.shape[0]):
-        pyro.sample("y", dist.Normal((x * w).sum(-1), SIGMA), obs=y)
 
 
 @pytest.mark.parametrize("blocks", ["site", "global"])
@@ -211,7 +188,7 @@ def test_full_rank_at_exact_posterior_elbo_is_log_evidence(blocks):
     # With q equal to the posterior, log p(y, w) - log q(w) = log p(y) for every w: the
     # single-sample Trace_ELBO loss is the constant -log p(y), with zero variance. This
     # checks the guide's density exactly; any other q gives a loss that varies with w.
-    x, y, mean, cov = _regression()
+    x, y, mean, cov = regression()
     guide = AutoFullRankNormal(regression_model, blocks)
     guide(x, y)
     tril = torch.linalg.cholesky(cov)
@@ -235,31 +212,24 @@ def test_full_rank_at_exact_posterior_elbo_is_log_evidence(blocks):
     assert torch.allclose(losses, torch.full_like(losses, -log_evidence), rtol=1e-5)
 
 
+def _mean_and_cov(guide) -> tuple[torch.Tensor, torch.Tensor]:
+    q = guide.get_posterior("w")
+    full = getattr(q, "covariance_matrix", None)
+    return q.mean, torch.diag(q.variance) if full is None else full
+
+
 def _fit_regression(guide, steps: int = 1000, window: int = 300, particles: int = 32):
-    x, y, _, _ = _regression()
-    lr0, lr1 = 0.05, 1e-3
-    optim = ClippedAdam({"lr": lr0, "lrd": (lr1 / lr0) ** (1 / steps)})
-    elbo = TraceMeanField_ELBO(
-        num_particles=particles, vectorize_particles=True, max_plate_nesting=1
+    data = regression()[:2]
+    # lr 0.05 -> 1e-3; Polyak-Ruppert average of the last `window` iterates
+    return fit_and_average(
+        regression_model, guide, data, _mean_and_cov, steps, window, 0.05, 1e-3, particles=particles
     )
-    svi = SVI(regression_model, guide, optim, elbo)
-    locs, covs = [], []
-    for step in range(steps):
-        svi.step(x, y)
-        if step >= steps - window:
-            with torch.no_grad():
-                q = guide.get_posterior("w")
-                full = getattr(q, "covariance_matrix", None)
-                locs.append(q.mean.clone())
-                covs.append(torch.diag(q.variance) if full is None else full.clone())
-    # Polyak-Ruppert average of the last `window` iterates
-    return torch.stack(locs).mean(0), torch.stack(covs).mean(0)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mean_field", "full_rank_site"])
 def test_conjugate_regression_recovers_kl_optimum(name):
-    x, y, mean, cov = _regression()
+    x, y, mean, cov = regression()
     precision = torch.linalg.inv(cov)
     if name == "mean_field":
         guide = AutoMeanField(regression_model)

@@ -15,11 +15,6 @@ from guides.distributions import KTiedNormal, MatrixNormal, matrix_shape
 M, N, K = 3, 4, 2
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
 def _vec(w: torch.Tensor) -> torch.Tensor:
     """Column-major vec of the trailing (m, n) matrix (the convention of V (x) U)."""
     return w.mT.reshape(w.shape[:-2] + (-1,))

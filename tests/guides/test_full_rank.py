@@ -16,15 +16,6 @@ from torch.distributions import MultivariateNormal, kl_divergence
 from guides.full_rank import AutoFullRankNormal, FullRankNormal
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(0)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _random_tril(d: int, gen: torch.Generator, batch: tuple[int, ...] = ()) -> torch.Tensor:
     a = torch.randn(*batch, d, d, generator=gen).tril(-1) * 0.3
     return a + torch.diag_embed(torch.rand(*batch, d, generator=gen) + 0.5)

@@ -9,26 +9,23 @@ import pyro.distributions as dist
 import pytest
 import torch
 from pyro import poutine
-from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
-from pyro.optim import Adam, ClippedAdam
-from torch.distributions import Independent, Normal, TransformedDistribution
+from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
+from pyro.optim import Adam
+from torch.distributions import Independent, Normal
 
 from guides.distributions import KTiedNormal
 from guides.k_tied import AutoKTiedNormal
 from guides.mean_field import AutoMeanField
-
-
-@pytest.fixture(autouse=True)
-def _fresh_param_store():
-    # tiny tensors: extra intra-op threads only add overhead on a busy machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
-    torch.set_num_threads(threads)
-
+from tests.guides._models import (
+    D_IN,
+    D_OUT,
+    check_plain_model_guide,
+    diag_normal_kl,
+    fit_and_average,
+    plain_data,
+    plain_model,
+    train_and_save,
+)
 
 # --------------------------------------------------------------------------------------
 # 1. Conjugate regression with a matrix weight: the mean-field optimum is known exactly.
@@ -74,22 +71,14 @@ def test_full_rank_k_tied_reaches_the_mean_field_optimum():
     assert mf_sd.max() / mf_sd.min() > 50
 
     guide = AutoKTiedNormal(regression_model, rank=min(M_LR, N_LR))
-    steps, window, lr0, lr1, particles = 1000, 300, 0.08, 2e-3, 16
-    optim = ClippedAdam({"lr": lr0, "lrd": (lr1 / lr0) ** (1 / steps)})
-    elbo = TraceMeanField_ELBO(
-        num_particles=particles, vectorize_particles=True, max_plate_nesting=0
+
+    # 1000 steps, lr 0.08 -> 2e-3; Polyak-Ruppert average of the last 300 iterates
+    def loc_sd(guide: AutoKTiedNormal) -> tuple[torch.Tensor, torch.Tensor]:
+        return guide._unconstrained_loc_scale(guide.latent_sites["w"])
+
+    loc, sd = fit_and_average(
+        regression_model, guide, (x, y), loc_sd, 1000, 300, 0.08, 2e-3, max_plate_nesting=0
     )
-    svi = SVI(regression_model, guide, optim, elbo)
-    locs, sds = [], []
-    for step in range(steps):
-        svi.step(x, y)
-        if step >= steps - window:
-            info = guide.latent_sites["w"]
-            loc, sd = guide._unconstrained_loc_scale(info)
-            locs.append(loc.detach().clone())
-            sds.append(sd.detach().clone())
-    loc = torch.stack(locs).mean(0)  # Polyak-Ruppert average of the last iterates
-    sd = torch.stack(sds).mean(0)
     # Tolerance. The KL term is closed form; the gradient noise comes from the likelihood
     # term only (16 particles). As in test_mean_field.py, Adam near the optimum is an
     # AR(1) process whose averaged iterate has sd ~ 0.01 of the target sd. Measured over
@@ -105,11 +94,6 @@ def test_full_rank_k_tied_reaches_the_mean_field_optimum():
 # --------------------------------------------------------------------------------------
 
 
-def _diag_kl(loc: torch.Tensor, sd: torch.Tensor, prior_sd: float) -> float:
-    ratio = sd / prior_sd
-    return float((0.5 * (ratio**2 + (loc / prior_sd) ** 2 - 1) - ratio.log()).sum())
-
-
 def test_trace_mean_field_elbo_uses_closed_form_kl():
     def model():
         pyro.sample("w", dist.Normal(0.0, 0.5).expand([4, 3]).to_event(2))
@@ -122,7 +106,7 @@ def test_trace_mean_field_elbo_uses_closed_form_kl():
     expected = 0.0
     for info in guide.latent_sites.values():
         loc, sd = (t.detach() for t in guide._unconstrained_loc_scale(info))
-        expected += _diag_kl(loc, sd, 0.5)
+        expected += diag_normal_kl(loc, sd, 0.5)
     losses = [TraceMeanField_ELBO().loss(model, guide) for _ in range(4)]
     assert losses == [pytest.approx(expected, rel=1e-6)] * 4  # exact, zero variance
     mc = torch.tensor([Trace_ELBO().loss(model, guide) for _ in range(4)])
@@ -195,28 +179,8 @@ def test_invalid_init_scale_raises(init_scale):
 
 
 # --------------------------------------------------------------------------------------
-# 4. A plain Pyro model: matrix weight, vector bias, local latent in a plate, positive site.
+# 4. The plain Pyro model of _models.py (matrix weight, bias, local latent, positive site).
 # --------------------------------------------------------------------------------------
-
-N_DATA, BATCH, D_IN, D_OUT = 30, 10, 4, 2
-
-
-def _data() -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(3)
-    x = torch.randn(N_DATA, D_IN, generator=gen)
-    y = x @ torch.randn(D_IN, D_OUT, generator=gen) + 0.3 * torch.randn(N_DATA, D_OUT)
-    return x, y
-
-
-def plain_model(x: torch.Tensor, y: torch.Tensor | None = None) -> None:
-    w = pyro.sample("layer.weight", dist.Normal(0.0, 1.0).expand([D_OUT, D_IN]).to_event(2))
-    b = pyro.sample("layer.bias", dist.Normal(0.0, 1.0).expand([D_OUT]).to_event(1))
-    noise = pyro.sample("noise", dist.LogNormal(-1.0, 0.5))
-    with pyro.plate("data", N_DATA, subsample_size=BATCH) as i:
-        z = pyro.sample("z", dist.Normal(0.0, 0.1))
-        mean = (x[i] @ w.mT + b) + z.unsqueeze(-1)
-        obs = None if y is None else y[i]
-        pyro.sample("y", dist.Normal(mean, noise.unsqueeze(-1)).to_event(1), obs=obs)
 
 
 @pytest.mark.parametrize(
@@ -225,7 +189,7 @@ def plain_model(x: torch.Tensor, y: torch.Tensor | None = None) -> None:
     ids=["Trace_ELBO", "TraceMeanField_ELBO"],
 )
 def test_plain_model_svi_predictive_median_quantiles(elbo):
-    x, y = _data()
+    x, y = plain_data()
     guide = AutoKTiedNormal(plain_model, rank=2)
     svi = SVI(plain_model, guide, Adam({"lr": 0.01}), elbo)
     assert all(math.isfinite(svi.step(x, y)) for _ in range(5))
@@ -233,18 +197,8 @@ def test_plain_model_svi_predictive_median_quantiles(elbo):
     assert guide.log_u.layer.weight.shape == (D_OUT, 2)
     assert guide.log_v.layer.weight.shape == (D_IN, 2)
 
-    trace = poutine.trace(guide).get_trace(x, y)
-    assert isinstance(trace.nodes["layer.weight"]["fn"], KTiedNormal)
-    assert isinstance(trace.nodes["z"]["fn"], Normal)
-    assert trace.nodes["z"]["value"].shape == (BATCH,)
-    assert isinstance(trace.nodes["noise"]["fn"], TransformedDistribution)
-
-    shapes = {"layer.weight": (D_OUT, D_IN), "layer.bias": (D_OUT,), "noise": (), "z": (N_DATA,)}
-    median = guide.median()
-    assert {k: tuple(v.shape) for k, v in median.items()} == shapes
+    median, qs = check_plain_model_guide(guide, KTiedNormal, x, y)
     assert median["noise"] > 0
-    qs = guide.quantiles([0.1, 0.5, 0.9])
-    assert {k: tuple(v.shape) for k, v in qs.items()} == {k: (3,) + s for k, s in shapes.items()}
     torch.testing.assert_close(qs["layer.weight"][1], median["layer.weight"])
     # marginal quantiles use sd = U V^T
     loc, sd = (
@@ -256,19 +210,12 @@ def test_plain_model_svi_predictive_median_quantiles(elbo):
     post = guide.get_posterior("layer.weight")
     assert isinstance(post, KTiedNormal) and post.event_shape == (D_OUT, D_IN)
 
-    pred = Predictive(plain_model, guide=guide, num_samples=6)(x)
-    assert pred["y"].shape == (6, BATCH, D_OUT)
-    assert pred["layer.weight"].shape[-2:] == (D_OUT, D_IN)
-
 
 def test_state_dict_round_trip(tmp_path):
-    x, y = _data()
+    x, y = plain_data()
     guide = AutoKTiedNormal(plain_model, rank=2)
-    svi = SVI(plain_model, guide, Adam({"lr": 0.05}), TraceMeanField_ELBO())
-    for _ in range(20):
-        svi.step(x, y)
     path = tmp_path / "guide.pt"
-    torch.save(guide.state_dict(), path)
+    train_and_save(plain_model, guide, (x, y), path)
     expected_median = guide.median()
     expected_q = guide.quantiles([0.2, 0.8])
 
@@ -309,4 +256,4 @@ def test_plate_batched_matrices_are_tied_and_subsampled_ones_mean_field():
         poutine.block(guide, hide=["local_w", "grid"]),
     )
     loc, sd = (t.detach() for t in guide._unconstrained_loc_scale(guide.latent_sites["heads_w"]))
-    assert loss == pytest.approx(_diag_kl(loc, sd, 1.0), rel=1e-6)
+    assert loss == pytest.approx(diag_normal_kl(loc, sd, 1.0), rel=1e-6)

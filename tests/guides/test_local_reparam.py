@@ -30,12 +30,8 @@ BIAS = torch.tensor([0.5, -1.0, 2.0])
 
 
 @pytest.fixture(autouse=True)
-def _one_thread_and_restored_linear():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    pyro.set_rng_seed(0)
+def _restored_linear():
     yield
-    torch.set_num_threads(threads)
     assert F.linear is TORCH_LINEAR
     assert not lr_module._ACTIVE
 

@@ -8,26 +8,20 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
-from pyro import poutine
 from pyro.distributions.kl import kl_divergence
-from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
-from pyro.optim import Adam, ClippedAdam
-from torch.distributions import Normal, TransformedDistribution
+from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
+from pyro.optim import Adam
+from torch.distributions import Normal
 
 from guides.distributions import MatrixNormal
 from guides.matrix_normal import AutoMatrixNormal
-
-
-@pytest.fixture(autouse=True)
-def _fresh_param_store():
-    # tiny tensors: extra intra-op threads only add overhead on a busy machine
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
-    torch.set_num_threads(threads)
+from tests.guides._models import (
+    check_plain_model_guide,
+    fit_and_average,
+    plain_data,
+    plain_model,
+    train_and_save,
+)
 
 
 def _kron(v: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -82,21 +76,15 @@ def test_full_matrix_normal_recovers_a_matrix_normal_posterior():
     assert (sd * torch.linalg.inv(cov).diagonal().sqrt()).min() > 2.0
 
     guide = AutoMatrixNormal(kronecker_model, row_cov="full", col_cov="full")
-    steps, window, lr0, lr1, particles = 600, 200, 0.05, 2e-3, 16
-    optim = ClippedAdam({"lr": lr0, "lrd": (lr1 / lr0) ** (1 / steps)})
-    elbo = TraceMeanField_ELBO(
-        num_particles=particles, vectorize_particles=True, max_plate_nesting=0
+
+    def record(guide: AutoMatrixNormal) -> tuple[torch.Tensor, torch.Tensor]:
+        u, v = guide.get_covariances("w")
+        return guide.locs.w, _kron(v, u)
+
+    # 600 steps, lr 0.05 -> 2e-3; Polyak-Ruppert averages of the last 200 iterates
+    loc, cov_q = fit_and_average(
+        kronecker_model, guide, (x, y), record, 600, 200, 0.05, 2e-3, max_plate_nesting=0
     )
-    svi = SVI(kronecker_model, guide, optim, elbo)
-    locs, covs = [], []
-    for step in range(steps):
-        svi.step(x, y)
-        if step >= steps - window:
-            u, v = (t.detach() for t in guide.get_covariances("w"))
-            locs.append(guide.locs.w.detach().clone())
-            covs.append(_kron(v, u))
-    loc = torch.stack(locs).mean(0)  # Polyak-Ruppert averages of the last iterates
-    cov_q = torch.stack(covs).mean(0)
     # Tolerance: the KL(MN || MN) term is closed form; noise comes from the likelihood
     # term (16 particles). Measured over seeds 0-5 with these settings: worst loc error
     # 0.033 posterior sd, worst covariance error 0.047 in correlation units, worst sd
@@ -211,66 +199,30 @@ def test_invalid_arguments_raise(kwargs, match):
 
 
 # --------------------------------------------------------------------------------------
-# 3. A plain Pyro model: matrix weight, vector bias, local latent in a plate, positive site.
+# 3. The plain Pyro model of _models.py (matrix weight, bias, local latent, positive site).
 # --------------------------------------------------------------------------------------
-
-N_DATA, BATCH, D_IN, D_OUT = 30, 10, 4, 2
-
-
-def _data() -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(3)
-    x = torch.randn(N_DATA, D_IN, generator=gen)
-    y = x @ torch.randn(D_IN, D_OUT, generator=gen) + 0.3 * torch.randn(N_DATA, D_OUT)
-    return x, y
-
-
-def plain_model(x: torch.Tensor, y: torch.Tensor | None = None) -> None:
-    w = pyro.sample("layer.weight", dist.Normal(0.0, 1.0).expand([D_OUT, D_IN]).to_event(2))
-    b = pyro.sample("layer.bias", dist.Normal(0.0, 1.0).expand([D_OUT]).to_event(1))
-    noise = pyro.sample("noise", dist.LogNormal(-1.0, 0.5))
-    with pyro.plate("data", N_DATA, subsample_size=BATCH) as i:
-        z = pyro.sample("z", dist.Normal(0.0, 0.1))
-        mean = (x[i] @ w.mT + b) + z.unsqueeze(-1)
-        obs = None if y is None else y[i]
-        pyro.sample("y", dist.Normal(mean, noise.unsqueeze(-1)).to_event(1), obs=obs)
 
 
 @pytest.mark.parametrize(("row_cov", "col_cov"), [("diag", "diag"), ("full", "full")])
 def test_plain_model_svi_predictive_median_quantiles(row_cov, col_cov):
-    x, y = _data()
+    x, y = plain_data()
     guide = AutoMatrixNormal(plain_model, row_cov, col_cov)
     svi = SVI(plain_model, guide, Adam({"lr": 0.01}), TraceMeanField_ELBO())
     assert all(math.isfinite(svi.step(x, y)) for _ in range(5))
     assert guide.matrix_sites == ["layer.weight"]
 
-    trace = poutine.trace(guide).get_trace(x, y)
-    assert isinstance(trace.nodes["layer.weight"]["fn"], MatrixNormal)
-    assert isinstance(trace.nodes["z"]["fn"], Normal)
-    assert trace.nodes["z"]["value"].shape == (BATCH,)
-    assert isinstance(trace.nodes["noise"]["fn"], TransformedDistribution)
-
-    shapes = {"layer.weight": (D_OUT, D_IN), "layer.bias": (D_OUT,), "noise": (), "z": (N_DATA,)}
-    median = guide.median()
-    assert {k: tuple(v.shape) for k, v in median.items()} == shapes
-    qs = guide.quantiles([0.1, 0.5, 0.9])
-    assert {k: tuple(v.shape) for k, v in qs.items()} == {k: (3,) + s for k, s in shapes.items()}
+    _, qs = check_plain_model_guide(guide, MatrixNormal, x, y)
     post = guide.get_posterior("layer.weight")
     torch.testing.assert_close(
         qs["layer.weight"][2], post.mean + post.stddev * Normal(0.0, 1.0).icdf(torch.tensor(0.9))
     )
-    pred = Predictive(plain_model, guide=guide, num_samples=6)(x)
-    assert pred["y"].shape == (6, BATCH, D_OUT)
-    assert pred["layer.weight"].shape[-2:] == (D_OUT, D_IN)
 
 
 def test_state_dict_round_trip(tmp_path):
-    x, y = _data()
+    x, y = plain_data()
     guide = AutoMatrixNormal(plain_model, "full", "diag")
-    svi = SVI(plain_model, guide, Adam({"lr": 0.05}), TraceMeanField_ELBO())
-    for _ in range(20):
-        svi.step(x, y)
     path = tmp_path / "guide.pt"
-    torch.save(guide.state_dict(), path)
+    train_and_save(plain_model, guide, (x, y), path)
     expected_cov = [t.detach() for t in guide.get_covariances("layer.weight")]
     expected_median = guide.median()
 

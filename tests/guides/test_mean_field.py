@@ -11,47 +11,26 @@ import torch
 from pyro import poutine
 from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoDelta, AutoGuideList, init_to_feasible
-from pyro.optim import Adam, ClippedAdam
+from pyro.optim import Adam
 from torch.distributions import Independent, Normal, TransformedDistribution
 
 from guides import AutoMeanField
-
-
-@pytest.fixture(autouse=True)
-def _fresh_param_store():
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    yield
-    pyro.clear_param_store()
-
+from tests.guides._models import (
+    diag_normal_kl,
+    fit_and_average,
+    regression,
+    regression_model,
+    train_and_save,
+)
 
 # --------------------------------------------------------------------------------------
 # 1. Conjugate Bayesian linear regression: the KL-optimal mean-field q is known exactly.
 # --------------------------------------------------------------------------------------
 
-N_LR, D_LR, ALPHA, SIGMA = 50, 3, 1.0, 0.5
-
-
-def _regression_data() -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(0)
-    common = torch.randn(N_LR, 1, generator=gen)
-    x = common + 0.4 * torch.randn(N_LR, D_LR, generator=gen)  # columns correlated ~0.86
-    y = x @ torch.tensor([1.0, -0.5, 0.3]) + SIGMA * torch.randn(N_LR, generator=gen)
-    return x, y
-
-
-def regression_model(x: torch.Tensor, y: torch.Tensor) -> None:
-    w = pyro.sample("w", dist.Normal(torch.zeros(D_LR), ALPHA**-0.5).to_event(1))
-    with pyro.plate("data", x.shape[0]):
-        # (x * w).sum(-1) rather than x @ w so that vectorized particles broadcast.
-        pyro.sample("y", dist.Normal((x * w).sum(-1), SIGMA), obs=y)
-
 
 def test_conjugate_regression_recovers_kl_optimal_mean_field():
-    x, y = _regression_data()
-    precision = ALPHA * torch.eye(D_LR) + x.T @ x / SIGMA**2  # S^-1
-    post_cov = torch.linalg.inv(precision)  # S
-    post_mean = post_cov @ x.T @ y / SIGMA**2  # m
+    x, y, post_mean, post_cov = regression()  # m, S
+    precision = torch.linalg.inv(post_cov)  # S^-1
     # argmin_q KL(q || N(m, S)) over diagonal Gaussians: mean m, variances 1 / (S^-1)_ii.
     mf_scale = precision.diagonal().rsqrt()
     # The design is correlated enough that the marginal posterior sd sqrt(S_ii) is far
@@ -59,21 +38,12 @@ def test_conjugate_regression_recovers_kl_optimal_mean_field():
     assert (post_cov.diagonal().sqrt() / mf_scale).min() > 2.0
 
     guide = AutoMeanField(regression_model)
-    steps, window, lr0, lr1, particles = 2000, 500, 0.05, 1e-3, 16
-    optim = ClippedAdam({"lr": lr0, "lrd": (lr1 / lr0) ** (1 / steps)})
-    elbo = TraceMeanField_ELBO(
-        num_particles=particles, vectorize_particles=True, max_plate_nesting=1
-    )
-    svi = SVI(regression_model, guide, optim, elbo)
-    locs, scales = [], []
-    for step in range(steps):
-        svi.step(x, y)
-        if step >= steps - window:
-            loc, scale = guide._get_loc_and_scale("w")
-            locs.append(loc.detach().clone())
-            scales.append(scale.detach().clone())
-    loc = torch.stack(locs).mean(0)  # Polyak-Ruppert average of the last `window` iterates
-    scale = torch.stack(scales).mean(0)
+
+    # 2000 steps, lr 0.05 -> 1e-3; Polyak-Ruppert average of the last 500 iterates
+    def loc_scale(guide: AutoMeanField) -> tuple[torch.Tensor, torch.Tensor]:
+        return guide._get_loc_and_scale("w")
+
+    loc, scale = fit_and_average(regression_model, guide, (x, y), loc_scale, 2000, 500, 0.05, 1e-3)
 
     # Tolerance. The KL term is closed form, so the gradient is stochastic only through
     # the reparameterised likelihood term. For coordinate i (Hessian H = S^-1, target sd
@@ -211,11 +181,8 @@ def test_create_plates_shares_indices_with_model_for_predictive():
 def test_state_dict_round_trip(tmp_path):
     x, y = _subsample_data()
     guide = AutoMeanField(hierarchical_model)
-    svi = SVI(hierarchical_model, guide, Adam({"lr": 0.05}), TraceMeanField_ELBO())
-    for _ in range(20):
-        svi.step(x, y)
     path = tmp_path / "guide.pt"
-    torch.save(guide.state_dict(), path)
+    train_and_save(hierarchical_model, guide, (x, y), path)
     expected = guide.median()
 
     # A fresh instance has no parameters until it has traced the model once; all
@@ -252,12 +219,6 @@ def test_works_inside_auto_guide_list():
 # --------------------------------------------------------------------------------------
 
 
-def _normal_kl(loc: torch.Tensor, scale: torch.Tensor, prior_scale: float = 1.0) -> float:
-    """KL(N(loc, scale^2) || N(0, prior_scale^2)), summed."""
-    ratio = scale / prior_scale
-    return float((0.5 * (ratio**2 + (loc / prior_scale) ** 2 - 1) - ratio.log()).sum())
-
-
 def test_trace_mean_field_elbo_is_analytic_kl():
     def model():
         pyro.sample("w", dist.Normal(0.0, 1.0).expand([4]).to_event(1))
@@ -265,7 +226,7 @@ def test_trace_mean_field_elbo_is_analytic_kl():
     guide = AutoMeanField(model, init_scale=0.3)
     guide()
     loc, scale = (t.detach() for t in guide._get_loc_and_scale("w"))
-    kl = _normal_kl(loc, scale)
+    kl = diag_normal_kl(loc, scale)
     mf_losses = [TraceMeanField_ELBO().loss(model, guide) for _ in range(5)]
     assert mf_losses == [pytest.approx(kl, rel=1e-6)] * 5  # exact, zero variance
     mc_losses = [Trace_ELBO().loss(model, guide) for _ in range(5)]
@@ -282,7 +243,7 @@ def test_closed_form_kl_is_scaled_for_subsampled_local_sites():
     # init_to_feasible puts every loc at 0, so each point contributes the same KL.
     guide = AutoMeanField(model, init_loc_fn=init_to_feasible, init_scale=0.5)
     guide()
-    expected = n * _normal_kl(torch.zeros(1), torch.full((1,), 0.5), prior_scale=2.0)
+    expected = n * diag_normal_kl(torch.zeros(1), torch.full((1,), 0.5), prior_scale=2.0)
     assert TraceMeanField_ELBO().loss(model, guide) == pytest.approx(expected, rel=1e-6)
 
 
@@ -299,7 +260,7 @@ def test_constrained_sites_closed_form_only_when_registered():
     # reduces to the KL of the base Normals.
     guide = AutoMeanField(lognormal_model, init_scale=0.4)
     guide()
-    kl = sum(_normal_kl(*(t.detach() for t in guide._get_loc_and_scale(name))) for name in "sv")
+    kl = sum(diag_normal_kl(*(t.detach() for t in guide._get_loc_and_scale(name))) for name in "sv")
     losses = [TraceMeanField_ELBO().loss(lognormal_model, guide) for _ in range(3)]
     assert losses == [pytest.approx(kl, rel=1e-6)] * 3
 
