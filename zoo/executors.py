@@ -130,11 +130,31 @@ def run_in_process(
         yield execute_cell(cell, threads, progress)
 
 
-def _init_worker(threads: int) -> None:
+def _init_worker(threads: int, parent: int) -> None:
     import torch
 
+    _die_with_parent(parent)
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to kill this worker when the driver dies (even by SIGKILL), so that a
+    killed sweep leaves no orphan workers computing cells nobody will store."""
+    import signal
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the driver died before prctl took effect
+        os._exit(1)
 
 
 def run_local_pool(
@@ -147,7 +167,7 @@ def run_local_pool(
 
     ctx = mp.get_context("spawn")  # no fork of a process that already holds torch threads
     pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                               initargs=(threads,))  # fmt: skip
+                               initargs=(threads, os.getpid()))  # fmt: skip
     try:
         pending = {pool.submit(execute_cell, c, threads, False): c for c in cells}
         while pending:
