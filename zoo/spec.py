@@ -15,11 +15,11 @@ import hashlib
 import itertools
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
+from zoo.spec_data import CsvData, DataSpec, DigitsData, TwoMoonsData
 from zoo.spec_methods import (
     FixedVarianceGuide,
     FullRankGuide,
@@ -34,6 +34,7 @@ from zoo.spec_methods import (
     Strict,
     SVIMethod,
 )
+from zoo.spec_models import MLPModel, ModelSpec, mlp_num_params, width_from_budget
 
 __all__ = [
     "Cell",
@@ -70,132 +71,6 @@ __all__ = [
 
 _Strict = Strict  # base of every spec section: unknown keys are errors, immutable
 
-# --------------------------------------------------------------------------- data
-
-
-class TwoMoonsData(_Strict):
-    """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
-
-    kind: Literal["two_moons"] = Field(description="Data set kind.")
-    n_train: int = Field(1000, gt=0, description="Number of training points.")
-    n_test: int = Field(1000, gt=0, description="Number of test points.")
-    noise: float = Field(0.1, ge=0, description="Standard deviation of Gaussian noise added.")
-    seed: int | None = Field(None, description="Seed of the data draw; null uses the cell's seed.")
-
-
-class DigitsData(_Strict):
-    """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
-
-    kind: Literal["digits"] = Field(description="Data set kind.")
-    test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
-    seed: int | None = Field(
-        None, description="Seed of the train/test split; null uses the cell's seed."
-    )
-
-
-class CsvData(_Strict):
-    """Any delimited text file with a header row; one column is the target."""
-
-    kind: Literal["csv"] = Field(description="Data set kind.")
-    path: str = Field(description="Path of the CSV file, relative to the spec file.")
-    target: str = Field(description="Name of the target column.")
-    task: Literal["classification", "regression"] = Field(
-        "regression", description="Classification (integer labels) or regression."
-    )
-    delimiter: str = Field(",", description="Field delimiter.")
-    test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
-    standardize: bool = Field(
-        True, description="Standardize inputs (and regression targets) on the training split."
-    )
-    seed: int | None = Field(
-        None, description="Seed of the train/test split; null uses the cell's seed."
-    )
-
-    @field_validator("path")
-    @classmethod
-    def _file_exists(cls, v: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v).expanduser()
-        p = p if p.is_absolute() else base / p
-        if not p.is_file():
-            raise ValueError(
-                f"data file {str(p)!r} does not exist; give a path relative to the spec file "
-                "or an absolute path"
-            )
-        return str(p.resolve())
-
-
-DataSpec = Annotated[TwoMoonsData | DigitsData | CsvData, Field(discriminator="kind")]
-
-# --------------------------------------------------------------------------- model
-
-
-def mlp_num_params(in_dim: int, out_dim: int, depth: int, width: int) -> int:
-    """Number of weights and biases of an MLP with ``depth`` hidden layers of ``width`` units."""
-    if depth == 0:
-        return (in_dim + 1) * out_dim
-    return (in_dim + 1) * width + (depth - 1) * (width + 1) * width + (width + 1) * out_dim
-
-
-def width_from_budget(in_dim: int, out_dim: int, depth: int, budget: int) -> int:
-    """Largest width whose MLP has at most ``budget`` weights and biases.
-
-    This is the rule of Farquhar, Smith & Gal (2020), Appendix B: every depth gets the
-    largest width that keeps the parameter count under the budget, so that deeper models
-    do not simply have more parameters.
-
-    Raises
-    ------
-    ValueError
-        If even width 1 exceeds the budget.
-    """
-    if depth == 0:
-        return 0
-    if mlp_num_params(in_dim, out_dim, depth, 1) > budget:
-        raise ValueError(
-            f"param_budget {budget} is too small for depth {depth}: width 1 already needs "
-            f"{mlp_num_params(in_dim, out_dim, depth, 1)} parameters; raise the budget"
-        )
-    lo, hi = 1, 2
-    while mlp_num_params(in_dim, out_dim, depth, hi) <= budget:
-        lo, hi = hi, hi * 2
-    while hi - lo > 1:  # invariant: params(lo) <= budget < params(hi)
-        mid = (lo + hi) // 2
-        if mlp_num_params(in_dim, out_dim, depth, mid) <= budget:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-class MLPModel(_Strict):
-    """Fully connected network; ``depth`` hidden layers (0 gives linear/logistic regression)."""
-
-    kind: Literal["mlp"] = Field(description="Model kind.")
-    depth: int = Field(ge=0, description="Number of hidden layers (0: linear model).")
-    width: int | None = Field(
-        None, gt=0, description="Units per hidden layer. Give width or param_budget, not both."
-    )
-    param_budget: int | None = Field(
-        None,
-        gt=0,
-        description="Use the largest width whose weights+biases fit in this budget.",
-    )
-    activation: Literal["relu", "leaky_relu", "tanh", "linear"] = Field(
-        "relu", description="Hidden-layer nonlinearity."
-    )
-    negative_slope: float = Field(
-        0.01, ge=0, description="Slope of leaky_relu for negative inputs."
-    )
-
-    @model_validator(mode="after")
-    def _width_xor_budget(self) -> MLPModel:
-        if self.depth > 0 and (self.width is None) == (self.param_budget is None):
-            raise ValueError("give exactly one of model.width and model.param_budget")
-        return self
-
-
-ModelSpec = Annotated[MLPModel, Field(discriminator="kind")]
 
 # --------------------------------------------------------------------------- priors
 

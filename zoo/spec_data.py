@@ -1,0 +1,72 @@
+"""Spec sections for data sets: one pydantic model per ``data.kind``.
+
+No torch import here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from zoo.spec_methods import Strict
+
+_Strict = Strict
+
+__all__ = ["CsvData", "DataSpec", "DigitsData", "TwoMoonsData"]
+
+
+class TwoMoonsData(_Strict):
+    """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
+
+    kind: Literal["two_moons"] = Field(description="Data set kind.")
+    n_train: int = Field(1000, gt=0, description="Number of training points.")
+    n_test: int = Field(1000, gt=0, description="Number of test points.")
+    noise: float = Field(0.1, ge=0, description="Standard deviation of Gaussian noise added.")
+    seed: int | None = Field(None, description="Seed of the data draw; null uses the cell's seed.")
+
+
+class DigitsData(_Strict):
+    """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
+
+    kind: Literal["digits"] = Field(description="Data set kind.")
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
+    seed: int | None = Field(
+        None, description="Seed of the train/test split; null uses the cell's seed."
+    )
+
+
+class CsvData(_Strict):
+    """Any delimited text file with a header row; one column is the target."""
+
+    kind: Literal["csv"] = Field(description="Data set kind.")
+    path: str = Field(description="Path of the CSV file, relative to the spec file.")
+    target: str = Field(description="Name of the target column.")
+    task: Literal["classification", "regression"] = Field(
+        "regression", description="Classification (integer labels) or regression."
+    )
+    delimiter: str = Field(",", description="Field delimiter.")
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
+    standardize: bool = Field(
+        True, description="Standardize inputs (and regression targets) on the training split."
+    )
+    seed: int | None = Field(
+        None, description="Seed of the train/test split; null uses the cell's seed."
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, v: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        p = Path(v).expanduser()
+        p = p if p.is_absolute() else base / p
+        if not p.is_file():
+            raise ValueError(
+                f"data file {str(p)!r} does not exist; give a path relative to the spec file "
+                "or an absolute path"
+            )
+        return str(p.resolve())
+
+
+DataSpec = Annotated[TwoMoonsData | DigitsData | CsvData, Field(discriminator="kind")]
