@@ -16,7 +16,8 @@ import pyro
 import torch
 from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoGuide
-from pyro.optim import ClippedAdam
+from pyro.optim import ClippedAdam, PyroOptim
+from pyro.optim.clipped_adam import ClippedAdam as _TorchClippedAdam
 
 from guides.local_reparam import LocalReparameterization
 
@@ -112,6 +113,9 @@ def fit_svi(
     progress: bool = False,
     desc: str = "svi",
     local_reparam: bool = False,
+    kl_warmup_every: int = 1,
+    callback: Callable[[int, float, torch.Tensor], None] | None = None,
+    grad_callback: Callable[[int, dict[str, torch.Tensor]], None] | None = None,
 ) -> SVIResult:
     """Maximize the ELBO of ``model(x, y, n_total)`` over ``guide`` with Adam.
 
@@ -129,14 +133,23 @@ def fit_svi(
         Minibatch size; ``None`` is full batch.
     lr, lr_decay : float
         Adam learning rate and its total decay (``ClippedAdam`` ``lrd = lr_decay ** (1/steps)``).
-    kl_weight, kl_warmup_steps
-        The KL term is multiplied by ``kl_weight * min(1, step / kl_warmup_steps)``.
+    kl_weight, kl_warmup_steps, kl_warmup_every
+        The KL term is multiplied by ``kl_weight * min(1, s / kl_warmup_steps)`` where ``s``
+        is the step count rounded down to a multiple of ``kl_warmup_every`` (1: raised every
+        batch; 100: step-wise every 100 batches, as in Swiatkowski et al. 2020, D.4).
     closed_form_kl : bool
         ``TraceMeanField_ELBO`` (analytic KL where registered) instead of ``Trace_ELBO``.
     local_reparam : bool
         Run each step inside :class:`guides.local_reparam.LocalReparameterization`: the
         model's linear layers sample their outputs instead of the weights (exact for
         guides with independent Gaussian weights; others fall back to weight sampling).
+    callback : callable, optional
+        ``callback(step, loss_per_point, batch_index)`` after every step (0-based ``step``);
+        use it for trajectories (ELBO, KL, NLL at chosen steps). It must not draw from
+        torch's global generator if results are to stay identical with and without it.
+    grad_callback : callable, optional
+        ``grad_callback(step, {param_name: grad})`` with this step's gradients, before the
+        optimizer applies them (gradient signal-to-noise ratios).
 
     Returns
     -------
@@ -153,8 +166,13 @@ def fit_svi(
     scale = KLWeight(kl_weight if kl_warmup_steps == 0 else 0.0)
     smodel, sguide = scale(model), scale(guide)
     elbo_cls = TraceMeanField_ELBO if closed_form_kl else Trace_ELBO
-    optim = ClippedAdam({"lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1))})
-    svi = SVI(smodel, sguide, optim, loss=elbo_cls(num_particles=num_particles))
+    optim_args = {"lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1))}
+    if kl_warmup_every < 1:
+        raise ValueError("kl_warmup_every must be >= 1")
+    tap = _GradTap(optim_args, grad_callback) if grad_callback is not None else None
+    svi = SVI(
+        smodel, sguide, tap or ClippedAdam(optim_args), loss=elbo_cls(num_particles=num_particles)
+    )
     losses = np.empty(total)
     t0 = time.perf_counter()
     bar = _progress(total, desc) if progress else None
@@ -164,7 +182,10 @@ def fit_svi(
             if step >= total:
                 break
             if kl_warmup_steps:
-                scale.weight = kl_weight * min(1.0, (step + 1) / kl_warmup_steps)
+                s = (step + 1) // kl_warmup_every * kl_warmup_every
+                scale.weight = kl_weight * min(1.0, s / kl_warmup_steps)
+            if tap is not None:
+                tap.step = step
             with LocalReparameterization(strict=True) if local_reparam else nullcontext():
                 loss = svi.step(x[idx], y[idx], n)
             if not np.isfinite(loss):
@@ -173,6 +194,8 @@ def fit_svi(
                     "guide.init_scale"
                 )
             losses[step] = loss / n
+            if callback is not None:
+                callback(step, losses[step], idx)
             step += 1
             if bar is not None:
                 bar.update(1)
@@ -184,6 +207,20 @@ def fit_svi(
     with torch.no_grad():
         neg = elbo_cls(num_particles=eval_particles).loss(model, guide, x, y, n)
     return SVIResult(VIPosterior(guide, (x[:1],)), losses, float(neg), seconds)
+
+
+class _GradTap(PyroOptim):
+    """Clipped Adam that hands each step's gradients to a callback, then applies them."""
+
+    def __init__(self, optim_args: dict, fn: Callable[[int, dict[str, torch.Tensor]], None]):
+        super().__init__(_TorchClippedAdam, optim_args)
+        self.fn, self.step = fn, 0
+
+    def __call__(self, params, *args, **kwargs):
+        store = pyro.get_param_store()
+        grads = {store.param_name(p): p.grad.detach().clone() for p in params if p.grad is not None}
+        self.fn(self.step, grads)
+        return super().__call__(params, *args, **kwargs)
 
 
 def pretrain_mle(

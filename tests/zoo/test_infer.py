@@ -9,6 +9,7 @@ minimizes KL(q || p) has means m and variances 1 / diag(A) (not diag(A^-1)).
 from __future__ import annotations
 
 import numpy as np
+import pyro
 import pytest
 import torch
 from pyro.infer.autoguide import init_to_value
@@ -128,3 +129,59 @@ def test_kl_weight_and_warmup_reach_the_loss() -> None:
     sd0 = g0.get_posterior("layer0.weight").stddev
     sd1 = g1.get_posterior("layer0.weight").stddev
     assert (sd0 < 0.7 * sd1).all()
+
+
+def _tiny_model(x, y=None, n_total=None):
+    import pyro.distributions as dist
+
+    w = pyro.sample("w", dist.Normal(0.0, 1.0).expand([2]).to_event(1))
+    with pyro.plate("d", n_total, subsample_size=x.shape[0]):
+        pyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
+
+
+def test_fit_svi_callbacks_see_every_step_and_do_not_change_results():
+    from pyro.infer.autoguide import AutoNormal
+
+    from zoo.infer import fit_svi
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(50, 2, generator=g)
+    y = x @ torch.tensor([1.0, -1.0]) + torch.randn(50, generator=g)
+    steps, grads = [], []
+    kw = dict(seed=0, steps=12, batch_size=10, kl_warmup_steps=8, kl_warmup_every=4)
+    pyro.clear_param_store()
+    r1 = fit_svi(
+        _tiny_model, AutoNormal(_tiny_model), x, y, **kw,
+        callback=lambda s, loss, idx: steps.append((s, len(idx))),
+        grad_callback=lambda s, gr: grads.append((s, gr)),
+    )  # fmt: skip
+    pyro.clear_param_store()
+    r2 = fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y, **kw)
+    assert [s for s, _ in steps] == list(range(12))
+    assert [s for s, _ in grads] == list(range(12))
+    assert set(grads[0][1]) == {"AutoNormal.locs.w", "AutoNormal.scales.w"}
+    assert all(torch.isfinite(v).all() for _, gr in grads for v in gr.values())
+    assert np.array_equal(r1.losses, r2.losses) and r1.neg_elbo == r2.neg_elbo
+
+
+def test_kl_warmup_every_raises_the_weight_stepwise():
+    from pyro.infer.autoguide import AutoNormal
+
+    seen = []
+    orig = KLWeight._process_message
+
+    def spy(self, msg):
+        if msg["name"] == "w" and msg["type"] == "sample" and not msg["is_observed"]:
+            seen.append(self.weight)
+        return orig(self, msg)
+
+    x, y = torch.randn(20, 2), torch.randn(20)
+    pyro.clear_param_store()
+    KLWeight._process_message = spy
+    try:
+        fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y, seed=0, steps=8, kl_warmup_steps=8,
+                kl_warmup_every=4, eval_particles=1)  # fmt: skip
+    finally:
+        KLWeight._process_message = orig
+    per_step = sorted(set(seen))
+    assert per_step == [0.0, 0.5, 1.0]
