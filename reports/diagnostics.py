@@ -25,7 +25,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 from scipy.stats import rankdata
 
-from reports.gaussian import param_labels
+from reports.draws import param_labels
 
 __all__ = ["Diagnostics", "posterior_summary", "diagnostic_gates", "trace_rank_figure"]
 

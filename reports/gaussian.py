@@ -21,7 +21,8 @@ whose divergence is
 The module also gives the closed-form Gaussian 2-Wasserstein distance, the exact empirical
 2-Wasserstein distance between two equal-size sample sets (an assignment problem) and the
 blog's "Wasserstein error" (how much farther from the draws the diagonal Gaussian is than the
-full one), plus two function-space comparisons of predictive distributions.
+full one). Flattening draws is in :mod:`reports.draws`, predictive comparisons in
+:mod:`reports.predictive`.
 
 Everything here is NumPy/SciPy/scikit-learn; nothing knows about Pyro or torch.
 """
@@ -42,9 +43,6 @@ from sklearn.covariance import ledoit_wolf
 __all__ = [
     "GaussianFit",
     "WassersteinError",
-    "FlatDraws",
-    "param_labels",
-    "flatten_sites",
     "fit_gaussian",
     "closest_diagonal",
     "kl_diag_full",
@@ -52,8 +50,6 @@ __all__ = [
     "empirical_w2",
     "wasserstein_error",
     "diag_vs_full",
-    "predictive_agreement",
-    "predictive_tv",
 ]
 
 CovMethod = Literal["empirical", "ledoit_wolf"]
@@ -117,99 +113,7 @@ class WassersteinError(NamedTuple):
     n: int
 
 
-class FlatDraws(NamedTuple):
-    """Posterior draws of several sites flattened into one matrix.
-
-    Attributes
-    ----------
-    draws : np.ndarray
-        Shape ``(S, D)``: all sample dimensions merged, site values flattened (C order) and
-        concatenated in the order of the input mapping.
-    labels : tuple of str
-        One label per column, e.g. ``layer1.weight[3,0]`` (see :func:`param_labels`).
-    blocks : dict of str to np.ndarray
-        Column indices per layer: the site-name prefix before the first ``.``
-        (``layer1.weight`` and ``layer1.bias`` -> ``layer1``; ``noise`` -> ``noise``).
-    """
-
-    draws: np.ndarray
-    labels: tuple[str, ...]
-    blocks: dict[str, np.ndarray]
-
-
 # --------------------------------------------------------------------------- helpers
-
-
-def param_labels(name: str, shape: tuple[int, ...]) -> list[str]:
-    """Labels of the scalar entries of a site, in C order.
-
-    Parameters
-    ----------
-    name : str
-        Site name, e.g. ``layer1.weight``.
-    shape : tuple of int
-        Event shape of the site (without sample dimensions).
-
-    Returns
-    -------
-    list of str
-        ``[name]`` for a scalar site, else ``name[i,j,...]`` for every index, e.g.
-        ``layer1.weight[3,0]``.
-    """
-    if len(shape) == 0:
-        return [name]
-    return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
-
-
-def flatten_sites(sites: Mapping[str, np.ndarray], *, sample_ndim: int = 2) -> FlatDraws:
-    """Flatten per-site draws into one ``(S, D)`` matrix with labels and per-layer blocks.
-
-    Parameters
-    ----------
-    sites : mapping of str to np.ndarray
-        Site name -> draws whose first ``sample_ndim`` axes are sample axes, e.g.
-        ``(chain, draw, *site_shape)`` for ``sample_ndim=2``.
-    sample_ndim : int, default 2
-        Number of leading sample axes; they are merged into one axis of length ``S``.
-
-    Returns
-    -------
-    FlatDraws
-        The matrix, column labels and per-layer column indices.
-
-    Raises
-    ------
-    ValueError
-        If there are no sites or the sites disagree on the sample shape.
-    """
-    if not sites:
-        raise ValueError("sites is empty: nothing to flatten")
-    sample_shape: tuple[int, ...] | None = None
-    cols, labels = [], []
-    blocks: dict[str, list[int]] = {}
-    for name, value in sites.items():
-        arr = np.asarray(value, dtype=float)
-        if arr.ndim < sample_ndim:
-            raise ValueError(
-                f"site {name!r} has shape {arr.shape}; expected {sample_ndim} sample axes"
-            )
-        if sample_shape is None:
-            sample_shape = arr.shape[:sample_ndim]
-        elif arr.shape[:sample_ndim] != sample_shape:
-            raise ValueError(
-                f"site {name!r} has sample shape {arr.shape[:sample_ndim]}, other sites "
-                f"{sample_shape}"
-            )
-        flat = arr.reshape(math.prod(sample_shape), -1)
-        start = sum(c.shape[1] for c in cols)
-        blocks.setdefault(name.split(".", 1)[0], []).extend(range(start, start + flat.shape[1]))
-        cols.append(flat)
-        labels.extend(param_labels(name, arr.shape[sample_ndim:]))
-    return FlatDraws(
-        np.concatenate(cols, axis=1),
-        tuple(labels),
-        {k: np.asarray(v, dtype=np.intp) for k, v in blocks.items()},
-    )
 
 
 def _as_draws(draws: np.ndarray) -> np.ndarray:
@@ -521,7 +425,7 @@ def diag_vs_full(
     draws : np.ndarray
         Posterior draws, shape ``(S, D)``.
     blocks : mapping of str to index array or slice, optional
-        Parameter groups for per-block KLs (e.g. :attr:`FlatDraws.blocks`).
+        Parameter groups for per-block KLs (e.g. :attr:`reports.draws.FlatDraws.blocks`).
     cov, jitter
         Passed to :func:`fit_gaussian`.
     seed : int
@@ -556,55 +460,3 @@ def diag_vs_full(
         dim=fit.dim,
     )
     return out
-
-
-# --------------------------------------------------------------------------- function space
-
-
-def _pair(p1: np.ndarray, p2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    p1, p2 = np.asarray(p1, float), np.asarray(p2, float)
-    if p1.ndim != 2 or p1.shape != p2.shape:
-        raise ValueError(f"p1 and p2 must have the same shape (N, C), got {p1.shape}, {p2.shape}")
-    if p1.shape[0] == 0:
-        raise ValueError("p1 and p2 have no points (N == 0)")
-    return p1, p2
-
-
-def predictive_agreement(p1: np.ndarray, p2: np.ndarray) -> float:
-    r"""Fraction of points where two predictive distributions pick the same class.
-
-    .. math::
-
-        \frac1N \sum_n \bigl[\arg\max_c p^{(1)}_{nc} = \arg\max_c p^{(2)}_{nc}\bigr]
-
-    Parameters
-    ----------
-    p1, p2 : np.ndarray
-        Class probabilities, shape ``(N, C)``. Ties go to the lowest class index.
-
-    Returns
-    -------
-    float
-    """
-    p1, p2 = _pair(p1, p2)
-    return float(np.mean(np.argmax(p1, axis=1) == np.argmax(p2, axis=1)))
-
-
-def predictive_tv(p1: np.ndarray, p2: np.ndarray) -> float:
-    r"""Mean total-variation distance between two predictive distributions.
-
-    .. math::
-
-        \frac1N \sum_n \tfrac12 \sum_c \bigl|p^{(1)}_{nc} - p^{(2)}_{nc}\bigr| \in [0, 1]
-
-    Parameters
-    ----------
-    p1, p2 : np.ndarray
-        Class probabilities, shape ``(N, C)``.
-
-    Returns
-    -------
-    float
-    """
-    p1, p2 = _pair(p1, p2)
-    return float(np.mean(0.5 * np.sum(np.abs(p1 - p2), axis=1)))

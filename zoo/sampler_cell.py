@@ -51,7 +51,9 @@ def run_sampler_cell(
 ) -> dict[str, Any]:
     """Run the cell's ``nuts``/``hmc`` method; metrics plus the ``.nc`` artifact."""
     from reports.diagnostics import diagnostic_gates
-    from reports.gaussian import diag_vs_full, flatten_sites, predictive_agreement, predictive_tv
+    from reports.draws import flatten_sites
+    from reports.gaussian import diag_vs_full
+    from reports.predictive import predictive_agreement, predictive_tv
     from zoo.mcmc import FlatPotential, run_hmc, run_nuts
 
     m = cell.method

@@ -7,19 +7,17 @@ import pytest
 from scipy.linalg import sqrtm
 from sklearn.covariance import ledoit_wolf
 
+from reports.draws import flatten_sites, param_labels
 from reports.gaussian import (
     closest_diagonal,
     diag_vs_full,
     empirical_w2,
     fit_gaussian,
-    flatten_sites,
     kl_diag_full,
-    param_labels,
-    predictive_agreement,
-    predictive_tv,
     w2_gaussian,
     wasserstein_error,
 )
+from reports.predictive import predictive_agreement, predictive_tv
 
 
 def _random_spd(rng: np.random.Generator, d: int) -> np.ndarray:

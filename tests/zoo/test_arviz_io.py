@@ -184,7 +184,8 @@ def test_failed_write_leaves_no_half_file(tmp_path, monkeypatch):
 
 def test_stored_tree_feeds_diagnostics_and_gaussian_reports(tmp_path):
     from reports.diagnostics import diagnostic_gates
-    from reports.gaussian import diag_vs_full, flatten_sites
+    from reports.draws import flatten_sites
+    from reports.gaussian import diag_vs_full
 
     dt = load_datatree(save_datatree(_tree(), tmp_path / "cell.nc"))
     gates = diagnostic_gates(dt)

@@ -1,0 +1,106 @@
+"""Posterior draws of several sites as one matrix: labels and per-layer column blocks.
+
+NumPy only; nothing here knows about Pyro or torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+__all__ = ["FlatDraws", "flatten_sites", "param_labels"]
+
+
+class FlatDraws(NamedTuple):
+    """Posterior draws of several sites flattened into one matrix.
+
+    Attributes
+    ----------
+    draws : np.ndarray
+        Shape ``(S, D)``: all sample dimensions merged, site values flattened (C order) and
+        concatenated in the order of the input mapping.
+    labels : tuple of str
+        One label per column, e.g. ``layer1.weight[3,0]`` (see :func:`param_labels`).
+    blocks : dict of str to np.ndarray
+        Column indices per layer: the site-name prefix before the first ``.``
+        (``layer1.weight`` and ``layer1.bias`` -> ``layer1``; ``noise`` -> ``noise``).
+    """
+
+    draws: np.ndarray
+    labels: tuple[str, ...]
+    blocks: dict[str, np.ndarray]
+
+
+def param_labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """Labels of the scalar entries of a site, in C order.
+
+    Parameters
+    ----------
+    name : str
+        Site name, e.g. ``layer1.weight``.
+    shape : tuple of int
+        Event shape of the site (without sample dimensions).
+
+    Returns
+    -------
+    list of str
+        ``[name]`` for a scalar site, else ``name[i,j,...]`` for every index, e.g.
+        ``layer1.weight[3,0]``.
+    """
+    if len(shape) == 0:
+        return [name]
+    return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
+
+
+def flatten_sites(sites: Mapping[str, np.ndarray], *, sample_ndim: int = 2) -> FlatDraws:
+    """Flatten per-site draws into one ``(S, D)`` matrix with labels and per-layer blocks.
+
+    Parameters
+    ----------
+    sites : mapping of str to np.ndarray
+        Site name -> draws whose first ``sample_ndim`` axes are sample axes, e.g.
+        ``(chain, draw, *site_shape)`` for ``sample_ndim=2``.
+    sample_ndim : int, default 2
+        Number of leading sample axes; they are merged into one axis of length ``S``.
+
+    Returns
+    -------
+    FlatDraws
+        The matrix, column labels and per-layer column indices.
+
+    Raises
+    ------
+    ValueError
+        If there are no sites or the sites disagree on the sample shape.
+    """
+    if not sites:
+        raise ValueError("sites is empty: nothing to flatten")
+    sample_shape: tuple[int, ...] | None = None
+    cols, labels = [], []
+    blocks: dict[str, list[int]] = {}
+    for name, value in sites.items():
+        arr = np.asarray(value, dtype=float)
+        if arr.ndim < sample_ndim:
+            raise ValueError(
+                f"site {name!r} has shape {arr.shape}; expected {sample_ndim} sample axes"
+            )
+        if sample_shape is None:
+            sample_shape = arr.shape[:sample_ndim]
+        elif arr.shape[:sample_ndim] != sample_shape:
+            raise ValueError(
+                f"site {name!r} has sample shape {arr.shape[:sample_ndim]}, other sites "
+                f"{sample_shape}"
+            )
+        flat = arr.reshape(math.prod(sample_shape), -1)
+        start = sum(c.shape[1] for c in cols)
+        blocks.setdefault(name.split(".", 1)[0], []).extend(range(start, start + flat.shape[1]))
+        cols.append(flat)
+        labels.extend(param_labels(name, arr.shape[sample_ndim:]))
+    return FlatDraws(
+        np.concatenate(cols, axis=1),
+        tuple(labels),
+        {k: np.asarray(v, dtype=np.intp) for k, v in blocks.items()},
+    )
