@@ -1,13 +1,13 @@
 """NUTS and HMC for :class:`~zoo.models.BayesianMLP` over one flat parameter vector.
 
-:class:`~zoo.potential.FlatPotential` is the potential energy :math:`U(z) = -\\log p(z \\mid x, y) + c` of the
-model as one function of a flat unconstrained vector ``z`` (sites concatenated in model
+:class:`~zoo.potential.FlatPotential` is the potential energy
+:math:`U(z) = -\\log p(z \\mid x, y) + c` of the model as one function of a flat unconstrained vector ``z`` (sites concatenated in model
 order, ``noise`` as :math:`\\log\\sigma` with its Jacobian), computed from
 :meth:`BayesianMLP.apply` / :meth:`BayesianMLP.log_likelihood` and the Normal prior
 parameters, never through a Pyro trace.
 
-The samplers are a thin kernel (a functional core: :func:`_leapfrog`, :func:`_nuts_step`,
-:func:`_hmc_step` over the :class:`_Point` NamedTuple) driven by Pyro's own
+The samplers are a thin kernel (the functional core in :mod:`zoo.hmc_kernel`: leapfrog,
+NUTS and HMC transitions over its ``Point`` NamedTuple) driven by Pyro's own
 :class:`~pyro.infer.mcmc.adaptation.WarmupAdapter`: dual-averaging step size, Stan's
 windowed Welford mass matrix (:class:`~pyro.infer.mcmc.adaptation.BlockMassMatrix`, blocks
 named by tuples of site names like Pyro's ``full_mass``) and Pyro's step-size heuristic.
@@ -27,175 +27,15 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
 import numpy as np
 import torch
 from pyro.infer.mcmc.adaptation import WarmupAdapter
 
+from zoo.hmc_kernel import Metric, hmc_step, leapfrog, new_point, nuts_step
 from zoo.potential import FlatPotential
 
 __all__ = ["FlatPotential", "MCMCResult", "run_hmc", "run_nuts"]  # FlatPotential re-exported
-
-_MAX_ENERGY_ERROR = 1000.0  # Pyro's and Stan's divergence threshold
-
-
-class _Point(NamedTuple):
-    """A phase-space point: position, momentum, velocity M^-1 r, grad U, U and U + K."""
-
-    z: torch.Tensor
-    r: torch.Tensor
-    v: torch.Tensor
-    g: torch.Tensor
-    potential: float
-    energy: float
-
-
-class _Metric:
-    """Flat view of Pyro's block inverse mass matrix (blocks are contiguous slices)."""
-
-    def __init__(self, inverse_mass_matrix: Mapping[tuple, torch.Tensor], slices: Mapping) -> None:
-        self.blocks = []
-        for key, minv in inverse_mass_matrix.items():
-            if minv.dim() == 1:
-                sqrt_m = minv.rsqrt()
-            else:  # Pyro's mass_matrix_sqrt: inverse of the upper Cholesky factor of M^-1
-                u = torch.linalg.cholesky(minv).t()
-                sqrt_m = torch.linalg.solve_triangular(
-                    u, torch.eye(len(u), dtype=u.dtype), upper=True
-                )
-            self.blocks.append((slices[key], minv, sqrt_m))
-        self.single = len(self.blocks) == 1
-
-    def velocity(self, r: torch.Tensor) -> torch.Tensor:
-        if self.single:
-            minv = self.blocks[0][1]
-            return minv * r if minv.dim() == 1 else torch.mv(minv, r)
-        out = torch.empty_like(r)
-        for sl, minv, _ in self.blocks:
-            out[sl] = minv * r[sl] if minv.dim() == 1 else torch.mv(minv, r[sl])
-        return out
-
-    def drift(self, z: torch.Tensor, r: torch.Tensor, eps: float) -> torch.Tensor:
-        """z + eps M^-1 r (one fused operation for a single diagonal block)."""
-        minv = self.blocks[0][1]
-        if self.single and minv.dim() == 1:
-            return torch.addcmul(z, minv, r, value=eps)
-        return torch.add(z, self.velocity(r), alpha=eps)
-
-    def momentum(self, gen: torch.Generator, like: torch.Tensor) -> torch.Tensor:
-        eps = torch.randn(like.shape, generator=gen, dtype=like.dtype)
-        out = torch.empty_like(eps)
-        for sl, _, s in self.blocks:
-            out[sl] = s * eps[sl] if s.dim() == 1 else torch.mv(s, eps[sl])
-        return out
-
-
-def _leapfrog(pot: FlatPotential, metric: _Metric, p: _Point, eps: float) -> _Point:
-    r = torch.add(p.r, p.g, alpha=-0.5 * eps)
-    z = metric.drift(p.z, r, eps)
-    u, g = pot.value_and_grad(z)
-    r = torch.add(r, g, alpha=-0.5 * eps)
-    v = metric.velocity(r)
-    energy = u + 0.5 * torch.dot(r, v).item()
-    return _Point(z, r, v, g, u, energy if energy == energy else math.inf)
-
-
-def _new_point(pot: FlatPotential, metric: _Metric, z, u, g, gen) -> _Point:
-    r = metric.momentum(gen, z)
-    v = metric.velocity(r)
-    return _Point(z, r, v, g, u, u + 0.5 * torch.dot(r, v).item())
-
-
-def _exp0(x: float) -> float:
-    """min(1, exp(x)) without overflow."""
-    return math.exp(min(x, 0.0))
-
-
-def _logaddexp(a: float, b: float) -> float:
-    m = max(a, b)
-    return m if m == -math.inf else m + math.log1p(math.exp(-abs(a - b)))
-
-
-def _turning(left: _Point, right: _Point, r_sum: torch.Tensor) -> bool:
-    rho = torch.add(r_sum, torch.add(left.r, right.r), alpha=-0.5)
-    return torch.dot(left.v, rho).item() <= 0 or torch.dot(right.v, rho).item() <= 0
-
-
-class _Tree(NamedTuple):
-    left: _Point
-    right: _Point
-    proposal: _Point
-    r_sum: torch.Tensor
-    log_weight: float
-    turning: bool
-    diverging: bool
-    sum_accept: float
-    n: int
-
-
-def _build_tree(pot, metric, p: _Point, eps: float, depth: int, e0: float, rng) -> _Tree:
-    if depth == 0:
-        q = _leapfrog(pot, metric, p, eps)
-        de = q.energy - e0
-        return _Tree(q, q, q, q.r, -de, False, de > _MAX_ENERGY_ERROR, _exp0(-de), 1)
-    half = _build_tree(pot, metric, p, eps, depth - 1, e0, rng)
-    if half.turning or half.diverging:
-        return half
-    other = _build_tree(pot, metric, half.right if eps > 0 else half.left, eps, depth - 1, e0, rng)
-    w = _logaddexp(half.log_weight, other.log_weight)
-    take_other = w > -math.inf and rng.random() < _exp0(other.log_weight - w)
-    left, right = (half.left, other.right) if eps > 0 else (other.left, half.right)
-    r_sum = half.r_sum + other.r_sum
-    turning = other.turning or _turning(left, right, r_sum)
-    return _Tree(left, right, other.proposal if take_other else half.proposal, r_sum, w, turning,
-                 other.diverging, half.sum_accept + other.sum_accept, half.n + other.n)  # fmt: skip
-
-
-def _nuts_step(pot, metric, p: _Point, eps: float, max_depth: int, rng) -> tuple[_Point, dict]:
-    """One NUTS transition from ``p`` (with fresh momentum); Pyro's doubling scheme."""
-    left = right = proposal = p
-    r_sum, log_w = p.r, 0.0
-    sum_accept, n, depth, diverging = 0.0, 0, 0, False
-    while depth < max_depth:
-        forward = rng.random() < 0.5
-        tree = _build_tree(pot, metric, right if forward else left, eps if forward else -eps,
-                           depth, p.energy, rng)  # fmt: skip
-        left, right = (left, tree.right) if forward else (tree.left, right)
-        sum_accept += tree.sum_accept
-        n += tree.n
-        depth += 1
-        if tree.diverging:
-            diverging = True
-            break
-        if tree.turning:
-            break
-        if rng.random() < _exp0(tree.log_weight - log_w):
-            proposal = tree.proposal
-        r_sum = r_sum + tree.r_sum
-        if _turning(left, right, r_sum):
-            break
-        log_w = _logaddexp(log_w, tree.log_weight)
-    stats = {"n_steps": n, "tree_depth": depth, "diverging": diverging,
-             "acceptance_rate": sum_accept / n}  # fmt: skip
-    return proposal, stats
-
-
-def _hmc_step(pot, metric, p: _Point, eps: float, num_steps: int, rng) -> tuple[_Point, dict]:
-    """One HMC transition: ``num_steps`` leapfrog steps and a Metropolis correction."""
-    q = p
-    for _ in range(num_steps):
-        q = _leapfrog(pot, metric, q, eps)
-        if q.energy == math.inf:
-            break
-    de = q.energy - p.energy
-    accept = _exp0(-de)
-    new = q if rng.random() < accept else p
-    return new, {
-        "n_steps": num_steps,
-        "diverging": de > _MAX_ENERGY_ERROR,
-        "acceptance_rate": accept,
-    }
 
 
 # --- object shell -------------------------------------------------------------------------
@@ -279,12 +119,12 @@ class _Chain:
         self._minv: tuple = ()
         self.metric = self.sync()
 
-    def sync(self) -> _Metric:
+    def sync(self) -> Metric:
         """The flat metric of the adapter's current inverse mass matrix (rebuilt on change)."""
         minv = self.adapter.mass_matrix_adapter.inverse_mass_matrix
         vals = tuple(minv.values())
         if len(vals) != len(self._minv) or any(map(lambda a, b: a is not b, vals, self._minv)):
-            self._minv, self.metric = vals, _Metric(minv, self.slices)
+            self._minv, self.metric = vals, Metric(minv, self.slices)
         return self.metric
 
     def check_step_size(self) -> None:
@@ -313,8 +153,8 @@ class _Chain:
         while new_dir == direction and 1e-10 < eps < 1e10:
             if direction is not None:
                 eps *= 2.0**direction
-            p = _new_point(pot, metric, z, u, g, self.gen)
-            q = _leapfrog(pot, metric, p, eps)
+            p = new_point(pot, metric, z, u, g, self.gen)
+            q = leapfrog(pot, metric, p, eps)
             new_dir = 1 if math.log(0.8) < p.energy - q.energy else -1
             direction = new_dir if direction is None else direction
         return min(max(eps, 1e-10), 1e10)
@@ -329,7 +169,7 @@ class _Chain:
         rec: dict[str, list] = {}
         for t in range(warmup + draws):
             eps = adapter.step_size
-            p = _new_point(pot, metric, z, u, g, self.gen)
+            p = new_point(pot, metric, z, u, g, self.gen)
             q, st = self.transition(pot, metric, p, eps, self.rng)
             z, u, g = q.z, q.potential, q.g
             if t < warmup:
@@ -448,7 +288,7 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
         raise ValueError(f"max_tree_depth={max_tree_depth} must be >= 1")
 
     def transition(pot, metric, p, eps, rng):
-        return _nuts_step(pot, metric, p, eps, max_tree_depth, rng)
+        return nuts_step(pot, metric, p, eps, max_tree_depth, rng)
 
     return _run(potential, transition, "nuts", seed=seed, warmup=warmup, draws=draws,
                 chains=chains, target_accept=target_accept, step_size=step_size,
@@ -473,7 +313,7 @@ def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num
         raise ValueError(f"num_steps={num_steps} must be >= 1")
 
     def transition(pot, metric, p, eps, rng):
-        return _hmc_step(pot, metric, p, eps, num_steps, rng)
+        return hmc_step(pot, metric, p, eps, num_steps, rng)
 
     return _run(potential, transition, "hmc", seed=seed, warmup=warmup, draws=draws,
                 chains=chains, target_accept=target_accept, step_size=step_size,
