@@ -1,8 +1,8 @@
 """NUTS and HMC for :class:`~zoo.models.BayesianMLP` over one flat parameter vector.
 
 :class:`~zoo.potential.FlatPotential` is the potential energy
-:math:`U(z) = -\\log p(z \\mid x, y) + c` of the model as one function of a flat unconstrained vector ``z`` (sites concatenated in model
-order, ``noise`` as :math:`\\log\\sigma` with its Jacobian), computed from
+:math:`U(z) = -\\log p(z \\mid x, y) + c` of the model as one function of a flat
+unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as :math:`\\log\\sigma` with its Jacobian), computed from
 :meth:`BayesianMLP.apply` / :meth:`BayesianMLP.log_likelihood` and the Normal prior
 parameters, never through a Pyro trace.
 
