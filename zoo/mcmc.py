@@ -2,9 +2,10 @@
 
 :class:`~zoo.potential.FlatPotential` is the potential energy
 :math:`U(z) = -\\log p(z \\mid x, y) + c` of the model as one function of a flat
-unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as :math:`\\log\\sigma` with its Jacobian), computed from
-:meth:`BayesianMLP.apply` / :meth:`BayesianMLP.log_likelihood` and the Normal prior
-parameters, never through a Pyro trace.
+unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as
+:math:`\\log\\sigma` with its Jacobian), computed from :meth:`BayesianMLP.apply` /
+:meth:`BayesianMLP.log_likelihood` and the Normal prior parameters, never through a Pyro
+trace.
 
 The samplers are a thin kernel (the functional core in :mod:`zoo.hmc_kernel`: leapfrog,
 NUTS and HMC transitions over its ``Point`` NamedTuple) driven by Pyro's own
