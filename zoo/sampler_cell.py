@@ -12,7 +12,9 @@ Besides the predictive metrics, a sampled cell records:
   divergences, and which gates failed (:func:`reports.diagnostics.diagnostic_gates`);
 - the price of the mean-field assumption on its draws of the weights and biases
   (:func:`reports.gaussian.diag_vs_full`): KL(q_diag || q_full) for the whole network and
-  per layer, the closed-form W2 between them, and the blog's Wasserstein error;
+  per layer, the closed-form W2 between them, and the blog's Wasserstein error; and the
+  shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL that the same
+  chains would show with independent parameters, and the excess over it;
 - function space, when started from a variational method: agreement and total variation
   distance between that method's predictive distribution and the sampler's.
 """
@@ -53,6 +55,7 @@ def run_sampler_cell(
     from reports.diagnostics import diagnostic_gates
     from reports.draws import flatten_sites
     from reports.gaussian import diag_vs_full
+    from reports.kl_null import kl_shift_null
     from reports.predictive import predictive_agreement, predictive_tv
     from zoo.mcmc import FlatPotential, run_hmc, run_nuts
 
@@ -92,6 +95,9 @@ def run_sampler_cell(
     fit = m.gaussian_fit
     gauss = diag_vs_full(flat.draws, flat.blocks, cov=fit.cov, jitter=fit.jitter, seed=seed)
     out.update({k: v for k, v in gauss.items() if isinstance(v, int | float)})
+    null = kl_shift_null(flat.draws, chains=m.chains, cov=fit.cov, jitter=fit.jitter,
+                         reps=8, seed=seed + 3)  # fmt: skip
+    out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess)
 
     full = {k: torch.as_tensor(v.reshape((-1,) + v.shape[2:])) for k, v in result.draws.items()}
     dt = posterior_datatree(model, ds, full, chains=m.chains, seed=seed + 2,
