@@ -114,6 +114,19 @@ def _mean_field_section(results, spec: Spec):
             "with jitter overestimates it). Compare depths at a fixed parameter budget, "
             "draw count and estimator, not the absolute values."
         )
+    figs = []
+    if "kl_excess" in results.columns:
+        paras.append(
+            "kl_null is the KL that the same chains give after every parameter's series is "
+            "rotated within its chain by its own random offset (mean of 8 rotations; "
+            "kl_null_sd their spread): each parameter keeps its marginal and its "
+            "autocorrelation, the alignment between parameters is gone, so kl_null is what "
+            "finite, autocorrelated draws of independent parameters would show. kl_excess = "
+            "kl_diag_full - kl_null is the part the correlations between parameters explain. "
+            "A chain that mixes poorly has a high kl_null, and then a high kl_diag_full says "
+            "little about the posterior (reports/kl_null.py)."
+        )
+        figs = [("kl_null", _kl_null_figure(ok, spec))]
     if "agreement_vi" in results.columns:
         paras.append(
             "agreement_vi and tv_vi compare the predictive distributions of the variational "
@@ -121,7 +134,32 @@ def _mean_field_section(results, spec: Spec):
             "fraction of points with the same predicted class, and the mean total variation "
             "distance."
         )
-    return Section("The price of mean field", paras)
+    return Section("The price of mean field", paras, None, [f for f in figs if f[1] is not None])
+
+
+def _kl_null_figure(ok, spec: Spec):
+    """KL, shift null and excess against the report's x axis (mean and s.e. over seeds)."""
+    from reports.kl_null import kl_null_figure
+
+    x = spec.report.x
+    if x not in ok.columns:
+        return None
+    rows = ok[ok["kl_excess"].notna()]
+    groups = [c for c in rows.columns if c.startswith("model.activation") or c == "method"]
+    curves = {}
+    for key, part in rows.groupby(groups) if groups else [((), rows)]:
+        tag = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
+        for col, name in (("kl_diag_full", "KL"), ("kl_null", "shift null"),
+                          ("kl_excess", "excess")):  # fmt: skip
+            g = part.groupby(x)[col]
+            se = g.std(ddof=1) / g.count() ** 0.5
+            label = f"{name} ({tag})" if tag else name
+            curves[label] = (
+                g.mean().index.to_numpy(),
+                g.mean().to_numpy(),
+                se.fillna(0).to_numpy(),
+            )
+    return kl_null_figure(curves, xlabel=x) if curves else None
 
 
 def _product_section(out_dir: Path, results, spec: Spec):
