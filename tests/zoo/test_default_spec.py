@@ -41,6 +41,8 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     sampled = res[res["method"] == sampler.name]
     assert (sampled["kl_diag_full"] > 0).all() and np.isfinite(sampled["w_error"]).all()
     assert sampled["kl_diag_full.layer0"].notna().all()
+    assert np.allclose(sampled["kl_excess"], sampled["kl_diag_full"] - sampled["kl_null"])
+    assert (sampled["kl_null"] > 0).all() and (sampled["kl_null_sd"] >= 0).all()
     for cell_id in res["cell_id"]:
         dt = xr.open_datatree(out / "cells" / f"{cell_id}.nc")
         assert {"posterior", "log_likelihood", "posterior_predictive"} <= set(dt.children)
@@ -48,3 +50,4 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     for fig in spec.report.figures:
         assert (out / "figures" / f"{fig}_vs_model_depth.png").is_file(), fig
     assert "The price of mean field" in (out / "report.md").read_text()
+    assert (out / "figures" / "kl_null.png").is_file()
