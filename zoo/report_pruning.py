@@ -1,0 +1,186 @@
+"""Report sections of the over-pruning study (``metrics.pruning``; Trippe & Turner 2018).
+
+Built from ``results.csv`` rows and the cells' ``.pruning.npz`` files only:
+
+- the pruned fraction per method (and per hidden layer for deeper MLPs), mean and standard
+  error over the UCI splits (or seeds);
+- their Table 1: test log-likelihood and RMSE per method in original units, mean and
+  standard error over splits, with the paper's numbers beside ours (quoted, labelled);
+- per-unit figures (their Figures 2 and 5) and the optimization trajectories (Figure 4).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zoo.spec import Spec
+
+__all__ = ["PAPER_NAMES", "pruning_sections"]
+
+#: Which column of the paper's Table 1 a method of this spec corresponds to, by its kind.
+PAPER_NAMES = {"mle": "ES", "map": "MAP", "mean_field": "MF", "fixed_variance": "GD",
+               "full_rank": "FC", "nuts": "HMC", "hmc": "HMC"}  # fmt: skip
+
+
+def _paper_name(m: Any) -> str | None:
+    if m.kind == "svi":
+        return PAPER_NAMES.get(m.guide.kind)
+    return PAPER_NAMES.get(m.kind)
+
+
+def _mean_se(v) -> tuple[float, float, int]:
+    v = np.asarray(v, dtype=np.float64)
+    v = v[np.isfinite(v)]
+    if len(v) == 0:
+        return float("nan"), float("nan"), 0
+    se = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+    return float(v.mean()), se, len(v)
+
+
+def _pm(m: float, se: float, digits: int = 2) -> str:
+    if m != m:
+        return ""
+    return f"{m:.{digits}f}" + ("" if se != se else f" ± {se:.{digits}f}")
+
+
+def _load(out_dir: Path, cell_id: str) -> dict[str, np.ndarray] | None:
+    path = out_dir / "cells" / f"{cell_id}.pruning.npz"
+    if not path.is_file():
+        return None
+    with np.load(path) as z:
+        return {k: z[k] for k in z.files}
+
+
+def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
+    """The report sections of the pruning study, or [] when the spec has none."""
+    from reports.render import Section
+
+    p = spec.metrics.pruning
+    if p is None or "status" not in results.columns:
+        return []
+    ok = results[results["status"] == "ok"]
+    if ok.empty:
+        return []
+    over = "split" if "split" in ok.columns else "seed"
+    methods = [m for m in spec.inference if m.name in set(ok["method"])]
+    depth_cols = sorted(c for c in ok.columns if c.startswith("pruned_frac.layer"))
+    sections = []
+
+    # ---------------------------------------------------------------- pruned fractions
+    rows = []
+    for m in methods:
+        r = ok[ok["method"] == m.name]
+        if "pruned_frac" not in r.columns or r["pruned_frac"].isna().all():
+            rows.append([m.name, _paper_name(m) or "", "n/a (point estimate)", "", *[""] * len(
+                depth_cols), str(len(r))])  # fmt: skip
+            continue
+        cells = [_pm(*_mean_se(r["pruned_frac"])[:2]), _pm(*_mean_se(r["in_at_prior_frac"])[:2])]
+        cells += [_pm(*_mean_se(r[c])[:2]) for c in depth_cols]
+        rows.append([m.name, _paper_name(m) or "", *cells, str(len(r))])
+    header = ["method", "paper's name", "pruned fraction", "incoming at prior",
+              *[c.replace("pruned_frac.", "pruned ") for c in depth_cols], f"{over}s"]  # fmt: skip
+    paras = [
+        "A hidden unit is pruned when its outgoing weights are confidently near zero (every "
+        f"outgoing weight has |mean|/std < {p.out_snr_max:g}) and its incoming weights and "
+        f"bias sit at the prior (mean KL to the prior <= {p.in_kl_max:g} nats per weight and "
+        f"mean posterior std >= {p.in_std_ratio_min:g} x the prior std; thresholds: "
+        "metrics.pruning). 'incoming at prior' is the second condition alone. Means and "
+        f"stds are the guide's (MF, GD; the marginals for FC) or moments of {p.draws} draws "
+        "(samplers); MAP and ES are point estimates without a posterior std: no pruning "
+        f"statistics. Mean ± standard error over {over}s.",
+        "GD's posterior std is fixed (guide.scale) and far below the prior std, so under "
+        "this rule it cannot prune by construction, as the paper argues.",
+    ]
+    sections.append(Section("Over-pruning: pruned hidden units", paras, (header, rows)))
+
+    # ---------------------------------------------------------------- Table 1
+    data_name = getattr(spec.data, "name", None)
+    from reports.pruning import PAPER_TABLE1
+
+    paper = PAPER_TABLE1.get(data_name or "", {})
+    rows = []
+    for m in methods:
+        r = ok[ok["method"] == m.name]
+        ll = _mean_se(-r["nll"]) if "nll" in r.columns else (float("nan"),) * 2 + (0,)
+        rmse = _mean_se(r["rmse"]) if "rmse" in r.columns else (float("nan"),) * 2 + (0,)
+        pn = _paper_name(m)
+        ref = paper.get(pn or "")
+        rows.append([m.name, _pm(ll[0], ll[1]), _pm(rmse[0], rmse[1]), str(ll[2]),
+                     f"{pn}: {_pm(*ref)}" if ref else ""])  # fmt: skip
+    if paper:
+        for extra in ("HMC", "SGLD"):
+            if extra not in {_paper_name(m) for m in methods}:
+                rows.append([f"({extra}, not run)", "", "", "", f"{extra}: {_pm(*paper[extra])}"])
+    header = ["method", "test log-lik (nats)", "test RMSE", f"{over}s",
+              "Trippe & Turner 2018, Table 1 (quoted)"]  # fmt: skip
+    paras = [
+        "Held-out mean log-likelihood per test point (log-mean-exp over posterior draws, in "
+        "the original units of the target) and RMSE of the predictive mean, mean ± "
+        f"standard error over {over}s. The last column quotes the paper's Table 1 "
+        f"({data_name or 'this data set is not in it'}; 20 splits, hyper-parameters tuned "
+        "per method by Bayesian optimization) and is not computed here; the paper reports "
+        "no RMSE."
+    ]
+    sections.append(Section("Test log-likelihood beside Trippe & Turner's Table 1", paras,
+                            (header, rows)))  # fmt: skip
+
+    # ---------------------------------------------------------------- figures
+    first = ok[ok[over] == ok[over].iloc[0]] if over in ok.columns else ok
+    stats = {}
+    for m in methods:
+        r = first[first["method"] == m.name]
+        if len(r):
+            z = _load(out_dir, r["cell_id"].iloc[0])
+            if z is not None:
+                stats[m.name] = z
+    figs = []
+    if stats:
+        tag = f"{over} {first[over].iloc[0]}" if over in first.columns else ""
+        n_layers = sum(1 for k in next(iter(stats.values())) if k.endswith(".pruned"))
+        for k in range(n_layers):
+            figs.append((f"pruning_units_layer{k}", _scatter(stats, k, tag)))
+        for name, z in stats.items():
+            units = _representative(z)
+            if units:
+                from reports.pruning_plots import unit_posterior_figure
+
+                figs.append((f"pruning_unit_posteriors_{name}",
+                             unit_posterior_figure(z, units, 0, title=f"{name}, {tag}: "
+                                                   "units of the first hidden layer")))  # fmt: skip
+        if any("traj.step" in z for z in stats.values()):
+            from reports.pruning_plots import trajectory_figure
+
+            figs.append(("pruning_trajectories", trajectory_figure(
+                stats, title=f"optimization trajectories ({tag})")))  # fmt: skip
+    if figs:
+        paras = [
+            "Per-unit statistics of the first stored split: each hidden unit at (mean KL of "
+            "its incoming weights to the prior, max |mean|/std of its outgoing weights), red "
+            "if pruned. Then, as in the paper's Figures 2 and 5, units with the lowest and "
+            "highest incoming KL: the posterior of the outgoing weight (top), of the incoming "
+            "weights with the N(0, 1) prior dashed (middle), and a histogram of the "
+            "activation over the training inputs and posterior draws (bottom). Last, their "
+            "Figure 4: KL, -ELBO and expected train NLL per training point (standardized "
+            "units) and the predictive NLL of train (dashed) and test data (original units) "
+            "during optimization."
+        ]
+        sections.append(Section("Over-pruning: hidden units and trajectories", paras, None, figs))
+    return sections
+
+
+def _scatter(stats, layer: int, tag: str):
+    from reports.pruning_plots import unit_scatter_figure
+
+    return unit_scatter_figure(stats, layer, title=f"hidden layer {layer} ({tag})")
+
+
+def _representative(z: dict[str, np.ndarray], n_each: int = 3) -> list[int]:
+    """Units of layer 0 with the lowest and the highest incoming KL (pruned and active)."""
+    if "layer0.in_kl" not in z:
+        return []
+    order = np.argsort(z["layer0.in_kl"], kind="stable")
+    picks = [*order[:n_each].tolist(), *order[-n_each:].tolist()]
+    return list(dict.fromkeys(int(j) for j in picks))
