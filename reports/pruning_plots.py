@@ -23,11 +23,12 @@ def _plt():
 
 
 def unit_scatter_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0,
-                        title: str = ""):  # fmt: skip
+                        title: str = "", rule_snr: float | None = None):  # fmt: skip
     """One panel per method: each hidden unit at (incoming KL, outgoing |mean|/std).
 
     ``per_method[name]`` holds ``layer{k}.in_kl``, ``layer{k}.out_snr`` and
-    ``layer{k}.pruned``. Pruned units are drawn in red.
+    ``layer{k}.pruned``. Pruned units are drawn in red; ``rule_snr`` draws the rule's
+    outgoing threshold as a dotted line.
     """
     plt = _plt()
     names = list(per_method)
@@ -41,6 +42,9 @@ def unit_scatter_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], laye
         ax.scatter(kl[pruned], snr[pruned], s=14, c="tab:red", label="pruned")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xlim(5e-4, max(10.0, 1.5 * float(kl.max())))
+        if rule_snr:
+            ax.axhline(rule_snr, c="gray", lw=0.8, ls=":")
         ax.set_xlabel("mean KL of incoming weights to prior")
         ax.set_title(f"{name}: {int(pruned.sum())} of {len(pruned)} pruned")
     axes[0][0].set_ylabel("max |mean|/std of outgoing weights")
@@ -103,10 +107,14 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
     panels = [("kl", "A. KL / n (standardized units)"), ("neg_elbo", "B. -ELBO / n"),
               ("exp_nll_train", "C. expected train NLL / n"),
               ("nll_test", "D. predictive NLL (original units)")]  # fmt: skip
+    seen: dict[str, list[np.ndarray]] = {key: [] for key, _ in panels}
     for name, z in per_method.items():
         if "traj.step" not in z:
             continue
         step = z["traj.step"]
+        for key, _ in panels:
+            seen[key].append(z[f"traj.{key}"][2:])
+        seen["nll_test"].append(z["traj.nll_train"][2:])
         for ax, (key, label) in zip(axes, panels, strict=True):
             (line,) = ax.plot(step, z[f"traj.{key}"], label=f"{name}" if key != "nll_test"
                               else f"{name} test")  # fmt: skip
@@ -114,9 +122,16 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
             if key == "nll_test":
                 ax.plot(step, z["traj.nll_train"], ls="--", c=line.get_color(),
                         label=f"{name} train")  # fmt: skip
-    for ax in axes:
+    for ax, (key, _) in zip(axes, panels, strict=True):
         ax.set_xlabel("step")
-        ax.set_yscale("symlog", linthresh=1.0)
+        if key == "kl":
+            ax.set_yscale("log")
+        elif seen[key]:  # linear, the first steps (very small init std) clipped off
+            v = np.concatenate(seen[key])
+            v = v[np.isfinite(v)]
+            if len(v):
+                pad = 0.05 * (v.max() - v.min() + 1e-9)
+                ax.set_ylim(v.min() - pad, v.max() + pad)
     axes[0].legend(fontsize=7)
     axes[3].legend(fontsize=7)
     fig.suptitle(title)

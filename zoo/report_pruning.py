@@ -66,21 +66,37 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
         return []
     over = "split" if "split" in ok.columns else "seed"
     methods = [m for m in spec.inference if m.name in set(ok["method"])]
+    groups = [a for a in spec.sweep if a not in ("split", "seed") and a in ok.columns
+              and not a.startswith("inference.")]  # fmt: skip
+    keys = list(ok[groups].drop_duplicates().itertuples(index=False, name=None)) if groups \
+        else [()]  # fmt: skip
+
+    def rows_of(key: tuple, method: str):
+        r = ok[ok["method"] == method]
+        for g, v in zip(groups, key, strict=True):
+            r = r[r[g] == v]
+        return r
+
     depth_cols = sorted(c for c in ok.columns if c.startswith("pruned_frac.layer"))
     sections = []
 
     # ---------------------------------------------------------------- pruned fractions
     rows = []
-    for m in methods:
-        r = ok[ok["method"] == m.name]
-        if "pruned_frac" not in r.columns or r["pruned_frac"].isna().all():
-            rows.append([m.name, _paper_name(m) or "", "n/a (point estimate)", "", *[""] * len(
-                depth_cols), str(len(r))])  # fmt: skip
-            continue
-        cells = [_pm(*_mean_se(r["pruned_frac"])[:2]), _pm(*_mean_se(r["in_at_prior_frac"])[:2])]
-        cells += [_pm(*_mean_se(r[c])[:2]) for c in depth_cols]
-        rows.append([m.name, _paper_name(m) or "", *cells, str(len(r))])
-    header = ["method", "paper's name", "pruned fraction", "incoming at prior",
+    for key in keys:
+        for m in methods:
+            r = rows_of(key, m.name)
+            if r.empty:
+                continue
+            lead = [*map(str, key), m.name, _paper_name(m) or ""]
+            if "pruned_frac" not in r.columns or r["pruned_frac"].isna().all():
+                rows.append([*lead, "n/a (point estimate)", "", *[""] * len(depth_cols),
+                             str(len(r))])  # fmt: skip
+                continue
+            cells = [_pm(*_mean_se(r["pruned_frac"])[:2]),
+                     _pm(*_mean_se(r["in_at_prior_frac"])[:2])]  # fmt: skip
+            cells += [_pm(*_mean_se(r[c])[:2]) for c in depth_cols]
+            rows.append([*lead, *cells, str(len(r))])
+    header = [*groups, "method", "paper's name", "pruned fraction", "incoming at prior",
               *[c.replace("pruned_frac.", "pruned ") for c in depth_cols], f"{over}s"]  # fmt: skip
     paras = [
         "A hidden unit is pruned when its outgoing weights are confidently near zero (every "
@@ -97,71 +113,83 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
     sections.append(Section("Over-pruning: pruned hidden units", paras, (header, rows)))
 
     # ---------------------------------------------------------------- Table 1
-    data_name = getattr(spec.data, "name", None)
     from reports.pruning import PAPER_TABLE1
 
-    paper = PAPER_TABLE1.get(data_name or "", {})
     rows = []
-    for m in methods:
-        r = ok[ok["method"] == m.name]
-        ll = _mean_se(-r["nll"]) if "nll" in r.columns else (float("nan"),) * 2 + (0,)
-        rmse = _mean_se(r["rmse"]) if "rmse" in r.columns else (float("nan"),) * 2 + (0,)
-        pn = _paper_name(m)
-        ref = paper.get(pn or "")
-        rows.append([m.name, _pm(ll[0], ll[1]), _pm(rmse[0], rmse[1]), str(ll[2]),
-                     f"{pn}: {_pm(*ref)}" if ref else ""])  # fmt: skip
-    if paper:
-        for extra in ("HMC", "SGLD"):
-            if extra not in {_paper_name(m) for m in methods}:
-                rows.append([f"({extra}, not run)", "", "", "", f"{extra}: {_pm(*paper[extra])}"])
-    header = ["method", "test log-lik (nats)", "test RMSE", f"{over}s",
+    for key in keys:
+        name = dict(zip(groups, key, strict=True)).get("data.name", getattr(spec.data, "name",
+                                                                            None))  # fmt: skip
+        paper = PAPER_TABLE1.get(name or "", {})
+        for m in methods:
+            r = rows_of(key, m.name)
+            if r.empty:
+                continue
+            nan = (float("nan"), float("nan"), 0)
+            ll = _mean_se(-r["nll"]) if "nll" in r.columns else nan
+            rmse = _mean_se(r["rmse"]) if "rmse" in r.columns else nan
+            pn = _paper_name(m)
+            ref = paper.get(pn or "")
+            rows.append([*map(str, key), m.name, _pm(ll[0], ll[1]), _pm(rmse[0], rmse[1]),
+                         str(ll[2]), f"{pn}: {_pm(*ref)}" if ref else ""])  # fmt: skip
+        if paper:
+            for extra in ("HMC", "SGLD"):
+                if extra not in {_paper_name(m) for m in methods}:
+                    rows.append([*map(str, key), f"({extra}, not run)", "", "", "",
+                                 f"{extra}: {_pm(*paper[extra])}"])  # fmt: skip
+    header = [*groups, "method", "test log-lik (nats)", "test RMSE", f"{over}s",
               "Trippe & Turner 2018, Table 1 (quoted)"]  # fmt: skip
     paras = [
         "Held-out mean log-likelihood per test point (log-mean-exp over posterior draws, in "
         "the original units of the target) and RMSE of the predictive mean, mean ± "
-        f"standard error over {over}s. The last column quotes the paper's Table 1 "
-        f"({data_name or 'this data set is not in it'}; 20 splits, hyper-parameters tuned "
-        "per method by Bayesian optimization) and is not computed here; the paper reports "
-        "no RMSE."
+        f"standard error over {over}s. The last column quotes the paper's Table 1 where it "
+        "has the data set (Boston, concrete; 20 splits, hyper-parameters tuned per method by "
+        "Bayesian optimization); it is not computed here. The paper reports no RMSE."
     ]
     sections.append(Section("Test log-likelihood beside Trippe & Turner's Table 1", paras,
                             (header, rows)))  # fmt: skip
 
     # ---------------------------------------------------------------- figures
-    first = ok[ok[over] == ok[over].iloc[0]] if over in ok.columns else ok
-    stats = {}
-    for m in methods:
-        r = first[first["method"] == m.name]
-        if len(r):
-            z = _load(out_dir, r["cell_id"].iloc[0])
-            if z is not None:
-                stats[m.name] = z
     figs = []
-    if stats:
-        tag = f"{over} {first[over].iloc[0]}" if over in first.columns else ""
+    for key in keys[:3]:
+        stats = {}
+        for m in methods:
+            r = rows_of(key, m.name)
+            if len(r) and over in r.columns:
+                r = r[r[over] == r[over].iloc[0]]
+            if len(r):
+                z = _load(out_dir, r["cell_id"].iloc[0])
+                if z is not None:
+                    stats[m.name] = z
+                    first = r[over].iloc[0] if over in r.columns else ""
+        if not stats:
+            continue
+        tag = ", ".join([*(f"{g}={v}" for g, v in zip(groups, key, strict=True)),
+                         f"{over} {first}"])  # fmt: skip
+        stem = "_".join(str(v) for v in key)
+        stem = f"_{stem}" if stem else ""
         n_layers = sum(1 for k in next(iter(stats.values())) if k.endswith(".pruned"))
         for k in range(n_layers):
-            figs.append((f"pruning_units_layer{k}", _scatter(stats, k, tag)))
+            figs.append((f"pruning_units{stem}_layer{k}", _scatter(stats, k, tag, p.out_snr_max)))
         for name, z in stats.items():
             units = _representative(z)
             if units:
                 from reports.pruning_plots import unit_posterior_figure
 
-                figs.append((f"pruning_unit_posteriors_{name}",
+                figs.append((f"pruning_unit_posteriors{stem}_{name}",
                              unit_posterior_figure(z, units, 0, title=f"{name}, {tag}: "
                                                    "units of the first hidden layer")))  # fmt: skip
         if any("traj.step" in z for z in stats.values()):
             from reports.pruning_plots import trajectory_figure
 
-            figs.append(("pruning_trajectories", trajectory_figure(
+            figs.append((f"pruning_trajectories{stem}", trajectory_figure(
                 stats, title=f"optimization trajectories ({tag})")))  # fmt: skip
     if figs:
         paras = [
-            "Per-unit statistics of the first stored split: each hidden unit at (mean KL of "
-            "its incoming weights to the prior, max |mean|/std of its outgoing weights), red "
-            "if pruned. Then, as in the paper's Figures 2 and 5, units with the lowest and "
-            "highest incoming KL: the posterior of the outgoing weight (top), of the incoming "
-            "weights with the N(0, 1) prior dashed (middle), and a histogram of the "
+            f"Per-unit statistics of the first stored {over}: each hidden unit at (mean KL "
+            "of its incoming weights to the prior, max |mean|/std of its outgoing weights), "
+            "red if pruned. Then, as in the paper's Figures 2 and 5, units with the lowest "
+            "and highest incoming KL: the posterior of the outgoing weight (top), of the "
+            "incoming weights with the N(0, 1) prior dashed (middle), and a histogram of the "
             "activation over the training inputs and posterior draws (bottom). Last, their "
             "Figure 4: KL, -ELBO and expected train NLL per training point (standardized "
             "units) and the predictive NLL of train (dashed) and test data (original units) "
@@ -171,10 +199,10 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
     return sections
 
 
-def _scatter(stats, layer: int, tag: str):
+def _scatter(stats, layer: int, tag: str, snr: float):
     from reports.pruning_plots import unit_scatter_figure
 
-    return unit_scatter_figure(stats, layer, title=f"hidden layer {layer} ({tag})")
+    return unit_scatter_figure(stats, layer, title=f"hidden layer {layer} ({tag})", rule_snr=snr)
 
 
 def _representative(z: dict[str, np.ndarray], n_each: int = 3) -> list[int]:
