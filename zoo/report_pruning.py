@@ -104,7 +104,7 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
         f"bias sit at the prior (mean KL to the prior <= {p.in_kl_max:g} nats per weight and "
         f"mean posterior std >= {p.in_std_ratio_min:g} x the prior std; thresholds: "
         "metrics.pruning). 'incoming at prior' is the second condition alone. Means and "
-        f"stds are the guide's (MF, GD; the marginals for FC) or moments of {p.draws} draws "
+        f"stds are the guide's (MF, GD; the marginals for FC) or moments of all kept draws "
         "(samplers); MAP and ES are point estimates without a posterior std: no pruning "
         f"statistics. Mean ± standard error over {over}s.",
         "GD's posterior std is fixed (guide.scale) and far below the prior std, so under "

@@ -329,6 +329,17 @@ class Spec(_Strict):
                 f"sweep.split: data kind {self.data.kind!r} has no train/test split index; "
                 "use data kind uci or csv, or remove the split axis"
             )
+        for i, m in enumerate(self.inference):
+            g = getattr(m, "guide", None)
+            if (
+                g is not None
+                and g.init_loc == "teacher"
+                and getattr(self.data, "kind", "") != ("teacher")
+            ):
+                raise ValueError(
+                    f"inference[{i}].guide.init_loc: 'teacher' needs data.kind teacher (the "
+                    "data's generating weights); use he, prior or zero"
+                )
         return self
 
     def method(self, name: str) -> Any:

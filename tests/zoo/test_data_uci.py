@@ -177,3 +177,23 @@ inference:
     with pytest.raises(ValueError, match="init_loc"):
         fit_vi(bad, bad.inference[0], build_model(bad, ds), ds, progress=False)
     torch.manual_seed(0)
+
+
+def test_bad_uci_input_exits_2_naming_the_field(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for data, field in (("{kind: uci, name: wine}", "data.name"),
+                        ("{kind: uci, name: boston, split: -1}", "data.split")):  # fmt: skip
+        p = _spec(tmp_path, data, "{}")
+        r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
+                           capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
+    p = tmp_path / "t.yaml"
+    p.write_text(
+        _spec(tmp_path, "{kind: uci, name: boston}", "{}")
+        .read_text()
+        .replace("guide: {kind: mean_field}", "guide: {kind: mean_field, init_loc: teacher}")
+    )
+    with pytest.raises(SpecError, match="init_loc: 'teacher' needs data.kind teacher"):
+        load_spec(p)

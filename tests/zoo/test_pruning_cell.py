@@ -124,3 +124,20 @@ def test_default_spec_mf_prunes_most_units_gd_none() -> None:
     assert mf["pruned_frac"] > 0.5 and mf["in_at_prior_frac"] > 0.5
     assert gd["pruned_frac"] == 0.0
     assert mf["nll"] < 3.2 and gd["nll"] < 3.2  # sensible fits in original units
+
+
+def test_sampler_cells_get_pruning_statistics_from_draws(tmp_path: Path) -> None:
+    from zoo.compile import run_cell
+
+    p = tmp_path / "n.yaml"
+    p.write_text("""\
+name: n
+data: {kind: teacher, n_train: 20, n_test: 20, width: 3, seed: 1}
+model: {kind: mlp, depth: 1, width: 3, activation: tanh}
+likelihood: {kind: gaussian, noise: 0.1}
+inference: [{name: NUTS, kind: nuts, warmup: 15, draws: 15, max_tree_depth: 4}]
+metrics: {pruning: {draws: 10}}
+""")
+    out = run_cell(load_spec(p).cells()[0])
+    assert 0.0 <= out.metrics["pruned_frac"] <= 1.0
+    assert ".pruning.npz" in out.artifacts and ".nc" in out.artifacts
