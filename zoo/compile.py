@@ -17,6 +17,7 @@ from pyro.infer.autoguide import AutoGuide, init_to_value
 
 import guides
 from zoo import data as zdata
+from zoo import data_uci
 from zoo import models as zm
 from zoo.evaluation import datatree_bytes, evaluate, posterior_datatree
 from zoo.infer import fit_svi, pretrain_mle
@@ -40,6 +41,8 @@ DATA_LOADERS: dict[str, Callable[[Any, int], zdata.Dataset]] = {
     "two_moons": zdata.load_two_moons,
     "digits": zdata.load_digits,
     "csv": zdata.load_csv,
+    "uci": data_uci.load_uci,
+    "teacher": data_uci.load_teacher,
 }
 
 PRIORS: dict[str, Callable[[Any], zm.PriorFn]] = {
@@ -125,12 +128,37 @@ GUIDES: dict[str, Callable[[Any, Any, dict[str, torch.Tensor]], AutoGuide]] = {
 }
 
 
+def _true_locs(model: zm.BayesianMLP, ds: zdata.Dataset) -> dict[str, torch.Tensor]:
+    """The weights that generated the data (``init_loc: teacher``), checked against the model."""
+    if ds.true_params is None:
+        raise ValueError("guide.init_loc: 'teacher' needs data that come with their generating "
+                         "weights (data.kind teacher); use he, prior or zero")  # fmt: skip
+    out = {}
+    for i, (w, b) in enumerate(model.layer_sites()):
+        for site, shape in ((w, (model.dims[i + 1], model.dims[i])), (b, (model.dims[i + 1],))):
+            t = torch.as_tensor(ds.true_params.get(site, np.zeros(0)))
+            if tuple(t.shape) != tuple(shape):
+                raise ValueError(
+                    f"guide.init_loc: 'teacher': the data's {site} has shape {tuple(t.shape)}, "
+                    f"the model's {tuple(shape)}; make model.width and depth match the "
+                    "teacher (data.width, depth 1)"
+                )
+            out[site] = t.clone()
+    return out
+
+
 def fit_vi(spec: Spec, m: Any, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool,
-           desc: str = "svi"):  # fmt: skip
-    """Fit the variational method ``m`` of ``spec`` (seeded by ``spec.seed``): SVIResult."""
+           desc: str = "svi", make_callback: Callable | None = None):  # fmt: skip
+    """Fit the variational method ``m`` of ``spec`` (seeded by ``spec.seed``): SVIResult.
+
+    ``make_callback(guide)``, if given, returns the step callback of :func:`fit_svi`.
+    """
     seed = spec.seed
     x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
-    init = _init_locs(model, m.guide.init_loc, seed)
+    if m.guide.init_loc == "teacher":
+        init = _true_locs(model, ds)
+    else:
+        init = _init_locs(model, m.guide.init_loc, seed)
     if m.pretrain_epochs:
         init = pretrain_mle(
             model.log_likelihood, init, x, y, seed=seed, epochs=m.pretrain_epochs,
@@ -142,14 +170,18 @@ def fit_vi(spec: Spec, m: Any, model: zm.BayesianMLP, ds: zdata.Dataset, progres
         batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay, kl_weight=m.kl_weight,
         kl_warmup_steps=m.kl_warmup_steps, closed_form_kl=m.closed_form_kl,
         num_particles=m.num_particles, progress=progress, desc=desc,
-        local_reparam=getattr(m.guide, "local_reparam", False),
+        local_reparam=getattr(m.guide, "local_reparam", False), betas=m.betas,
+        callback=make_callback(guide) if make_callback is not None else None,
     )  # fmt: skip
 
 
 def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
     m = cell.method
     seed = cell.spec.seed
-    res = fit_vi(cell.spec, m, model, ds, progress, desc=cell.cell_id[:40])
+    pspec = cell.spec.metrics.pruning
+    hook = _pruning_hook(pspec, model, ds, seed)
+    res = fit_vi(cell.spec, m, model, ds, progress, desc=cell.cell_id[:40],
+                 make_callback=hook.recorder if hook else None)  # fmt: skip
     guide = res.posterior.guide
     draws = res.posterior.sample(m.predictive_samples, seed=seed + 1)
     out = evaluate(model, ds, draws, cell.spec.metrics)
@@ -161,10 +193,22 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
     )
     dt = posterior_datatree(model, ds, draws, chains=1, seed=seed + 2, attrs=_attrs(cell, ds))
     out["_artifacts"] = {".nc": datatree_bytes(dt)}
+    if hook is not None:
+        out.update(hook.finish(guide, res.posterior.sample(pspec.draws, seed=seed + 4),
+                               out["_artifacts"]))  # fmt: skip
     n_prod = cell.spec.metrics.product_matrix_draws
     if n_prod and model.act_name == "linear":
         out.update(_product_matrix(model, res.posterior, n_prod, seed + 3, out["_artifacts"]))
     return out
+
+
+def _pruning_hook(pspec, model: zm.BayesianMLP, ds: zdata.Dataset, seed: int):
+    """The over-pruning study of an svi cell (``metrics.pruning``), or None."""
+    if pspec is None or model.depth == 0:
+        return None
+    from zoo.pruning_cell import PruningHook
+
+    return PruningHook(pspec, model, ds, seed)
 
 
 def _product_matrix(model, posterior, n: int, seed: int, artifacts: dict) -> dict[str, float]:
@@ -213,7 +257,7 @@ def _run_point(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: b
     res = fit_point(
         model, x, y, _init_locs(model, m.init_loc, seed), seed=seed, prior=m.kind == "map",
         steps=m.steps, epochs=m.epochs, batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay,
-        validation=validation, patience=getattr(m, "patience", 20),
+        betas=m.betas, validation=validation, patience=getattr(m, "patience", 20),
         eval_every=getattr(m, "eval_every", 10), progress=progress, desc=cell.cell_id[:40],
     )  # fmt: skip
     out = evaluate(model, ds, {k: v[None] for k, v in res.params.items()}, cell.spec.metrics)

@@ -28,6 +28,8 @@ class Dataset(NamedTuple):
     y_shift, y_scale : float
         Regression targets were standardized as ``(y - y_shift) / y_scale``; metrics in
         original units undo it. 0 and 1 for classification.
+    true_params : dict of str to ndarray, optional
+        The weights that generated the data (teacher data), by model site name.
     """
 
     x_train: np.ndarray
@@ -37,6 +39,7 @@ class Dataset(NamedTuple):
     n_classes: int
     y_shift: float = 0.0
     y_scale: float = 1.0
+    true_params: dict[str, np.ndarray] | None = None
 
     @property
     def in_dim(self) -> int:
@@ -99,6 +102,11 @@ def load_csv(spec: CsvData, seed: int) -> Dataset:
         raise ValueError(f"data.path: {path}: non-numeric input columns {bad}; encode them first")
     x = xdf.to_numpy(np.float64)
     y = df[spec.target].to_numpy()
+    if spec.split is not None and spec.task == "regression":  # the UCI protocol
+        from zoo.data_uci import split_indices, standardize_split
+
+        tr, te = split_indices(len(x), spec.split, spec.test_fraction)
+        return standardize_split(x, y, tr, te, spec.standardize)
     rng = np.random.default_rng(spec.seed if spec.seed is not None else seed)
     perm = rng.permutation(len(x))
     n_test = max(1, int(round(spec.test_fraction * len(x))))

@@ -105,6 +105,7 @@ def fit_svi(
     batch_size: int | None = None,
     lr: float = 1e-2,
     lr_decay: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.999),
     kl_weight: float = 1.0,
     kl_warmup_steps: int = 0,
     closed_form_kl: bool = True,
@@ -133,6 +134,8 @@ def fit_svi(
         Minibatch size; ``None`` is full batch.
     lr, lr_decay : float
         Adam learning rate and its total decay (``ClippedAdam`` ``lrd = lr_decay ** (1/steps)``).
+    betas : tuple of float
+        Adam's ``(beta1, beta2)``.
     kl_weight, kl_warmup_steps, kl_warmup_every
         The KL term is multiplied by ``kl_weight * min(1, s / kl_warmup_steps)`` where ``s``
         is the step count rounded down to a multiple of ``kl_warmup_every`` (1: raised every
@@ -166,7 +169,7 @@ def fit_svi(
     scale = KLWeight(kl_weight if kl_warmup_steps == 0 else 0.0)
     smodel, sguide = scale(model), scale(guide)
     elbo_cls = TraceMeanField_ELBO if closed_form_kl else Trace_ELBO
-    optim_args = {"lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1))}
+    optim_args = {"lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1)), "betas": tuple(betas)}
     if kl_warmup_every < 1:
         raise ValueError("kl_warmup_every must be >= 1")
     tap = _GradTap(optim_args, grad_callback) if grad_callback is not None else None

@@ -80,6 +80,7 @@ def fit_point(
     batch_size: int | None = None,
     lr: float = 1e-2,
     lr_decay: float = 1.0,
+    betas: tuple[float, float] = (0.9, 0.999),
     validation: tuple[torch.Tensor, torch.Tensor] | None = None,
     patience: int = 20,
     eval_every: int = 10,
@@ -105,7 +106,7 @@ def fit_point(
         and model.likelihood.noise is None
     ):
         raw["log_noise"] = torch.zeros((), requires_grad=True)
-    opt = torch.optim.Adam(raw.values(), lr=lr)
+    opt = torch.optim.Adam(raw.values(), lr=lr, betas=tuple(betas))
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay ** (1.0 / max(total, 1)))
     gen = torch.Generator().manual_seed(seed)
     losses, val = np.empty(total), []

@@ -217,7 +217,9 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
     results = results[[*axes, *metric_cols, *BOOKKEEPING]] if rows else results
     write_csv_atomic(results, out_dir / "results.csv")
     numeric = [c for c in metric_cols if pd.api.types.is_numeric_dtype(results[c])]
-    summary = summarize(results, numeric, over="seed", by=[a for a in axes if a != "seed"])
+    # repeats are UCI splits when split is swept and seed is not (Trippe & Turner 2018)
+    over = "split" if "split" in spec.sweep and "seed" not in spec.sweep else "seed"
+    summary = summarize(results, numeric, over=over, by=[a for a in axes if a != over])
     write_csv_atomic(summary, out_dir / "summary.csv")
     failed = results[results["status"] != "ok"] if rows else None
     figs = [m for m in spec.report.figures if m in numeric]
@@ -228,6 +230,9 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
         sections = [s for s in (_mean_field_section(results, spec),
                                 _sampler_section(out_dir, results, spec),
                                 _product_section(out_dir, results, spec)) if s is not None]  # fmt: skip
+        from zoo.report_pruning import pruning_sections
+
+        sections += pruning_sections(out_dir, results, spec)
     return render_report(
         out_dir,
         title=f"bnn-zoo report: {spec.name}",

@@ -118,4 +118,12 @@ def run_sampler_cell(
         warmup_seconds=result.warmup_seconds,
     )
     out["_artifacts"] = {".nc": datatree_bytes(dt)}
+    pspec = cell.spec.metrics.pruning
+    if pspec is not None and model.depth:  # over-pruning statistics from the draws
+        from zoo.pruning_cell import draw_moments, pruning_outputs
+
+        metrics, data = pruning_outputs(model, ds, draw_moments(full, model),
+                                        _thin(result.draws, pspec.draws), pspec)  # fmt: skip
+        out.update(metrics)
+        out["_artifacts"][".pruning.npz"] = data
     return out

@@ -19,7 +19,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from zoo.spec_data import CsvData, DataSpec, DigitsData, TwoMoonsData
+from zoo.spec_data import CsvData, DataSpec, DigitsData, TeacherData, TwoMoonsData, UciData
 from zoo.spec_methods import (
     FixedVarianceGuide,
     FullRankGuide,
@@ -35,8 +35,10 @@ from zoo.spec_methods import (
     SVIMethod,
 )
 from zoo.spec_models import MLPModel, ModelSpec, mlp_num_params, width_from_budget
+from zoo.spec_pruning import PruningSpec
 
 __all__ = [
+    "AXIS_ALIASES",
     "Cell",
     "CsvData",
     "DigitsData",
@@ -57,7 +59,9 @@ __all__ = [
     "ProductMatrixSimulation",
     "SVIMethod",
     "Spec",
+    "TeacherData",
     "TwoMoonsData",
+    "UciData",
     "fields_at",
     "mlp_num_params",
     "models_at",
@@ -70,6 +74,10 @@ __all__ = [
 
 
 _Strict = Strict  # base of every spec section: unknown keys are errors, immutable
+
+#: Sweep axes that stand for a deeper field (the column keeps the short name):
+#: ``split`` is the UCI train/test split index of the data (``data.split``).
+AXIS_ALIASES = {"split": "data.split"}
 
 
 # --------------------------------------------------------------------------- priors
@@ -155,6 +163,11 @@ class MetricsSpec(_Strict):
         description="For linear (activation: linear) networks fitted with svi: posterior "
         "draws of the product matrix W_L ... W_1 whose covariance is stored and shown as a "
         "heat map (Farquhar et al. 2020); null skips it.",
+    )
+    pruning: PruningSpec | None = Field(
+        None,
+        description="Per-unit pruning statistics, pruned fractions and optimization "
+        "trajectories (Trippe & Turner 2018); null skips them.",
     )
 
 
@@ -307,6 +320,26 @@ class Spec(_Strict):
                     f"sweep.{key}: {key.split('.')[1]!r} is not an inference method of this "
                     f"spec; methods: {names}"
                 )
+        if (
+            "split" in self.sweep
+            and self.data is not None
+            and "split" not in type(self.data).model_fields
+        ):
+            raise ValueError(
+                f"sweep.split: data kind {self.data.kind!r} has no train/test split index; "
+                "use data kind uci or csv, or remove the split axis"
+            )
+        for i, m in enumerate(self.inference):
+            g = getattr(m, "guide", None)
+            if (
+                g is not None
+                and g.init_loc == "teacher"
+                and getattr(self.data, "kind", "") != ("teacher")
+            ):
+                raise ValueError(
+                    f"inference[{i}].guide.init_loc: 'teacher' needs data.kind teacher (the "
+                    "data's generating weights); use he, prior or zero"
+                )
         return self
 
     def method(self, name: str) -> Any:
@@ -349,7 +382,7 @@ class Spec(_Strict):
             d = json.loads(json.dumps(base))
             d["sweep"] = {}
             for k, val in zip(keys, values, strict=True):
-                set_path(d, k.split("."), val)
+                set_path(d, AXIS_ALIASES.get(k, k).split("."), val)
             resolved = Spec.model_validate(d)
             for method in resolved.inference:
                 axes = {}
@@ -497,6 +530,8 @@ def fields_at(path: list[Any]) -> list[str]:
 
 
 def path_in_schema(key: str) -> bool:
+    if key in AXIS_ALIASES:
+        return True
     parts = key.split(".")
     if not parts[-1]:
         return False

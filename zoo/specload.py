@@ -22,6 +22,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from zoo.spec import (
+    AXIS_ALIASES,
     Spec,
     fields_at,
     models_at,
@@ -375,7 +376,7 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
     for key, values in spec.sweep.items():
         for i, value in enumerate(values):
             d = json.loads(json.dumps(base))
-            set_path(d, key.split("."), value)
+            set_path(d, AXIS_ALIASES.get(key, key).split("."), value)
             try:
                 Spec.model_validate(d, context=context)
             except ValidationError as e:
@@ -386,7 +387,7 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
     for combo in itertools.product(*(spec.sweep[k] for k in keys)):
         d = json.loads(json.dumps(base))
         for k, v in zip(keys, combo, strict=True):
-            set_path(d, k.split("."), v)
+            set_path(d, AXIS_ALIASES.get(k, k).split("."), v)
         try:
             Spec.model_validate(d, context=context)
         except ValidationError as e:

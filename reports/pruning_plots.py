@@ -1,0 +1,139 @@
+"""Figures of the over-pruning study (Trippe & Turner 2018, Figures 2, 4 and 5).
+
+Each function takes NumPy arrays (as stored in a cell's ``.pruning.npz``) and returns a
+matplotlib Figure; :mod:`reports.render` writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+__all__ = ["trajectory_figure", "unit_posterior_figure", "unit_scatter_figure"]
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def unit_scatter_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0,
+                        title: str = "", rule_snr: float | None = None):  # fmt: skip
+    """One panel per method: each hidden unit at (incoming KL, outgoing |mean|/std).
+
+    ``per_method[name]`` holds ``layer{k}.in_kl``, ``layer{k}.out_snr`` and
+    ``layer{k}.pruned``. Pruned units are drawn in red; ``rule_snr`` draws the rule's
+    outgoing threshold as a dotted line.
+    """
+    plt = _plt()
+    names = list(per_method)
+    fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.3), squeeze=False)
+    for ax, name in zip(axes[0], names, strict=True):
+        z = per_method[name]
+        kl = np.maximum(z[f"layer{layer}.in_kl"], 1e-4)
+        snr = np.minimum(z[f"layer{layer}.out_snr"], 1e3)
+        pruned = z[f"layer{layer}.pruned"].astype(bool)
+        ax.scatter(kl[~pruned], snr[~pruned], s=14, c="tab:blue", label="active")
+        ax.scatter(kl[pruned], snr[pruned], s=14, c="tab:red", label="pruned")
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(5e-4, max(10.0, 1.5 * float(kl.max())))
+        if rule_snr:
+            ax.axhline(rule_snr, c="gray", lw=0.8, ls=":")
+        ax.set_xlabel("mean KL of incoming weights to prior")
+        ax.set_title(f"{name}: {int(pruned.sum())} of {len(pruned)} pruned")
+    axes[0][0].set_ylabel("max |mean|/std of outgoing weights")
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(title or f"hidden units of layer {layer}")
+    fig.tight_layout()
+    return fig
+
+
+def _normal_pdf(x: np.ndarray, m: float, s: float) -> np.ndarray:
+    return np.exp(-0.5 * ((x - m) / s) ** 2) / (s * np.sqrt(2 * np.pi))
+
+
+def unit_posterior_figure(z: Mapping[str, np.ndarray], units: list[int], layer: int = 0,
+                          title: str = ""):  # fmt: skip
+    """Their Figures 2 and 5: per unit, the outgoing weight posterior (top), the incoming
+    weight posteriors with the prior dashed (middle) and the activation histogram over the
+    training inputs and posterior draws (bottom)."""
+    plt = _plt()
+    fig, axes = plt.subplots(3, len(units), figsize=(2.4 * len(units), 6), squeeze=False)
+    grid = np.linspace(-3, 3, 400)
+    pruned = z[f"layer{layer}.pruned"].astype(bool)
+    for c, j in enumerate(units):
+        om, os_ = z[f"layer{layer}.out_mean"][:, j], z[f"layer{layer}.out_std"][:, j]
+        lo = min(-1.0, float((om - 4 * os_).min()))
+        hi = max(1.0, float((om + 4 * os_).max()))
+        g = np.linspace(lo, hi, 600)
+        for m, s in zip(om, os_, strict=True):
+            if s > 0:
+                axes[0][c].plot(g, _normal_pdf(g, m, s), c="tab:red")
+            else:
+                axes[0][c].axvline(m, c="tab:red")
+        axes[0][c].set_title(f"unit {j} ({'pruned' if pruned[j] else 'active'})", fontsize=9)
+        for m, s in zip(z[f"layer{layer}.in_mean"][j], z[f"layer{layer}.in_std"][j],
+                        strict=True):  # fmt: skip
+            if s > 0:
+                axes[1][c].plot(grid, _normal_pdf(grid, m, s), lw=0.8)
+        axes[1][c].plot(grid, _normal_pdf(grid, 0.0, 1.0), "k--", lw=1)
+        axes[1][c].set_ylim(0, 2.5)
+        hist = z[f"layer{layer}.act_hist"][j]
+        edges = np.linspace(-1, 1, len(hist) + 1)
+        axes[2][c].bar(edges[:-1], hist / max(hist.sum(), 1), width=np.diff(edges),
+                       align="edge", color="tab:gray")  # fmt: skip
+    axes[0][0].set_ylabel("outgoing weight")
+    axes[1][0].set_ylabel("incoming weights")
+    axes[2][0].set_ylabel("activation")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title: str = ""):
+    """Their Figure 4: KL, -ELBO, expected train NLL and predictive train/test NLL per step.
+
+    ``per_method[name]`` holds ``traj.step``, ``traj.kl``, ``traj.neg_elbo``,
+    ``traj.exp_nll_train``, ``traj.nll_train`` and ``traj.nll_test`` (per point).
+    """
+    plt = _plt()
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
+    panels = [("kl", "A. KL / n (standardized units)"), ("neg_elbo", "B. -ELBO / n"),
+              ("exp_nll_train", "C. expected train NLL / n"),
+              ("nll_test", "D. predictive NLL (original units)")]  # fmt: skip
+    seen: dict[str, list[np.ndarray]] = {key: [] for key, _ in panels}
+    for name, z in per_method.items():
+        if "traj.step" not in z:
+            continue
+        step = z["traj.step"]
+        for key, _ in panels:
+            seen[key].append(z[f"traj.{key}"][2:])
+        seen["nll_test"].append(z["traj.nll_train"][2:])
+        for ax, (key, label) in zip(axes, panels, strict=True):
+            (line,) = ax.plot(step, z[f"traj.{key}"], label=f"{name}" if key != "nll_test"
+                              else f"{name} test")  # fmt: skip
+            ax.set_title(label, fontsize=9)
+            if key == "nll_test":
+                ax.plot(step, z["traj.nll_train"], ls="--", c=line.get_color(),
+                        label=f"{name} train")  # fmt: skip
+    for ax, (key, _) in zip(axes, panels, strict=True):
+        ax.set_xlabel("step")
+        if key == "kl":
+            ax.set_yscale("log")
+        elif seen[key]:  # linear, the first steps (very small init std) clipped off
+            v = np.concatenate(seen[key])
+            v = v[np.isfinite(v)]
+            if len(v):
+                pad = 0.05 * (v.max() - v.min() + 1e-9)
+                ax.set_ylim(v.min() - pad, v.max() + pad)
+    axes[0].legend(fontsize=7)
+    axes[3].legend(fontsize=7)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
