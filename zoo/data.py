@@ -28,6 +28,8 @@ class Dataset(NamedTuple):
     y_shift, y_scale : float
         Regression targets were standardized as ``(y - y_shift) / y_scale``; metrics in
         original units undo it. 0 and 1 for classification.
+    x_val, y_val : ndarray or None
+        A validation split held out of training (IDX data), or None.
     """
 
     x_train: np.ndarray
@@ -37,6 +39,8 @@ class Dataset(NamedTuple):
     n_classes: int
     y_shift: float = 0.0
     y_scale: float = 1.0
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
     @property
     def in_dim(self) -> int:
