@@ -6,7 +6,8 @@ parameters over the last ``snr_window`` batches at chosen steps, and -ELBO per e
 the validation split at chosen steps. After training, :meth:`StudyRecorder.finish` takes the
 posterior means and standard deviations of every weight site, their spectra
 (:mod:`reports.spectrum`), and evaluates the posterior with every std matrix replaced by its
-clamped rank-k truncation. It returns metrics and the tables the mean and std matrices, in the cell artifact ``.ktied.npz``.
+clamped rank-k truncation. It returns a few metrics (top singular-value fractions) and the
+cell artifact ``.ktied.npz``: the mean and std matrices plus the tables as JSON text.
 
 Draws here use their own seeded generators, never torch's global one, so a run with the
 study gives the same fit as one without.

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -93,21 +91,21 @@ def test_missing_directory_says_where_and_how(tmp_path: Path) -> None:
         check_idx_dir(tmp_path)
 
 
-def test_zoo_run_with_missing_files_exits_2_without_traceback(tmp_path: Path) -> None:
+def test_zoo_run_with_missing_files_exits_2_without_traceback(tmp_path: Path, capsys) -> None:
+    from zoo.cli import main
+
     spec = tmp_path / "s.yaml"
     spec.write_text(
         "name: m\ndata: {kind: idx, dir: no_such_dir}\nmodel: {kind: mlp, depth: 1, width: 4}\n"
         "inference:\n  - {name: mf, kind: svi, guide: {kind: mean_field}, steps: 1}\n"
     )
-    ok = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(spec)],
-                        capture_output=True, text=True)  # fmt: skip
-    assert ok.returncode == 0, ok.stderr  # the files are only needed to run
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "run", str(spec), "--out",
-                        str(tmp_path / "out"), "--no-progress"], capture_output=True, text=True)  # fmt: skip
-    assert r.returncode == 2
-    assert "Traceback" not in r.stderr
-    assert "data.dir" in r.stderr and str(tmp_path / "no_such_dir") in r.stderr
-    assert "dataset-fashion-mnist" in r.stderr and not (tmp_path / "out" / "cells").exists()
+    assert main(["validate", str(spec)]) == 0  # the files are only needed to run
+    capsys.readouterr()
+    assert main(["run", str(spec), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "data.dir" in err and str(tmp_path / "no_such_dir") in err
+    assert "dataset-fashion-mnist" in err and not (tmp_path / "out" / "cells").exists()
 
 
 @needs_fashion

@@ -27,23 +27,24 @@ inference:
   - name: mf
     kind: svi
     guide: {kind: mean_field, init_scale: 0.01, scale_transform: exp}
-    steps: 30
+    steps: 16
     batch_size: 64
     lr: 0.01
     save_draws: false
     predictive_samples: 10
-    ktied: {truncation_ranks: [1, 2, 16], truncation_draws: 10, snr_steps: [12, 30],
-            elbo_steps: [5, 30], elbo_draws: 2}
+    ktied: {truncation_ranks: [1, 2, 16], truncation_draws: 10, snr_steps: [12, 16],
+            elbo_steps: [5, 16], elbo_draws: 2}
   - name: k2
     kind: svi
     guide: {kind: k_tied, rank: 2, init_scale: 0.01}
-    steps: 30
+    steps: 16
     batch_size: 64
     lr: 0.01
     kl_warmup_steps: 20
     kl_warmup_every: 5
     predictive_samples: 10
-    ktied: {truncation_ranks: [], snr_steps: [30], elbo_steps: [30]}
+    save_draws: false
+    ktied: {truncation_ranks: [], snr_steps: [16], elbo_steps: [16]}
 """
 
 
@@ -51,6 +52,21 @@ def _spec(tmp_path: Path, text: str = SPEC):
     p = tmp_path / "s.yaml"
     p.write_text(text)
     return load_spec(p)
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """Both cells of SPEC run once through the runner (report included)."""
+    from zoo.runner import run_spec
+
+    tmp = tmp_path_factory.mktemp("ktied")
+    run_spec(_spec(tmp), tmp / "run", workers=1, progress=False, log=lambda m: None)
+    return tmp / "run"
+
+
+def _artifact(run_dir: Path, method: str):
+    (path,) = (run_dir / "cells").glob(f"{method}_*.ktied.npz")
+    return load_artifact(path)
 
 
 def test_kl_annealing_schedule_is_linear_and_stepwise():
@@ -119,36 +135,31 @@ def test_diag_normal_kl_matches_torch():
     assert got == pytest.approx(float(want), rel=1e-6)
 
 
-def test_study_outputs_and_truncation_on_digits(tmp_path):
-    spec = _spec(tmp_path)
-    mf_cell, k2_cell = spec.cells()
-    out = zc.run_cell(mf_cell)
-    rec, arrays = load_artifact_bytes(out.artifacts[".ktied.npz"], tmp_path)
-    assert ".nc" not in out.artifacts  # save_draws: false
+def test_study_outputs_and_truncation_on_digits(run_dir):
+    import json
+
+    rec, arrays = _artifact(run_dir, "mf")
+    (cell_json,) = (run_dir / "cells").glob("mf_*[0-9a-f].json")
+    metrics = json.loads(cell_json.read_text())["metrics"]
+    assert not list((run_dir / "cells").glob("*.nc"))  # save_draws: false
     assert set(rec["truncation"]) == {"none", "1", "2", "16"}
     # rank >= min(m, n) reproduces the std matrices: same draws, same numbers
     for key in ("nll", "accuracy", "brier", "ece"):
         assert rec["truncation"]["16"][key] == pytest.approx(rec["truncation"]["none"][key])
     assert rec["truncation"]["1"]["nll"] != rec["truncation"]["none"]["nll"]
-    assert set(rec["snr"]["layer1.weight"]) == {"12", "30"}
-    assert set(rec["elbo_steps"]) == {"5", "30"} and rec["elbo_split"] == "test"
+    assert set(rec["snr"]["layer1.weight"]) == {"12", "16"}
+    assert set(rec["elbo_steps"]) == {"5", "16"} and rec["elbo_split"] == "test"
     lay = rec["layers"]["layer0.weight"]
     assert lay["shape"] == [16, 64] and lay["init_std_top1"] == pytest.approx(1.0)
     assert sum(lay["std_fractions"]) == pytest.approx(1.0)
     assert arrays["layer0.weight/std"].shape == (16, 64)
-    assert out.metrics["std_top1.layer0.weight"] == pytest.approx(lay["std_fractions"][0])
-    out2 = zc.run_cell(k2_cell)
-    rec2, arrays2 = load_artifact_bytes(out2.artifacts[".ktied.npz"], tmp_path)
+    assert metrics["std_top1.layer0.weight"] == pytest.approx(lay["std_fractions"][0])
+    rec2, _ = _artifact(run_dir, "k2")
     assert rec2["rank"] == 2 and rec2["truncation"] == {}
     f = rec2["layers"]["layer1.weight"]["std_fractions"]
     assert sum(f[:2]) == pytest.approx(1.0, abs=1e-6)  # a 2-tied std matrix has rank 2
     assert rec2["layers"]["layer1.weight"]["std_params"] == 2 * (16 + 16)
-
-
-def load_artifact_bytes(data: bytes, tmp_path: Path):
-    p = tmp_path / "a.ktied.npz"
-    p.write_bytes(data)
-    return load_artifact(p)
+    assert set(rec2["snr"]["layer1.weight"]) == {"16"}
 
 
 def test_recorder_does_not_change_the_fit(tmp_path):
@@ -180,15 +191,11 @@ def test_evaluate_loc_std_zero_std_is_the_point_estimate(tmp_path):
     assert res["nll"] == pytest.approx(float(nll), rel=1e-5)
 
 
-def test_report_has_the_study_sections(tmp_path):
-    from zoo.runner import run_spec
-
-    spec = _spec(tmp_path)
-    run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
-    md = (tmp_path / "run" / "report.md").read_text()
+def test_report_has_the_study_sections(run_dir):
+    md = (run_dir / "report.md").read_text()
     for title in ("spectra of posterior means", "post-training low-rank truncation",
                   "std matrix heat maps", "gradient signal-to-noise", "convergence",
                   "parameter counts"):  # fmt: skip
         assert f"k-tied study: {title}" in md
-    assert (tmp_path / "run" / "figures" / "heatmap_mf.png").is_file()
+    assert (run_dir / "figures" / "heatmap_mf.png").is_file()
     assert "rank-1 truncation" in md
