@@ -154,18 +154,43 @@ def _snr_section(cells, seeds):
                                                    [by_step[s]["median"] for s in st])  # fmt: skip
     if not rows:
         return None
+    comparison = _snr_comparison(cells, seeds)
     paras = [
         f"Gradient signal-to-noise ratio E[g]^2 / Var[g] of each standard-deviation "
         f"parameter over the last {window} batches before the given step (Figure 6 top "
         "right): log sigma for mean field (use guide.scale_transform: exp, as the paper "
         "optimizes log stds), log U and log V for k-tied. Mean over a layer's parameters "
         "(the paper's summary; dominated by a few parameters with near-zero gradient "
-        "variance) and the median. Variance with ddof=0."
+        "variance) and the median. Variance with ddof=0.",
+        *comparison,
     ]
     figs = [("snr_layer2", elbo_curve_figure(curves, ylabel="median gradient SNR",
                                              title="second weight layer", log_y=True))] \
         if curves else []  # fmt: skip
     return Section("k-tied study: gradient signal-to-noise ratio", paras, (header, rows), figs)
+
+
+def _snr_comparison(cells, seeds) -> list[str]:
+    """Per layer and step: is every tied method's SNR above the untied (mean-field) one?"""
+    untied = [c for c in cells if c[3].get("rank") is None and c[3].get("snr")]
+    tied = [c for c in cells if c[3].get("rank") is not None and c[3].get("snr")]
+    if not untied or not tied:
+        return []
+    base = untied[0]
+    out = []
+    for stat in ("median", "mean"):
+        wins, total = 0, 0
+        for site, by_step in base[3]["snr"].items():
+            for step, s in by_step.items():
+                for c in tied:
+                    other = c[3]["snr"].get(site, {}).get(step)
+                    if other is not None:
+                        total += 1
+                        wins += other[stat] > s[stat]
+        if total:
+            out.append(f"{stat} SNR: a tied guide is above {_label(*base[:2], seeds)} in "
+                       f"{wins} of {total} (layer, step, k) comparisons.")  # fmt: skip
+    return out
 
 
 def _elbo_section(cells, seeds):
