@@ -199,3 +199,31 @@ def test_report_has_the_study_sections(run_dir):
         assert f"k-tied study: {title}" in md
     assert (run_dir / "figures" / "heatmap_mf.png").is_file()
     assert "rank-1 truncation" in md
+
+
+@pytest.mark.slow
+def test_lenet_cells_run_end_to_end_with_the_study(tmp_path):
+    text = (
+        SPEC.replace(
+            "{kind: mlp, depth: 2, width: 16}",
+            "{kind: lenet, conv: [4, 8], dense: 16, pool: false}",
+        )
+        .replace("truncation_ranks: [1, 2, 16]", "truncation_ranks: [1, 2]")
+        .replace(
+            "    save_draws: false\n    predictive_samples: 10\n    ktied: {truncation_ranks: [1",
+            "    predictive_samples: 10\n    ktied: {truncation_ranks: [1",
+        )
+    )
+    spec = _spec(tmp_path, text)
+    mf, k2 = (zc.run_cell(c) for c in spec.cells())
+    assert ".nc" in mf.artifacts and mf.metrics["accuracy"] > 0.1
+    p = tmp_path / "mf.ktied.npz"
+    p.write_bytes(mf.artifacts[".ktied.npz"])
+    rec, arrays = load_artifact(p)
+    assert rec["layers"]["layer1.weight"]["shape"] == [8, 4, 3, 3]
+    assert arrays["layer1.weight/std"].shape == (8, 4, 3, 3)
+    assert set(rec["truncation"]) == {"none", "1", "2"}
+    p.write_bytes(k2.artifacts[".ktied.npz"])
+    rec2, _ = load_artifact(p)
+    f = rec2["layers"]["layer1.weight"]["std_fractions"]  # conv kernel as an 8 x 36 matrix
+    assert len(f) == 8 and sum(f[:2]) == pytest.approx(1.0, abs=1e-6)
