@@ -28,15 +28,27 @@ def _f(v: Any, digits: int = 4) -> str:
     return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
-def _load(out_dir: Path, results) -> list[tuple[str, int, str, dict, dict]]:
-    """(method, seed, cell id, record, arrays) of every ok cell with a k-tied artifact."""
+def _axis_value(v: Any) -> str:
+    """A sweep value as in the spec (a results column with missing values stores ints as floats)."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _load(out_dir: Path, results, spec) -> list[tuple[str, int, str, dict, dict]]:
+    """(label, seed, cell id, record, arrays) of every ok cell with a k-tied artifact.
+
+    The label is the method name plus the cell's values of the other sweep axes (e.g.
+    ``k_tied rank=2``), so cells of one method swept over a setting stay apart.
+    """
     out = []
+    axes = [a for a in spec.sweep if a != "seed" and a in results.columns]
     ok = results[results["status"] == "ok"] if "status" in results.columns else results
     for _, r in ok.iterrows():
         path = out_dir / "cells" / f"{r['cell_id']}{ARTIFACT}"
         if path.is_file():
             rec, arrays = load_artifact(path)
-            out.append((str(r["method"]), int(r["seed"]), str(r["cell_id"]), rec, arrays))
+            extra = [f"{a.split('.')[-1]}={_axis_value(r[a])}" for a in axes if r[a] == r[a]]
+            label = " ".join([str(r["method"]), *extra])
+            out.append((label, int(r["seed"]), str(r["cell_id"]), rec, arrays))
     return out
 
 
@@ -60,7 +72,7 @@ def _spectrum_section(cells, seeds):
                          _f(info.get("init_std_top1"))])  # fmt: skip
             fr[site] = {"posterior mean": m, "posterior std": s}
         if len(figs) < 4:
-            figs.append((f"spectrum_{method}_seed{seed}",
+            figs.append((f"spectrum_{method.replace(' ', '_').replace('=', '')}_seed{seed}",
                          spectrum_figure(fr, title=f"fraction of variance per singular value: "
                                                    f"{_label(method, seed, seeds)}")))  # fmt: skip
     paras = [
@@ -228,7 +240,7 @@ def _heatmap_section(cells, spec):
     for method, seed, _, rec, arrays in cells:
         if not rec.get("truncation") or rec.get("rank") is not None:
             continue  # the heat map is of a mean-field (untied) std matrix
-        site = site_by_method.get(method) or next(iter(rec["layers"]))
+        site = site_by_method.get(method.split(" ")[0]) or next(iter(rec["layers"]))
         if f"{site}/std" not in arrays:
             continue
         a = arrays[f"{site}/std"]
@@ -238,14 +250,17 @@ def _heatmap_section(cells, spec):
                  "rank-1 and rank-2 approximations clamped at 0 (Figure 4), on one colour "
                  "scale."]  # fmt: skip
         return Section(
-            "k-tied study: std matrix heat maps", paras, None, [(f"heatmap_{method}", fig)]
+            "k-tied study: std matrix heat maps",
+            paras,
+            None,
+            [(f"heatmap_{method.split(' ')[0]}", fig)],
         )
     return None
 
 
 def ktied_sections(out_dir: Path, results, spec) -> list:
     """The k-tied study sections of a run (empty if no cell stored a k-tied artifact)."""
-    cells = _load(Path(out_dir), results)
+    cells = _load(Path(out_dir), results, spec)
     if not cells:
         return []
     seeds = {c[1] for c in cells}
