@@ -2,9 +2,12 @@ r"""Structured Gaussian distributions over weight matrices, with closed-form KL 
 
 Both distributions describe a random matrix :math:`W \in \mathbb{R}^{m \times n}`. An event
 with more than two dims (e.g. a convolution kernel) is handled by viewing its event shape
-``(d_1, ..., d_r)`` as the matrix ``(d_1 \cdots d_{r-1}, d_r)`` (all dims but the last are
-flattened into rows, as Swiatkowski et al. (2020) do for convolutions); samples, means and
-variances keep the original event shape.
+``(d_1, ..., d_r)`` as the matrix ``(d_1, d_2 \cdots d_r)`` (all dims but the first are
+flattened into columns). For a PyTorch convolution kernel ``(out, in, kh, kw)`` this puts
+one output filter per row: the transpose of the view of Swiatkowski et al. (2020, D.3),
+who flatten all dims but the last of a TensorFlow kernel ``(kh, kw, in, out)`` and so put
+one filter per column; singular values and low-rank structure are the same. Samples, means
+and variances keep the original event shape.
 
 - :class:`KTiedNormal`: :math:`W \sim \mathcal{N}(M, \operatorname{diag}(\operatorname{vec}
   ((U V^\top)^{\circ 2})))` with positive :math:`U` (m x k) and :math:`V` (n x k)
@@ -56,11 +59,12 @@ def matrix_shape(event_shape: tuple[int, ...] | torch.Size) -> tuple[int, int]:
     Returns
     -------
     tuple of int
-        ``(d_1 * ... * d_{r-1}, d_r)``: all dims but the last are flattened into rows.
+        ``(d_1, d_2 * ... * d_r)``: all dims but the first are flattened into columns
+        (one output filter per row for a PyTorch kernel ``(out, in, kh, kw)``).
     """
     if len(event_shape) < 2:
         raise ValueError(f"a matrix event needs at least 2 dims, got shape {tuple(event_shape)}")
-    return math.prod(event_shape[:-1]), int(event_shape[-1])
+    return int(event_shape[0]), math.prod(event_shape[1:])
 
 
 def _check_event_dim(event_dim: int, loc: torch.Tensor) -> torch.Size:
@@ -175,7 +179,7 @@ class KTiedNormal(_MatrixDistribution):
         Positive :math:`V`, shape ``batch + (n, k)``.
     event_dim : int, default 2
         Number of rightmost dims of ``loc`` forming the event; with ``event_dim > 2`` the
-        event ``(d_1, ..., d_r)`` is the matrix ``m = d_1 \cdots d_{r-1}``, ``n = d_r``.
+        event ``(d_1, ..., d_r)`` is the matrix ``m = d_1``, ``n = d_2 \cdots d_r``.
     validate_args : bool, optional
         Check the arguments and the samples passed to :meth:`log_prob`.
     """
@@ -267,7 +271,7 @@ class MatrixNormal(_MatrixDistribution):
         :math:`B`, lower triangular with positive diagonal, shape ``batch + (n, n)``.
     event_dim : int, default 2
         As in :class:`KTiedNormal`: ``event_dim > 2`` views the event as the matrix with
-        all dims but the last flattened into rows.
+        all dims but the first flattened into columns.
     validate_args : bool, optional
         Check the arguments and the samples passed to :meth:`log_prob`.
 

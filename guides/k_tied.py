@@ -26,7 +26,7 @@ def is_matrix_site(info: LatentSite) -> bool:
 
     A site qualifies when its support is the whole real space, its event has at least
     two dims (a ``Linear`` weight ``(out, in)``, or a convolution kernel, viewed as a
-    matrix with all dims but the last flattened into rows) and none of its plates is
+    matrix with all dims but the first flattened into columns) and none of its plates is
     subsampled (local latents of a data plate stay mean-field). Batch dims of plates
     that are not subsampled become batch dims of the distribution. Sites whose shape is
     a matrix only because of plates (``event_dim == 0``) are not matrix sites.
@@ -100,8 +100,8 @@ class AutoKTiedNormal(_MatrixSiteGuide):
     r"""k-tied Normal guide (Swiatkowski et al., 2020) over any Pyro model.
 
     Every matrix site :math:`W \in \mathbb{R}^{m \times n}` (see :func:`is_matrix_site`;
-    convolution kernels are viewed as matrices with all dims but the last flattened into
-    rows) gets
+    convolution kernels are viewed as matrices with all dims but the first flattened into
+    columns, one output filter per row) gets
 
     .. math::
 

@@ -50,7 +50,7 @@ class AutoMatrixNormal(_MatrixSiteGuide):
 
     Every matrix site :math:`W \in \mathbb{R}^{m \times n}` (see
     :func:`~guides.k_tied.is_matrix_site`; a convolution kernel is viewed as a matrix
-    with all dims but the last flattened into rows) gets
+    with all dims but the first flattened into columns) gets
 
     .. math::
 

@@ -135,6 +135,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
     else:
         spec = _load(a.spec, a.overrides)
         out = a.out or default_out_dir(spec)
+    _check_data(spec)
     if a.fresh and (out / "cells").is_dir():
         shutil.rmtree(out / "cells")
     what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
@@ -148,6 +149,16 @@ def _cmd_run(a: argparse.Namespace) -> int:
               f"and rerun them with: zoo run {out} --retry-failed", file=sys.stderr)  # fmt: skip
         return 1
     return 0
+
+
+def _check_data(spec) -> None:
+    """Missing data files are bad input (exit 2), found before any cell runs."""
+    from zoo.compile import check_data
+
+    try:
+        check_data(spec)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
 
 
 def _print_summary(out: Path) -> None:

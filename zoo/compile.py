@@ -17,7 +17,7 @@ from pyro.infer.autoguide import AutoGuide, init_to_value
 
 import guides
 from zoo import data as zdata
-from zoo import data_uci
+from zoo import data_idx, data_uci
 from zoo import models as zm
 from zoo.evaluation import datatree_bytes, evaluate, posterior_datatree
 from zoo.infer import fit_svi, pretrain_mle
@@ -33,6 +33,7 @@ __all__ = [
     "PRIORS",
     "CellOutput",
     "build_data",
+    "check_data",
     "build_model",
     "run_cell",
 ]
@@ -43,7 +44,11 @@ DATA_LOADERS: dict[str, Callable[[Any, int], zdata.Dataset]] = {
     "csv": zdata.load_csv,
     "uci": data_uci.load_uci,
     "teacher": data_uci.load_teacher,
+    "idx": data_idx.load_idx,
 }
+
+#: Checks that a data set's files are there, run by ``zoo run`` before any cell starts.
+DATA_CHECKS: dict[str, Callable[[Any], None]] = {"idx": lambda d: data_idx.check_idx_dir(d.dir)}
 
 PRIORS: dict[str, Callable[[Any], zm.PriorFn]] = {
     "normal": lambda p: zm.normal_prior(p.scale),
@@ -83,22 +88,47 @@ def _build_mlp(spec: Spec, ds: zdata.Dataset) -> zm.BayesianMLP:
     )
 
 
-MODELS: dict[str, Callable[[Spec, zdata.Dataset], zm.BayesianMLP]] = {"mlp": _build_mlp}
+def _build_lenet(spec: Spec, ds: zdata.Dataset):
+    from zoo.models_cnn import BayesianLeNet
+
+    m = spec.model
+    bias = spec.prior.bias
+    return BayesianLeNet(
+        ds.in_dim, LIKELIHOODS[spec.likelihood.kind](spec.likelihood, ds), channels=m.channels,
+        conv=tuple(m.conv), dense=m.dense, kernel_size=m.kernel_size, padding=m.padding,
+        pool=m.pool, weight_prior=PRIORS[spec.prior.kind](spec.prior),
+        bias_prior=PRIORS[bias.kind](bias) if bias is not None else None,
+    )  # fmt: skip
+
+
+MODELS: dict[str, Callable[[Spec, zdata.Dataset], zm.BayesianMLP]] = {
+    "mlp": _build_mlp,
+    "lenet": _build_lenet,
+}
+
+
+def _site_info(model: zm.BayesianMLP) -> dict[str, tuple[tuple[int, ...], int]]:
+    """``{site: (shape, fan_in)}`` of the weights and biases (models may define site_info)."""
+    if hasattr(model, "site_info"):
+        return model.site_info()
+    out = {}
+    for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
+        out[f"layer{i}.weight"], out[f"layer{i}.bias"] = ((fo, fi), fi), ((fo,), fi)
+    return out
 
 
 def _init_locs(model: zm.BayesianMLP, how: str, seed: int) -> dict[str, torch.Tensor]:
     """Initial weight means: He-normal (biases 0), draws from the prior, or zeros."""
     gen = torch.Generator().manual_seed(seed)
     out = {}
-    for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
-        for site, shape in ((f"layer{i}.weight", (fo, fi)), (f"layer{i}.bias", (fo,))):
-            loc, scale = model.prior_params[site]
-            if how == "zero" or (how == "he" and site.endswith("bias")):
-                out[site] = torch.zeros(shape)
-            elif how == "he":
-                out[site] = torch.randn(shape, generator=gen) * (2.0 / fi) ** 0.5
-            else:
-                out[site] = loc + scale * torch.randn(shape, generator=gen)
+    for site, (shape, fi) in _site_info(model).items():
+        loc, scale = model.prior_params[site]
+        if how == "zero" or (how == "he" and site.endswith("bias")):
+            out[site] = torch.zeros(shape)
+        elif how == "he":
+            out[site] = torch.randn(shape, generator=gen) * (2.0 / fi) ** 0.5
+        else:
+            out[site] = loc + scale * torch.randn(shape, generator=gen)
     return out
 
 
@@ -148,10 +178,13 @@ def _true_locs(model: zm.BayesianMLP, ds: zdata.Dataset) -> dict[str, torch.Tens
 
 
 def fit_vi(spec: Spec, m: Any, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool,
-           desc: str = "svi", make_callback: Callable | None = None):  # fmt: skip
+           desc: str = "svi", make_callback: Callable | None = None,
+           recorder: Any = None):  # fmt: skip
     """Fit the variational method ``m`` of ``spec`` (seeded by ``spec.seed``): SVIResult.
 
-    ``make_callback(guide)``, if given, returns the step callback of :func:`fit_svi`.
+    ``make_callback(guide)``, if given, returns a step callback of :func:`fit_svi`.
+    ``recorder`` (e.g. :class:`zoo.ktied.StudyRecorder`) gets ``attach(guide)`` before
+    training and its ``on_step`` / ``on_grads`` as fit_svi's callbacks.
     """
     seed = spec.seed
     x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
@@ -165,14 +198,30 @@ def fit_vi(spec: Spec, m: Any, model: zm.BayesianMLP, ds: zdata.Dataset, progres
             batch_size=m.batch_size, lr=m.lr,
         )  # fmt: skip
     guide = GUIDES[m.guide.kind](model, m.guide, init)
+    steps = [make_callback(guide)] if make_callback is not None else []
+    hooks: dict[str, Any] = {}
+    if recorder is not None:
+        recorder.attach(guide)
+        steps.append(recorder.on_step)
+        hooks["grad_callback"] = recorder.on_grads
+    if steps:
+        hooks["callback"] = steps[0] if len(steps) == 1 else _chain(steps)
     return fit_svi(
         model, guide, x, y, seed=seed, steps=m.steps, epochs=m.epochs,
         batch_size=m.batch_size, lr=m.lr, lr_decay=m.lr_decay, kl_weight=m.kl_weight,
         kl_warmup_steps=m.kl_warmup_steps, closed_form_kl=m.closed_form_kl,
         num_particles=m.num_particles, progress=progress, desc=desc,
         local_reparam=getattr(m.guide, "local_reparam", False), betas=m.betas,
-        callback=make_callback(guide) if make_callback is not None else None,
+        kl_warmup_every=getattr(m, "kl_warmup_every", 1), **hooks,
     )  # fmt: skip
+
+
+def _chain(fns: list[Callable]) -> Callable:
+    def call(*args: Any) -> None:
+        for fn in fns:
+            fn(*args)
+
+    return call
 
 
 def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: bool) -> dict:
@@ -180,8 +229,14 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
     seed = cell.spec.seed
     pspec = cell.spec.metrics.pruning
     hook = _pruning_hook(pspec, model, ds, seed)
+    recorder = None
+    if getattr(m, "ktied", None) is not None:
+        from zoo.ktied import StudyRecorder
+
+        rank = m.guide.rank if m.guide.kind == "k_tied" else None
+        recorder = StudyRecorder(model, ds, m.ktied, seed, rank=rank)
     res = fit_vi(cell.spec, m, model, ds, progress, desc=cell.cell_id[:40],
-                 make_callback=hook.recorder if hook else None)  # fmt: skip
+                 make_callback=hook.recorder if hook else None, recorder=recorder)  # fmt: skip
     guide = res.posterior.guide
     draws = res.posterior.sample(m.predictive_samples, seed=seed + 1)
     out = evaluate(model, ds, draws, cell.spec.metrics)
@@ -191,11 +246,17 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
         fit_seconds=res.seconds,
         n_var_params=int(getattr(guide, "num_variational_params", 0)),
     )
-    dt = posterior_datatree(model, ds, draws, chains=1, seed=seed + 2, attrs=_attrs(cell, ds))
-    out["_artifacts"] = {".nc": datatree_bytes(dt)}
+    out["_artifacts"] = {}
+    if m.save_draws:
+        dt = posterior_datatree(model, ds, draws, chains=1, seed=seed + 2, attrs=_attrs(cell, ds))
+        out["_artifacts"][".nc"] = datatree_bytes(dt)
     if hook is not None:
         out.update(hook.finish(guide, res.posterior.sample(pspec.draws, seed=seed + 4),
                                out["_artifacts"]))  # fmt: skip
+    if recorder is not None:
+        metrics, artifacts = recorder.finish(guide, n_bins=cell.spec.metrics.ece_bins)
+        out.update(metrics)
+        out["_artifacts"].update(artifacts)
     n_prod = cell.spec.metrics.product_matrix_draws
     if n_prod and model.act_name == "linear":
         out.update(_product_matrix(model, res.posterior, n_prod, seed + 3, out["_artifacts"]))
@@ -288,6 +349,16 @@ METHODS: dict[str, Callable[[Cell, zm.BayesianMLP, zdata.Dataset, bool], dict]] 
 def build_data(spec: Spec) -> zdata.Dataset:
     """The data set of a resolved spec, seeded by ``spec.seed`` unless it has its own seed."""
     return DATA_LOADERS[spec.data.kind](spec.data, spec.seed)
+
+
+def check_data(spec: Spec) -> None:
+    """Raise FileNotFoundError (saying where the files go) if a cell's data files are missing."""
+    seen = set()
+    for cell in spec.cells() if spec.simulation is None else []:
+        d = cell.spec.data
+        if d.kind in DATA_CHECKS and repr(d) not in seen:
+            seen.add(repr(d))
+            DATA_CHECKS[d.kind](d)
 
 
 def build_model(spec: Spec, ds: zdata.Dataset) -> zm.BayesianMLP:

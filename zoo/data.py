@@ -30,6 +30,8 @@ class Dataset(NamedTuple):
         original units undo it. 0 and 1 for classification.
     true_params : dict of str to ndarray, optional
         The weights that generated the data (teacher data), by model site name.
+    x_val, y_val : ndarray or None
+        A validation split held out of training (IDX data), or None.
     """
 
     x_train: np.ndarray
@@ -40,6 +42,8 @@ class Dataset(NamedTuple):
     y_shift: float = 0.0
     y_scale: float = 1.0
     true_params: dict[str, np.ndarray] | None = None
+    x_val: np.ndarray | None = None
+    y_val: np.ndarray | None = None
 
     @property
     def in_dim(self) -> int:

@@ -43,8 +43,8 @@ def evaluate(
 ) -> dict[str, float]:
     """Test-set metrics of the posterior predictive formed by ``draws`` (leading dim S)."""
     x = torch.as_tensor(ds.x_test)
-    with torch.no_grad():
-        out = model.apply(x, draws)
+    with torch.no_grad():  # in chunks of inputs: (draws, n, width) activations can be large
+        out = torch.cat([model.apply(xc, draws) for xc in x.split(2000)], -2)
     if ds.n_classes > 0:
         logp = torch.log_softmax(out, -1).numpy().astype(np.float64)
         res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)

@@ -21,7 +21,22 @@ from pyro.optim.clipped_adam import ClippedAdam as _TorchClippedAdam
 
 from guides.local_reparam import LocalReparameterization
 
-__all__ = ["KLWeight", "SVIResult", "VIPosterior", "fit_svi", "pretrain_mle"]
+__all__ = ["KLWeight", "SVIResult", "VIPosterior", "fit_svi", "kl_weight_at", "pretrain_mle"]
+
+
+def kl_weight_at(step: int, kl_weight: float, warmup_steps: int, every: int = 1) -> float:
+    """KL weight of 0-based ``step`` under linear, step-wise annealing (used by fit_svi).
+
+    ``kl_weight * min(1, s / warmup_steps)`` with ``s = (step + 1)`` rounded down to a
+    multiple of ``every``: the weight rises by ``every / warmup_steps`` after every
+    ``every`` batches (Swiatkowski et al. 2020, D.4: a coefficient of 5e-5 per batch raised
+    every 100 batches is ``warmup_steps = 20000, every = 100``). No annealing when
+    ``warmup_steps == 0``.
+    """
+    if warmup_steps == 0:
+        return kl_weight
+    s = (step + 1) // every * every
+    return kl_weight * min(1.0, s / warmup_steps)
 
 
 class KLWeight(pyro.poutine.messenger.Messenger):
@@ -185,8 +200,7 @@ def fit_svi(
             if step >= total:
                 break
             if kl_warmup_steps:
-                s = (step + 1) // kl_warmup_every * kl_warmup_every
-                scale.weight = kl_weight * min(1.0, s / kl_warmup_steps)
+                scale.weight = kl_weight_at(step, kl_weight, kl_warmup_steps, kl_warmup_every)
             if tap is not None:
                 tap.step = step
             with LocalReparameterization(strict=True) if local_reparam else nullcontext():

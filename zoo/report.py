@@ -230,9 +230,11 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
         sections = [s for s in (_mean_field_section(results, spec),
                                 _sampler_section(out_dir, results, spec),
                                 _product_section(out_dir, results, spec)) if s is not None]  # fmt: skip
+        from zoo.report_ktied import ktied_sections
         from zoo.report_pruning import pruning_sections
 
         sections += pruning_sections(out_dir, results, spec)
+        sections += ktied_sections(out_dir, results, spec)
     return render_report(
         out_dir,
         title=f"bnn-zoo report: {spec.name}",

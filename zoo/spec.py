@@ -19,7 +19,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from zoo.spec_data import CsvData, DataSpec, DigitsData, TeacherData, TwoMoonsData, UciData
+from zoo.spec_data import (
+    CsvData,
+    DataSpec,
+    DigitsData,
+    IdxData,
+    TeacherData,
+    TwoMoonsData,
+    UciData,
+)
 from zoo.spec_methods import (
     FixedVarianceGuide,
     FullRankGuide,
@@ -34,7 +42,7 @@ from zoo.spec_methods import (
     Strict,
     SVIMethod,
 )
-from zoo.spec_models import MLPModel, ModelSpec, mlp_num_params, width_from_budget
+from zoo.spec_models import LeNetModel, MLPModel, ModelSpec, mlp_num_params, width_from_budget
 from zoo.spec_pruning import PruningSpec
 
 __all__ = [
@@ -48,9 +56,11 @@ __all__ = [
     "FullRankGuide",
     "HMCMethod",
     "HePrior",
+    "IdxData",
     "KTiedGuide",
     "MAPMethod",
     "MLEMethod",
+    "LeNetModel",
     "MLPModel",
     "MatrixNormalGuide",
     "MeanFieldGuide",
@@ -274,7 +284,7 @@ class Spec(_Strict):
                 f"{', '.join(missing)}: required (a spec needs data, model and at least one "
                 "inference method; see specs/two_moons_depth.yaml)"
             )
-        classification = self.data.kind in ("two_moons", "digits") or (
+        classification = self.data.kind in ("two_moons", "digits", "idx") or (
             self.data.kind == "csv" and self.data.task == "classification"
         )
         want = "categorical" if classification else "gaussian"

@@ -14,7 +14,15 @@ from zoo.spec_methods import Strict
 
 _Strict = Strict
 
-__all__ = ["CsvData", "DataSpec", "DigitsData", "TeacherData", "TwoMoonsData", "UciData"]
+__all__ = [
+    "CsvData",
+    "DataSpec",
+    "DigitsData",
+    "IdxData",
+    "TeacherData",
+    "TwoMoonsData",
+    "UciData",
+]
 
 
 class TwoMoonsData(_Strict):
@@ -118,6 +126,52 @@ class TeacherData(_Strict):
     )
 
 
+class IdxData(_Strict):
+    """An MNIST-family data set in IDX files (MNIST, Fashion-MNIST), gzipped or not.
+
+    ``dir`` holds ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+    ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte`` (each optionally ``.gz``).
+    The directory is checked when the data is loaded (``zoo run``), not at validation, so
+    a spec for files that live on another machine still validates.
+    """
+
+    kind: Literal["idx"] = Field(description="Data set kind.")
+    dir: str = Field(
+        "/usr/share/datasets/fashion-mnist",
+        description="Directory of the IDX files; relative paths are relative to the spec "
+        "file. Fashion-MNIST: apt-get install dataset-fashion-mnist.",
+    )
+    validation: int = Field(
+        10000,
+        ge=0,
+        description="The last this-many training examples form the validation set "
+        "(Swiatkowski et al. 2020, D.1); they are not trained on.",
+    )
+    n_train: int | None = Field(
+        None,
+        gt=0,
+        description="Train on a seeded random subset of this size of the remaining "
+        "training examples; null uses all of them.",
+    )
+    n_test: int | None = Field(
+        None, gt=0, description="Evaluate on the first this-many test examples; null: all."
+    )
+    pixel_range: Literal["minus_one_one", "zero_one"] = Field(
+        "minus_one_one", description="Scale pixels to [-1, 1] (the paper's MLP) or [0, 1]."
+    )
+    seed: int | None = Field(
+        None, description="Seed of the n_train subset; null uses the cell's seed."
+    )
+
+    @field_validator("dir")
+    @classmethod
+    def _resolve(cls, v: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        p = Path(v).expanduser()
+        return str(p if p.is_absolute() else (base / p).resolve())
+
+
 DataSpec = Annotated[
-    TwoMoonsData | DigitsData | CsvData | UciData | TeacherData, Field(discriminator="kind")
+    TwoMoonsData | DigitsData | CsvData | UciData | TeacherData | IdxData,
+    Field(discriminator="kind"),
 ]

@@ -19,6 +19,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from zoo.spec_ktied import KTiedStudy
+
 __all__ = [
     "FixedVarianceGuide",
     "FullRankGuide",
@@ -158,6 +160,12 @@ class SVIMethod(_Optimized):
     kl_warmup_steps: int = Field(
         0, ge=0, description="Anneal the KL weight linearly from 0 over this many steps."
     )
+    kl_warmup_every: int = Field(
+        1,
+        ge=1,
+        description="Raise the annealed KL weight step-wise every this many batches "
+        "(Swiatkowski et al. 2020, D.4: 100); 1 raises it every batch.",
+    )
     closed_form_kl: bool = Field(
         True, description="Use TraceMeanField_ELBO (analytic KL) instead of Trace_ELBO."
     )
@@ -167,6 +175,16 @@ class SVIMethod(_Optimized):
     )
     predictive_samples: int = Field(
         100, gt=0, description="Posterior draws for predictive metrics."
+    )
+    save_draws: bool = Field(
+        True,
+        description="Store the predictive draws in the cell's ArviZ file (cells/<id>.nc); "
+        "turn off for big networks (100 draws of a 784-400-400-10 MLP are about 200 MB).",
+    )
+    ktied: KTiedStudy | None = Field(
+        None,
+        description="Record the k-tied study outputs (spectra, rank-k truncation, gradient "
+        "SNR, -ELBO at steps; Swiatkowski et al. 2020); null: none.",
     )
 
 

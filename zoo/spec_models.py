@@ -13,7 +13,7 @@ from zoo.spec_methods import Strict
 
 _Strict = Strict
 
-__all__ = ["MLPModel", "ModelSpec", "mlp_num_params", "width_from_budget"]
+__all__ = ["LeNetModel", "MLPModel", "ModelSpec", "mlp_num_params", "width_from_budget"]
 
 
 def mlp_num_params(in_dim: int, out_dim: int, depth: int, width: int) -> int:
@@ -81,4 +81,22 @@ class MLPModel(_Strict):
         return self
 
 
-ModelSpec = Annotated[MLPModel, Field(discriminator="kind")]
+class LeNetModel(_Strict):
+    """LeNet-style CNN: 3x3 convolutions (ReLU, 2x2 max-pool), a dense layer, the output.
+
+    Swiatkowski et al. (2020, D.1): convolutions of 32 and 64 filters, dense 512. Inputs are
+    viewed as square images with ``channels`` channels.
+    """
+
+    kind: Literal["lenet"] = Field(description="Model kind.")
+    channels: int = Field(1, gt=0, description="Input channels of the (square) images.")
+    conv: list[int] = Field(
+        default_factory=lambda: [32, 64], min_length=1, description="Filters per convolution."
+    )
+    dense: int = Field(512, gt=0, description="Units of the dense hidden layer.")
+    kernel_size: int = Field(3, gt=0, description="Side of the square convolution kernels.")
+    padding: int = Field(0, ge=0, description="Zero padding of each convolution.")
+    pool: bool = Field(True, description="2x2 max-pool after each convolution.")
+
+
+ModelSpec = Annotated[MLPModel | LeNetModel, Field(discriminator="kind")]

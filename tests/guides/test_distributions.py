@@ -128,23 +128,26 @@ def test_expand_and_broadcast_batch_shapes(make):
 
 
 @pytest.mark.parametrize("cls", [KTiedNormal, MatrixNormal])
-def test_event_dim_above_two_views_all_but_last_dim_as_rows(cls):
-    event = (2, 3, 2)  # matrix view (6, 2)
-    assert matrix_shape(event) == (6, 2)
+def test_event_dim_above_two_views_all_but_first_dim_as_columns(cls):
+    event = (2, 3, 2)  # matrix view (2, 6): one "filter" per row
+    assert matrix_shape(event) == (2, 6)
+    assert matrix_shape((32, 1, 3, 3)) == (32, 9)  # PyTorch conv kernel (out, in, kh, kw)
     loc = torch.randn(event)
     if cls is KTiedNormal:
-        d = cls(loc, torch.rand(6, 1) + 0.1, torch.rand(2, 1) + 0.1, event_dim=3)
-        flat = cls(loc.reshape(6, 2), d.u, d.v)
+        d = cls(loc, torch.rand(2, 1) + 0.1, torch.rand(6, 1) + 0.1, event_dim=3)
+        flat = cls(loc.reshape(2, 6), d.u, d.v)
+        # row i of the matrix view is filter i: its stds are u_i * v
+        torch.testing.assert_close(d.stddev[1], (d.u[1] * d.v[:, 0]).reshape(3, 2))
     else:
-        d = cls(loc, _tril(6), _tril(2), event_dim=3)
-        flat = cls(loc.reshape(6, 2), d.scale_tril_row, d.scale_tril_col)
+        d = cls(loc, _tril(2), _tril(6), event_dim=3)
+        flat = cls(loc.reshape(2, 6), d.scale_tril_row, d.scale_tril_col)
     assert d.event_shape == event and d.batch_shape == ()
     x = d.sample((4,))
     assert x.shape == (4, *event)
-    torch.testing.assert_close(d.log_prob(x), flat.log_prob(x.reshape(4, 6, 2)))
+    torch.testing.assert_close(d.log_prob(x), flat.log_prob(x.reshape(4, 2, 6)))
     torch.testing.assert_close(d.variance, flat.variance.reshape(event))
     prior = dist.Normal(0.0, 1.0).expand(event).to_event(3)
-    prior_flat = dist.Normal(0.0, 1.0).expand([6, 2]).to_event(2)
+    prior_flat = dist.Normal(0.0, 1.0).expand([2, 6]).to_event(2)
     torch.testing.assert_close(kl_divergence(d, prior), kl_divergence(flat, prior_flat))
 
 

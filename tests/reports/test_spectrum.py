@@ -1,0 +1,107 @@
+"""Spectrum, truncation, SNR and parameter-count math on constructed matrices."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reports.spectrum import (
+    as_matrix,
+    gradient_snr,
+    heatmap_figure,
+    singular_values,
+    snr_summary,
+    spectrum_figure,
+    std_param_count,
+    top_fraction,
+    truncate,
+    variance_fractions,
+)
+
+
+def _orthonormal(n: int, k: int, seed: int) -> np.ndarray:
+    q, _ = np.linalg.qr(np.random.default_rng(seed).normal(size=(n, k)))
+    return q
+
+
+def test_rank_two_matrix_has_exactly_two_nonzero_fractions():
+    u, v = _orthonormal(30, 2, 0), _orthonormal(20, 2, 1)
+    a = u @ np.diag([3.0, 1.0]) @ v.T  # singular values 3 and 1
+    f = variance_fractions(a)
+    assert f.shape == (20,)
+    np.testing.assert_allclose(f[:2], [0.9, 0.1], atol=1e-12)
+    np.testing.assert_allclose(f[2:], 0.0, atol=1e-12)
+    assert f.sum() == pytest.approx(1.0)
+    assert top_fraction(a, 1) == pytest.approx(0.9)
+    assert top_fraction(a, 2) == pytest.approx(1.0)
+    np.testing.assert_allclose(singular_values(a)[:2], [3.0, 1.0])
+
+
+def test_positive_rank_two_std_matrix_truncation():
+    rng = np.random.default_rng(2)
+    uu, vv = rng.uniform(0.1, 1.0, size=(40, 2)), rng.uniform(0.1, 1.0, size=(25, 2))
+    a = uu @ vv.T  # a k-tied std matrix with k = 2: positive, rank 2
+    f = variance_fractions(a)
+    assert f[2:].max() < 1e-20 and f[0] > f[1] > 0
+    np.testing.assert_allclose(truncate(a, 2), a, rtol=1e-10)  # exact at rank 2
+    np.testing.assert_allclose(truncate(a, 3), a, rtol=1e-10)
+    r1 = truncate(a, 1)
+    assert np.linalg.matrix_rank(r1) == 1
+    # rank 1 keeps exactly the top singular value's share of the squared norm
+    assert (r1**2).sum() / (a**2).sum() == pytest.approx(f[0])
+
+
+def test_truncation_is_clamped_at_zero():
+    m = np.array([[1.0, -1.0], [-1.0, 1.0]])  # rank 1 with negative entries
+    np.testing.assert_allclose(truncate(m, 1, clamp=False), m, atol=1e-12)
+    np.testing.assert_allclose(truncate(m, 1), [[1.0, 0.0], [0.0, 1.0]], atol=1e-12)
+    a = np.array([[0.0, 3.0, 2.0], [3.0, 0.0, 0.0], [3.0, 0.0, 2.0]])  # non-negative, rank 3
+    raw = truncate(a, 2, clamp=False)
+    assert raw[1, 1] == pytest.approx(-0.48, abs=5e-3) and raw[0, 0] < 0
+    t = truncate(a, 2)
+    assert t[1, 1] == 0.0 and t[0, 0] == 0.0 and t.min() == 0.0
+    keep = raw > 0
+    np.testing.assert_allclose(t[keep], raw[keep])  # only negatives change
+    # Perron-Frobenius: the rank-1 part of a non-negative matrix is already non-negative
+    assert truncate(a, 1, clamp=False).min() >= -1e-12
+
+
+def test_conv_kernel_is_viewed_filters_by_rest():
+    k = np.random.default_rng(3).uniform(size=(8, 2, 3, 3))
+    assert as_matrix(k).shape == (8, 18)
+    np.testing.assert_array_equal(as_matrix(k)[5], k[5].ravel())
+    t = truncate(k, 2)
+    assert t.shape == k.shape
+    with pytest.raises(ValueError, match="at least 2 dims"):
+        as_matrix(np.ones(3))
+    with pytest.raises(ValueError, match="rank k must be >= 1"):
+        truncate(k, 0)
+
+
+def test_gradient_snr_on_a_known_sequence():
+    g = np.array([[1.0, 2.0, 0.0, 5.0], [3.0, 2.0, 0.0, -5.0]])
+    snr = gradient_snr(g)
+    # means 2, 2, 0, 0; variances (ddof=0) 1, 0, 0, 25
+    assert snr[0] == pytest.approx(4.0)
+    assert snr[1] == np.inf
+    assert np.isnan(snr[2])
+    assert snr[3] == 0.0
+    s = snr_summary(snr)
+    assert s == {"mean": pytest.approx(2.0), "median": pytest.approx(2.0)}
+    window = np.random.default_rng(0).normal(3.0, 0.5, size=(10, 1000))
+    assert np.median(gradient_snr(window)) == pytest.approx(36.0, rel=0.25)
+    with pytest.raises(ValueError, match="at least 2"):
+        gradient_snr(g[:1])
+
+
+def test_std_param_counts_follow_table_1():
+    assert std_param_count((400, 784)) == 313600
+    assert std_param_count((400, 784), 2) == 2 * (400 + 784)
+    assert std_param_count((64, 32, 3, 3), 1) == 64 + 288
+
+
+def test_figures_build():
+    a = np.random.default_rng(0).uniform(size=(6, 5))
+    fig = spectrum_figure({"layer0": {"mean": variance_fractions(a), "std": variance_fractions(a)}})
+    assert len(fig.axes) == 1
+    assert len(heatmap_figure(a).axes) == 4  # three maps and a colour bar
