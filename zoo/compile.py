@@ -234,7 +234,8 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
         from zoo.ktied import StudyRecorder
 
         rank = m.guide.rank if m.guide.kind == "k_tied" else None
-        recorder = StudyRecorder(model, ds, m.ktied, seed, rank=rank)
+        optim = {"lr": m.lr, "batch_size": m.batch_size, "betas": list(m.betas)}
+        recorder = StudyRecorder(model, ds, m.ktied, seed, rank=rank, optim=optim)
     res = fit_vi(cell.spec, m, model, ds, progress, desc=cell.cell_id[:40],
                  make_callback=hook.recorder if hook else None, recorder=recorder)  # fmt: skip
     guide = res.posterior.guide

@@ -140,13 +140,17 @@ class StudyRecorder:
         Seeds the draws of the evaluations.
     rank : int or None
         The k of a k-tied guide (None for mean field): for the parameter counts.
+    optim : dict, optional
+        The optimizer settings of the fit (lr, batch size, betas), recorded so that the
+        report compares gradient SNRs only between fits trained alike.
     """
 
     def __init__(self, model, ds: zdata.Dataset, study: KTiedStudy, seed: int,
-                 rank: int | None = None) -> None:  # fmt: skip
+                 rank: int | None = None, optim: Mapping[str, Any] | None = None) -> None:  # fmt: skip
         if ds.n_classes == 0:
             raise ValueError("inference.ktied: the k-tied study needs classification data")
         self.model, self.ds, self.study, self.seed, self.rank = model, ds, study, seed, rank
+        self.optim = dict(optim or {})
         self.guide = None
         self.sites = _weight_sites(model)
         self._snr_due = {
@@ -235,6 +239,7 @@ class StudyRecorder:
             trunc["none" if k is None else str(k)] = res
         record = {
             "rank": self.rank,
+            "optim": self.optim,
             "layers": layers,
             "truncation": trunc,
             "snr": self.snr,
