@@ -9,9 +9,7 @@ def _cell(name: str, rank, lr: float, snr_by_site: dict[str, float]):
     rec = {
         "rank": rank,
         "optim": {"lr": lr, "batch_size": 250},
-        "snr": {
-            site: {"100": {"median": v, "mean": 10 * v}} for site, v in snr_by_site.items()
-        },
+        "snr": {site: {"100": {"median": v, "mean": 10 * v}} for site, v in snr_by_site.items()},
     }
     return (name, 0, f"{name}-{lr}", rec, {})
 
