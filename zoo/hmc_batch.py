@@ -135,8 +135,8 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0: list[float], act
     pending: list[_Sub | None] = [None] * depth
     p = start
     for k in range(2**depth):
-        mask = torch.tensor([not d for d in done])
-        p = leapfrog_batch(pot, metric, p, eps).where(mask, p)
+        q = leapfrog_batch(pot, metric, p, eps)
+        p = q.where(torch.tensor([not d for d in done]), p) if any(done) else q
         energy = p.energy.tolist()
         lw = [0.0] * c
         stopped = []  # chains done at this leaf: (chain, level, log weight)

@@ -310,7 +310,7 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
         its own seed, step-size search, dual averaging and mass-matrix windows, while every
         leapfrog step of all chains is one forward and backward pass. On small networks 4
         chains then cost about 1.5 chains. ``mass_matrix="diag"`` only; ``warmup_seconds`` is
-        then the wall time of the joint warm-up.
+        then the wall time of the joint warm-up. One chain runs the sequential path.
 
     Returns
     -------

@@ -32,17 +32,19 @@ def _pots() -> dict[str, FlatPotential]:
             "learned_noise": _small("regression")[0], "fixed_noise": _fixed_noise_regression()}  # fmt: skip
 
 
+@pytest.mark.parametrize("chains", [1, 5])
 @pytest.mark.parametrize("kind", ["categorical", "fixed_noise", "learned_noise"])
-def test_value_and_grad_batch_equals_value_and_grad(kind: str) -> None:
+def test_value_and_grad_batch_equals_value_and_grad(kind: str, chains: int) -> None:
     pot = _pots()[kind]
     assert isinstance(pot.model.likelihood, CategoricalLikelihood) == (kind == "categorical")
-    z = torch.randn(5, pot.dim, generator=torch.Generator().manual_seed(0))
+    z = torch.randn(chains, pot.dim, generator=torch.Generator().manual_seed(0))
     u, g = pot.value_and_grad_batch(z)
-    assert u.shape == (5,) and u.dtype == torch.float64 and g.shape == (5, pot.dim)
-    for c in range(5):
+    assert u.shape == (chains,) and u.dtype == torch.float64 and g.shape == (chains, pot.dim)
+    for c in range(chains):
         uc, gc = pot.value_and_grad(z[c])
         np.testing.assert_allclose(u[c].item(), uc, rtol=1e-5)
-        np.testing.assert_allclose(g[c].numpy(), gc.numpy(), rtol=1e-5, atol=1e-5)
+        scale = gc.abs().max().item()  # float32 sums: entries may cancel to far below it
+        np.testing.assert_allclose(g[c].numpy(), gc.numpy(), rtol=1e-5, atol=1e-6 * scale)
     with pytest.raises(ValueError, match="chains"):
         pot.value_and_grad_batch(z[0])
 
