@@ -126,6 +126,12 @@ class _Sub(NamedTuple):
 def _build(pot, metric, start: BatchPoint, eps, depth: int, e0: list[float], active, rngs):
     """A subtree of ``2**depth`` leaves for every active chain, leaf by leaf.
 
+    The recursive ``_build_tree`` of :mod:`zoo.hmc_kernel` in post-order: after leaf ``k``
+    the tree merges with the pending left halves at the levels of the trailing one bits of
+    ``k``. A chain whose tree turns or diverges stops there; the recursion would still merge
+    the stopped tree with the left halves at the higher one bits of ``k`` on its way up, so
+    the chain draws those coins (its proposal is then discarded anyway).
+
     Returns the last point, the tree (valid for chains not ``done``), and per chain: done,
     diverging, sum of acceptance probabilities and leaves built.
     """
