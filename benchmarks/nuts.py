@@ -21,7 +21,11 @@ and its fastest round counts (a shared machine's load comes and goes); raw is th
 7 repeats per round. Part 2 runs ours and ``pyro NUTS(model)`` with the same initial point
 (maximum-likelihood pretrained weights), warm-up, draws and tree depth at N=1000 and reports
 ESS_bulk (min and median over parameters) per second of total run time; ``grads/iter`` is
-gradient evaluations per iteration (warm-up included; NumPyro: leapfrog steps per draw).
+gradient evaluations per iteration and chain (warm-up included; NumPyro: leapfrog steps per
+draw; vectorized: every chain's row of every batch, also those of chains already done).
+Part 2 also runs 4 chains of ours one after another and as one batched computation
+(``vectorize_chains=True``) with the same settings, ESS over the 4 chains, and prints the
+ratio of their ESS/s.
 ``--numpyro PYTHON`` adds NumPyro's NUTS, run by another interpreter that has jax and numpyro
 (never install them into the project venv), timed with its JIT compilation.
 
@@ -49,12 +53,16 @@ from zoo.mcmc import FlatPotential, run_nuts
 from zoo.specload import load_spec
 
 
-class _Counted(FlatPotential):  # counts gradient evaluations
+class _Counted(FlatPotential):  # counts gradient evaluations (a batch of C counts C)
     calls = 0
 
     def value_and_grad(self, z):
         self.calls += 1
         return super().value_and_grad(z)
+
+    def value_and_grad_batch(self, z):
+        self.calls += len(z)
+        return super().value_and_grad_batch(z)
 
 
 class _CountedNUTS(NUTS):
@@ -206,6 +214,12 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
     rows.append(("pyro NUTS(model)", flat, sec, kern.calls / (warmup + draws)))
     if numpyro:
         rows.append(_numpyro(numpyro, model, x, y, init, warmup, draws, depth))
+    for vec in (False, True):
+        pot = _Counted(model, x, y)
+        res = run_nuts(pot, seed=0, warmup=warmup, draws=draws, init=init, max_tree_depth=depth,
+                       chains=4, vectorize_chains=vec)  # fmt: skip
+        name = f"zoo 4 chains {'vectorized' if vec else 'sequential'}"
+        rows.append((name, res.flat, res.seconds, pot.calls / 4 / (warmup + draws)))
     out = []
     for name, f, sec, nsteps in rows:
         ess = array_stats.ess(f, chain_axis=0, draw_axis=1, method="bulk")
@@ -239,16 +253,19 @@ def main() -> None:
         return
     model, x, y, init = _setup(1000)
     print(f"\nESS_bulk on N=1000, {a.warmup} warm-up + {a.draws} draws, max tree depth "
-          f"{a.max_tree_depth}, 1 chain, init = MLE-pretrained weights, D = {model.num_params}")  # fmt: skip
+          f"{a.max_tree_depth}, 1 chain unless named, init = MLE-pretrained weights, "
+          f"D = {model.num_params}")  # fmt: skip
     rows = _ess(model, x, y, init, a.warmup, a.draws, a.max_tree_depth, a.numpyro)
-    print(f"{'sampler':<20} {'seconds':>8} {'grads/iter':>10} {'min ESS':>8} {'med ESS':>8} "
+    print(f"{'sampler':<26} {'seconds':>8} {'grads/iter':>10} {'min ESS':>8} {'med ESS':>8} "
           f"{'min ESS/s':>9} {'med ESS/s':>9}")  # fmt: skip
     for name, sec, nsteps, emin, emed in rows:
-        print(f"{name:<20} {sec:>8.1f} {nsteps:>10.1f} {emin:>8.1f} {emed:>8.1f} "
+        print(f"{name:<26} {sec:>8.1f} {nsteps:>10.1f} {emin:>8.1f} {emed:>8.1f} "
               f"{emin / sec:>9.3f} {emed / sec:>9.3f}")  # fmt: skip
-    for base in rows[1:]:
-        print(f"ratio ours / {base[0]}: min ESS/s {rows[0][3] / rows[0][1] / (base[3] / base[1]):.2f}"
-              f", median ESS/s {rows[0][4] / rows[0][1] / (base[4] / base[1]):.2f}")  # fmt: skip
+    seq, vec = rows[-2:]
+    for ours, base in [(rows[0], b) for b in rows[1:-2]] + [(vec, seq)]:
+        what = "4 chains vectorized / sequential" if ours is vec else f"ours / {base[0]}"
+        print(f"ratio {what}: min ESS/s {ours[3] / ours[1] / (base[3] / base[1]):.2f}"
+              f", median ESS/s {ours[4] / ours[1] / (base[4] / base[1]):.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ its ``sample`` keeps the per-draw statistics local, works on dicts of per-site t
 flip and keeps scalars as tensors, which costs tens of tensor operations per leapfrog step
 on top of the gradient; here one leapfrog step is six tensor operations plus one
 :meth:`FlatPotential.value_and_grad` (see ``benchmarks/nuts.py`` for the measured ratios).
+With ``vectorize_chains=True`` all chains run as one batched computation
+(:mod:`zoo.mcmc_batch`, :mod:`zoo.hmc_batch`; diagonal mass matrix only).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import numpy as np
 import torch
 from pyro.infer.mcmc.adaptation import WarmupAdapter
 
+from zoo.hmc_batch import hmc_step_batch, nuts_step_batch
 from zoo.hmc_kernel import Metric, hmc_step, leapfrog, new_point, nuts_step
 from zoo.potential import FlatPotential
 
@@ -193,12 +196,26 @@ class _Chain:
 def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, warmup: int,
          draws: int, chains: int, target_accept: float, step_size: float | None,
          mass_matrix: str, adapt_mass_matrix: bool, init: Mapping[str, torch.Tensor] | None,
-         progress: bool, threads: int | None, settings: dict) -> MCMCResult:  # fmt: skip
+         progress: bool, threads: int | None, settings: dict, vectorize_chains: bool = False,
+         batch_transition: Callable | None = None) -> MCMCResult:  # fmt: skip
     if warmup < 0 or draws < 1 or chains < 1 or not 0 < target_accept < 1:
         raise ValueError(
             f"{method}: need warmup >= 0, draws >= 1, chains >= 1 and 0 < target_accept < 1; "
             f"got {warmup}, {draws}, {chains}, {target_accept}"
         )
+    settings = dict(settings, vectorize_chains=vectorize_chains)
+    if vectorize_chains and mass_matrix != "diag":
+        raise ValueError(
+            f"{method}: vectorize_chains=True supports only mass_matrix='diag', got "
+            f"mass_matrix={mass_matrix!r}; use mass_matrix='diag' or vectorize_chains=False"
+        )
+    if vectorize_chains and chains > 1:
+        from zoo.mcmc_batch import run_batched
+
+        return run_batched(pot, batch_transition, method, seed=seed, warmup=warmup,
+                           draws=draws, chains=chains, target_accept=target_accept,
+                           step_size=step_size, adapt_mass_matrix=adapt_mass_matrix, init=init,
+                           progress=progress, threads=threads, settings=settings)  # fmt: skip
     z_init = None if init is None else pot.ravel(init).detach().clone()
     flat = torch.empty(chains, draws, pot.dim, dtype=pot.x.dtype)
     stats: dict[str, list] = {}
@@ -224,15 +241,22 @@ def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, wa
         for k, v in rec.items():
             stats.setdefault(k, []).append(v)
     seconds = time.perf_counter() - t0
-    with torch.no_grad():
-        draws_c = {k: v.numpy() for k, v in pot.unravel(flat).items()}
     settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=draws, chains=chains,
                     target_accept=target_accept, initial_step_size=step_size,
                     mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix,
                     init="given" if init is not None else "prior", step_size=steps,
                     threads=threads)  # fmt: skip
-    return MCMCResult(draws_c, {k: np.stack(v) for k, v in stats.items()}, settings, seconds,
-                      t_warm, dict(pot.site_slices), flat.numpy())  # fmt: skip
+    return _result(pot, flat, {k: np.stack(v) for k, v in stats.items()}, settings, seconds,
+                   t_warm)  # fmt: skip
+
+
+def _result(pot: FlatPotential, flat: torch.Tensor, stats: dict, settings: dict, seconds: float,
+            t_warm: float) -> MCMCResult:  # fmt: skip
+    """The MCMCResult of flat draws ``(chain, draw, D)`` and stats ``(chain, draw)``."""
+    with torch.no_grad():
+        draws_c = {k: v.numpy() for k, v in pot.unravel(flat).items()}
+    return MCMCResult(draws_c, stats, settings, seconds, t_warm, dict(pot.site_slices),
+                      flat.numpy())  # fmt: skip
 
 
 def _check_init(pot: FlatPotential, z: torch.Tensor, where: str) -> None:
@@ -252,14 +276,15 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
              target_accept: float = 0.8, max_tree_depth: int = 10,
              step_size: float | None = None, mass_matrix: str = "diag",
              init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-             threads: int | None = 1) -> MCMCResult:  # fmt: skip
+             threads: int | None = 1, vectorize_chains: bool = False) -> MCMCResult:  # fmt: skip
     """Sample ``potential`` with NUTS (Pyro's multinomial variant and warm-up adaptation).
 
     Parameters
     ----------
     potential : FlatPotential
     seed : int
-        Chain ``c`` is seeded from ``(seed, c)``; chains run one after another.
+        Chain ``c`` is seeded from ``(seed, c)``; chains run one after another unless
+        ``vectorize_chains``.
     warmup, draws, chains : int
         Warm-up iterations (discarded), kept draws per chain, number of chains.
     target_accept : float
@@ -275,11 +300,17 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
         Constrained initial values per site (e.g. the MF-VI posterior mean); ``None`` draws
         each chain's start from the prior.
     progress : bool
-        tqdm bar per chain (off when stderr is not a terminal).
+        tqdm bar per chain, or one for all when vectorized (off when stderr is not a terminal).
     threads : int, optional
         torch intra-op threads while sampling, restored afterwards (``None`` keeps torch's
         setting). One is fastest for these small sequential operations: with two threads on
         a busy 2-core machine every leapfrog step was 25 times slower.
+    vectorize_chains : bool
+        Run all chains as one batched computation (:mod:`zoo.mcmc_batch`): each chain keeps
+        its own seed, step-size search, dual averaging and mass-matrix windows, while every
+        leapfrog step of all chains is one forward and backward pass. On small networks 4
+        chains then cost about 1.5 chains. ``mass_matrix="diag"`` only; ``warmup_seconds`` is
+        then the wall time of the joint warm-up. One chain runs the sequential path.
 
     Returns
     -------
@@ -291,24 +322,27 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
     def transition(pot, metric, p, eps, rng):
         return nuts_step(pot, metric, p, eps, max_tree_depth, rng)
 
+    def batch_transition(pot, metric, p, eps, rngs):
+        return nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
+
     return _run(potential, transition, "nuts", seed=seed, warmup=warmup, draws=draws,
                 chains=chains, target_accept=target_accept, step_size=step_size,
                 mass_matrix=mass_matrix, adapt_mass_matrix=True, init=init, progress=progress,
-                threads=threads,
-                settings={"max_tree_depth": max_tree_depth})  # fmt: skip
+                threads=threads, settings={"max_tree_depth": max_tree_depth},
+                vectorize_chains=vectorize_chains, batch_transition=batch_transition)  # fmt: skip
 
 
 def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num_steps: int,
             chains: int = 1, target_accept: float = 0.8, step_size: float | None = None,
             adapt_mass_matrix: bool = False, mass_matrix: str = "diag",
             init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-            threads: int | None = 1) -> MCMCResult:  # fmt: skip
+            threads: int | None = 1, vectorize_chains: bool = False) -> MCMCResult:  # fmt: skip
     """Sample ``potential`` with HMC: ``num_steps`` leapfrog steps per draw, adapted step size.
 
     Like hamiltorch's HMC the trajectory has a fixed number of steps (not a fixed length);
     the step size is adapted by dual averaging during warm-up, the mass matrix only when
-    ``adapt_mass_matrix``. Other parameters as in :func:`run_nuts`; ``sample_stats`` has no
-    ``tree_depth``.
+    ``adapt_mass_matrix``. Other parameters (``vectorize_chains`` too) as in :func:`run_nuts`;
+    ``sample_stats`` has no ``tree_depth``.
     """
     if num_steps < 1:
         raise ValueError(f"num_steps={num_steps} must be >= 1")
@@ -316,10 +350,14 @@ def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num
     def transition(pot, metric, p, eps, rng):
         return hmc_step(pot, metric, p, eps, num_steps, rng)
 
+    def batch_transition(pot, metric, p, eps, rngs):
+        return hmc_step_batch(pot, metric, p, eps, num_steps, rngs)
+
     return _run(potential, transition, "hmc", seed=seed, warmup=warmup, draws=draws,
                 chains=chains, target_accept=target_accept, step_size=step_size,
                 mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix, init=init,
-                progress=progress, threads=threads, settings={"num_steps": num_steps})  # fmt: skip
+                progress=progress, threads=threads, settings={"num_steps": num_steps},
+                vectorize_chains=vectorize_chains, batch_transition=batch_transition)  # fmt: skip
 
 
 def _progress(total: int, desc: str):

@@ -176,6 +176,63 @@ class FlatPotential:
         (g,) = torch.autograd.grad(u, z)
         return u.item() + self._offset, g
 
+    def _energy_batch(self, z: torch.Tensor) -> torch.Tensor:
+        """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``."""
+        c = z.shape[0]
+        parts = z.split(self._sizes, -1)
+        h = self.x.expand(c, *self.x.shape)
+        for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
+            w = w.view(c, *self._wshapes[i])
+            h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+            if i < self.model.depth:
+                h = self.model.act(h)
+        lik = self.model.likelihood
+        if isinstance(lik, CategoricalLikelihood):  # classes in dim 1: vectorized over N
+            y = self.y.expand(c, -1)
+            nll = F.cross_entropy(h.transpose(1, 2), y, reduction="none").sum(1)
+        else:  # Gaussian (value_and_grad_batch checked the kind)
+            res = h.squeeze(-1) - self.y
+            sq = (res * res).sum(1)
+            if self.learned_noise:  # as in _energy
+                zn, n = z[:, -1], len(self.y)
+                nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
+                nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
+            else:
+                nll = sq * (0.5 / float(lik.noise) ** 2)
+        zw = z[:, : self.n_weights] if self.learned_noise else z
+        d = zw if self._zero_loc else zw - self._loc
+        if self._uniform_prec is None:
+            return nll + 0.5 * (d * d * self._prec).sum(-1)
+        return nll + (0.5 * self._uniform_prec) * (d * d).sum(-1)
+
+    def value_and_grad_batch(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(U(z), dU/dz)`` for ``C`` flat vectors ``z`` of shape ``(C, D)`` at once.
+
+        One forward and one backward for all rows (``torch.baddbmm`` per layer, the loss on
+        logits of shape ``(C, K, N)``, which torch's softmax vectorizes over the N points: 1.5
+        to 4 times faster than over ``(C * N, K)`` for K = 2 to 10), so C chains of a small
+        network cost little more than one. Rows do not interact: a non-finite row leaves the others unchanged.
+
+        Returns
+        -------
+        u : Tensor
+            ``U`` per row, float64, shape ``(C,)``; the same constants as :meth:`value_and_grad`.
+        grad : Tensor
+            ``dU/dz``, shape ``(C, D)``, the dtype of ``z``.
+        """
+        if z.dim() != 2 or z.shape[1] != self.dim:
+            raise ValueError(f"z has shape {tuple(z.shape)}; expected (chains, {self.dim})")
+        lik = self.model.likelihood
+        if not isinstance(lik, CategoricalLikelihood | GaussianLikelihood):
+            pairs = [self.value_and_grad(zc) for zc in z]  # unknown likelihood: row by row
+            return torch.tensor([u for u, _ in pairs], dtype=torch.float64), torch.stack(
+                [g for _, g in pairs]
+            )
+        z = z.detach().requires_grad_(True)
+        u = self._energy_batch(z)
+        (g,) = torch.autograd.grad(u.sum(), z)
+        return u.detach().double() + self._offset, g
+
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
         """A flat ``z`` drawn from the prior."""
         zw = self._loc + torch.randn(self.n_weights, generator=gen) * self._prec.rsqrt()

@@ -76,7 +76,7 @@ def run_sampler_cell(
     pot = FlatPotential(model, x, y)
     common = dict(seed=seed, warmup=m.warmup, draws=m.draws, chains=m.chains,
                   target_accept=m.target_accept, step_size=m.step_size, init=init,
-                  progress=progress)  # fmt: skip
+                  progress=progress, vectorize_chains=m.vectorize_chains)  # fmt: skip
     if m.kind == "nuts":
         result = run_nuts(pot, max_tree_depth=m.max_tree_depth, mass_matrix=m.mass_matrix,
                           **common)  # fmt: skip

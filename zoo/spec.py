@@ -439,6 +439,8 @@ class Cell:
         exclude = {"name", "description", "inference", "sweep", "report"}
         d = self.spec.model_dump(mode="json", exclude=exclude)
         d["method"] = self.method.model_dump(mode="json")
+        if d["method"].get("vectorize_chains") is False:  # added later: keep the older ids
+            del d["method"]["vectorize_chains"]
         ref = getattr(self.method, "init_from", "prior")
         if ref != "prior":  # the cell refits that method: its settings change the numbers
             d["init_method"] = self.spec.method(ref).model_dump(mode="json")
