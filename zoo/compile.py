@@ -212,7 +212,8 @@ def fit_vi(spec: Spec, m: Any, model: zm.BayesianMLP, ds: zdata.Dataset, progres
         kl_warmup_steps=m.kl_warmup_steps, closed_form_kl=m.closed_form_kl,
         num_particles=m.num_particles, progress=progress, desc=desc,
         local_reparam=getattr(m.guide, "local_reparam", False), betas=m.betas,
-        kl_warmup_every=getattr(m, "kl_warmup_every", 1), **hooks,
+        kl_warmup_every=getattr(m, "kl_warmup_every", 1),
+        scale_lr=getattr(m, "scale_lr", None), **hooks,
     )  # fmt: skip
 
 

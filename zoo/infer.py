@@ -132,6 +132,7 @@ def fit_svi(
     kl_warmup_every: int = 1,
     callback: Callable[[int, float, torch.Tensor], None] | None = None,
     grad_callback: Callable[[int, dict[str, torch.Tensor]], None] | None = None,
+    scale_lr: float | None = None,
 ) -> SVIResult:
     """Maximize the ELBO of ``model(x, y, n_total)`` over ``guide`` with Adam.
 
@@ -151,6 +152,9 @@ def fit_svi(
         Adam learning rate and its total decay (``ClippedAdam`` ``lrd = lr_decay ** (1/steps)``).
     betas : tuple of float
         Adam's ``(beta1, beta2)``.
+    scale_lr : float, optional
+        Learning rate of the guide's standard-deviation parameters (see
+        :func:`is_std_param`); ``None`` uses ``lr`` for every parameter.
     kl_weight, kl_warmup_steps, kl_warmup_every
         The KL term is multiplied by ``kl_weight * min(1, s / kl_warmup_steps)`` where ``s``
         is the step count rounded down to a multiple of ``kl_warmup_every`` (1: raised every
@@ -184,7 +188,11 @@ def fit_svi(
     scale = KLWeight(kl_weight if kl_warmup_steps == 0 else 0.0)
     smodel, sguide = scale(model), scale(guide)
     elbo_cls = TraceMeanField_ELBO if closed_form_kl else Trace_ELBO
-    optim_args = {"lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1)), "betas": tuple(betas)}
+    optim_args: dict | Callable = {
+        "lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1)), "betas": tuple(betas)
+    }  # fmt: skip
+    if scale_lr is not None:
+        optim_args = _per_param_lr(optim_args, scale_lr)
     if kl_warmup_every < 1:
         raise ValueError("kl_warmup_every must be >= 1")
     tap = _GradTap(optim_args, grad_callback) if grad_callback is not None else None
@@ -226,10 +234,34 @@ def fit_svi(
     return SVIResult(VIPosterior(guide, (x[:1],)), losses, float(neg), seconds)
 
 
+# containers of the guides' standard-deviation parameters (guides/: mean field, k-tied,
+# full rank, matrix normal)
+STD_PARAM_CONTAINERS = frozenset(
+    {"scales", "log_u", "log_v", "scale_trils", "log_scale", "row", "col"}
+)
+
+
+def is_std_param(name: str) -> bool:
+    """Whether a param-store name belongs to a guide's standard-deviation parameters."""
+    return not STD_PARAM_CONTAINERS.isdisjoint(name.split("."))
+
+
+def _per_param_lr(optim_args: dict, scale_lr: float) -> Callable[[str], dict]:
+    """Pyro per-parameter optimizer arguments: ``scale_lr`` for std parameters, else ``lr``."""
+    scale_args = dict(optim_args, lr=scale_lr)
+
+    def args(name: str) -> dict:
+        return scale_args if is_std_param(name) else optim_args
+
+    return args
+
+
 class _GradTap(PyroOptim):
     """Clipped Adam that hands each step's gradients to a callback, then applies them."""
 
-    def __init__(self, optim_args: dict, fn: Callable[[int, dict[str, torch.Tensor]], None]):
+    def __init__(
+        self, optim_args: dict | Callable, fn: Callable[[int, dict[str, torch.Tensor]], None]
+    ):
         super().__init__(_TorchClippedAdam, optim_args)
         self.fn, self.step = fn, 0
 

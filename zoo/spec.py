@@ -409,6 +409,11 @@ class Spec(_Strict):
         return out
 
 
+# Method fields added after runs existed, with the default that reproduces the older runs:
+# left out of the cell id while at that default, so finished cells keep their ids.
+_LATE_FIELDS: dict[str, object] = {"vectorize_chains": False, "scale_lr": None}
+
+
 class Cell:
     """One sweep cell: a resolved spec (no sweep) and one inference method.
 
@@ -439,8 +444,9 @@ class Cell:
         exclude = {"name", "description", "inference", "sweep", "report"}
         d = self.spec.model_dump(mode="json", exclude=exclude)
         d["method"] = self.method.model_dump(mode="json")
-        if d["method"].get("vectorize_chains") is False:  # added later: keep the older ids
-            del d["method"]["vectorize_chains"]
+        for key, default in _LATE_FIELDS.items():  # added later: at their default the
+            if key in d["method"] and d["method"][key] == default:  # older ids still hold
+                del d["method"][key]
         ref = getattr(self.method, "init_from", "prior")
         if ref != "prior":  # the cell refits that method: its settings change the numbers
             d["init_method"] = self.spec.method(ref).model_dump(mode="json")

@@ -157,6 +157,13 @@ class SVIMethod(_Optimized):
     kind: Literal["svi"] = Field(description="Inference kind.")
     guide: GuideSpec = Field(description="Variational family.")
     kl_weight: float = Field(1.0, ge=0, description="Weight of the KL term (1 is the ELBO).")
+    scale_lr: float | None = Field(
+        None,
+        gt=0,
+        description="Adam learning rate of the standard-deviation parameters (log sigma, "
+        "k-tied factors, Cholesky factors, matrix-normal row/column scales); null: lr. A "
+        "larger one reaches the converged stds in fewer steps while lr keeps the means stable.",
+    )
     kl_warmup_steps: int = Field(
         0, ge=0, description="Anneal the KL weight linearly from 0 over this many steps."
     )

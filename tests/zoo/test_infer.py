@@ -185,3 +185,36 @@ def test_kl_warmup_every_raises_the_weight_stepwise():
         KLWeight._process_message = orig
     per_step = sorted(set(seen))
     assert per_step == [0.0, 0.5, 1.0]
+
+
+@pytest.mark.parametrize("with_grad_callback", [False, True])
+def test_scale_lr_sets_the_learning_rate_of_std_parameters_only(with_grad_callback) -> None:
+    from guides import AutoKTiedNormal
+    from zoo.infer import is_std_param
+
+    x, y, _, _ = _problem()
+    model = BayesianMLP(2, [3], GaussianLikelihood(SIGMA))
+    kw = dict(seed=0, steps=20, batch_size=20, lr=0.05)
+    if with_grad_callback:
+        kw["grad_callback"] = lambda s, g: None
+
+    def fit(**extra):
+        pyro.clear_param_store()
+        guide = AutoKTiedNormal(model, rank=1, init_scale=0.1)
+        fit_svi(model, guide, x, y, **{**kw, **extra})
+        return {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
+
+    pyro.set_rng_seed(0)
+    start = fit(steps=1, lr=1e-30)  # the initial values, moved by nothing
+    frozen = fit(scale_lr=1e-30)
+    same = fit(scale_lr=0.05)
+    plain = fit()
+    std = [k for k in frozen if is_std_param(k)]
+    assert {k.split(".")[1] for k in std} == {"scales", "log_u", "log_v"}
+    for k, v in frozen.items():
+        if is_std_param(k):
+            assert torch.allclose(v, start[k], atol=1e-6), k  # std params did not move
+        else:
+            assert not torch.allclose(v, start[k]), k  # the means did
+    for k in plain:  # scale_lr equal to lr is the single learning rate
+        assert torch.equal(same[k], plain[k]), k
