@@ -235,7 +235,8 @@ def _run_svi(cell: Cell, model: zm.BayesianMLP, ds: zdata.Dataset, progress: boo
         from zoo.ktied import StudyRecorder
 
         rank = m.guide.rank if m.guide.kind == "k_tied" else None
-        optim = {"lr": m.lr, "batch_size": m.batch_size, "betas": list(m.betas)}
+        optim = {"lr": m.lr, "scale_lr": m.scale_lr, "batch_size": m.batch_size,
+                 "betas": list(m.betas)}  # fmt: skip
         recorder = StudyRecorder(model, ds, m.ktied, seed, rank=rank, optim=optim)
     res = fit_vi(cell.spec, m, model, ds, progress, desc=cell.cell_id[:40],
                  make_callback=hook.recorder if hook else None, recorder=recorder)  # fmt: skip

@@ -199,7 +199,7 @@ def _snr_comparison(cells, seeds) -> list[str]:
     """
     groups: dict[str, tuple[list, list]] = {}
     for c in cells:
-        if c[3].get("snr"):
+        if any((c[3].get("snr") or {}).values()):  # SNRs recorded at one step or more
             untied, tied = groups.setdefault(_optim_key(c[3]), ([], []))
             (untied if c[3].get("rank") is None else tied).append(c)
     out = []

@@ -32,6 +32,15 @@ def test_snr_comparison_pairs_fits_with_the_same_optimizer_settings() -> None:
     assert "l0 1/1; l1 0/1" in slow[0]
 
 
+def test_snr_comparison_skips_fits_without_snr_steps() -> None:
+    no_snr = _cell("mean_field", None, 0.001, {"l0": 5.0})
+    no_snr[3]["snr"] = {"l0": {}}  # the recorder's layout when snr_steps is empty
+    cells = [no_snr, _cell("mf_early", None, 0.001, {"l0": 1.0}),
+             _cell("k_tied rank=1", 1, 0.001, {"l0": 9.0})]  # fmt: skip
+    lines = _snr_comparison(cells, {0})
+    assert lines and "above mf_early in 1 of 1" in lines[0]
+
+
 def test_snr_comparison_needs_both_kinds_in_a_group() -> None:
     cells = [
         _cell("mean_field", None, 0.01, {"l0": 5.0}),
