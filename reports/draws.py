@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-__all__ = ["FlatDraws", "flatten_sites", "param_labels"]
+__all__ = ["FlatDraws", "column_blocks", "flatten_sites", "param_labels"]
 
 
 class FlatDraws(NamedTuple):
@@ -104,3 +104,51 @@ def flatten_sites(sites: Mapping[str, np.ndarray], *, sample_ndim: int = 2) -> F
         tuple(labels),
         {k: np.asarray(v, dtype=np.intp) for k, v in blocks.items()},
     )
+
+
+def column_blocks(
+    labels: tuple[str, ...] | list[str], weight: str, bias: str | None = None
+) -> dict[str, np.ndarray]:
+    """Column indices of each input column of a weight site (and of its bias), as blocks.
+
+    For an output layer ``weight`` of shape ``(C, H)`` the block ``"{weight}[:,j]"`` holds
+    the ``C`` weights from hidden unit ``j`` to the ``C`` outputs; ``bias`` (shape ``(C,)``)
+    is one more block. With a softmax over ``C`` classes only the differences between the
+    ``C`` logits reach the likelihood, so each such block is correlated in the posterior
+    whatever the rest of the network does.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        Column labels of :func:`flatten_sites`.
+    weight : str
+        A 2-D site, e.g. ``layer2.weight``.
+    bias : str, optional
+        Its bias site, e.g. ``layer2.bias``.
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        Block name -> column indices, in order of ``j``, then the bias.
+
+    Raises
+    ------
+    ValueError
+        If ``weight`` has no 2-D entries among ``labels`` or ``bias`` has none.
+    """
+    cols: dict[str, list[int]] = {}
+    prefix = weight + "["
+    for i, lab in enumerate(labels):
+        if lab.startswith(prefix):
+            idx = lab[len(prefix) : -1].split(",")
+            if len(idx) != 2:
+                raise ValueError(f"site {weight!r} is not 2-D (label {lab!r})")
+            cols.setdefault(f"{weight}[:,{idx[1]}]", []).append(i)
+    if not cols:
+        raise ValueError(f"no columns of site {weight!r} among the labels")
+    if bias is not None:
+        b = [i for i, lab in enumerate(labels) if lab == bias or lab.startswith(bias + "[")]
+        if not b:
+            raise ValueError(f"no columns of site {bias!r} among the labels")
+        cols[bias] = b
+    return {k: np.asarray(v, dtype=np.intp) for k, v in cols.items()}

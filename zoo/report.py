@@ -131,6 +131,17 @@ def _mean_field_section(results, spec: Spec):
             "A chain that mixes poorly has a high kl_null, and then a high kl_diag_full says "
             "little about the posterior (reports/kl_null.py)."
         )
+        if "kl_output_columns" in results.columns:
+            paras.append(
+                "kl_output_columns is the KL of the output layer's columns, each block on its "
+                "own: the C weights from one hidden unit to the C outputs (and the C biases). A "
+                "softmax is unchanged when the same constant is added to every logit, so these "
+                "weights are correlated at any depth, and there are as many blocks as units in "
+                "the last hidden layer: at a fixed parameter budget that layer narrows with "
+                "depth, and this part of the KL falls with it for a reason unrelated to the "
+                "paper's argument. The KL is not additive over blocks: compare the trends, "
+                "do not subtract."
+            )
         figs = [("kl_null", _kl_null_figure(ok, spec))]
     if "agreement_vi" in results.columns:
         paras.append(
@@ -155,7 +166,9 @@ def _kl_null_figure(ok, spec: Spec):
     for key, part in rows.groupby(groups) if groups else [((), rows)]:
         tag = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
         for col, name in (("kl_diag_full", "KL"), ("kl_null", "shift null"),
-                          ("kl_excess", "excess")):  # fmt: skip
+                          ("kl_excess", "excess"), ("kl_output_columns", "output columns")):  # fmt: skip
+            if col not in part.columns or part[col].isna().all():
+                continue
             g = part.groupby(x)[col]
             se = g.std(ddof=1) / g.count() ** 0.5
             label = f"{name} ({tag})" if tag else name

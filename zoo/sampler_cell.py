@@ -14,7 +14,9 @@ Besides the predictive metrics, a sampled cell records:
   (:func:`reports.gaussian.diag_vs_full`): KL(q_diag || q_full) for the whole network and
   per layer, the closed-form W2 between them, and the blog's Wasserstein error; and the
   shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL that the same
-  chains would show with independent parameters, and the excess over it;
+  chains would show with independent parameters, and the excess over it; and, for a
+  classifier, ``kl_output_columns``: the KLs of the output layer's columns, block by block,
+  the part that the softmax's invariance to shifting all logits alone explains;
 - function space, when started from a variational method: agreement and total variation
   distance between that method's predictive distribution and the sampler's.
 """
@@ -41,6 +43,29 @@ def _thin(draws: dict[str, np.ndarray], n: int) -> dict[str, torch.Tensor]:
     total = next(iter(flat.values())).shape[0]
     idx = np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(int))
     return {k: torch.as_tensor(v[idx]) for k, v in flat.items()}
+
+
+def _kl_output_columns(flat, fit) -> float:
+    """Sum of the KLs of the output layer's columns (and bias), each block on its own.
+
+    With a softmax, the C weights from a hidden unit to the C outputs are correlated by the
+    likelihood's invariance to adding a constant to every logit, at any depth. Each block's
+    KL is computed on its own (as ``kl_diag_full.<layer>`` is); the sum says how much of
+    KL(q_diag || q_full) these blocks carry by themselves, and it shrinks with the width of
+    the last hidden layer.
+    """
+    from reports.draws import column_blocks
+    from reports.gaussian import fit_gaussian, kl_diag_full
+
+    layers = [k for k in flat.blocks if k.startswith("layer") and k[5:].isdigit()]
+    if not layers:
+        return float("nan")
+    last = max(layers, key=lambda k: int(k[5:]))
+    bias = f"{last}.bias" if any(lab.startswith(f"{last}.bias") for lab in flat.labels) else None
+    blocks = column_blocks(flat.labels, f"{last}.weight", bias)
+    g = fit_gaussian(flat.draws, cov=fit.cov, jitter=fit.jitter)
+    kls = kl_diag_full(g.cov, blocks)
+    return float(sum(v for k, v in kls.items() if k != "total"))
 
 
 def run_sampler_cell(
@@ -98,6 +123,8 @@ def run_sampler_cell(
     null = kl_shift_null(flat.draws, chains=m.chains, cov=fit.cov, jitter=fit.jitter,
                          reps=8, seed=seed + 3)  # fmt: skip
     out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess)
+    if ds.n_classes > 1:
+        out["kl_output_columns"] = _kl_output_columns(flat, fit)
 
     full = {k: torch.as_tensor(v.reshape((-1,) + v.shape[2:])) for k, v in result.draws.items()}
     dt = posterior_datatree(model, ds, full, chains=m.chains, seed=seed + 2,

@@ -7,7 +7,7 @@ import pytest
 from scipy.linalg import sqrtm
 from sklearn.covariance import ledoit_wolf
 
-from reports.draws import flatten_sites, param_labels
+from reports.draws import column_blocks, flatten_sites, param_labels
 from reports.gaussian import (
     closest_diagonal,
     diag_vs_full,
@@ -377,6 +377,28 @@ def test_flatten_sites_labels_blocks_and_order():
     assert param_labels("w", ()) == ["w"]
     with pytest.raises(ValueError, match="sample shape"):
         flatten_sites({"a": np.zeros((2, 5)), "b": np.zeros((2, 4))})
+
+
+def test_column_blocks_group_each_input_column_of_a_weight_and_the_bias():
+    rng = np.random.default_rng(18)
+    sites = {"layer0.weight": rng.normal(size=(1, 4, 3, 2)),
+             "layer1.weight": rng.normal(size=(1, 4, 2, 3)),
+             "layer1.bias": rng.normal(size=(1, 4, 2))}  # fmt: skip
+    flat = flatten_sites(sites)
+    blocks = column_blocks(flat.labels, "layer1.weight", "layer1.bias")
+    assert list(blocks) == ["layer1.weight[:,0]", "layer1.weight[:,1]", "layer1.weight[:,2]",
+                            "layer1.bias"]  # fmt: skip
+    # layer1.weight starts at column 6; entry [i, j] is column 6 + 3 i + j
+    np.testing.assert_array_equal(blocks["layer1.weight[:,2]"], [8, 11])
+    np.testing.assert_array_equal(blocks["layer1.bias"], [12, 13])
+    assert [flat.labels[i] for i in blocks["layer1.weight[:,1]"]] == [
+        "layer1.weight[0,1]", "layer1.weight[1,1]"]  # fmt: skip
+    assert list(column_blocks(flat.labels, "layer0.weight")) == [
+        "layer0.weight[:,0]", "layer0.weight[:,1]"]  # fmt: skip
+    with pytest.raises(ValueError, match="no columns of site 'layer2.weight'"):
+        column_blocks(flat.labels, "layer2.weight")
+    with pytest.raises(ValueError, match="not 2-D"):
+        column_blocks(flatten_sites({"w": rng.normal(size=(1, 4, 2, 2, 2))}).labels, "w")
 
 
 # --------------------------------------------------------------------------- function space

@@ -40,7 +40,7 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     assert (res.loc[res["method"] == "mfvi", "accuracy"] >= 0.95).all()
     sampled = res[res["method"] == sampler.name]
     assert (sampled["kl_diag_full"] > 0).all() and np.isfinite(sampled["w_error"]).all()
-    assert np.isfinite(sampled["w_excess"]).all()
+    assert np.isfinite(sampled["w_excess"]).all() and (sampled["kl_output_columns"] > 0).all()
     assert sampled["kl_diag_full.layer0"].notna().all()
     assert np.allclose(sampled["kl_excess"], sampled["kl_diag_full"] - sampled["kl_null"])
     assert (sampled["kl_null"] > 0).all() and (sampled["kl_null_sd"] >= 0).all()
