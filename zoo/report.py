@@ -26,7 +26,7 @@ BOOKKEEPING = ["cell_id", "status", "error"]
 TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds"]
 #: Numeric columns that describe a setting rather than a result: kept out of the table.
 _SETTINGS = {"n_train", "final_loss", "jitter", "dim", "n_draws", "shrinkage", "w_diag",
-             "w_full", "w_diag_self", "w_full_self", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
+             "w_full", "w_diag_self", "w_full_self", "w_draws", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
              "mean_tree_steps", "step_size"}  # fmt: skip
 #: Sampled cells whose trace and rank plots are drawn (the first ones in spec order).
 MAX_TRACE_PLOTS = 4

@@ -330,6 +330,7 @@ def test_diag_vs_full_record_is_plain_and_consistent():
         "w_diag_self",
         "w_full_self",
         "w_excess",
+        "w_draws",
         "cov_method",
         "jitter",
         "shrinkage",
@@ -348,6 +349,16 @@ def test_diag_vs_full_record_is_plain_and_consistent():
     we = wasserstein_error(x, seed=0, cov="ledoit_wolf", jitter=1e-5)
     assert out["w_error"] == pytest.approx(we.error)
     assert out["w_excess"] == pytest.approx(we.excess)
+
+
+def test_diag_vs_full_thins_the_draws_for_the_wasserstein_error_only():
+    x = _bivariate(0.8, 300, seed=19)
+    full, thin = diag_vs_full(x, seed=0), diag_vs_full(x, seed=0, w_max_draws=100)
+    assert (full["w_draws"], thin["w_draws"]) == (300, 100)
+    assert thin["kl_diag_full"] == full["kl_diag_full"] and thin["n_draws"] == 300
+    assert thin["w_diag"] != full["w_diag"] and np.isfinite(thin["w_excess"])
+    same = diag_vs_full(x, seed=0, w_max_draws=300)
+    assert all(same[k] == full[k] for k in full if k != "shrinkage")  # NaN != NaN
 
 
 def test_diag_vs_full_without_blocks_has_only_total_kl():
