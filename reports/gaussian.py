@@ -36,8 +36,9 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 from scipy.linalg import LinAlgError, cholesky, eigh, solve_triangular
-from scipy.optimize import linear_sum_assignment
+from scipy.optimize import brentq, linear_sum_assignment
 from scipy.spatial.distance import cdist
+from scipy.special import digamma
 from sklearn.covariance import ledoit_wolf
 
 __all__ = [
@@ -46,6 +47,8 @@ __all__ = [
     "fit_gaussian",
     "closest_diagonal",
     "kl_diag_full",
+    "kl_sampling_bias",
+    "iid_equivalent_draws",
     "w2_gaussian",
     "empirical_w2",
     "wasserstein_error",
@@ -299,6 +302,88 @@ def kl_diag_full(
             raise ValueError(f"block {name!r} selects no parameters")
         out[name] = _kl_from_chol(_cholesky(cov[np.ix_(index, index)]))
     return out
+
+
+def kl_sampling_bias(n: float, d: int) -> float:
+    r"""Expected excess of :func:`kl_diag_full` of a sample covariance of ``n`` i.i.d. draws.
+
+    For :math:`n` independent draws of :math:`\mathcal{N}(\mu, \Sigma)` in :math:`d`
+    dimensions, :math:`(n-1)\hat\Sigma` (the ``ddof=1`` sample covariance) is Wishart with
+    :math:`m = n - 1` degrees of freedom, so :math:`\mathbb{E}\log\det\hat\Sigma` and, since
+    :math:`1 / (\hat\Sigma^{-1})_{ii}` is :math:`\chi^2_{m-d+1} / m` times its population
+    value, :math:`\mathbb{E}\log(\hat\Sigma^{-1})_{ii}` are known in closed form. Together
+
+    .. math::
+
+        \mathbb{E}\,\mathrm{KL}(\hat\Sigma) - \mathrm{KL}(\Sigma)
+        = \tfrac12 \Bigl(\sum_{k=1}^{d} \psi\bigl(\tfrac{n-k}{2}\bigr)
+          - d\,\psi\bigl(\tfrac{n-d}{2}\bigr)\Bigr)
+        \approx \frac{d(d-1)}{4n},
+
+    with :math:`\psi` the digamma function. The bias does not depend on :math:`\Sigma`: the
+    same number is added whatever the true correlations are, so ``kl - kl_sampling_bias(n, d)``
+    is an unbiased estimate of the population KL for i.i.d. Gaussian draws. Draws of a Markov
+    chain carry less information than ``n`` independent ones; :func:`iid_equivalent_draws`
+    turns a measured bias (the shift null of :mod:`reports.kl_null`) back into an ``n``.
+
+    Parameters
+    ----------
+    n : float
+        Number of draws; ``n > d`` (non-integer values interpolate).
+    d : int
+        Dimension.
+
+    Returns
+    -------
+    float
+        The bias in nats; 0 for ``d == 1``.
+
+    Raises
+    ------
+    ValueError
+        If ``d < 1`` or ``n <= d`` (the sample covariance is singular).
+    """
+    if d < 1:
+        raise ValueError(f"d must be at least 1, got {d}")
+    if not n > d:
+        raise ValueError(f"n = {n} draws in d = {d} dimensions: the sample covariance is "
+                         "singular; the bias is defined for n > d")  # fmt: skip
+    k = np.arange(1, d + 1)
+    return float(0.5 * (digamma((n - k) / 2.0).sum() - d * digamma((n - d) / 2.0)))
+
+
+def iid_equivalent_draws(bias: float, d: int) -> float:
+    """The number of i.i.d. Gaussian draws whose :func:`kl_sampling_bias` equals ``bias``.
+
+    Applied to the shift null of a chain's draws (:func:`reports.kl_null.kl_shift_null`), it
+    says how many independent draws the covariance estimate is worth: the KL's own effective
+    sample size, which in general differs from the per-parameter ESS.
+
+    Parameters
+    ----------
+    bias : float
+        A KL bias in nats, ``> 0``.
+    d : int
+        Dimension, ``>= 2`` (in one dimension the bias is 0 for every ``n``).
+
+    Returns
+    -------
+    float
+        ``n > d`` with ``kl_sampling_bias(n, d) == bias``; ``inf`` if ``bias <= 0``.
+
+    Raises
+    ------
+    ValueError
+        If ``d < 2``.
+    """
+    if d < 2:
+        raise ValueError(f"d must be at least 2 (in one dimension the bias is 0), got {d}")
+    if not bias > 0:
+        return math.inf
+    lo, hi = d + 1e-9, 2.0 * d
+    while kl_sampling_bias(hi, d) > bias:  # decreasing in n, to 0 as n -> inf
+        lo, hi = hi, 2.0 * hi
+    return float(brentq(lambda n: kl_sampling_bias(n, d) - bias, lo, hi, xtol=1e-6, rtol=1e-10))
 
 
 def w2_gaussian(m1: np.ndarray, s1: np.ndarray, m2: np.ndarray, s2: np.ndarray) -> float:

@@ -24,6 +24,12 @@ draws minus it (``kl_excess``) is the part of the KL that the correlations betwe
 parameters explain. Under independence the excess is 0 up to noise whatever the mixing;
 with a well-mixed chain and strong correlations it approaches the true KL.
 
+For independent Gaussian draws the bias is known in closed form and does not depend on the
+covariance (:func:`reports.gaussian.kl_sampling_bias`), so the excess is then an unbiased
+estimate of the population KL; the null of independent draws equals that closed form (both
+tested). ``iid_draws`` turns the null of a chain back into the number of independent draws
+with the same bias: what the chain's draws are worth to the covariance estimate.
+
 NumPy only; nothing here knows about Pyro or torch.
 """
 
@@ -36,7 +42,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from reports.gaussian import CovMethod, fit_gaussian, kl_diag_full
+from reports.gaussian import CovMethod, fit_gaussian, iid_equivalent_draws, kl_diag_full
 
 __all__ = ["KLNull", "kl_null_figure", "kl_shift_null", "shift_draws"]
 
@@ -54,6 +60,11 @@ class KLNull(NamedTuple):
         ``kl - null_mean``.
     reps : int
         Number of shifted copies.
+    iid_draws : float
+        How many independent Gaussian draws would give ``null_mean`` as the estimator's
+        expected bias (:func:`reports.gaussian.iid_equivalent_draws`): the KL's own effective
+        sample size. NaN unless ``cov="empirical"`` (the closed form is for the sample
+        covariance).
     """
 
     kl: float
@@ -61,6 +72,7 @@ class KLNull(NamedTuple):
     null_sd: float
     excess: float
     reps: int
+    iid_draws: float = float("nan")
 
 
 def shift_draws(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -134,7 +146,9 @@ def kl_shift_null(
     null = np.array([kl_of(shift_draws(x, rng)) for _ in range(reps)])
     kl = kl_of(x)
     mean = float(null.mean())
-    return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps)
+    d = x.shape[-1]
+    n_eq = iid_equivalent_draws(mean, d) if cov == "empirical" and d >= 2 else float("nan")
+    return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps, n_eq)
 
 
 def kl_null_figure(

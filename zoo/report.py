@@ -129,7 +129,11 @@ def _mean_field_section(results, spec: Spec):
             "finite, autocorrelated draws of independent parameters would show. kl_excess = "
             "kl_diag_full - kl_null is the part the correlations between parameters explain. "
             "A chain that mixes poorly has a high kl_null, and then a high kl_diag_full says "
-            "little about the posterior (reports/kl_null.py)."
+            "little about the posterior (reports/kl_null.py). For independent Gaussian draws "
+            "the estimator's bias is known in closed form, (1/2)(sum_k psi((n-k)/2) - D "
+            "psi((n-D)/2)), about D^2 / 4n, whatever the covariance; kl_null_draws is the n "
+            "for which it equals kl_null: how many independent draws the chains are worth to "
+            "the covariance estimate (reports.gaussian.kl_sampling_bias)."
         )
         if "kl_output_columns" in results.columns:
             paras.append(

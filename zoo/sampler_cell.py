@@ -122,7 +122,8 @@ def run_sampler_cell(
     out.update({k: v for k, v in gauss.items() if isinstance(v, int | float)})
     null = kl_shift_null(flat.draws, chains=m.chains, cov=fit.cov, jitter=fit.jitter,
                          reps=8, seed=seed + 3)  # fmt: skip
-    out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess)
+    out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess,
+               kl_null_draws=null.iid_draws)  # fmt: skip
     if ds.n_classes > 1:
         out["kl_output_columns"] = _kl_output_columns(flat, fit)
 
