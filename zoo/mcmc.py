@@ -197,11 +197,21 @@ def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, wa
          draws: int, chains: int, target_accept: float, step_size: float | None,
          mass_matrix: str, adapt_mass_matrix: bool, init: Mapping[str, torch.Tensor] | None,
          progress: bool, threads: int | None, settings: dict, vectorize_chains: bool = False,
-         batch_transition: Callable | None = None) -> MCMCResult:  # fmt: skip
+         batch_transition: Callable | None = None, max_draws: int | None = None,
+         until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
     if warmup < 0 or draws < 1 or chains < 1 or not 0 < target_accept < 1:
         raise ValueError(
             f"{method}: need warmup >= 0, draws >= 1, chains >= 1 and 0 < target_accept < 1; "
             f"got {warmup}, {draws}, {chains}, {target_accept}"
+        )
+    if until is not None and not (vectorize_chains and chains > 1):
+        raise ValueError(
+            f"{method}: a stopping rule (until=) extends all chains together; it needs "
+            f"vectorize_chains=True and chains >= 2, got {vectorize_chains} and {chains}"
+        )
+    if until is not None and (max_draws is None or max_draws < draws):
+        raise ValueError(
+            f"{method}: with a stopping rule max_draws must be >= draws ({draws}), got {max_draws}"
         )
     settings = dict(settings, vectorize_chains=vectorize_chains)
     if vectorize_chains and mass_matrix != "diag":
@@ -215,7 +225,8 @@ def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, wa
         return run_batched(pot, batch_transition, method, seed=seed, warmup=warmup,
                            draws=draws, chains=chains, target_accept=target_accept,
                            step_size=step_size, adapt_mass_matrix=adapt_mass_matrix, init=init,
-                           progress=progress, threads=threads, settings=settings)  # fmt: skip
+                           progress=progress, threads=threads, settings=settings,
+                           max_draws=max_draws, until=until)  # fmt: skip
     z_init = None if init is None else pot.ravel(init).detach().clone()
     flat = torch.empty(chains, draws, pot.dim, dtype=pot.x.dtype)
     stats: dict[str, list] = {}
@@ -276,7 +287,9 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
              target_accept: float = 0.8, max_tree_depth: int = 10,
              step_size: float | None = None, mass_matrix: str = "diag",
              init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-             threads: int | None = 1, vectorize_chains: bool = False) -> MCMCResult:  # fmt: skip
+             threads: int | None = 1, vectorize_chains: bool = False,
+             max_draws: int | None = None,
+             until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
     """Sample ``potential`` with NUTS (Pyro's multinomial variant and warm-up adaptation).
 
     Parameters
@@ -311,6 +324,11 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
         leapfrog step of all chains is one forward and backward pass. On small networks 4
         chains then cost about 1.5 chains. ``mass_matrix="diag"`` only; ``warmup_seconds`` is
         then the wall time of the joint warm-up. One chain runs the sequential path.
+    max_draws, until : optional
+        A stopping rule (vectorized chains only): after ``draws`` draws per chain, and then
+        every :data:`zoo.mcmc_batch.EXTEND_EVERY`, ``until(draws so far)`` is called with the
+        flat draws of shape ``(chains, k, D)``; sampling stops when it returns true or at
+        ``max_draws``. ``settings["draws"]`` is the number drawn.
 
     Returns
     -------
@@ -329,19 +347,23 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
                 chains=chains, target_accept=target_accept, step_size=step_size,
                 mass_matrix=mass_matrix, adapt_mass_matrix=True, init=init, progress=progress,
                 threads=threads, settings={"max_tree_depth": max_tree_depth},
-                vectorize_chains=vectorize_chains, batch_transition=batch_transition)  # fmt: skip
+                vectorize_chains=vectorize_chains, batch_transition=batch_transition,
+                max_draws=max_draws, until=until)  # fmt: skip
 
 
 def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num_steps: int,
             chains: int = 1, target_accept: float = 0.8, step_size: float | None = None,
             adapt_mass_matrix: bool = False, mass_matrix: str = "diag",
             init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-            threads: int | None = 1, vectorize_chains: bool = False) -> MCMCResult:  # fmt: skip
+            threads: int | None = 1, vectorize_chains: bool = False,
+            max_draws: int | None = None,
+            until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
     """Sample ``potential`` with HMC: ``num_steps`` leapfrog steps per draw, adapted step size.
 
     Like hamiltorch's HMC the trajectory has a fixed number of steps (not a fixed length);
     the step size is adapted by dual averaging during warm-up, the mass matrix only when
-    ``adapt_mass_matrix``. Other parameters (``vectorize_chains`` too) as in :func:`run_nuts`;
+    ``adapt_mass_matrix``. Other parameters (``vectorize_chains``, ``max_draws`` and ``until``
+    too) as in :func:`run_nuts`;
     ``sample_stats`` has no ``tree_depth``.
     """
     if num_steps < 1:
@@ -357,7 +379,8 @@ def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num
                 chains=chains, target_accept=target_accept, step_size=step_size,
                 mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix, init=init,
                 progress=progress, threads=threads, settings={"num_steps": num_steps},
-                vectorize_chains=vectorize_chains, batch_transition=batch_transition)  # fmt: skip
+                vectorize_chains=vectorize_chains, batch_transition=batch_transition,
+                max_draws=max_draws, until=until)  # fmt: skip
 
 
 def _progress(total: int, desc: str):

@@ -39,9 +39,18 @@ class _Metrics:
         return self.metric
 
 
+#: With ``until``, the stopping rule is asked after every this many draws past ``draws``.
+EXTEND_EVERY = 25
+
+
 def _sample(pot: FlatPotential, transition: Callable, chs: list[_Chain], z: torch.Tensor,
-            warmup: int, draws: int, out: torch.Tensor, bar) -> tuple[dict, float]:  # fmt: skip
-    """Warm up all chains from ``z`` (C, D), write ``out`` (C, draws, D); stats, warm-up s."""
+            warmup: int, draws: int, out: torch.Tensor, bar,
+            until: Callable[[np.ndarray], bool] | None = None) -> tuple[dict, float, int]:  # fmt: skip
+    """Warm up all chains from ``z`` (C, D), write ``out`` (C, max draws, D).
+
+    Draws ``draws``, then (with ``until``) goes on in rounds of :data:`EXTEND_EVERY` until
+    ``until(out[:, :k])`` is true or ``out`` is full. Returns stats, warm-up seconds and ``k``.
+    """
     t0 = time.perf_counter()
     u, g = pot.value_and_grad_batch(z)
     for c, ch in enumerate(chs):
@@ -50,7 +59,8 @@ def _sample(pot: FlatPotential, transition: Callable, chs: list[_Chain], z: torc
     metric, t_warm = metrics.sync(), 0.0
     gens, rngs = [ch.gen for ch in chs], [ch.rng for ch in chs]
     rec: dict[str, list] = {}
-    for t in range(warmup + draws):
+    kept = out.shape[1]
+    for t in range(warmup + out.shape[1]):
         eps = [ch.adapter.step_size for ch in chs]
         p = new_point_batch(metric, z, u, g, gens)
         q, st = transition(pot, metric, p, torch.tensor(eps), rngs)
@@ -73,20 +83,30 @@ def _sample(pot: FlatPotential, transition: Callable, chs: list[_Chain], z: torc
             bar.update(1)
             if t % 10 == 0:
                 bar.set_postfix(eps=f"{np.median(eps):.2e}", n_steps=int(st["n_steps"].mean()))
-    return {k: np.stack(v, 1) for k, v in rec.items()}, t_warm
+        k = t - warmup + 1
+        if until is not None and k >= draws and (k - draws) % EXTEND_EVERY == 0:
+            if k == out.shape[1] or until(out[:, :k].numpy()):
+                kept = k
+                break
+    return {k: np.stack(v, 1) for k, v in rec.items()}, t_warm, kept
 
 
 def run_batched(pot: FlatPotential, transition: Callable, method: str, *, seed: int,
                 warmup: int, draws: int, chains: int, target_accept: float,
                 step_size: float | None, adapt_mass_matrix: bool,
                 init: Mapping[str, torch.Tensor] | None, progress: bool, threads: int | None,
-                settings: dict) -> MCMCResult:  # fmt: skip
+                settings: dict, max_draws: int | None = None,
+                until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
     """Sample ``chains`` chains together with the batched ``transition``; diagonal mass only.
 
     Parameters as in :func:`zoo.mcmc.run_nuts`; ``transition(pot, metric, p, eps, rngs)`` is
     a batched kernel of :mod:`zoo.hmc_batch`. ``warmup_seconds`` is the wall time of the joint
-    warm-up; one progress bar for all chains.
+    warm-up; one progress bar for all chains. With ``until`` every chain draws ``draws``, then
+    all go on together in rounds of :data:`EXTEND_EVERY` draws until ``until(flat draws so far,
+    shape (chains, k, D))`` is true or they have ``max_draws``; ``settings["draws"]`` is the
+    number drawn.
     """
+    cap = draws if until is None or max_draws is None else max_draws
     z_init = None if init is None else pot.ravel(init).detach().clone()
     t0 = time.perf_counter()
     chs, zs = [], []
@@ -97,19 +117,23 @@ def run_batched(pot: FlatPotential, transition: Callable, method: str, *, seed: 
         _check_init(pot, z, "init" if init is not None else "a prior draw (init=None)")
         chs.append(ch)
         zs.append(z)
-    flat = torch.empty(chains, draws, pot.dim, dtype=pot.x.dtype)
+    flat = torch.empty(chains, cap, pot.dim, dtype=pot.x.dtype)
     saved = torch.get_num_threads()
     threads = saved if threads is None else threads
-    bar = _progress(warmup + draws, f"{method} {chains} chains") if progress else None
+    bar = _progress(warmup + cap, f"{method} {chains} chains") if progress else None
     try:
         torch.set_num_threads(threads)
-        stats, t_warm = _sample(pot, transition, chs, torch.stack(zs), warmup, draws, flat, bar)
+        stats, t_warm, kept = _sample(pot, transition, chs, torch.stack(zs), warmup, draws, flat,
+                                      bar, until)  # fmt: skip
+        flat = flat[:, :kept].clone()
     finally:
         torch.set_num_threads(saved)
         if bar is not None:
             bar.close()
     seconds = time.perf_counter() - t0
-    settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=draws, chains=chains,
+    if until is not None:
+        settings = dict(settings, min_draws=draws, max_draws=cap)
+    settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=kept, chains=chains,
                     target_accept=target_accept, initial_step_size=step_size,
                     mass_matrix="diag", adapt_mass_matrix=adapt_mass_matrix,
                     init="given" if init is not None else "prior",

@@ -135,6 +135,17 @@ def _mean_field_section(results, spec: Spec):
             "for which it equals kl_null: how many independent draws the chains are worth to "
             "the covariance estimate (reports.gaussian.kl_sampling_bias)."
         )
+        targets = sorted({m.kl_target_draws for m in spec.inference
+                          if m.kind in ("nuts", "hmc") and m.kl_target_draws is not None})  # fmt: skip
+        if targets:
+            paras.append(
+                f"The sampler drew until kl_null_draws reached {', '.join(map(str, targets))} "
+                "(kl_target_draws; draws_per_chain is where each cell stopped): a chain that "
+                "mixes slowly draws longer, so every cell's KL carries about the same sampling "
+                "bias, the closed form at that n (larger for larger D), instead of a bias "
+                "that grows with the depth's autocorrelation. With a fixed number of draws the "
+                "depths that mix worst would show the largest KL for that reason alone."
+            )
         if "kl_output_columns" in results.columns:
             paras.append(
                 "kl_output_columns is the KL of the output layer's columns, each block on its "

@@ -68,6 +68,23 @@ def _kl_output_columns(flat, fit) -> float:
     return float(sum(v for k, v in kls.items() if k != "total"))
 
 
+def _kl_draws_rule(pot, method, seed: int) -> Callable[[np.ndarray], bool]:
+    """The stopping rule of ``kl_target_draws``: true once the weights' draws are worth that
+    many independent draws to the covariance estimate (a 4-rotation shift null)."""
+    from reports.kl_null import kl_shift_null
+
+    cols = np.concatenate([np.arange(sl.start, sl.stop) for name, sl in pot.site_slices.items()
+                           if name.startswith("layer")])  # fmt: skip
+    fit = method.gaussian_fit
+
+    def enough(draws: np.ndarray) -> bool:
+        null = kl_shift_null(draws[..., cols], cov=fit.cov, jitter=fit.jitter, reps=4,
+                             seed=seed + 4)  # fmt: skip
+        return null.iid_draws >= method.kl_target_draws
+
+    return enough
+
+
 def run_sampler_cell(
     cell: Cell,
     model: zm.BayesianMLP,
@@ -102,6 +119,8 @@ def run_sampler_cell(
     common = dict(seed=seed, warmup=m.warmup, draws=m.draws, chains=m.chains,
                   target_accept=m.target_accept, step_size=m.step_size, init=init,
                   progress=progress, vectorize_chains=m.vectorize_chains)  # fmt: skip
+    if m.kl_target_draws is not None:
+        common.update(max_draws=m.draws_cap, until=_kl_draws_rule(pot, m, seed))
     if m.kind == "nuts":
         result = run_nuts(pot, max_tree_depth=m.max_tree_depth, mass_matrix=m.mass_matrix,
                           **common)  # fmt: skip
@@ -123,7 +142,7 @@ def run_sampler_cell(
     null = kl_shift_null(flat.draws, chains=m.chains, cov=fit.cov, jitter=fit.jitter,
                          reps=8, seed=seed + 3)  # fmt: skip
     out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess,
-               kl_null_draws=null.iid_draws)  # fmt: skip
+               kl_null_draws=null.iid_draws, draws_per_chain=int(result.settings["draws"]))  # fmt: skip
     if ds.n_classes > 1:
         out["kl_output_columns"] = _kl_output_columns(flat, fit)
 

@@ -411,7 +411,8 @@ class Spec(_Strict):
 
 # Method fields added after runs existed, with the default that reproduces the older runs:
 # left out of the cell id while at that default, so finished cells keep their ids.
-_LATE_FIELDS: dict[str, object] = {"vectorize_chains": False, "scale_lr": None}
+_LATE_FIELDS: dict[str, object] = {"vectorize_chains": False, "scale_lr": None,
+                                   "kl_target_draws": None, "max_draws": None}  # fmt: skip
 
 
 class Cell:

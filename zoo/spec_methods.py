@@ -260,6 +260,50 @@ class _Sampler(Strict):
     predictive_draws: int = Field(
         200, gt=0, description="Draws (evenly thinned) used for the predictive metrics."
     )
+    kl_target_draws: int | None = Field(
+        None,
+        gt=1,
+        description="Stopping rule for the KL report: after `draws` draws per chain, go on in "
+        "rounds of 25 until the draws are worth this many independent draws to the "
+        "covariance estimate (the shift null's kl_null_draws, reports.kl_null), or until "
+        "max_draws. Every cell then carries the same sampling bias in its KL, about D^2 / 4n "
+        "for this n. Needs vectorize_chains: true, chains >= 2 and gaussian_fit.cov: "
+        "empirical; null: exactly `draws` draws.",
+    )
+    max_draws: int | None = Field(
+        None, gt=0, description="Cap on draws per chain with kl_target_draws; null: 4 x draws."
+    )
+
+    @model_validator(mode="after")
+    def _stopping_rule(self):
+        if self.kl_target_draws is None:
+            if self.max_draws is not None:
+                raise ValueError("max_draws applies only with kl_target_draws; remove it or "
+                                 "set kl_target_draws")  # fmt: skip
+            return self
+        if not (self.vectorize_chains and self.chains >= 2):
+            raise ValueError(
+                "kl_target_draws extends all chains together: it needs vectorize_chains: true "
+                f"and chains >= 2 (got {self.vectorize_chains} and {self.chains})"
+            )
+        if self.gaussian_fit.cov != "empirical":
+            raise ValueError(
+                "kl_target_draws measures the bias of the sample covariance: set "
+                f"gaussian_fit.cov: empirical (got {self.gaussian_fit.cov})"
+            )
+        if self.max_draws is not None and self.max_draws < self.draws:
+            raise ValueError(
+                f"max_draws ({self.max_draws}) must be >= draws ({self.draws}): draws is the "
+                "minimum, max_draws the cap"
+            )
+        return self
+
+    @property
+    def draws_cap(self) -> int:
+        """Most draws per chain: ``max_draws`` (or 4 x ``draws``) with a target, else ``draws``."""
+        if self.kl_target_draws is None:
+            return self.draws
+        return self.max_draws if self.max_draws is not None else 4 * self.draws
 
 
 class NUTSMethod(_Sampler):

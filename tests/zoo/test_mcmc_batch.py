@@ -203,3 +203,55 @@ inference: [{name: NUTS, kind: nuts, warmup: 5, draws: 5, chains: 2}]
     assert "vectorize_chains" not in base.config()["method"]  # ids of older runs unchanged
     on = load_spec(path, ["inference.NUTS.vectorize_chains=true"]).cells()[0]
     assert on.method.vectorize_chains and on.cell_id != base.cell_id
+
+
+def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
+    """With ``until`` the chains draw ``draws``, then go on in rounds of EXTEND_EVERY: the kept
+    draws are the first ones of a run of that length (same seed), stats trimmed alike."""
+    from zoo.mcmc_batch import EXTEND_EVERY
+
+    pot, _, _ = _small("regression")
+    asked: list[int] = []
+
+    def until(x: np.ndarray) -> bool:
+        assert x.shape[0] == 3 and x.shape[2] == pot.dim
+        asked.append(x.shape[1])
+        return x.shape[1] >= 10 + 2 * EXTEND_EVERY
+
+    kw = dict(seed=3, warmup=20, chains=3, max_tree_depth=4, vectorize_chains=True)
+    a = run_nuts(pot, draws=10, max_draws=200, until=until, **kw)
+    n = 10 + 2 * EXTEND_EVERY
+    assert asked == [10, 10 + EXTEND_EVERY, n]
+    assert a.flat.shape == (3, n, pot.dim) and a.settings["draws"] == n
+    assert a.settings["min_draws"] == 10 and a.settings["max_draws"] == 200
+    full = run_nuts(pot, draws=n, **kw)
+    np.testing.assert_array_equal(a.flat, full.flat)
+    for k in STATS:
+        np.testing.assert_array_equal(a.sample_stats[k], full.sample_stats[k])
+    capped = run_nuts(pot, draws=10, max_draws=40, until=lambda x: False, **kw)
+    assert capped.flat.shape[1] == 40 and capped.sample_stats["lp"].shape == (3, 40)
+    h = run_hmc(pot, seed=0, warmup=10, draws=5, chains=2, num_steps=3, vectorize_chains=True,
+                max_draws=30, until=lambda x: True)  # fmt: skip
+    assert h.flat.shape == (2, 5, pot.dim)
+
+
+def test_stopping_rule_needs_vectorized_chains_and_a_cap() -> None:
+    pot, _, _ = _small("regression")
+    with pytest.raises(ValueError, match="vectorize_chains=True and chains >= 2"):
+        run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, max_draws=10, until=lambda x: True)
+    with pytest.raises(ValueError, match="max_draws must be >= draws"):
+        run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, max_draws=4, until=lambda x: True,
+                 vectorize_chains=True)  # fmt: skip
+    base = dict(name="n", kind="nuts", chains=4, vectorize_chains=True,
+                gaussian_fit={"cov": "empirical"})  # fmt: skip
+    m = NUTSMethod(**base, draws=100, kl_target_draws=500)
+    assert m.draws_cap == 400 and NUTSMethod(**base, draws=100).draws_cap == 100
+    assert NUTSMethod(**base, kl_target_draws=500, max_draws=700).draws_cap == 700
+    for bad, match in [({"vectorize_chains": False}, "vectorize_chains: true"),
+                       ({"chains": 1}, "chains >= 2"),
+                       ({"gaussian_fit": {"cov": "ledoit_wolf"}}, "gaussian_fit.cov: empirical"),
+                       ({"max_draws": 50}, "must be >= draws")]:  # fmt: skip
+        with pytest.raises(pydantic.ValidationError, match=match):
+            NUTSMethod(**{**base, "draws": 100, "kl_target_draws": 500, **bad})
+    with pytest.raises(pydantic.ValidationError, match="only with kl_target_draws"):
+        NUTSMethod(**base, max_draws=50)
