@@ -32,7 +32,8 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     args = ["run", str(SPEC), "--out", str(out), "--no-progress",
             "--set", f"sweep.model.depth={depths}", "--set", "sweep.seed=[0]",
             "--set", f"inference.{sampler.name}.warmup=60",
-            "--set", f"inference.{sampler.name}.draws=120"]  # fmt: skip
+            "--set", f"inference.{sampler.name}.draws=60",
+            "--set", f"inference.{sampler.name}.max_draws=120"]  # fmt: skip
     assert main(args) == 0
     res = pd.read_csv(out / "results.csv")
     assert len(res) == 4 and (res["status"] == "ok").all()
@@ -44,6 +45,11 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     assert sampled["kl_diag_full.layer0"].notna().all()
     assert np.allclose(sampled["kl_excess"], sampled["kl_diag_full"] - sampled["kl_null"])
     assert (sampled["kl_null"] > 0).all() and (sampled["kl_null_sd"] >= 0).all()
+    # The stopping rule ran: between draws and max_draws per chain, worth fewer independent
+    # draws to the covariance than were drawn.
+    assert sampled["draws_per_chain"].between(60, 120).all()
+    n_drawn = sampled["draws_per_chain"] * sampler.chains
+    assert ((sampled["kl_null_draws"] > 0) & (sampled["kl_null_draws"] < n_drawn)).all()
     for cell_id in res["cell_id"]:
         dt = xr.open_datatree(out / "cells" / f"{cell_id}.nc")
         assert {"posterior", "log_likelihood", "posterior_predictive"} <= set(dt.children)
