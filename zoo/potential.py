@@ -41,6 +41,7 @@ class FlatPotential:
     def __init__(self, model: BayesianMLP, x: torch.Tensor, y: torch.Tensor) -> None:
         self.model = model
         self.x = torch.as_tensor(x)
+        self._xt: torch.Tensor | None = None  # x transposed, made on first batched use
         lik = model.likelihood
         cat = isinstance(lik, CategoricalLikelihood)
         self.y = torch.as_tensor(y).long() if cat else torch.as_tensor(y, dtype=self.x.dtype)
@@ -180,18 +181,23 @@ class FlatPotential:
         """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``."""
         c = z.shape[0]
         parts = z.split(self._sizes, -1)
-        h = self.x.expand(c, *self.x.shape)
+        if self._xt is None:
+            self._xt = self.x.T.contiguous()
+        # Units x points layout, h of shape (C, units, N): W (out, in) @ h (in, N) per chain.
+        # With N the long dimension of every product this is 1.6 to 2.6 times faster than
+        # (C, N, units) @ W^T for widths 4 to 21 (and needs no transpose for the loss).
+        h = self._xt.expand(c, *self._xt.shape)
         for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
             w = w.view(c, *self._wshapes[i])
-            h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+            h = torch.baddbmm(b.unsqueeze(2), w, h)
             if i < self.model.depth:
                 h = self.model.act(h)
         lik = self.model.likelihood
         if isinstance(lik, CategoricalLikelihood):  # classes in dim 1: vectorized over N
             y = self.y.expand(c, -1)
-            nll = F.cross_entropy(h.transpose(1, 2), y, reduction="none").sum(1)
+            nll = F.cross_entropy(h, y, reduction="none").sum(1)
         else:  # Gaussian (value_and_grad_batch checked the kind)
-            res = h.squeeze(-1) - self.y
+            res = h.squeeze(1) - self.y
             sq = (res * res).sum(1)
             if self.learned_noise:  # as in _energy
                 zn, n = z[:, -1], len(self.y)
@@ -208,8 +214,8 @@ class FlatPotential:
     def value_and_grad_batch(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(U(z), dU/dz)`` for ``C`` flat vectors ``z`` of shape ``(C, D)`` at once.
 
-        One forward and one backward for all rows (``torch.baddbmm`` per layer, the loss on
-        logits of shape ``(C, K, N)``, which torch's softmax vectorizes over the N points: 1.5
+        One forward and one backward for all rows (``torch.baddbmm`` per layer on activations
+        of shape ``(C, units, N)``, the loss on logits of shape ``(C, K, N)``, which torch's softmax vectorizes over the N points: 1.5
         to 4 times faster than over ``(C * N, K)`` for K = 2 to 10), so C chains of a small
         network cost little more than one. Rows do not interact: a non-finite row leaves the others unchanged.
 

@@ -76,9 +76,13 @@ def _lockstep(pot, minv, z, eps, n, seeds, seq_step, bat_step) -> list[list[tupl
 
 
 def _compare(pairs, c: int) -> None:
+    # The acceptance probability is exp(-dH), dH a difference of energies of about 60 here
+    # summed in float32 in a different order: 1e-7 relative rounding in each is up to ~1e-5
+    # absolute in dH, and so in the probability.
     for t, ((q, st), (qb, stb)) in enumerate(pairs):
         for k, v in st.items():
-            np.testing.assert_allclose(stb[k][c], v, rtol=1e-5, atol=1e-6, err_msg=f"{t} {k}")
+            atol = 3e-5 if k == "acceptance_rate" else 1e-6
+            np.testing.assert_allclose(stb[k][c], v, rtol=1e-5, atol=atol, err_msg=f"{t} {k}")
         for a, b in zip(q, qb.row(c), strict=True):
             np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-5)
 
