@@ -34,7 +34,7 @@ from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
 from guides.local_reparam import LocalReparameterization
 from guides.matrix_normal import AutoMatrixNormal
-from zoo.models import BayesianMLP, CategoricalLikelihood
+from zoo.models.mlp import BayesianMLP, CategoricalLikelihood
 
 BIG, SMALL = (784, [400, 400], 10), (8, [16, 16], 2)
 

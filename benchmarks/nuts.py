@@ -10,7 +10,7 @@ Part 1, milliseconds per gradient evaluation (one leapfrog step), ratio to ``raw
 - ``raw``: the network's log density and its ``torch.autograd.grad`` written by hand in torch,
   with no sampler around it (the floor), with the fused ``F.cross_entropy`` that
   FlatPotential uses, and (next row) with ``log_softmax`` + ``gather``;
-- ``zoo run_nuts``: :func:`zoo.mcmc.run_nuts` on :class:`zoo.mcmc.FlatPotential`;
+- ``zoo run_nuts``: :func:`zoo.inference.mcmc.driver.run_nuts` on :class:`zoo.inference.mcmc.driver.FlatPotential`;
 - ``pyro NUTS(potential_fn=flat)``: Pyro's own NUTS kernel on the same flat potential, as one
   site ``{"z": z}`` (what subclassing Pyro's kernel would cost);
 - ``pyro NUTS(model)``: Pyro's NUTS on the PyroModule model (potential from the model trace).
@@ -48,10 +48,10 @@ import torch
 from arviz_stats.base import array_stats
 from pyro.infer.mcmc import MCMC, NUTS
 
-from zoo.compile import _init_locs, build_data, build_model
-from zoo.infer import pretrain_mle
-from zoo.mcmc import FlatPotential, run_nuts
-from zoo.specload import load_spec
+from zoo.inference.mcmc.driver import FlatPotential, run_nuts
+from zoo.inference.svi import pretrain_mle
+from zoo.run.cell import _init_locs, build_data, build_model
+from zoo.spec.load import load_spec
 
 
 class _Counted(FlatPotential):  # counts gradient evaluations (a batch of C counts C)

@@ -20,8 +20,8 @@ from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
 
 from guides import AutoMeanField
-from zoo.compile import build_data, build_model
-from zoo.specload import load_spec
+from zoo.run.cell import build_data, build_model
+from zoo.spec.load import load_spec
 
 
 def _time(model, guide, elbo, x, y, n, steps: int) -> float:

@@ -106,7 +106,7 @@ class UsageError(Exception):
 
 
 def _load(path: str, overrides: list[str]):
-    from zoo.specload import load_spec
+    from zoo.spec.load import load_spec
 
     return load_spec(path, overrides)
 
@@ -114,7 +114,7 @@ def _load(path: str, overrides: list[str]):
 def _cmd_run(a: argparse.Namespace) -> int:
     import shutil
 
-    from zoo.runner import default_out_dir, run_spec
+    from zoo.run.runner import default_out_dir, run_spec
 
     if a.workers is not None and a.workers < 1:
         raise UsageError(f"--workers {a.workers}: give at least 1 worker")
@@ -153,7 +153,7 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 def _check_data(spec) -> None:
     """Missing data files are bad input (exit 2), found before any cell runs."""
-    from zoo.compile import check_data
+    from zoo.run.cell import check_data
 
     try:
         check_data(spec)
@@ -175,7 +175,7 @@ def _print_summary(out: Path) -> None:
 
 
 def _cmd_validate(a: argparse.Namespace) -> int:
-    from zoo.specload import SpecError, load_spec
+    from zoo.spec.load import SpecError, load_spec
 
     bad = 0
     for path in a.specs:
@@ -189,7 +189,7 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_show(a: argparse.Namespace) -> int:
-    from zoo.runner import dump_spec
+    from zoo.run.runner import dump_spec
 
     spec = _load(a.spec, a.overrides)
     print(dump_spec(spec))
@@ -210,7 +210,7 @@ def _sites(cell) -> list[str]:
     import pyro
     import torch
 
-    from zoo.compile import build_data, build_model
+    from zoo.run.cell import build_data, build_model
 
     ds = build_data(cell.spec)
     model = build_model(cell.spec, ds)
@@ -239,14 +239,14 @@ def _first(v) -> float:
 
 
 def _cmd_schema(a: argparse.Namespace) -> int:
-    from zoo.spec import Spec
+    from zoo.spec.schema import Spec
 
     print(json.dumps(Spec.model_json_schema(), indent=2))
     return 0
 
 
 def _cmd_list(a: argparse.Namespace) -> int:
-    from zoo.specload import SpecError, load_spec
+    from zoo.spec.load import SpecError, load_spec
 
     d = _specs_dir()
     for path in sorted(d.glob("*.yaml")):
@@ -260,7 +260,7 @@ def _cmd_list(a: argparse.Namespace) -> int:
 
 
 def _run_dir_spec(run_dir: Path):
-    from zoo.specload import load_spec
+    from zoo.spec.load import load_spec
 
     if not (run_dir / "spec.yaml").is_file():
         raise UsageError(f"{run_dir}: not a run directory (no spec.yaml); give the --out "
@@ -269,7 +269,7 @@ def _run_dir_spec(run_dir: Path):
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from zoo.runner import build_report
+    from zoo.run.runner import build_report
 
     spec = _run_dir_spec(a.run_dir)
     build_report(a.run_dir, spec)
@@ -279,7 +279,7 @@ def _cmd_report(a: argparse.Namespace) -> int:
 
 
 def _cmd_status(a: argparse.Namespace) -> int:
-    from zoo.runner import load_cells
+    from zoo.run.runner import load_cells
 
     spec = _run_dir_spec(a.run_dir)
     stored = {r["cell_id"]: r["status"] for r in load_cells(a.run_dir)}
@@ -306,7 +306,7 @@ COMMANDS = {
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``zoo`` script; returns the exit status."""
-    from zoo.specload import SpecError
+    from zoo.spec.load import SpecError
 
     args = _parser().parse_args(argv)
     try:

@@ -2,7 +2,9 @@
 
 In the spirit of Pyro's ``tests/infer/test_autoguide.py``: each guide must run SVI, work with
 ``Predictive``, give medians and quantiles of the right shapes and supports, round-trip its
-``state_dict`` and count its variational parameters. Guides that cannot represent local
+``state_dict``, count its variational parameters, declare exactly its standard-deviation
+parameters (``std_params``) and give the marginal locations and scales of its draws
+(``loc_scale``). Guides that cannot represent local
 latents of a subsampled plate (``AutoFullRankNormal(blocks="global")``, and Pyro's
 ``AutoDelta`` as a MAP baseline, whose median of a subsampled site is a minibatch) run on the
 same model without the local latent.
@@ -11,18 +13,31 @@ same model without the local latent.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from pyro import poutine
 from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
-from pyro.infer.autoguide import AutoDelta
+from pyro.infer.autoguide import (
+    AutoDelta,
+    AutoDiagonalNormal,
+    AutoGuide,
+    AutoGuideList,
+    AutoIAFNormal,
+    AutoLowRankMultivariateNormal,
+    AutoMultivariateNormal,
+    AutoNormal,
+)
 from pyro.optim import Adam
 
-from guides import AutoMeanField
+import guides
+from guides import AutoMeanField, is_std_param, std_param_containers, std_param_names
+from guides._base import PerSiteGuide, param_container
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal

@@ -1,4 +1,4 @@
-"""Tests for zoo.arviz_io: DataTree layout, netCDF round trip and atomic writes."""
+"""Tests for zoo.run.arviz_io: DataTree layout, netCDF round trip and atomic writes."""
 
 import os
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from zoo.arviz_io import (
+from zoo.run.arviz_io import (
     SAMPLE_STATS,
     datatree_attrs,
     load_datatree,

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zoo.compile import build_data
-from zoo.data import load_csv, load_digits, load_two_moons
-from zoo.spec import CsvData, DigitsData, TwoMoonsData
-from zoo.specload import load_spec
+from zoo.data.base import load_csv, load_digits, load_two_moons
+from zoo.run.cell import build_data
+from zoo.spec.load import load_spec
+from zoo.spec.schema import CsvData, DigitsData, TwoMoonsData
 
 
 def test_two_moons_seeded_shapes_and_noise() -> None:

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zoo.data_idx import DataFilesMissing, check_idx_dir, load_idx, read_idx
-from zoo.spec import IdxData
+from zoo.data.idx import DataFilesMissing, check_idx_dir, load_idx, read_idx
+from zoo.spec.schema import IdxData
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 needs_fashion = pytest.mark.skipif(

@@ -9,16 +9,16 @@ import pytest
 import torch
 
 from reports.calibration import regression_metrics
-from zoo.data import load_csv
-from zoo.data_uci import (
+from zoo.data.base import load_csv
+from zoo.data.uci import (
     load_teacher,
     load_uci,
     split_indices,
     teacher_params,
     uci_frame,
 )
-from zoo.spec import CsvData, TeacherData, UciData
-from zoo.specload import SpecError, load_spec
+from zoo.spec.load import SpecError, load_spec
+from zoo.spec.schema import CsvData, TeacherData, UciData
 
 
 def test_boston_is_the_uci_table() -> None:
@@ -153,7 +153,7 @@ def test_teacher_data_from_prior_weights() -> None:
 
 
 def test_true_weights_initialize_the_variational_means(tmp_path: Path) -> None:
-    from zoo.compile import build_data, build_model, fit_vi
+    from zoo.run.cell import build_data, build_model, fit_vi
 
     p = tmp_path / "t.yaml"
     p.write_text("""\

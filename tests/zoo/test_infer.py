@@ -15,8 +15,8 @@ import torch
 from pyro.infer.autoguide import init_to_value
 
 from guides import AutoMeanField
-from zoo.infer import KLWeight, fit_svi, pretrain_mle
-from zoo.models import BayesianMLP, GaussianLikelihood
+from zoo.inference.svi import KLWeight, fit_svi, pretrain_mle
+from zoo.models.mlp import BayesianMLP, GaussianLikelihood
 
 SIGMA = 0.5
 
@@ -142,7 +142,7 @@ def _tiny_model(x, y=None, n_total=None):
 def test_fit_svi_callbacks_see_every_step_and_do_not_change_results():
     from pyro.infer.autoguide import AutoNormal
 
-    from zoo.infer import fit_svi
+    from zoo.inference.svi import fit_svi
 
     g = torch.Generator().manual_seed(0)
     x = torch.randn(50, 2, generator=g)
@@ -190,7 +190,7 @@ def test_kl_warmup_every_raises_the_weight_stepwise():
 @pytest.mark.parametrize("with_grad_callback", [False, True])
 def test_scale_lr_sets_the_learning_rate_of_std_parameters_only(with_grad_callback) -> None:
     from guides import AutoKTiedNormal
-    from zoo.infer import is_std_param
+    from zoo.inference.svi import is_std_param
 
     x, y, _, _ = _problem()
     model = BayesianMLP(2, [3], GaussianLikelihood(SIGMA))

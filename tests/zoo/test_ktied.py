@@ -12,10 +12,10 @@ import pytest
 import torch
 
 import guides
-from zoo import compile as zc
-from zoo.infer import kl_weight_at
-from zoo.ktied import diag_normal_kl, evaluate_loc_std, load_artifact, site_loc_std
-from zoo.specload import load_spec
+from zoo.inference.svi import kl_weight_at
+from zoo.run import cell as zc
+from zoo.spec.load import load_spec
+from zoo.studies.ktied.probe import diag_normal_kl, evaluate_loc_std, load_artifact, site_loc_std
 
 SPEC = """
 name: ktied_digits_test
@@ -57,7 +57,7 @@ def _spec(tmp_path: Path, text: str = SPEC):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """Both cells of SPEC run once through the runner (report included)."""
-    from zoo.runner import run_spec
+    from zoo.run.runner import run_spec
 
     tmp = tmp_path_factory.mktemp("ktied")
     run_spec(_spec(tmp), tmp / "run", workers=1, progress=False, log=lambda m: None)
@@ -97,8 +97,8 @@ def test_spec_annealing_options_reach_fit_svi(tmp_path, monkeypatch):
 
 
 def test_lenet_interface_and_conv_k_tied_layout():
-    from zoo.models import CategoricalLikelihood, he_prior
-    from zoo.models_cnn import BayesianLeNet
+    from zoo.models.lenet import BayesianLeNet
+    from zoo.models.mlp import CategoricalLikelihood, he_prior
 
     net = BayesianLeNet(64, CategoricalLikelihood(10), conv=(4, 6), dense=8, pool=False,
                         weight_prior=he_prior())  # fmt: skip
@@ -166,7 +166,7 @@ def test_recorder_does_not_change_the_fit(tmp_path):
     spec = _spec(tmp_path)
     cell = spec.cells()[0]
     ds = zc.build_data(cell.spec)
-    from zoo.ktied import StudyRecorder
+    from zoo.studies.ktied.probe import StudyRecorder
 
     runs = []
     for with_rec in (False, True):

@@ -14,8 +14,8 @@ import pytest
 import torch
 from arviz_stats.base import array_stats
 
-from zoo.mcmc import FlatPotential, run_hmc, run_nuts
-from zoo.models import (
+from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
+from zoo.models.mlp import (
     BayesianMLP,
     CategoricalLikelihood,
     GaussianLikelihood,

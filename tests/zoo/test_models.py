@@ -8,9 +8,9 @@ import pyro
 import pytest
 import torch
 
-from zoo.compile import build_data, build_model
-from zoo.models import BayesianMLP, CategoricalLikelihood, GaussianLikelihood, he_prior
-from zoo.specload import load_spec
+from zoo.models.mlp import BayesianMLP, CategoricalLikelihood, GaussianLikelihood, he_prior
+from zoo.run.cell import build_data, build_model
+from zoo.spec.load import load_spec
 
 
 def _trace(model, x, y, n_total=None):

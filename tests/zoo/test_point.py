@@ -1,4 +1,4 @@
-"""MAP and early-stopped MLE (zoo.point) against closed forms on linear regression.
+"""MAP and early-stopped MLE (zoo.inference.point) against closed forms on linear regression.
 
 For y = X w + b + eps with known noise sigma and an N(0, 1) prior on (w, b), the MAP
 estimate is the posterior mean m = A^-1 Z^T y / sigma^2 (A = I + Z^T Z / sigma^2, Z = [X, 1]),
@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from zoo.models import BayesianMLP, GaussianLikelihood
-from zoo.point import fit_point, log_prior
+from zoo.inference.point import fit_point, log_prior
+from zoo.models.mlp import BayesianMLP, GaussianLikelihood
 
 SIGMA = 0.5
 

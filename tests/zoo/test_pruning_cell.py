@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.compile import GUIDES, build_data, build_model, fit_vi
-from zoo.pruning_cell import TrajectoryRecorder, draw_moments, guide_moments
-from zoo.specload import load_spec
+from zoo.run.cell import GUIDES, build_data, build_model, fit_vi
+from zoo.spec.load import load_spec
+from zoo.studies.pruning.probe import TrajectoryRecorder, draw_moments, guide_moments
 
 SPEC = """\
 name: prune_tiny
@@ -116,7 +116,7 @@ def test_deeper_networks_report_pruning_per_layer(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_default_spec_mf_prunes_most_units_gd_none() -> None:
     """The done-when result on split 0 of the shipped default spec (full 5000 steps)."""
-    from zoo.compile import run_cell
+    from zoo.run.cell import run_cell
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "overpruning_uci.yaml")
     cells = {c.axes["method"]: c for c in spec.cells() if c.axes["split"] == 0}
@@ -127,7 +127,7 @@ def test_default_spec_mf_prunes_most_units_gd_none() -> None:
 
 
 def test_sampler_cells_get_pruning_statistics_from_draws(tmp_path: Path) -> None:
-    from zoo.compile import run_cell
+    from zoo.run.cell import run_cell
 
     p = tmp_path / "n.yaml"
     p.write_text("""\

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from zoo.report_ktied import _snr_comparison
+from zoo.studies.ktied.report import _snr_comparison
 
 
 def _cell(name: str, rank, lr: float, snr_by_site: dict[str, float]):

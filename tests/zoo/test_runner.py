@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from zoo import compile as zc
 from zoo.cli import main
-from zoo.executors import plan_workers
+from zoo.run import cell as zc
+from zoo.run.executors import plan_workers
 
 ZOO = [sys.executable, "-c", "import sys; from zoo.cli import main; sys.exit(main())"]
 

@@ -1,12 +1,12 @@
-"""The output-column KL of a sampled classifier (zoo.sampler_cell._kl_output_columns)."""
+"""The output-column KL of a sampled classifier (zoo.studies.price_of_mf.sampler_cell._kl_output_columns)."""
 
 import numpy as np
 import pytest
 
 from reports.draws import flatten_sites
 from reports.gaussian import fit_gaussian
-from zoo.sampler_cell import _kl_output_columns
-from zoo.spec_methods import GaussianFitSpec
+from zoo.spec.sections.inference import GaussianFitSpec
+from zoo.studies.price_of_mf.sampler_cell import _kl_output_columns
 
 
 def test_kl_output_columns_sums_the_closed_form_pair_kls():

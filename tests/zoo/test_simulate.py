@@ -10,7 +10,7 @@ import pytest
 
 from reports.product_matrix import off_diagonal_mass, simulate
 from zoo.cli import main
-from zoo.specload import SpecError, load_spec
+from zoo.spec.load import SpecError, load_spec
 
 SIM = """\
 name: sim

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from zoo.spec import Spec, mlp_num_params, width_from_budget
-from zoo.specload import SpecError, load_spec
+from zoo.spec.load import SpecError, load_spec
+from zoo.spec.schema import Spec, mlp_num_params, width_from_budget
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 
