@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from zoo.data.base import Dataset
+from zoo.data.dataset import Dataset
 from zoo.spec.sections.data import IdxData
 
 __all__ = [

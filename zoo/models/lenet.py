@@ -1,4 +1,4 @@
-"""A Bayesian LeNet-style CNN as a Pyro model, with the interface of :class:`~zoo.models.mlp.BayesianMLP`.
+"""A Bayesian LeNet-style CNN as a Pyro model (a :class:`~zoo.models.base.BayesianNet`).
 
 Two 3x3 convolutions (32 and 64 filters by default), each followed by ReLU and an
 optional 2x2 max-pool, a dense hidden layer (512 units) and the output layer: the LeNet of
@@ -18,7 +18,8 @@ from pyro.nn import PyroModule, PyroSample
 from torch import nn
 from torch.nn import functional as F
 
-from zoo.models.mlp import Likelihood, PriorFn, normal_prior
+from zoo.models.likelihoods import Likelihood
+from zoo.models.priors import PriorFn, normal_prior
 
 __all__ = ["BayesianLeNet", "image_side"]
 

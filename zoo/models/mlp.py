@@ -1,11 +1,10 @@
-"""Bayesian MLPs as Pyro models: priors, likelihoods and the network.
+"""A Bayesian MLP as a Pyro model (a :class:`~zoo.models.base.BayesianNet`).
 
 The network is a :class:`pyro.nn.PyroModule` whose weights and biases are
 :class:`pyro.nn.PyroSample` sites named by layer: ``layer0.weight``, ``layer0.bias``, ...,
-``layer{depth}.weight`` (the output layer). A learned Gaussian noise is the site ``noise``;
-observations are the site ``obs`` inside the plate ``data``, which supports minibatches:
-pass ``n_total`` (the training-set size) and the likelihood is scaled by
-``n_total / len(x)``.
+``layer{depth}.weight`` (the output layer). The likelihood (:mod:`zoo.models.likelihoods`)
+adds the observation site ``obs`` (and a learned noise ``noise``); priors are in
+:mod:`zoo.models.priors` (both re-exported here under their old names).
 
 :meth:`BayesianMLP.apply` is the same network as a pure function of a dict of weights with
 any leading batch shape (e.g. S posterior draws), used for vectorized prediction,
@@ -14,14 +13,15 @@ maximum-likelihood pretraining and, later, flat-vector potentials for HMC.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
-import pyro
 import pyro.distributions as dist
 import torch
 from pyro.nn import PyroModule, PyroSample
 from torch import nn
+
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood, Likelihood
+from zoo.models.priors import PriorFn, he_prior, normal_prior
 
 __all__ = [
     "BayesianMLP",
@@ -33,19 +33,6 @@ __all__ = [
     "he_prior",
     "normal_prior",
 ]
-
-#: A prior factory: fan_in -> (loc, scale) of an independent Normal.
-PriorFn = Callable[[int], tuple[float, float]]
-
-
-def normal_prior(scale: float) -> PriorFn:
-    """N(0, scale^2) whatever the fan-in."""
-    return lambda fan_in: (0.0, float(scale))
-
-
-def he_prior() -> PriorFn:
-    """He-scaled N(0, 2 / fan_in) (He et al. 2015)."""
-    return lambda fan_in: (0.0, math.sqrt(2.0 / fan_in))
 
 
 def activation(name: str, negative_slope: float = 0.01) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -59,64 +46,6 @@ def activation(name: str, negative_slope: float = 0.01) -> Callable[[torch.Tenso
     if name == "linear":
         return lambda h: h
     raise ValueError(f"unknown activation {name!r}; use relu, leaky_relu, tanh or linear")
-
-
-class Likelihood:
-    """Observation model: ``sample`` inside the data plate, ``log_prob`` as a pure function."""
-
-    out_dim: int
-
-    def sample(self, out: torch.Tensor, y: torch.Tensor | None, n_total: int) -> None:
-        raise NotImplementedError
-
-    def log_prob(
-        self, out: torch.Tensor, y: torch.Tensor, params: Mapping[str, torch.Tensor]
-    ) -> torch.Tensor:
-        raise NotImplementedError
-
-
-def _data_plate(n: int, n_total: int | None) -> pyro.plate:
-    # The batch is already the subsample; `subsample` tells the plate which size it stands for
-    # so the likelihood is scaled by n_total / n (no random indices are drawn).
-    size = n if n_total is None else n_total
-    return pyro.plate("data", size=size, subsample=torch.arange(n))
-
-
-class CategoricalLikelihood(Likelihood):
-    """y ~ Categorical(softmax(f(x)))."""
-
-    def __init__(self, n_classes: int) -> None:
-        self.out_dim = n_classes
-
-    def sample(self, out, y, n_total):
-        with _data_plate(out.shape[-2], n_total):
-            pyro.sample("obs", dist.Categorical(logits=out), obs=y)
-
-    def log_prob(self, out, y, params):
-        return dist.Categorical(logits=out).log_prob(y)
-
-
-class GaussianLikelihood(Likelihood):
-    """y ~ N(f(x), noise^2); noise fixed, or the site ``noise`` ~ HalfNormal(prior_scale)."""
-
-    def __init__(self, noise: float | None, prior_scale: float = 1.0) -> None:
-        self.out_dim = 1
-        self.noise = noise
-        self.prior_scale = prior_scale
-
-    def sample(self, out, y, n_total):
-        if self.noise is None:
-            noise = pyro.sample("noise", dist.HalfNormal(torch.tensor(self.prior_scale)))
-        else:
-            noise = torch.tensor(self.noise)
-        with _data_plate(out.shape[-2], n_total):
-            pyro.sample("obs", dist.Normal(out.squeeze(-1), noise), obs=y)
-
-    def log_prob(self, out, y, params):
-        noise = params["noise"] if self.noise is None else torch.tensor(self.noise)
-        if noise.dim() > 0:
-            noise = noise.reshape(noise.shape + (1,) * (out.dim() - 1 - noise.dim()))
-        return dist.Normal(out.squeeze(-1), noise).log_prob(y)
 
 
 class BayesianMLP(PyroModule):
@@ -178,6 +107,13 @@ class BayesianMLP(PyroModule):
     def layer_sites(self) -> list[tuple[str, str]]:
         """(weight site, bias site) per layer, input to output."""
         return [(f"layer{i}.weight", f"layer{i}.bias") for i in range(self.depth + 1)]
+
+    def site_info(self) -> dict[str, tuple[tuple[int, ...], int]]:
+        """``{site: (shape, fan_in)}`` of every weight and bias site, input to output."""
+        out: dict[str, tuple[tuple[int, ...], int]] = {}
+        for i, (fi, fo) in enumerate(zip(self.dims[:-1], self.dims[1:], strict=True)):
+            out[f"layer{i}.weight"], out[f"layer{i}.bias"] = ((fo, fi), fi), ((fo,), fi)
+        return out
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor | None = None, n_total: int | None = None

@@ -8,8 +8,12 @@ import pyro
 import pytest
 import torch
 
-from zoo.models.mlp import BayesianMLP, CategoricalLikelihood, GaussianLikelihood, he_prior
-from zoo.run.cell import build_data, build_model
+import zoo.data
+import zoo.models
+from zoo.models import BayesianLeNet, BayesianNet
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
+from zoo.models.priors import he_prior
 from zoo.spec.load import load_spec
 
 
@@ -36,7 +40,7 @@ def test_site_names_and_shapes(depth: int) -> None:
     assert model.num_params == sum((a + 1) * b for a, b in zip(dims[:-1], dims[1:], strict=True))
 
 
-def test_priors_normal_and_he() -> None:
+def test_priors_normal_and_he(tiny_spec) -> None:
     model = BayesianMLP(4, [10], CategoricalLikelihood(2), weight_prior=he_prior())
     tr = _trace(model, torch.randn(3, 4), torch.zeros(3, dtype=torch.long))
     w0 = tr.nodes["layer0.weight"]["fn"].base_dist
@@ -44,12 +48,12 @@ def test_priors_normal_and_he() -> None:
     assert torch.allclose(w0.scale, torch.tensor(math.sqrt(2 / 4)))
     assert torch.allclose(w1.scale, torch.tensor(math.sqrt(2 / 10)))
     spec = load_spec(
-        "specs/two_moons_depth.yaml",
+        tiny_spec,
         ["prior={kind: normal, scale: 0.5, bias: {kind: normal, scale: 2.0}}", "sweep.seed=[0]",
          "sweep.model.depth=[2]"],
     )  # fmt: skip
     cell = spec.cells()[0]
-    m = build_model(cell.spec, build_data(cell.spec))
+    m = zoo.models.build(cell.spec, zoo.data.load(cell.spec.data, cell.spec.seed))
     assert m.prior_params["layer1.weight"] == (0.0, 0.5)
     assert m.prior_params["layer1.bias"] == (0.0, 2.0)
 
@@ -101,3 +105,52 @@ def test_activations(act: str) -> None:
     out2 = model.apply(x2, params)
     h2 = {"relu": 0.0, "leaky_relu": -0.4, "tanh": math.tanh(-2.0), "linear": -2.0}[act]
     assert torch.allclose(out2, torch.full((1, 2), 3 * h2 + 1), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "net",
+    [
+        lambda: BayesianMLP(5, [7, 3], CategoricalLikelihood(4)),
+        lambda: BayesianMLP(5, [], GaussianLikelihood(None)),
+        lambda: BayesianLeNet(36, CategoricalLikelihood(3), conv=(2,), dense=5, pool=False),
+    ],
+    ids=["mlp", "linear", "lenet"],
+)
+def test_networks_are_bayesian_nets_with_consistent_sites(net) -> None:
+    net = net()
+    assert isinstance(net, BayesianNet)
+    info = net.site_info()
+    assert list(info) == [s for pair in net.layer_sites() for s in pair]
+    assert set(info) == set(net.prior_params)
+    assert net.num_params == sum(math.prod(shape) for shape, _ in info.values())
+    x = torch.randn(3, net.dims[0])
+    y = torch.zeros(3, dtype=torch.long) if net.likelihood.out_dim > 1 else torch.randn(3)
+    sites = _latent(_trace(net, x, y))
+    for site, (shape, _) in info.items():
+        assert tuple(sites[site]["value"].shape) == shape
+
+
+def test_mlp_site_info_fan_ins() -> None:
+    info = BayesianMLP(5, [7], CategoricalLikelihood(2)).site_info()
+    assert info == {"layer0.weight": ((7, 5), 5), "layer0.bias": ((7,), 5),
+                    "layer1.weight": ((2, 7), 7), "layer1.bias": ((2,), 7)}  # fmt: skip
+
+
+def test_old_names_still_import() -> None:
+    from zoo.models import mlp
+
+    assert mlp.CategoricalLikelihood is CategoricalLikelihood and mlp.he_prior is he_prior
+    for name in ("GaussianLikelihood", "Likelihood", "PriorFn", "normal_prior", "activation"):
+        assert hasattr(mlp, name)
+
+
+def test_build_errors_name_the_field(tiny_spec) -> None:
+    spec = load_spec(tiny_spec, ["sweep.seed=[0]", "sweep.model.depth=[2]"])
+    spec = spec.cells()[0].spec
+    ds = zoo.data.load(spec.data, spec.seed)
+    small = spec.model_copy(update={"model": spec.model.model_copy(
+        update={"width": None, "param_budget": 3})})  # fmt: skip
+    with pytest.raises(ValueError, match="model.param_budget"):
+        zoo.models.build(small, ds)
+    with pytest.raises(TypeError, match="no builder for str"):
+        zoo.models.build(spec.model_copy(update={"model": "mlp"}), ds)

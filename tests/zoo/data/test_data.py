@@ -1,4 +1,5 @@
-"""Data loaders on real data: sklearn's two moons and digits, and CSV files."""
+"""Data loaders on real data (sklearn's two moons and digits, CSV files), the loader table
+and the one trip of a data set into torch."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zoo.data.base import load_csv, load_digits, load_two_moons
-from zoo.run.cell import build_data
+import zoo.data
+from zoo.data import Dataset
+from zoo.data.csv import load_csv
+from zoo.data.sklearn_sets import load_digits, load_two_moons
+from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
-from zoo.spec.schema import CsvData, DigitsData, TwoMoonsData
+from zoo.spec.sections.data import CsvData, DigitsData, TwoMoonsData
 
 
 def test_two_moons_seeded_shapes_and_noise() -> None:
@@ -78,4 +82,38 @@ def test_csv_path_relative_to_spec(tmp_path: Path) -> None:
     )
     spec = load_spec(s)
     assert Path(spec.data.path).is_absolute()
-    assert build_data(spec).x_train.shape[1] == 2
+    assert zoo.data.load(spec.data, spec.seed).x_train.shape[1] == 2
+
+
+def test_load_dispatches_on_the_section_class() -> None:
+    spec = TwoMoonsData(kind="two_moons", n_train=20, n_test=10)
+    a, b = zoo.data.load(spec, 3), load_two_moons(spec, 3)
+    for x, y in zip(a, b, strict=True):
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y)
+    zoo.data.check(spec)  # no files to check: nothing happens
+    with pytest.raises(TypeError, match="no data loader for str"):
+        zoo.data.load("two_moons", 0)
+
+
+def test_old_names_still_import() -> None:
+    from zoo.data import base, uci
+
+    assert base.Dataset is Dataset and base.load_csv is load_csv
+    assert base.load_two_moons is load_two_moons and base.load_digits is load_digits
+    for name in ("load_teacher", "teacher_params", "split_indices", "standardize_split"):
+        assert callable(getattr(uci, name))
+
+
+def test_to_torch_once_through_the_runtime() -> None:
+    import torch
+
+    ds = load_two_moons(TwoMoonsData(kind="two_moons", n_train=30, n_test=10), 0)
+    t = ds.to_torch(Runtime.cpu())
+    assert t.x_train.dtype == torch.float32 and t.y_train.dtype == torch.int64
+    assert torch.equal(t.x_train, torch.as_tensor(ds.x_train))  # the numbers of before
+    assert torch.equal(t.y_test, torch.as_tensor(ds.y_test))
+    assert t.x_val is None and t.true_params is None
+    t64 = ds.to_torch(Runtime.cpu(torch.float64))
+    assert t64.x_test.dtype == torch.float64 and t64.y_test.dtype == torch.int64
+    assert ds.task == "classification" and ds.out_dim == 2

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 import torch
 
+import zoo.data
+import zoo.models
 from reports.calibration import regression_metrics
-from zoo.data.base import load_csv
-from zoo.data.uci import (
-    load_teacher,
-    load_uci,
-    split_indices,
-    teacher_params,
-    uci_frame,
-)
+from zoo.data.csv import load_csv
+from zoo.data.splits import split_indices
+from zoo.data.teacher import load_teacher, teacher_params
+from zoo.data.uci import load_uci, uci_frame
+from zoo.inference import fit
+from zoo.runtime import Runtime
 from zoo.spec.load import SpecError, load_spec
-from zoo.spec.schema import CsvData, TeacherData, UciData
+from zoo.spec.sections.data import CsvData, TeacherData, UciData
 
 
 def test_boston_is_the_uci_table() -> None:
@@ -153,8 +153,6 @@ def test_teacher_data_from_prior_weights() -> None:
 
 
 def test_true_weights_initialize_the_variational_means(tmp_path: Path) -> None:
-    from zoo.run.cell import build_data, build_model, fit_vi
-
     p = tmp_path / "t.yaml"
     p.write_text("""\
 name: t
@@ -166,16 +164,18 @@ inference:
      steps: 1, lr: 1.0e-9}
 """)
     spec = load_spec(p)
-    ds = build_data(spec)
-    model = build_model(spec, ds)
-    res = fit_vi(spec, spec.inference[0], model, ds, progress=False)
+    ds = zoo.data.load(spec.data, spec.seed)
+    model = zoo.models.build(spec, ds)
+    runtime = Runtime.cpu()
+    data = ds.to_torch(runtime)
+    res = fit(spec.inference[0], model, data, seed=spec.seed, runtime=runtime)
     med = res.posterior.median()
     for site, w in ds.true_params.items():
         np.testing.assert_allclose(med[site].numpy(), w, atol=1e-6)
     bad = load_spec(p)  # a model of another width: clear error naming the field
     bad = bad.model_copy(update={"model": bad.model.model_copy(update={"width": 10})})
     with pytest.raises(ValueError, match="init_loc"):
-        fit_vi(bad, bad.inference[0], build_model(bad, ds), ds, progress=False)
+        fit(bad.inference[0], zoo.models.build(bad, ds), data, seed=bad.seed, runtime=runtime)
     torch.manual_seed(0)
 
 
@@ -195,5 +195,5 @@ def test_bad_uci_input_exits_2_naming_the_field(tmp_path: Path) -> None:
         .read_text()
         .replace("guide: {kind: mean_field}", "guide: {kind: mean_field, init_loc: teacher}")
     )
-    with pytest.raises(SpecError, match="init_loc: 'teacher' needs data.kind teacher"):
+    with pytest.raises(SpecError, match="init_loc: 'teacher' needs data.*data.kind teacher"):
         load_spec(p)

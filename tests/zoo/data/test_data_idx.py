@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import zoo.data
 from zoo.data.idx import DataFilesMissing, check_idx_dir, load_idx, read_idx
-from zoo.spec.schema import IdxData
+from zoo.spec.sections.data import IdxData
 
 FASHION = Path("/usr/share/datasets/fashion-mnist")
 needs_fashion = pytest.mark.skipif(
@@ -32,6 +33,7 @@ def _write_idx(path: Path, arr: np.ndarray, gz: bool = False) -> Path:
 
 
 def _fake_dir(tmp_path: Path, n_train: int = 30, n_test: int = 7, gz: bool = False) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
     _write_idx(tmp_path / "train-images-idx3-ubyte", rng.integers(0, 256, (n_train, 4, 4)), gz)
     _write_idx(tmp_path / "train-labels-idx1-ubyte", np.arange(n_train) % 10, gz)
@@ -89,6 +91,10 @@ def test_missing_directory_says_where_and_how(tmp_path: Path) -> None:
     _write_idx(tmp_path / "train-images-idx3-ubyte", np.zeros((2, 2, 2)))
     with pytest.raises(DataFilesMissing, match="train-labels-idx1-ubyte"):
         check_idx_dir(tmp_path)
+    # zoo.data.check runs the same check from the section, before any cell
+    with pytest.raises(DataFilesMissing, match="train-labels-idx1-ubyte"):
+        zoo.data.check(IdxData(kind="idx", dir=str(tmp_path)))
+    zoo.data.check(IdxData(kind="idx", dir=str(_fake_dir(tmp_path / "ok", gz=True))))
 
 
 def test_zoo_run_with_missing_files_exits_2_without_traceback(tmp_path: Path, capsys) -> None:
