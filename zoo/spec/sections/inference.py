@@ -7,24 +7,32 @@ Each method is one entry of the spec's ``inference`` list, discriminated by ``ki
 - ``map``: a point estimate maximizing the log joint (prior and likelihood);
 - ``mle``: a point estimate maximizing the likelihood alone, stopped early on a validation
   split (Trippe & Turner's "ES" baseline);
-- ``nuts`` and ``hmc``: Hamiltonian Monte Carlo (zoo.inference.mcmc.driver), optionally started at the
-  posterior mean of an earlier variational method of the same cell (``init_from``).
+- ``nuts`` and ``hmc``: Hamiltonian Monte Carlo (:mod:`zoo.inference.mcmc`), optionally
+  started at the posterior mean of an earlier variational method of the same cell
+  (``init_from``).
 
-Like :mod:`zoo.spec.schema`, this module never imports torch.
+Each method declares the facts other code asks instead of switching on its kind:
+``family`` (``"svi"``, ``"point"`` or ``"sampler"``: which studies can apply to it),
+``starts_samplers`` (its posterior mean can start a sampler's chains) and
+``needs_samplable_model`` (the network must declare ``samplable``). What a method records
+besides its metrics is configured in the spec's ``studies`` list
+(:mod:`zoo.spec.sections.studies`), not here. No torch import here.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from zoo.spec.sections.ktied import KTiedStudy
+from zoo.spec.base import Section
+from zoo.spec.sections.studies import GaussianFitSpec  # lived here while samplers held it
 
 __all__ = [
     "FixedVarianceGuide",
     "FullRankGuide",
     "GaussianFitSpec",
+    "GuideSpec",
     "HMCMethod",
     "InferenceSpec",
     "KTiedGuide",
@@ -34,22 +42,15 @@ __all__ = [
     "MeanFieldGuide",
     "NUTSMethod",
     "SVIMethod",
-    "Strict",
 ]
 
 _NAME = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$", description="Method name (unique).")
 
 
-class Strict(BaseModel):
-    """Base of every spec section: unknown keys are errors, instances are immutable."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
 # --------------------------------------------------------------------------- guides
 
 
-class _Guide(Strict):
+class _Guide(Section):
     init_scale: float = Field(1e-3, gt=0, description="Initial posterior standard deviation.")
     init_loc: Literal["he", "prior", "zero", "teacher"] = Field(
         "he",
@@ -97,7 +98,7 @@ class FullRankGuide(_Guide):
     )
 
 
-class FixedVarianceGuide(Strict):
+class FixedVarianceGuide(Section):
     """Mean-field with fixed, not learned, standard deviations (Trippe & Turner's GD)."""
 
     kind: Literal["fixed_variance"] = Field(description="Guide kind.")
@@ -120,7 +121,13 @@ GuideSpec = Annotated[
 # --------------------------------------------------------------------------- optimizers
 
 
-class _Optimized(Strict):
+class _Method(Section):
+    family: ClassVar[str]
+    starts_samplers: ClassVar[bool] = False
+    needs_samplable_model: ClassVar[bool] = False
+
+
+class _Optimized(_Method):
     epochs: int | None = Field(
         None, gt=0, description="Passes over the training data (give epochs or steps)."
     )
@@ -152,6 +159,9 @@ class _Optimized(Strict):
 
 class SVIMethod(_Optimized):
     """Stochastic variational inference with Adam."""
+
+    family: ClassVar[str] = "svi"
+    starts_samplers: ClassVar[bool] = True
 
     name: str = _NAME
     kind: Literal["svi"] = Field(description="Inference kind.")
@@ -188,15 +198,12 @@ class SVIMethod(_Optimized):
         description="Store the predictive draws in the cell's ArviZ file (cells/<id>.nc); "
         "turn off for big networks (100 draws of a 784-400-400-10 MLP are about 200 MB).",
     )
-    ktied: KTiedStudy | None = Field(
-        None,
-        description="Record the k-tied study outputs (spectra, rank-k truncation, gradient "
-        "SNR, -ELBO at steps; Swiatkowski et al. 2020); null: none.",
-    )
 
 
 class MAPMethod(_Optimized):
     """Maximum a posteriori point estimate (log prior + log likelihood, Adam)."""
+
+    family: ClassVar[str] = "point"
 
     name: str = _NAME
     kind: Literal["map"] = Field(description="Inference kind.")
@@ -205,6 +212,8 @@ class MAPMethod(_Optimized):
 
 class MLEMethod(_Optimized):
     """Maximum likelihood (no prior) with early stopping on a validation split."""
+
+    family: ClassVar[str] = "point"
 
     name: str = _NAME
     kind: Literal["mle"] = Field(description="Inference kind.")
@@ -221,16 +230,10 @@ class MLEMethod(_Optimized):
 # --------------------------------------------------------------------------- samplers
 
 
-class GaussianFitSpec(Strict):
-    """How q_full (the Gaussian fit to the draws) is estimated for the diag-vs-full report."""
+class _Sampler(_Method):
+    family: ClassVar[str] = "sampler"
+    needs_samplable_model: ClassVar[bool] = True
 
-    cov: Literal["empirical", "ledoit_wolf"] = Field(
-        "ledoit_wolf", description="Covariance estimate: sample covariance or Ledoit-Wolf."
-    )
-    jitter: float = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
-
-
-class _Sampler(Strict):
     name: str = _NAME
     warmup: int = Field(200, ge=0, description="Warmup (adaptation) iterations per chain.")
     draws: int = Field(500, gt=0, description="Kept draws per chain.")
@@ -254,56 +257,9 @@ class _Sampler(Strict):
         description="'prior' (a prior draw) or the name of a variational method of this spec "
         "whose posterior mean starts the chains (refitted in this cell, same seed).",
     )
-    gaussian_fit: GaussianFitSpec = Field(
-        default_factory=GaussianFitSpec, description="q_full estimate for the KL report."
-    )
     predictive_draws: int = Field(
         200, gt=0, description="Draws (evenly thinned) used for the predictive metrics."
     )
-    kl_target_draws: int | None = Field(
-        None,
-        gt=1,
-        description="Stopping rule for the KL report: after `draws` draws per chain, go on in "
-        "rounds of 25 until the draws are worth this many independent draws to the "
-        "covariance estimate (the shift null's kl_null_draws, reports.kl_null), or until "
-        "max_draws. Every cell then carries the same sampling bias in its KL, about D^2 / 4n "
-        "for this n. Needs vectorize_chains: true, chains >= 2 and gaussian_fit.cov: "
-        "empirical; null: exactly `draws` draws.",
-    )
-    max_draws: int | None = Field(
-        None, gt=0, description="Cap on draws per chain with kl_target_draws; null: 4 x draws."
-    )
-
-    @model_validator(mode="after")
-    def _stopping_rule(self):
-        if self.kl_target_draws is None:
-            if self.max_draws is not None:
-                raise ValueError("max_draws applies only with kl_target_draws; remove it or "
-                                 "set kl_target_draws")  # fmt: skip
-            return self
-        if not (self.vectorize_chains and self.chains >= 2):
-            raise ValueError(
-                "kl_target_draws extends all chains together: it needs vectorize_chains: true "
-                f"and chains >= 2 (got {self.vectorize_chains} and {self.chains})"
-            )
-        if self.gaussian_fit.cov != "empirical":
-            raise ValueError(
-                "kl_target_draws measures the bias of the sample covariance: set "
-                f"gaussian_fit.cov: empirical (got {self.gaussian_fit.cov})"
-            )
-        if self.max_draws is not None and self.max_draws < self.draws:
-            raise ValueError(
-                f"max_draws ({self.max_draws}) must be >= draws ({self.draws}): draws is the "
-                "minimum, max_draws the cap"
-            )
-        return self
-
-    @property
-    def draws_cap(self) -> int:
-        """Most draws per chain: ``max_draws`` (or 4 x ``draws``) with a target, else ``draws``."""
-        if self.kl_target_draws is None:
-            return self.draws
-        return self.max_draws if self.max_draws is not None else 4 * self.draws
 
 
 class NUTSMethod(_Sampler):

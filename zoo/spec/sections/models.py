@@ -1,19 +1,34 @@
-"""Spec sections for network families: one pydantic model per ``model.kind``.
+"""Spec sections of the model: network families (``model``), priors and likelihoods.
 
-No torch import here.
+A network section declares ``samplable`` (whether the samplers of :mod:`zoo.inference.mcmc`
+can run on it) and ``linear`` (no nonlinearity: the product matrix exists); a likelihood
+declares the ``task`` it fits and the test ``metrics`` that apply to it. No torch import here.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from zoo.spec.sections.inference import Strict
+from zoo.spec.base import Section
 
-_Strict = Strict
-
-__all__ = ["LeNetModel", "MLPModel", "ModelSpec", "mlp_num_params", "width_from_budget"]
+__all__ = [
+    "BiasPriorSpec",
+    "CategoricalLikelihood",
+    "GaussianLikelihood",
+    "HeBias",
+    "HePrior",
+    "LeNetModel",
+    "LikelihoodSpec",
+    "MLPModel",
+    "ModelSpec",
+    "NormalBias",
+    "NormalPrior",
+    "PriorSpec",
+    "mlp_num_params",
+    "width_from_budget",
+]
 
 
 def mlp_num_params(in_dim: int, out_dim: int, depth: int, width: int) -> int:
@@ -54,8 +69,13 @@ def width_from_budget(in_dim: int, out_dim: int, depth: int, budget: int) -> int
     return lo
 
 
-class MLPModel(_Strict):
+# --------------------------------------------------------------------------- networks
+
+
+class MLPModel(Section):
     """Fully connected network; ``depth`` hidden layers (0 gives linear/logistic regression)."""
+
+    samplable: ClassVar[bool] = True
 
     kind: Literal["mlp"] = Field(description="Model kind.")
     depth: int = Field(ge=0, description="Number of hidden layers (0: linear model).")
@@ -80,13 +100,21 @@ class MLPModel(_Strict):
             raise ValueError("give exactly one of model.width and model.param_budget")
         return self
 
+    @property
+    def linear(self) -> bool:
+        """No nonlinearity between the layers: the network is a product of matrices."""
+        return self.activation == "linear"
 
-class LeNetModel(_Strict):
+
+class LeNetModel(Section):
     """LeNet-style CNN: 3x3 convolutions (ReLU, 2x2 max-pool), a dense layer, the output.
 
     Swiatkowski et al. (2020, D.1): convolutions of 32 and 64 filters, dense 512. Inputs are
     viewed as square images with ``channels`` channels.
     """
+
+    samplable: ClassVar[bool] = False  # the samplers' flat potential covers MLPs only
+    linear: ClassVar[bool] = False
 
     kind: Literal["lenet"] = Field(description="Model kind.")
     channels: int = Field(1, gt=0, description="Input channels of the (square) images.")
@@ -100,3 +128,76 @@ class LeNetModel(_Strict):
 
 
 ModelSpec = Annotated[MLPModel | LeNetModel, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- priors
+
+
+class NormalBias(Section):
+    """Bias prior N(0, scale^2)."""
+
+    kind: Literal["normal"] = Field(description="Prior kind.")
+    scale: float = Field(1.0, gt=0, description="Prior standard deviation.")
+
+
+class HeBias(Section):
+    """Bias prior N(0, 2 / fan_in)."""
+
+    kind: Literal["he"] = Field(description="Prior kind.")
+
+
+BiasPriorSpec = Annotated[NormalBias | HeBias, Field(discriminator="kind")]
+
+
+class NormalPrior(NormalBias):
+    """Independent N(0, scale^2) on every weight (and bias unless ``bias`` is given)."""
+
+    bias: BiasPriorSpec | None = Field(
+        None, description="Separate prior for the biases; null uses the weight prior."
+    )
+
+
+class HePrior(HeBias):
+    """He-scaled prior N(0, 2 / fan_in) on every weight (and bias unless ``bias`` is given)."""
+
+    bias: BiasPriorSpec | None = Field(
+        None, description="Separate prior for the biases; null uses the weight prior."
+    )
+
+
+PriorSpec = Annotated[NormalPrior | HePrior, Field(discriminator="kind")]
+
+# --------------------------------------------------------------------------- likelihoods
+
+
+class CategoricalLikelihood(Section):
+    """Categorical likelihood on softmax outputs (classification)."""
+
+    task: ClassVar[str] = "classification"
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
+
+    kind: Literal["categorical"] = Field(description="Likelihood kind.")
+
+
+class GaussianLikelihood(Section):
+    """Gaussian likelihood (regression) with fixed or learned noise standard deviation."""
+
+    task: ClassVar[str] = "regression"
+    metrics: ClassVar[tuple[str, ...]] = ("rmse", "nll")
+
+    kind: Literal["gaussian"] = Field(description="Likelihood kind.")
+    noise: float | Literal["learned"] = Field(
+        1.0, description="Noise standard deviation, or 'learned' to infer it."
+    )
+    noise_prior_scale: float = Field(
+        1.0, gt=0, description="Scale of the HalfNormal prior on a learned noise."
+    )
+
+    @field_validator("noise")
+    @classmethod
+    def _positive(cls, v: float | str) -> float | str:
+        if not isinstance(v, str) and v <= 0:
+            raise ValueError("noise must be > 0 (or 'learned')")
+        return v
+
+
+LikelihoodSpec = Annotated[CategoricalLikelihood | GaussianLikelihood, Field(discriminator="kind")]
