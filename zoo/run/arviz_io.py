@@ -1,4 +1,4 @@
-"""Posterior draws -> ArviZ :class:`xarray.DataTree`, and atomic netCDF save/load.
+"""Posterior draws -> ArviZ :class:`xarray.DataTree`, and netCDF bytes to and from it.
 
 A cell's posterior is stored as one DataTree with the groups ArviZ expects
 (``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``,
@@ -23,15 +23,18 @@ Root attributes hold the method name and settings. netCDF attributes must be str
 numbers or 1-D arrays, so any other value (dicts, lists, booleans, ``None``) is stored as a
 JSON string and its key listed in the root attribute ``json_attrs``;
 :func:`datatree_attrs` decodes them again.
+
+Files: a cell hands its tree over as netCDF bytes (:func:`datatree_to_bytes`) and the run
+store writes them (``cells/<cell id>.nc``); :func:`load_datatree` reads one back.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,7 +46,8 @@ __all__ = [
     "site_dims",
     "posterior_to_datatree",
     "datatree_attrs",
-    "save_datatree",
+    "datatree_from_bytes",
+    "datatree_to_bytes",
     "load_datatree",
 ]
 
@@ -234,35 +238,32 @@ def posterior_to_datatree(
     return from_dict(data, dims=dims, attrs=root)
 
 
-def save_datatree(dt: xr.DataTree, path: str | os.PathLike[str]) -> Path:
-    """Write ``dt`` to a netCDF-4 file atomically (h5netcdf engine).
-
-    The tree is written to a temporary file in the destination directory, synced and then
-    moved over ``path`` with :func:`os.replace`: a failed or killed write leaves the old
-    file (or none) at ``path`` and no temporary file behind.
+def datatree_to_bytes(dt: xr.DataTree) -> bytes:
+    """The netCDF-4 file of ``dt`` as bytes (h5netcdf engine, written in memory).
 
     Parameters
     ----------
     dt : xarray.DataTree
-        The tree to write.
-    path : str or os.PathLike
-        Destination; parent directories are created.
+        The tree to encode.
 
     Returns
     -------
-    pathlib.Path
-        ``path``.
+    bytes
+        What :func:`load_datatree` / :func:`datatree_from_bytes` read back.
     """
-    from reports.tables import atomic_path
+    buf = io.BytesIO()
+    dt.to_netcdf(buf, engine="h5netcdf")
+    return buf.getvalue()
 
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        dt.to_netcdf(tmp, engine="h5netcdf")
-    return path
+
+def datatree_from_bytes(data: bytes) -> xr.DataTree:
+    """The tree of netCDF-4 bytes from :func:`datatree_to_bytes`, fully loaded."""
+    with xr.open_datatree(io.BytesIO(data), engine="h5netcdf") as dt:
+        return dt.load()
 
 
 def load_datatree(path: str | os.PathLike[str]) -> xr.DataTree:
-    """Read a tree written by :func:`save_datatree` fully into memory.
+    """Read a netCDF file of :func:`datatree_to_bytes` (a cell's ``.nc``) fully into memory.
 
     The file is closed before returning, so it can be replaced or deleted afterwards.
 

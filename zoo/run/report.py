@@ -4,21 +4,32 @@
 so the same spec and seed give byte-identical files), ``summary.csv`` the mean and
 standard error over seeds, and the report adds sections for what the cells hold:
 
-- sampled cells (NUTS/HMC): convergence diagnostics per cell and trace/rank plots read
-  back from the cells' ArviZ files;
-- the price of mean field: an explanation of the KL and Wasserstein columns and of how
-  q_full was estimated (the estimate depends on draws versus parameters, see below).
+- the sections of each study of the spec's ``studies:`` list (price of mean field, k-tied,
+  pruning, product matrix), asked from the study itself (:data:`zoo.studies.STUDIES`);
+- sampled cells: convergence diagnostics per cell and trace/rank plots read back from the
+  cells' ArviZ files.
+
+The tables and figures are rendered to bytes (:mod:`reports.render`) and written by the
+run store (:class:`zoo.run.store.RunStore`), the directory's only writer.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
-from zoo.run.runner import dump_spec, load_cells
-from zoo.spec.schema import Spec
+import pandas as pd
 
-__all__ = ["BOOKKEEPING", "TIMINGS", "build_report"]
+from reports.diagnostics import trace_rank_figure
+from reports.render import Section, render_report
+from reports.tables import summarize
+from zoo.run.arviz_io import load_datatree
+from zoo.run.store import RunDir, RunStore, dump_spec
+from zoo.spec import Spec
+from zoo.studies import STUDIES
+
+__all__ = ["BOOKKEEPING", "TIMINGS", "build_report", "results_table"]
 
 #: Columns of results.csv that are not sweep axes or metrics.
 BOOKKEEPING = ["cell_id", "status", "error"]
@@ -43,13 +54,10 @@ def _fmt(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def _sampler_section(out_dir: Path, results, spec: Spec):
-    from reports.diagnostics import trace_rank_figure
-    from reports.render import Section
-    from zoo.run.arviz_io import load_datatree
-
-    kinds = {m.name: m.kind for m in spec.inference}
-    sampled = results[results["method"].map(kinds).isin(["nuts", "hmc"])]
+def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section | None:
+    """Convergence diagnostics of the sampled cells, with trace and rank plots of the first."""
+    samplers = [m.name for m in spec.inference if type(m).family == "sampler"]
+    sampled = results[results["method"].isin(samplers)]
     sampled = sampled[sampled["status"] == "ok"]
     if sampled.empty:
         return None
@@ -78,7 +86,7 @@ def _sampler_section(out_dir: Path, results, spec: Spec):
     ]
     figs = []
     for _, r in sampled.head(MAX_TRACE_PLOTS).iterrows():
-        path = out_dir / "cells" / f"{r['cell_id']}.nc"
+        path = run.artifact_path(r["cell_id"], ".nc")
         if path.is_file():
             fig = trace_rank_figure(load_datatree(path), n_params=4, seed=0)
             fig.suptitle(f"trace and rank plots: {r['cell_id']}")
@@ -86,158 +94,21 @@ def _sampler_section(out_dir: Path, results, spec: Spec):
     return Section("Sampler diagnostics", paras, (axes + cols, rows), figs)
 
 
-def _mean_field_section(results, spec: Spec):
-    from reports.render import Section
-
-    if "kl_diag_full" not in results.columns:
-        return None
-    fits = {(m.gaussian_fit.cov, m.gaussian_fit.jitter) for m in spec.inference
-            if m.kind in ("nuts", "hmc")}  # fmt: skip
-    desc = ", ".join(f"{c} covariance with jitter {j:g}" for c, j in sorted(fits))
-    ok = results[results["status"] == "ok"]
-    few = ok[(ok["n_draws"] <= ok["dim"])] if {"n_draws", "dim"} <= set(ok.columns) else ok[:0]
-    paras = [
-        "kl_diag_full is KL(q_diag || q_full), where q_full is the Gaussian fit to the sampler's "
-        "draws of all weights and biases and q_diag its KL-closest diagonal Gaussian "
-        "(variances 1 / diag(S^-1)); kl_diag_full.layerK is the same within layer K. "
-        "w2_diag_full is the closed-form 2-Wasserstein distance between q_diag and q_full; "
-        "w_error is the blog's Wasserstein error: the empirical W2 between draws of q_diag "
-        "and the sampler's draws minus the same for q_full (exact assignment). In tens of "
-        "dimensions it is biased below zero: q_diag has less total variance than q_full, and "
-        "less spread points are easier to match, so it comes out negative even on exact "
-        "Gaussian draws where q_diag is the wrong one. w_excess removes each Gaussian's own "
-        "sampling term, W2^2(q, sampler) - W2^2(q, q') / 2 with q' a second set of draws, and "
-        "takes the difference, diag minus full (squared units; reports/gaussian.py). Lower "
-        "means the mean-field assumption costs less (Farquhar, Smith & Gal 2020).",
-        f"q_full estimate: {desc}.",
-    ]
-    if len(few):
-        paras.append(
-            f"{len(few)} cells have no more draws than parameters: their sample covariance is "
-            "singular, and the KL depends on the estimator and the jitter (Ledoit-Wolf "
-            "shrinks towards a diagonal and underestimates it; the empirical covariance "
-            "with jitter overestimates it). Compare depths at a fixed parameter budget, "
-            "draw count and estimator, not the absolute values."
-        )
-    figs = []
-    if "kl_excess" in results.columns:
-        paras.append(
-            "kl_null is the KL that the same chains give after every parameter's series is "
-            "rotated within its chain by its own random offset (mean of 8 rotations; "
-            "kl_null_sd their spread): each parameter keeps its marginal and its "
-            "autocorrelation, the alignment between parameters is gone, so kl_null is what "
-            "finite, autocorrelated draws of independent parameters would show. kl_excess = "
-            "kl_diag_full - kl_null is the part the correlations between parameters explain. "
-            "A chain that mixes poorly has a high kl_null, and then a high kl_diag_full says "
-            "little about the posterior (reports/kl_null.py). For independent Gaussian draws "
-            "the estimator's bias is known in closed form, (1/2)(sum_k psi((n-k)/2) - D "
-            "psi((n-D)/2)), about D^2 / 4n, whatever the covariance; kl_null_draws is the n "
-            "for which it equals kl_null: how many independent draws the chains are worth to "
-            "the covariance estimate (reports.gaussian.kl_sampling_bias)."
-        )
-        targets = sorted({m.kl_target_draws for m in spec.inference
-                          if m.kind in ("nuts", "hmc") and m.kl_target_draws is not None})  # fmt: skip
-        if targets:
-            paras.append(
-                f"The sampler drew until kl_null_draws reached {', '.join(map(str, targets))} "
-                "(kl_target_draws; draws_per_chain is where each cell stopped): a chain that "
-                "mixes slowly draws longer, so every cell's KL carries about the same sampling "
-                "bias, the closed form at that n (larger for larger D), instead of a bias "
-                "that grows with the depth's autocorrelation. With a fixed number of draws the "
-                "depths that mix worst would show the largest KL for that reason alone."
-            )
-        if "kl_output_columns" in results.columns:
-            paras.append(
-                "kl_output_columns is the KL of the output layer's columns, each block on its "
-                "own: the C weights from one hidden unit to the C outputs (and the C biases). A "
-                "softmax is unchanged when the same constant is added to every logit, so these "
-                "weights are correlated at any depth, and there are as many blocks as units in "
-                "the last hidden layer: at a fixed parameter budget that layer narrows with "
-                "depth, and this part of the KL falls with it for a reason unrelated to the "
-                "paper's argument. The KL is not additive over blocks: compare the trends, "
-                "do not subtract."
-            )
-        figs = [("kl_null", _kl_null_figure(ok, spec))]
-    if "agreement_vi" in results.columns:
-        paras.append(
-            "agreement_vi and tv_vi compare the predictive distributions of the variational "
-            "method the chains started from and of the sampler on the test set: the "
-            "fraction of points with the same predicted class, and the mean total variation "
-            "distance."
-        )
-    return Section("The price of mean field", paras, None, [f for f in figs if f[1] is not None])
+def _study_sections(run: RunDir, results: pd.DataFrame, spec: Spec) -> list[Section]:
+    """Each study's sections (once per study, in the order of ``studies:``), then diagnostics."""
+    found: list[Section] = []
+    for study in dict.fromkeys(STUDIES[type(s)] for s in spec.studies):
+        found += study.sections(results, run, spec)
+    diagnostics = _sampler_section(run, results, spec)
+    return found + ([diagnostics] if diagnostics is not None else [])
 
 
-def _kl_null_figure(ok, spec: Spec):
-    """KL, shift null and excess against the report's x axis (mean and s.e. over seeds)."""
-    from reports.kl_null import kl_null_figure
-
-    x = spec.report.x
-    if x not in ok.columns:
-        return None
-    rows = ok[ok["kl_excess"].notna()]
-    groups = [c for c in rows.columns if c.startswith("model.activation") or c == "method"]
-    curves = {}
-    for key, part in rows.groupby(groups) if groups else [((), rows)]:
-        tag = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
-        for col, name in (("kl_diag_full", "KL"), ("kl_null", "shift null"),
-                          ("kl_excess", "excess"), ("kl_output_columns", "output columns")):  # fmt: skip
-            if col not in part.columns or part[col].isna().all():
-                continue
-            g = part.groupby(x)[col]
-            se = g.std(ddof=1) / g.count() ** 0.5
-            label = f"{name} ({tag})" if tag else name
-            curves[label] = (
-                g.mean().index.to_numpy(),
-                g.mean().to_numpy(),
-                se.fillna(0).to_numpy(),
-            )
-    return kl_null_figure(curves, xlabel=x) if curves else None
-
-
-def _product_section(out_dir: Path, results, spec: Spec):
-    import numpy as np
-
-    from reports.product_matrix import product_covariance_figure
-    from reports.render import Section
-
-    if "product_offdiag_mass" not in results.columns:
-        return None
-    done = results[results["product_offdiag_mass"].notna() & (results["status"] == "ok")]
-    x = spec.report.x if spec.report.x in done.columns else "method"
-    first = done.drop_duplicates(subset=[c for c in ("method", x) if c in done.columns])
-    covs = {}
-    for _, r in first.head(6).iterrows():
-        path = out_dir / "cells" / f"{r['cell_id']}.product_cov.npz"
-        if path.is_file():
-            with np.load(path) as f:
-                covs[f"{r['method']}, {x}={r[x]}, seed {r['seed']}"] = f["cov"]
-    paras = [
-        "The covariance of vec(W_L ... W_1), the product of the posterior's weight matrices, "
-        f"over {spec.metrics.product_matrix_draws} draws of the fitted variational posterior "
-        "(row-major: entry a*n_in + b is W[a, b]; model.depth d has d + 1 weight matrices). Every layer is mean-field, yet from three "
-        "layers on the product can carry covariance between all its entries (Farquhar et al. "
-        "2020, section 2). product_offdiag_mass is the share of its squared Frobenius norm "
-        "off the diagonal."
-    ]
-    figs = [("product_covariance_trained",
-             product_covariance_figure(covs, title="posterior product-matrix covariance"))] \
-        if covs else []  # fmt: skip
-    return Section("Product-matrix covariance of the trained networks", paras, None, figs)
-
-
-def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
-    """Write results.csv, summary.csv and the report from the stored cells of ``spec``."""
-    import pandas as pd
-
-    from reports.render import render_report
-    from reports.tables import summarize, write_csv_atomic
-
-    by_id = {r["cell_id"]: r for r in load_cells(out_dir)}
+def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
+    """results.csv: one row per stored cell of ``spec``, in spec order (axes, metrics, bookkeeping)."""
+    by_id = {r["cell_id"]: r for r in run.records()}
     axes = ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
     rows = []
-    cells = spec.cells()
-    for cell in cells:  # spec order, so the file does not depend on run order
+    for cell in spec.cells():  # spec order, so the file does not depend on run order
         rec = by_id.get(cell.cell_id)
         if rec is None:
             continue
@@ -247,38 +118,42 @@ def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
         rows.append(row)
     results = pd.DataFrame(rows)
     metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
-    results = results[[*axes, *metric_cols, *BOOKKEEPING]] if rows else results
-    write_csv_atomic(results, out_dir / "results.csv")
+    return results[[*axes, *metric_cols, *BOOKKEEPING]] if rows else results
+
+
+def build_report(out: RunStore | str | os.PathLike[str], spec: Spec) -> dict[str, Path]:
+    """Write results.csv, summary.csv and the report from the stored cells of ``spec``.
+
+    Returns
+    -------
+    dict of str to Path
+        The report files written (``report.md``, ``report.html``, ``figures/...``).
+    """
+    store = out if isinstance(out, RunStore) else RunStore(out)
+    results = results_table(store, spec)
+    store.write_table("results.csv", results)
+    axes = ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
+    metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
     numeric = [c for c in metric_cols if pd.api.types.is_numeric_dtype(results[c])]
     # repeats are UCI splits when split is swept and seed is not (Trippe & Turner 2018)
     over = "split" if "split" in spec.sweep and "seed" not in spec.sweep else "seed"
     summary = summarize(results, numeric, over=over, by=[a for a in axes if a != over])
-    write_csv_atomic(summary, out_dir / "summary.csv")
-    failed = results[results["status"] != "ok"] if rows else None
-    figs = [m for m in spec.report.figures if m in numeric]
+    store.write_table("summary.csv", summary)
+    have_rows = len(results) > 0
+    failed = results[results["status"] != "ok"] if have_rows else None
     notes = [spec.description] if spec.description else []
-    notes.append(f"{len(results)} cells stored of {len(cells)} in the spec.")
-    sections = []
-    if rows:
-        sections = [s for s in (_mean_field_section(results, spec),
-                                _sampler_section(out_dir, results, spec),
-                                _product_section(out_dir, results, spec)) if s is not None]  # fmt: skip
-        from zoo.studies.ktied.report import ktied_sections
-        from zoo.studies.pruning.report import pruning_sections
-
-        sections += pruning_sections(out_dir, results, spec)
-        sections += ktied_sections(out_dir, results, spec)
-    return render_report(
-        out_dir,
+    notes.append(f"{len(results)} cells stored of {len(spec.cells())} in the spec.")
+    files = render_report(
         title=f"bnn-zoo report: {spec.name}",
         spec_text=dump_spec(spec),
         results=results,
         summary=summary,
         x=_axis(spec.report.x, axes, [*[a for a in spec.sweep if a != "seed"], "method"]),
         hue=_axis(spec.report.hue, axes, ["method"]),
-        metrics=figs,
+        metrics=[m for m in spec.report.figures if m in numeric],
         notes=notes,
         failed=failed if failed is not None and len(failed) else None,
         table_metrics=[m for m in numeric if m not in _SETTINGS],
-        sections=sections,
+        sections=_study_sections(store, results, spec) if have_rows else [],
     )
+    return store.write_files(files)

@@ -1,38 +1,43 @@
 """Run a spec cell by cell into a run directory, and rebuild its tables and report.
 
-A run directory holds::
-
-    spec.yaml            the resolved spec (defaults filled in)
-    cells/<cell id>.json one per cell: axes, resolved config, metrics, timings, status
-    results.csv          one tidy row per cell: axes, then metrics (no timings: same spec
-                         and seed give byte-identical files)
-    summary.csv          mean and standard error over seeds per remaining combination
-    report.md, report.html, figures/*.png
-
-Cells already stored in the directory (same id: same resolved configuration) are skipped, so
-rerunning ``zoo run SPEC --out DIR`` (or ``zoo run DIR``) resumes; cells stored as failed
-are rerun only when asked (``--retry-failed``). Every file is written atomically (temporary
-name, then rename), and a cell's record is written last, after its posterior file, so a run
-killed at any moment (even with SIGKILL) leaves only whole files and loses only the cells
-that were in flight. Cells run through an executor (:mod:`zoo.run.executors`): in this process,
-in local worker processes, or as Ray tasks.
+The run directory's layout and atomic writes are the store's (:mod:`zoo.run.store`).
+Cells already stored in the directory (same id: same resolved configuration) are skipped,
+so rerunning ``zoo run SPEC --out DIR`` (or ``zoo run DIR``) resumes; cells stored as failed
+are rerun only when asked (``--retry-failed``). A cell's record is written last, after its
+artifacts, so a run killed at any moment (even with SIGKILL) loses only the cells that were
+in flight. Cells run through an executor (:mod:`zoo.run.executors`): in this process, in
+local worker processes, or as Ray tasks, all on one :class:`~zoo.runtime.Runtime` built
+once from the spec's ``runtime:`` section and ``--device``.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
+from tqdm.auto import tqdm
 
-from zoo.spec.schema import Cell, Spec
+from zoo.run.executors import EXECUTORS, plan_workers, with_threads
+from zoo.run.report import build_report as _build_report
+from zoo.run.store import OutdatedRunDir, RunStore, check_version
+from zoo.runtime import Runtime
+from zoo.spec import Spec
+from zoo.studies.product_matrix.simulate import run_simulation
 
-__all__ = ["RunOutcome", "build_report", "default_out_dir", "dump_spec", "load_cells", "run_spec"]
+__all__ = [
+    "OutdatedRunDir",
+    "RunOutcome",
+    "build_report",
+    "check_version",
+    "default_out_dir",
+    "run_spec",
+    "spec_runtime",
+]
 
 
 @dataclass(frozen=True)
@@ -51,38 +56,9 @@ def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
     return root / spec.name / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def write_bytes_atomic(data: bytes, path: Path) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename (fsynced)."""
-    from reports.tables import write_bytes_atomic as write
-
-    write(data, path)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename (fsynced)."""
-    write_bytes_atomic(text.encode("utf-8"), path)
-
-
-def _cell_path(out_dir: Path, cell: Cell) -> Path:
-    return out_dir / "cells" / f"{cell.cell_id}.json"
-
-
-def _stored_status(path: Path) -> str:
-    """``ok``, ``failed`` or ``pending`` (no record, or one that cannot be read)."""
-    try:
-        status = json.loads(path.read_text())["status"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return "pending"
-    return status if status in ("ok", "failed") else "pending"
-
-
-def _write_result(out_dir: Path, res) -> None:
-    """Store one finished cell: its files first, then the record that marks it done."""
-    cell_id = res.record["cell_id"]
-    for suffix, data in res.artifacts.items():
-        write_bytes_atomic(data, out_dir / "cells" / f"{cell_id}{suffix}")
-    write_atomic(out_dir / "cells" / f"{cell_id}.json",
-                 json.dumps(res.record, indent=1, sort_keys=True))  # fmt: skip
+def spec_runtime(spec: Spec, device: str | None = None) -> Runtime:
+    """The runtime of ``spec`` (its ``runtime:`` section), with ``--device`` winning."""
+    return Runtime.from_section(getattr(spec, "runtime", None), device_override=device)
 
 
 def run_spec(
@@ -94,7 +70,9 @@ def run_spec(
     address: str | None = None,
     retry_failed: bool = False,
     progress: bool = True,
-    log=None,
+    log: Callable[[str], None] | None = None,
+    device: str | None = None,
+    runtime: Runtime | None = None,
 ) -> RunOutcome:
     """Run every cell of ``spec`` not yet done in ``out_dir``, then build the report.
 
@@ -107,33 +85,42 @@ def run_spec(
         ``local`` runs cells in worker processes (in this process when ``workers == 1``),
         ``ray`` submits them as Ray tasks (to ``address``, or a local Ray instance).
     workers : int, optional
-        Number of cells run at once (default: one per core); each gets
-        ``cores // workers`` torch threads.
+        Number of cells run at once (default: one per core, or one per GPU with CUDA);
+        each gets ``cores // workers`` torch threads unless the spec fixes them.
     retry_failed : bool
         Rerun cells stored as failed (by default they are kept as they are).
+    device : str, optional
+        ``cpu``, ``cuda`` or ``cuda:N``: overrides the spec's ``runtime.device``.
+    runtime : Runtime, optional
+        The runtime itself (overrides the spec and ``device``).
+
+    Raises
+    ------
+    OutdatedRunDir
+        ``out_dir`` was written with another spec_version (``zoo migrate`` renames it).
+    zoo.runtime.RuntimeUnavailable
+        The device cannot be had on this machine (checked before anything runs).
 
     A failing cell (exception, NaN loss, sampler failure) is recorded with its error; the
     others go on. Each cell is written as soon as it finishes, atomically.
     """
-    from zoo.run.executors import EXECUTORS, plan_workers
-
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    store = RunStore(out_dir)
+    check_version(store)
     if spec.simulation is not None:  # no cells: seconds of numpy
-        from zoo.studies.product_matrix.simulate import run_simulation
-
-        run_simulation(spec, out_dir, log=log)
+        run_simulation(spec, store, log=log)
         return RunOutcome(out_dir, 1, 1, 0, 0)
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
-    log = log or (lambda msg: print(msg, file=sys.stderr))
-    n_workers, threads = plan_workers(workers)
+    runtime = runtime or spec_runtime(spec, device)
+    n_workers, threads = plan_workers(workers, runtime=runtime)
+    runtime = with_threads(runtime, threads)
     if executor == "local" and n_workers == 1:
         executor = "inprocess"
-    (out_dir / "cells").mkdir(parents=True, exist_ok=True)
-    for stale in [*out_dir.glob(".*.tmp"), *(out_dir / "cells").glob(".*.tmp")]:
-        stale.unlink(missing_ok=True)  # left by a killed run; this process is the only writer
-    write_atomic(out_dir / "spec.yaml", dump_spec(spec))
+    store.prepare()
+    store.write_spec(spec)
     cells = spec.cells()
-    status = {c.cell_id: _stored_status(_cell_path(out_dir, c)) for c in cells}
+    status = {c.cell_id: store.status(c.cell_id) for c in cells}
     rerun = ("pending", "failed") if retry_failed else ("pending",)
     todo = [c for c in cells if status[c.cell_id] in rerun]
     skipped = len(cells) - len(todo)
@@ -142,15 +129,17 @@ def run_spec(
         extra = f" ({kept_failed} failed: rerun with --retry-failed)" if kept_failed else ""
         log(f"resuming {out_dir}: {skipped} of {len(cells)} cells already done{extra}")
     if todo and executor != "inprocess":
+        on = f" on {runtime.device}" if runtime.is_cuda else ""
         log(f"running {len(todo)} cells on {executor}: {n_workers} workers x {threads} "
-            f"torch threads")  # fmt: skip
-    bar = _bar(len(cells), skipped) if progress else None
+            f"torch threads{on}")  # fmt: skip
+    # disable=None: no bar when stderr is not a terminal (CI logs get one line per cell)
+    bar = tqdm(total=len(cells), initial=skipped, desc="cells", unit="cell",
+               dynamic_ncols=True, disable=None) if progress else None  # fmt: skip
     t_start = time.perf_counter()
-    run = EXECUTORS[executor]
-    results = run(todo, workers=n_workers, threads=threads, address=address,
-                  progress=progress and executor == "inprocess")  # fmt: skip
+    results = EXECUTORS[executor](todo, workers=n_workers, runtime=runtime, address=address,
+                                  progress=progress and executor == "inprocess")  # fmt: skip
     for i, res in enumerate(results):
-        _write_result(out_dir, res)
+        store.write_cell(res.record, res.artifacts)
         status[res.record["cell_id"]] = res.record["status"]
         msg = _cell_line(res.record, skipped + i + 1, len(cells), time.perf_counter() - t_start,
                          i + 1, len(todo))  # fmt: skip
@@ -161,12 +150,12 @@ def run_spec(
             log(msg)
     if bar is not None:
         bar.close()
-    build_report(out_dir, spec)
+    _build_report(store, spec)
     failed = sum(status[c.cell_id] == "failed" for c in cells)
     return RunOutcome(out_dir, len(cells), len(todo), skipped, failed)
 
 
-def _cell_line(rec: dict, k: int, n: int, elapsed: float, done: int, todo: int) -> str:
+def _cell_line(rec: dict[str, Any], k: int, n: int, elapsed: float, done: int, todo: int) -> str:
     eta = elapsed / done * (todo - done)
     if rec["status"] == "ok":
         m = rec["metrics"]
@@ -177,34 +166,9 @@ def _cell_line(rec: dict, k: int, n: int, elapsed: float, done: int, todo: int) 
     return f"[{k}/{n}] {rec['cell_id']}: {status} ({rec['time_s']:.1f}s; ~{eta:.0f}s left)"
 
 
-def _bar(total: int, initial: int):
-    from tqdm.auto import tqdm
-
-    # disable=None: no bar when stderr is not a terminal (CI logs get one line per cell)
-    return tqdm(
-        total=total, initial=initial, desc="cells", unit="cell", dynamic_ncols=True, disable=None
-    )
-
-
-def dump_spec(spec: Spec) -> str:
-    """The resolved spec as YAML (defaults filled in, keys in schema order)."""
-    return yaml.safe_dump(
-        spec.model_dump(mode="json"), sort_keys=False, width=100, default_flow_style=None
-    )
-
-
-def load_cells(out_dir: Path) -> list[dict[str, Any]]:
-    """Every cell record stored in ``out_dir/cells``, sorted by cell id."""
-    paths = sorted((out_dir / "cells").glob("*.json"))
-    return [json.loads(p.read_text()) for p in paths]
-
-
-def build_report(out_dir: Path, spec: Spec) -> dict[str, Path]:
+def build_report(out_dir: Path | RunStore, spec: Spec) -> dict[str, Path]:
     """Write results.csv, summary.csv and the report from the stored cells of ``spec``."""
+    store = out_dir if isinstance(out_dir, RunStore) else RunStore(out_dir)
     if spec.simulation is not None:
-        from zoo.studies.product_matrix.simulate import run_simulation
-
-        return run_simulation(spec, out_dir, log=lambda msg: None)
-    from zoo.run.report import build_report as build
-
-    return build(out_dir, spec)
+        return run_simulation(spec, store, log=lambda msg: None)
+    return _build_report(store, spec)

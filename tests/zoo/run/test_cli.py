@@ -36,6 +36,7 @@ def test_run_writes_the_run_directory(tiny_spec: Path, tmp_path: Path, capsys) -
               "figures/neg_elbo_vs_model_depth.png"):  # fmt: skip
         assert (out / f).is_file(), f
     assert "data:image/png;base64," in (out / "report.html").read_text()
+    assert (out / "spec.yaml").read_text().startswith("# bnn-zoo spec_version: ")
     assert not list(out.rglob("*.tmp"))
 
     # resume: nothing recomputed, same results
@@ -99,6 +100,10 @@ def test_help_answers_questions() -> None:
                        text=True)  # fmt: skip
     assert r.returncode == 0
     assert "resume" in r.stdout and "exit status" in r.stdout
+    assert "--device cuda" in r.stdout and "migrate" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "zoo.cli", "run", "--help"], capture_output=True,
+                       text=True)  # fmt: skip
+    assert "--device DEVICE" in r.stdout and "cuda:N" in r.stdout
     with pytest.raises(SystemExit):
         main(["run", "--help"])
 
@@ -126,3 +131,13 @@ def test_regression_csv_with_learned_noise(tmp_path: Path) -> None:
     # metrics are in the target's original units: noise sd 1 there, so RMSE near 1
     assert 0.6 < res.loc[0, "rmse"] < 1.6
     assert "accuracy" not in res.columns
+
+
+def test_help_and_validate_do_not_import_torch(tiny_spec: Path) -> None:
+    # the import floors (no cycles, no late project imports) are tests/test_layers.py's
+    code = (
+        "import sys; from zoo.cli import _parser, main; _parser(); "
+        f"assert main(['validate', {str(tiny_spec)!r}]) == 0; "
+        "assert 'torch' not in sys.modules, 'torch imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
