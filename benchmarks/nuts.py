@@ -48,10 +48,12 @@ import torch
 from arviz_stats.base import array_stats
 from pyro.infer.mcmc import MCMC, NUTS
 
+import zoo.data
+import zoo.models
+from zoo.inference.init import initial_locs, pretrain_mle
 from zoo.inference.mcmc.driver import FlatPotential, run_nuts
-from zoo.inference.svi import pretrain_mle
-from zoo.run.cell import _init_locs, build_data, build_model
-from zoo.spec.load import load_spec
+from zoo.runtime import Runtime
+from zoo.spec import load_spec
 
 
 class _Counted(FlatPotential):  # counts gradient evaluations (a batch of C counts C)
@@ -90,11 +92,13 @@ def _setup(n: int):
         "model.param_budget=1000",
     ]
     spec = load_spec("specs/two_moons_depth.yaml", over).cells()[0].spec
-    ds = build_data(spec)
-    model = build_model(spec, ds)
-    x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
-    init = pretrain_mle(model.log_likelihood, _init_locs(model, "he", 0), x[:1000], y[:1000],
-                        seed=0, epochs=10, batch_size=100, lr=0.01)  # fmt: skip
+    ds = zoo.data.load(spec.data, spec.seed)
+    model = zoo.models.build(spec, ds)
+    rt = Runtime.cpu()
+    data = ds.to_torch(rt)
+    x, y = data.x_train, data.y_train
+    init = pretrain_mle(model.log_likelihood, initial_locs(model, "he", data, 0, rt), x[:1000],
+                        y[:1000], gen=rt.generator(0), epochs=10, batch_size=100, lr=0.01)  # fmt: skip
     return model, x, y, init
 
 

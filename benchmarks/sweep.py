@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from zoo.run.runner import run_spec
-from zoo.spec.load import load_spec
+from zoo.spec import load_spec
 
 SPEC = """\
 name: sweep_benchmark
