@@ -215,7 +215,7 @@ inference: [{name: NUTS, kind: nuts, warmup: 5, draws: 5, chains: 2}]
 def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
     """With ``until`` the chains draw ``draws``, then go on in rounds of EXTEND_EVERY: the kept
     draws are the first ones of a run of that length (same seed), stats trimmed alike."""
-    from zoo.inference.mcmc.run_batched import EXTEND_EVERY
+    from zoo.inference.mcmc.driver import EXTEND_EVERY
 
     pot, _, _ = _small("regression")
     asked: list[int] = []

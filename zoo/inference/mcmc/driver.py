@@ -20,26 +20,56 @@ its ``sample`` keeps the per-draw statistics local, works on dicts of per-site t
 flip and keeps scalars as tensors, which costs tens of tensor operations per leapfrog step
 on top of the gradient; here one leapfrog step is six tensor operations plus one
 :meth:`FlatPotential.value_and_grad` (see ``benchmarks/nuts.py`` for the measured ratios).
-With ``vectorize_chains=True`` all chains run as one batched computation
-(:mod:`zoo.inference.mcmc.run_batched`, :mod:`zoo.inference.mcmc.batched`; diagonal mass matrix only).
+With ``vectorize_chains=True`` (and two chains or more, diagonal mass matrix) all chains run
+as one batched computation: the transitions are :mod:`zoo.inference.mcmc.batched` (one
+:meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch` per leapfrog step of
+all chains) and the warm-up is :mod:`zoo.inference.mcmc.adaptation` (the same adaptation as
+Pyro's ``WarmupAdapter``, bit for bit, as pure functions over one state for all chains; its
+step-size search is batched too). Each chain is seeded from ``(seed, c)`` and draws its
+momenta and coins from its own generators in the order the one-chain code draws them, so it
+visits the points it would visit alone, up to float rounding of the batched products (which
+chaotic trajectories amplify over many draws).
+
+The one-chain path (``vectorize_chains=False``, or one chain) keeps the one-chain kernel and
+Pyro's ``WarmupAdapter`` per chain: it is the only path for dense and block mass matrices, and
+for a diagonal one its numbers differ from a batch of one chain by the rounding of
+:meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad` against its batched
+version, so running it through the batched path would move every published sequential run.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from pyro.infer.mcmc.adaptation import WarmupAdapter
 
-from zoo.inference.mcmc.batched import hmc_step_batch, nuts_step_batch
+from zoo.inference.mcmc.adaptation import (
+    AdaptationState,
+    WindowAdaptation,
+    find_reasonable_step_size,
+    window_adaptation,
+)
+from zoo.inference.mcmc.batched import (
+    BatchMetric,
+    hmc_step_batch,
+    leapfrog_batch,
+    new_point_batch,
+    nuts_step_batch,
+)
 from zoo.inference.mcmc.kernel import Metric, hmc_step, leapfrog, new_point, nuts_step
 from zoo.inference.mcmc.potential import FlatPotential
 
-__all__ = ["FlatPotential", "MCMCResult", "run_hmc", "run_nuts"]  # FlatPotential re-exported
+# FlatPotential re-exported
+__all__ = ["EXTEND_EVERY", "FlatPotential", "MCMCResult", "run_hmc", "run_nuts"]
+
+#: With ``until``, the stopping rule is asked after every this many draws past ``draws``.
+EXTEND_EVERY = 25
 
 
 # --- object shell -------------------------------------------------------------------------
@@ -99,6 +129,23 @@ def _mass_shapes(pot: FlatPotential, mass_matrix: str) -> dict[tuple[str, ...], 
     return out
 
 
+def _chain_rngs(seed: int, chain: int) -> tuple[np.random.Generator, torch.Generator]:
+    """Chain ``chain``'s generators: NumPy (directions, coins) and torch (momenta, prior)."""
+    ss = np.random.SeedSequence([seed, chain])
+    gen = torch.Generator().manual_seed(int(ss.generate_state(1, np.uint64)[0] >> 1))
+    return np.random.default_rng(ss), gen
+
+
+def _collapsed(chain: int, eps: float, target_accept: float, blocks: list, warmup: int) -> None:
+    """Raise when a chain's adapted step size is not a finite number above 1e-8."""
+    if not (math.isfinite(eps) and eps > 1e-8):
+        raise FloatingPointError(
+            f"chain {chain}: the adapted step size collapsed to {eps:.3g} (target_accept"
+            f"={target_accept}, mass matrix {blocks}, warmup={warmup}); start from a better "
+            "point (init= the MF-VI posterior mean), warm up longer or lower target_accept"
+        )
+
+
 class _Chain:
     """One chain: Pyro's WarmupAdapter around a transition function, seeded from (seed, c)."""
 
@@ -106,9 +153,7 @@ class _Chain:
                  warmup: int, target_accept: float, step_size: float | None, mass_matrix: str,
                  adapt_mass_matrix: bool) -> None:  # fmt: skip
         self.pot, self.transition, self.warmup, self.chain = pot, transition, warmup, chain
-        ss = np.random.SeedSequence([seed, chain])
-        self.rng = np.random.default_rng(ss)
-        self.gen = torch.Generator().manual_seed(int(ss.generate_state(1, np.uint64)[0] >> 1))
+        self.rng, self.gen = _chain_rngs(seed, chain)
         shapes = _mass_shapes(pot, mass_matrix)
         sl = pot.site_slices
         self.slices = {k: slice(sl[k[0]].start, sl[k[-1]].stop) for k in shapes}
@@ -132,14 +177,8 @@ class _Chain:
         return self.metric
 
     def check_step_size(self) -> None:
-        eps, a = self.adapter.step_size, self.adapter
-        if not (math.isfinite(eps) and eps > 1e-8):
-            raise FloatingPointError(
-                f"chain {self.chain}: the adapted step size collapsed to {eps:.3g} (target_accept"
-                f"={a.target_accept_prob}, mass matrix {list(self.slices)}, warmup="
-                f"{self.warmup}); start from a better point (init= the MF-VI posterior mean), "
-                "warm up longer or lower target_accept"
-            )
+        _collapsed(self.chain, self.adapter.step_size, self.adapter.target_accept_prob,
+                   list(self.slices), self.warmup)  # fmt: skip
 
     def zdict(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
         return {n: z[sl] for n, sl in self.pot.site_slices.items()}
@@ -220,13 +259,11 @@ def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, wa
             f"mass_matrix={mass_matrix!r}; use mass_matrix='diag' or vectorize_chains=False"
         )
     if vectorize_chains and chains > 1:
-        from zoo.inference.mcmc.run_batched import run_batched
-
-        return run_batched(pot, batch_transition, method, seed=seed, warmup=warmup,
-                           draws=draws, chains=chains, target_accept=target_accept,
-                           step_size=step_size, adapt_mass_matrix=adapt_mass_matrix, init=init,
-                           progress=progress, threads=threads, settings=settings,
-                           max_draws=max_draws, until=until)  # fmt: skip
+        return _run_batched(pot, batch_transition, method, seed=seed, warmup=warmup,
+                            draws=draws, chains=chains, target_accept=target_accept,
+                            step_size=step_size, adapt_mass_matrix=adapt_mass_matrix, init=init,
+                            progress=progress, threads=threads, settings=settings,
+                            max_draws=max_draws, until=until)  # fmt: skip
     z_init = None if init is None else pot.ravel(init).detach().clone()
     flat = torch.empty(chains, draws, pot.dim, dtype=pot.x.dtype)
     stats: dict[str, list] = {}
@@ -259,6 +296,136 @@ def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, wa
                     threads=threads)  # fmt: skip
     return _result(pot, flat, {k: np.stack(v) for k, v in stats.items()}, settings, seconds,
                    t_warm)  # fmt: skip
+
+
+def _search(pot: FlatPotential, ad: WindowAdaptation, state: AdaptationState, z: torch.Tensor,
+            gens: Sequence[torch.Generator]) -> AdaptationState:  # fmt: skip
+    """The batched step-size search where the schedule asks for it, and the restart after it."""
+    if not state.needs_search:
+        return state
+    minv = state.inverse_mass_matrix
+    leap = functools.partial(leapfrog_batch, pot, BatchMetric(minv))
+    eps = find_reasonable_step_size(pot.value_and_grad_batch, leap, z, state.step_size, minv,
+                                    gens)  # fmt: skip
+    return ad.restart(state, eps)
+
+
+def _sample_batched(pot: FlatPotential, transition: Callable, ad: WindowAdaptation,
+                    warmup: int, z: torch.Tensor, step_size: float | None,
+                    gens: Sequence[torch.Generator], rngs: Sequence[np.random.Generator],
+                    draws: int, out: torch.Tensor, bar,
+                    until: Callable[[np.ndarray], bool] | None,
+                    check: Callable[[torch.Tensor], None]) -> tuple[dict, float, int, torch.Tensor]:  # fmt: skip
+    """Warm up all chains from ``z`` (C, D), write ``out`` (C, max draws, D).
+
+    Draws ``draws``, then (with ``until``) goes on in rounds of :data:`EXTEND_EVERY` until
+    ``until(out[:, :k])`` is true or ``out`` is full. Returns stats, warm-up seconds, ``k``
+    and the adapted step sizes (C,); ``check(step_sizes)`` runs at the end of warm-up.
+    """
+    t0 = time.perf_counter()
+    u, g = pot.value_and_grad_batch(z)
+    state = ad.init(z, 1.0 if step_size is None else step_size, search=step_size is None)
+    state = _search(pot, ad, state, z, gens)
+    minv, t_warm = state.inverse_mass_matrix, 0.0
+    metric = BatchMetric(minv)
+    rec: dict[str, list] = {}
+    kept = out.shape[1]
+    for t in range(warmup + out.shape[1]):
+        eps = state.step_size
+        p = new_point_batch(metric, z, u, g, gens)
+        # float32 step sizes: what torch.tensor made of the per-chain adapters' Python floats
+        # in earlier versions (kept: the same numbers); the kernels cast them to z's dtype
+        q, st = transition(pot, metric, p, eps.float(), rngs)
+        z, u, g = q.z, q.potential, q.g
+        if t < warmup:
+            # float32 acceptance statistics, as the per-chain adapters were fed
+            acc = torch.from_numpy(st["acceptance_rate"]).float()
+            state = _search(pot, ad, ad.update(state, t, z, acc), z, gens)
+            if state.inverse_mass_matrix is not minv:
+                minv = state.inverse_mass_matrix
+                metric = BatchMetric(minv)
+            if t == warmup - 1:
+                t_warm = time.perf_counter() - t0
+                check(state.step_size)
+        else:
+            out[:, t - warmup] = z
+            for k, val in (("lp", -u.numpy()), ("step_size", eps.numpy()),
+                           ("energy", q.energy.numpy()), *st.items()):  # fmt: skip
+                rec.setdefault(k, []).append(val)
+        if bar is not None:
+            bar.update(1)
+            if t % 10 == 0:
+                bar.set_postfix(eps=f"{eps.median().item():.2e}",
+                                n_steps=int(st["n_steps"].mean()))  # fmt: skip
+        k = t - warmup + 1
+        if until is not None and k >= draws and (k - draws) % EXTEND_EVERY == 0:
+            if k == out.shape[1] or until(out[:, :k].numpy()):
+                kept = k
+                break
+    step_size_final, _ = ad.final(state)
+    return {k: np.stack(v, 1) for k, v in rec.items()}, t_warm, kept, step_size_final
+
+
+def _run_batched(pot: FlatPotential, transition: Callable, method: str, *, seed: int,
+                 warmup: int, draws: int, chains: int, target_accept: float,
+                 step_size: float | None, adapt_mass_matrix: bool,
+                 init: Mapping[str, torch.Tensor] | None, progress: bool, threads: int | None,
+                 settings: dict, max_draws: int | None = None,
+                 until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
+    """Sample ``chains`` chains together with the batched ``transition``; diagonal mass only.
+
+    Parameters as in :func:`run_nuts`; ``transition(pot, metric, p, eps, rngs)`` is a batched
+    kernel of :mod:`zoo.inference.mcmc.batched`. The warm-up is
+    :func:`~zoo.inference.mcmc.adaptation.window_adaptation` for all chains at once, with
+    :func:`~zoo.inference.mcmc.adaptation.find_reasonable_step_size` at the start (unless
+    ``step_size`` is given) and after each mass-matrix window. ``warmup_seconds`` is the wall
+    time of the joint warm-up; one progress bar for all chains. With ``until`` every chain
+    draws ``draws``, then all go on together in rounds of :data:`EXTEND_EVERY` draws until
+    ``until(flat draws so far, shape (chains, k, D))`` is true or they have ``max_draws``;
+    ``settings["draws"]`` is the number drawn.
+    """
+    cap = draws if until is None or max_draws is None else max_draws
+    z_init = None if init is None else pot.ravel(init).detach().clone()
+    t0 = time.perf_counter()
+    gens, rngs, zs = [], [], []
+    for c in range(chains):
+        rng, gen = _chain_rngs(seed, c)
+        z = z_init.clone() if z_init is not None else pot.prior_draw(gen)
+        _check_init(pot, z, "init" if init is not None else "a prior draw (init=None)")
+        gens.append(gen)
+        rngs.append(rng)
+        zs.append(z)
+    ad = window_adaptation(warmup, target_accept=target_accept,
+                           adapt_mass_matrix=adapt_mass_matrix)  # fmt: skip
+    blocks = [tuple(pot.site_slices)]
+
+    def check(eps: torch.Tensor) -> None:
+        for c, e in enumerate(eps.tolist()):
+            _collapsed(c, e, target_accept, blocks, warmup)
+
+    flat = torch.empty(chains, cap, pot.dim, dtype=pot.x.dtype)
+    saved = torch.get_num_threads()
+    threads = saved if threads is None else threads
+    bar = _progress(warmup + cap, f"{method} {chains} chains") if progress else None
+    try:
+        torch.set_num_threads(threads)
+        stats, t_warm, kept, steps = _sample_batched(pot, transition, ad, warmup,
+                                                     torch.stack(zs), step_size, gens, rngs,
+                                                     draws, flat, bar, until, check)  # fmt: skip
+        flat = flat[:, :kept].clone()
+    finally:
+        torch.set_num_threads(saved)
+        if bar is not None:
+            bar.close()
+    seconds = time.perf_counter() - t0
+    if until is not None:
+        settings = dict(settings, min_draws=draws, max_draws=cap)
+    settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=kept, chains=chains,
+                    target_accept=target_accept, initial_step_size=step_size,
+                    mass_matrix="diag", adapt_mass_matrix=adapt_mass_matrix,
+                    init="given" if init is not None else "prior", step_size=steps.tolist(),
+                    threads=threads)  # fmt: skip
+    return _result(pot, flat, stats, settings, seconds, t_warm)
 
 
 def _result(pot: FlatPotential, flat: torch.Tensor, stats: dict, settings: dict, seconds: float,
@@ -319,14 +486,15 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
         setting). One is fastest for these small sequential operations: with two threads on
         a busy 2-core machine every leapfrog step was 25 times slower.
     vectorize_chains : bool
-        Run all chains as one batched computation (:mod:`zoo.inference.mcmc.run_batched`): each chain keeps
-        its own seed, step-size search, dual averaging and mass-matrix windows, while every
-        leapfrog step of all chains is one forward and backward pass. On small networks 4
+        Run all chains as one batched computation: each chain keeps its own seed, step-size
+        search, dual averaging and mass-matrix windows (:mod:`zoo.inference.mcmc.adaptation`,
+        all chains in one state), while every leapfrog step of all chains is one forward and
+        backward pass (:mod:`zoo.inference.mcmc.batched`). On small networks 4
         chains then cost about 1.5 chains. ``mass_matrix="diag"`` only; ``warmup_seconds`` is
         then the wall time of the joint warm-up. One chain runs the sequential path.
     max_draws, until : optional
         A stopping rule (vectorized chains only): after ``draws`` draws per chain, and then
-        every :data:`zoo.inference.mcmc.run_batched.EXTEND_EVERY`, ``until(draws so far)`` is called with the
+        every :data:`EXTEND_EVERY`, ``until(draws so far)`` is called with the
         flat draws of shape ``(chains, k, D)``; sampling stops when it returns true or at
         ``max_draws``. ``settings["draws"]`` is the number drawn.
 
