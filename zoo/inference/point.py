@@ -2,8 +2,9 @@
 
 These are the baselines of Trippe & Turner (2018): "ES" is maximum likelihood stopped early
 on a validation split, MAP adds the log prior. Both work on the pure network function
-(:meth:`zoo.models.mlp.BayesianMLP.log_likelihood`), with no Pyro trace per step, and return
-a frozen :class:`PointResult`. A learned Gaussian noise is optimized as ``log noise``.
+(:meth:`zoo.models.base.BayesianNet.log_likelihood`), with no Pyro trace per step. A learned
+Gaussian noise is optimized as ``log noise``. :func:`fit_map` and :func:`fit_mle` are the
+methods of :data:`zoo.inference.METHODS`.
 """
 
 from __future__ import annotations
@@ -11,44 +12,54 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-from zoo.inference.svi import _batches, _progress
-from zoo.models.mlp import BayesianMLP
+from zoo.inference.base import Fit, FitContext, Hooks, TrainingData, progress_bar
+from zoo.inference.init import initial_locs, minibatches
+from zoo.models.base import BayesianNet
+from zoo.models.likelihoods import GaussianLikelihood
+from zoo.spec.sections.inference import MAPMethod, MLEMethod
 
-__all__ = ["PointResult", "fit_point", "log_prior"]
+__all__ = ["EarlyStopping", "PointPosterior", "fit_map", "fit_mle", "fit_point", "log_prior"]
 
 
 @dataclass(frozen=True)
-class PointResult:
-    """Result of :func:`fit_point`.
+class PointPosterior:
+    """A point estimate as a posterior: every draw is the estimate itself.
 
-    Attributes
-    ----------
-    params : dict of str to Tensor
-        The estimate (constrained: ``noise`` is a standard deviation).
-    losses : ndarray
-        Training loss per step (negative log joint or log likelihood per training point).
-    val_nll : ndarray
-        Validation NLL per point at each evaluation (empty without a validation split).
-    best_step : int
-        Step of the returned estimate (the last step without early stopping).
-    seconds : float
+    ``params`` are constrained (``noise`` is a standard deviation).
     """
 
-    params: dict[str, torch.Tensor]
-    losses: np.ndarray = field(repr=False)
-    val_nll: np.ndarray = field(repr=False)
-    best_step: int
-    seconds: float
+    params: Mapping[str, torch.Tensor]
+
+    def sample(self, n: int, seed: int) -> dict[str, torch.Tensor]:
+        return {k: v[None].expand((n, *v.shape)) for k, v in self.params.items()}
+
+    def median(self) -> dict[str, torch.Tensor]:
+        return dict(self.params)
 
 
-def log_prior(model: BayesianMLP, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
+class EarlyStopping(NamedTuple):
+    """A validation split and when to stop on it.
+
+    The validation NLL is computed every ``eval_every`` steps; training stops after
+    ``patience`` evaluations without improvement and returns the best estimate.
+    """
+
+    x: torch.Tensor
+    y: torch.Tensor
+    patience: int
+    eval_every: int
+
+
+def log_prior(model: BayesianNet, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """Sum of the model's log prior densities at ``params`` (weights, biases, noise)."""
-    total = torch.zeros(())
+    like = next(iter(params.values()))
+    total = torch.zeros((), dtype=like.dtype, device=like.device)
     for site, (loc, scale) in model.prior_params.items():
         z = (params[site] - loc) / scale
         total = (
@@ -68,54 +79,55 @@ def _constrained(raw: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def fit_point(
-    model: BayesianMLP,
+    model: BayesianNet,
     x: torch.Tensor,
     y: torch.Tensor,
     init: Mapping[str, torch.Tensor],
+    method: MAPMethod | MLEMethod,
     *,
+    gen: torch.Generator,
     seed: int,
     prior: bool,
-    steps: int | None = None,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    lr: float = 1e-2,
-    lr_decay: float = 1.0,
-    betas: tuple[float, float] = (0.9, 0.999),
-    validation: tuple[torch.Tensor, torch.Tensor] | None = None,
-    patience: int = 20,
-    eval_every: int = 10,
+    stopping: EarlyStopping | None = None,
     progress: bool = False,
     desc: str = "point",
-) -> PointResult:
+) -> Fit:
     """Fit point weights with Adam: MAP (``prior=True``) or maximum likelihood.
 
     The loss per step is ``-mean log p(y_b | x_b, w) - log p(w) / n`` over a minibatch
-    (without the prior term for maximum likelihood). With ``validation`` the validation
-    NLL is computed every ``eval_every`` steps; the best estimate is kept and training stops
-    after ``patience`` evaluations without improvement (early stopping).
+    (without the prior term for maximum likelihood). ``method`` gives ``steps`` or
+    ``epochs``, ``batch_size``, ``lr``, ``lr_decay`` (total, exponential) and ``betas``;
+    ``gen`` the minibatch order. With ``stopping`` the best estimate on its validation split
+    is kept and training stops early.
+
+    Returns
+    -------
+    Fit
+        ``PointPosterior`` posterior, the loss per step, ``stats`` with ``final_loss`` (mean
+        of the last 10 losses), ``best_step`` (step of the returned estimate; the last step
+        without early stopping) and ``n_var_params``; ``predictive_draws`` 1;
+        ``history["val_nll"]``, the validation NLL per point at each evaluation (empty
+        without ``stopping``).
     """
+    m = method
     n = x.shape[0]
-    bs = n if batch_size is None else min(batch_size, n)
-    if (steps is None) == (epochs is None):
-        raise ValueError("give exactly one of steps and epochs")
-    total = steps if steps is not None else epochs * -(-n // bs)
+    bs = n if m.batch_size is None else min(m.batch_size, n)
+    total = m.steps if m.steps is not None else m.epochs * -(-n // bs)
     torch.manual_seed(seed)
     raw = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    if (
-        model.likelihood.__class__.__name__ == "GaussianLikelihood"
-        and model.likelihood.noise is None
-    ):
-        raw["log_noise"] = torch.zeros((), requires_grad=True)
-    opt = torch.optim.Adam(raw.values(), lr=lr, betas=tuple(betas))
-    sched = torch.optim.lr_scheduler.ExponentialLR(opt, lr_decay ** (1.0 / max(total, 1)))
-    gen = torch.Generator().manual_seed(seed)
+    lik = model.likelihood
+    if isinstance(lik, GaussianLikelihood) and lik.noise is None:
+        raw["log_noise"] = torch.zeros((), dtype=x.dtype, device=x.device, requires_grad=True)
+    opt = torch.optim.Adam(raw.values(), lr=m.lr, betas=tuple(m.betas))
+    sched = torch.optim.lr_scheduler.ExponentialLR(opt, m.lr_decay ** (1.0 / max(total, 1)))
+    patience = stopping.patience if stopping is not None else 1
     losses, val = np.empty(total), []
     best, best_step, best_val, waited = None, total, math.inf, 0
-    bar = _progress(total, desc) if progress else None
+    bar = progress_bar(total, desc) if progress else None
     t0 = time.perf_counter()
     step = 0
     while step < total and waited < patience:
-        for idx in _batches(n, bs, gen):
+        for idx in minibatches(n, bs, gen):
             if step >= total or waited >= patience:
                 break
             opt.zero_grad()
@@ -133,9 +145,10 @@ def fit_point(
             step += 1
             if bar is not None:
                 bar.update(1)
-            if validation is not None and (step % eval_every == 0 or step == total):
+            if stopping is not None and (step % stopping.eval_every == 0 or step == total):
                 with torch.no_grad():
-                    v = -model.log_likelihood(*validation, _constrained(raw)).mean().item()
+                    v = -model.log_likelihood(stopping.x, stopping.y, _constrained(raw))
+                    v = v.mean().item()
                 val.append(v)
                 if v < best_val:
                     best_val, best_step, waited = v, step, 0
@@ -144,6 +157,44 @@ def fit_point(
                     waited += 1
     if bar is not None:
         bar.close()
+    seconds = time.perf_counter() - t0
     final = best if best is not None else {k: t.detach().clone() for k, t in raw.items()}
-    return PointResult(_constrained(final), losses[:step], np.array(val),
-                       best_step if best is not None else step, time.perf_counter() - t0)  # fmt: skip
+    params = _constrained(final)
+    losses = losses[:step]
+    stats: dict[str, Any] = {
+        "final_loss": float(np.mean(losses[-10:])),
+        "best_step": best_step if best is not None else step,
+        "n_var_params": sum(v.numel() for v in params.values()),
+    }
+    return Fit(PointPosterior(params), seconds, losses, stats, predictive_draws=1,
+               history={"val_nll": np.array(val)})  # fmt: skip
+
+
+def fit_map(
+    method: MAPMethod, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
+) -> Fit:
+    """The ``map`` method: maximize the log joint from the method's initial weights."""
+    init = initial_locs(model, method.init_loc, data, ctx.seed, ctx.runtime)
+    return fit_point(model, data.x_train, data.y_train, init, method,
+                     gen=ctx.runtime.generator(ctx.seed), seed=ctx.seed, prior=True,
+                     progress=ctx.progress, desc=ctx.desc)  # fmt: skip
+
+
+def fit_mle(
+    method: MLEMethod, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
+) -> Fit:
+    """The ``mle`` method: maximum likelihood stopped early on a seeded validation split.
+
+    ``validation_fraction`` of the training points (at least one), drawn with the seed
+    ``seed + 7``, are held out.
+    """
+    x, y = data.x_train, data.y_train
+    perm = torch.randperm(len(x), generator=ctx.runtime.generator(ctx.seed + 7),
+                          device=ctx.runtime.device)  # fmt: skip
+    n_val = max(1, round(method.validation_fraction * len(x)))
+    stopping = EarlyStopping(x[perm[:n_val]], y[perm[:n_val]], method.patience, method.eval_every)
+    x, y = x[perm[n_val:]], y[perm[n_val:]]
+    init = initial_locs(model, method.init_loc, data, ctx.seed, ctx.runtime)
+    return fit_point(model, x, y, init, method, gen=ctx.runtime.generator(ctx.seed),
+                     seed=ctx.seed, prior=False, stopping=stopping, progress=ctx.progress,
+                     desc=ctx.desc)  # fmt: skip

@@ -1,15 +1,20 @@
-"""Variational inference runners (NUTS and HMC are in :mod:`zoo.inference.mcmc.driver`), with explicit seeds.
+"""Stochastic variational inference: maximize the ELBO over a guide with (clipped) Adam.
 
-A runner takes a Pyro model, data tensors and settings, and returns a frozen result. Same
-inputs and seed give the same numbers on CPU.
+:func:`fit_svi` is the optimization loop for any Pyro model and AutoGuide, with its
+settings in an :class:`~zoo.spec.sections.inference.SVIMethod` section (steps or epochs,
+batch size, learning rates, KL weight and annealing, ELBO estimator, local
+reparameterization). :func:`fit_svi_method` is the method of :data:`zoo.inference.METHODS`:
+initial means, optional pretraining, the guide, then :func:`fit_svi`. Same inputs and seed
+give the same numbers.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyro
@@ -19,9 +24,25 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.optim import ClippedAdam, PyroOptim
 from pyro.optim.clipped_adam import ClippedAdam as _TorchClippedAdam
 
+import guides
 from guides.local_reparam import LocalReparameterization
+from zoo.inference.base import NO_HOOKS, Fit, FitContext, Hooks, TrainingData, progress_bar
+from zoo.inference.guides import build_guide
+from zoo.inference.init import initial_locs, minibatches, pretrain_mle
+from zoo.models.base import BayesianNet
+from zoo.spec.sections.inference import SVIMethod
 
-__all__ = ["KLWeight", "SVIResult", "VIPosterior", "fit_svi", "kl_weight_at", "pretrain_mle"]
+__all__ = [
+    "EVAL_PARTICLES",
+    "KLWeight",
+    "VIPosterior",
+    "fit_svi",
+    "fit_svi_method",
+    "kl_weight_at",
+]
+
+#: Particles of the final -ELBO estimate on the full training set.
+EVAL_PARTICLES = 10
 
 
 def kl_weight_at(step: int, kl_weight: float, warmup_steps: int, every: int = 1) -> float:
@@ -58,22 +79,21 @@ class KLWeight(pyro.poutine.messenger.Messenger):
 
 @dataclass(frozen=True)
 class VIPosterior:
-    """A fitted variational posterior: the guide and the model it belongs to.
+    """A fitted variational posterior: the guide and the model arguments it is called with.
 
-    ``sample(n, seed)`` returns ``{site: tensor of shape (n, *site_shape)}``.
+    ``sample(n, seed)`` returns ``{site: tensor of shape (n, *site_shape)}``, drawn with
+    torch's generators seeded by ``seed`` and restored afterwards.
     """
 
     guide: AutoGuide
     model_args: tuple = ()
 
     def sample(self, n: int, seed: int) -> dict[str, torch.Tensor]:
-        state = torch.random.get_rng_state()
-        try:
+        first = self.model_args[0] if self.model_args else None
+        cuda = [first.device] if isinstance(first, torch.Tensor) and first.is_cuda else []
+        with torch.random.fork_rng(devices=cuda), torch.no_grad():
             torch.manual_seed(seed)
-            with torch.no_grad():
-                draws = [self.guide(*self.model_args) for _ in range(n)]
-        finally:
-            torch.random.set_rng_state(state)
+            draws = [self.guide(*self.model_args) for _ in range(n)]
         return {k: torch.stack([d[k] for d in draws]) for k in draws[0]}
 
     def median(self) -> dict[str, torch.Tensor]:
@@ -81,59 +101,20 @@ class VIPosterior:
             return self.guide.median(*self.model_args)
 
 
-@dataclass(frozen=True)
-class SVIResult:
-    """Result of :func:`fit_svi`.
-
-    Attributes
-    ----------
-    posterior : VIPosterior
-    losses : ndarray
-        The (KL-weighted) loss per step, per training point.
-    neg_elbo : float
-        -ELBO (KL weight 1) on the full training set, averaged over ``eval_particles``.
-    seconds : float
-        Wall time of the optimization.
-    """
-
-    posterior: VIPosterior
-    losses: np.ndarray = field(repr=False)
-    neg_elbo: float
-    seconds: float
-
-
-def _batches(n: int, batch_size: int, gen: torch.Generator):
-    perm = torch.randperm(n, generator=gen)
-    for i in range(0, n, batch_size):
-        yield perm[i : i + batch_size]
-
-
 def fit_svi(
     model: Callable,
     guide: AutoGuide,
     x: torch.Tensor,
     y: torch.Tensor,
+    method: SVIMethod,
     *,
+    gen: torch.Generator,
     seed: int,
-    steps: int | None = None,
-    epochs: int | None = None,
-    batch_size: int | None = None,
-    lr: float = 1e-2,
-    lr_decay: float = 1.0,
-    betas: tuple[float, float] = (0.9, 0.999),
-    kl_weight: float = 1.0,
-    kl_warmup_steps: int = 0,
-    closed_form_kl: bool = True,
-    num_particles: int = 1,
-    eval_particles: int = 10,
+    hooks: Hooks = NO_HOOKS,
     progress: bool = False,
     desc: str = "svi",
-    local_reparam: bool = False,
-    kl_warmup_every: int = 1,
-    callback: Callable[[int, float, torch.Tensor], None] | None = None,
-    grad_callback: Callable[[int, dict[str, torch.Tensor]], None] | None = None,
-    scale_lr: float | None = None,
-) -> SVIResult:
+    eval_particles: int = EVAL_PARTICLES,
+) -> Fit:
     """Maximize the ELBO of ``model(x, y, n_total)`` over ``guide`` with Adam.
 
     Parameters
@@ -142,73 +123,65 @@ def fit_svi(
         A Pyro model with signature ``model(x, y=None, n_total=None)`` and an AutoGuide.
     x, y : Tensor
         Training data.
+    method : SVIMethod
+        The settings: ``steps`` or ``epochs`` (an epoch is ``ceil(n / batch_size)`` steps),
+        ``batch_size`` (None: full batch), Adam's ``lr``, ``lr_decay`` (ClippedAdam's
+        ``lrd = lr_decay ** (1 / steps)``) and ``betas``; ``scale_lr``, the learning rate of
+        the guide's standard-deviation parameters (:func:`guides.is_std_param`; None: ``lr``);
+        ``kl_weight``, ``kl_warmup_steps`` and ``kl_warmup_every`` (the KL term is multiplied
+        by :func:`kl_weight_at`); ``closed_form_kl`` (``TraceMeanField_ELBO`` instead of
+        ``Trace_ELBO``); ``num_particles``; and the guide's ``local_reparam`` (each step
+        inside :class:`guides.local_reparam.LocalReparameterization`).
+    gen : torch.Generator
+        Draws the minibatch order.
     seed : int
-        Seeds Pyro/torch and the minibatch order.
-    steps, epochs : int
-        Length of training; give one. An epoch is ``ceil(n / batch_size)`` steps.
-    batch_size : int, optional
-        Minibatch size; ``None`` is full batch.
-    lr, lr_decay : float
-        Adam learning rate and its total decay (``ClippedAdam`` ``lrd = lr_decay ** (1/steps)``).
-    betas : tuple of float
-        Adam's ``(beta1, beta2)``.
-    scale_lr : float, optional
-        Learning rate of the guide's standard-deviation parameters (see
-        :func:`is_std_param`); ``None`` uses ``lr`` for every parameter.
-    kl_weight, kl_warmup_steps, kl_warmup_every
-        The KL term is multiplied by ``kl_weight * min(1, s / kl_warmup_steps)`` where ``s``
-        is the step count rounded down to a multiple of ``kl_warmup_every`` (1: raised every
-        batch; 100: step-wise every 100 batches, as in Swiatkowski et al. 2020, D.4).
-    closed_form_kl : bool
-        ``TraceMeanField_ELBO`` (analytic KL where registered) instead of ``Trace_ELBO``.
-    local_reparam : bool
-        Run each step inside :class:`guides.local_reparam.LocalReparameterization`: the
-        model's linear layers sample their outputs instead of the weights (exact for
-        guides with independent Gaussian weights; others fall back to weight sampling).
-    callback : callable, optional
-        ``callback(step, loss_per_point, batch_index)`` after every step (0-based ``step``);
-        use it for trajectories (ELBO, KL, NLL at chosen steps). It must not draw from
-        torch's global generator if results are to stay identical with and without it.
-    grad_callback : callable, optional
-        ``grad_callback(step, {param_name: grad})`` with this step's gradients, before the
-        optimizer applies them (gradient signal-to-noise ratios).
+        Seeds Pyro and torch's global generators (the ELBO's draws).
+    hooks : Hooks
+        ``on_step(step, guide, loss_per_point)`` after every step and ``on_grads(step,
+        {param name: grad})`` before the optimizer applies a step's gradients.
+    progress : bool
+        A tqdm bar (off when stderr is not a terminal).
+    desc : str
+        The bar's label.
+    eval_particles : int
+        Particles of the final -ELBO on the full training set.
 
     Returns
     -------
-    SVIResult
+    Fit
+        ``VIPosterior`` posterior, the loss per step and point, ``stats`` with ``neg_elbo``
+        (-ELBO per data set, KL weight 1), ``final_loss`` (mean of the last 10 losses) and
+        ``n_var_params``.
     """
+    m = method
     n = x.shape[0]
-    bs = n if batch_size is None else min(batch_size, n)
-    per_epoch = -(-n // bs)
-    if (steps is None) == (epochs is None):
-        raise ValueError("give exactly one of steps and epochs")
-    total = steps if steps is not None else epochs * per_epoch
+    bs = n if m.batch_size is None else min(m.batch_size, n)
+    total = m.steps if m.steps is not None else m.epochs * -(-n // bs)
     pyro.set_rng_seed(seed)
-    gen = torch.Generator().manual_seed(seed)
-    scale = KLWeight(kl_weight if kl_warmup_steps == 0 else 0.0)
+    scale = KLWeight(m.kl_weight if m.kl_warmup_steps == 0 else 0.0)
     smodel, sguide = scale(model), scale(guide)
-    elbo_cls = TraceMeanField_ELBO if closed_form_kl else Trace_ELBO
+    elbo_cls = TraceMeanField_ELBO if m.closed_form_kl else Trace_ELBO
     optim_args: dict | Callable = {
-        "lr": lr, "lrd": lr_decay ** (1.0 / max(total, 1)), "betas": tuple(betas)
+        "lr": m.lr, "lrd": m.lr_decay ** (1.0 / max(total, 1)), "betas": tuple(m.betas)
     }  # fmt: skip
-    if scale_lr is not None:
-        optim_args = _per_param_lr(optim_args, scale_lr)
-    if kl_warmup_every < 1:
-        raise ValueError("kl_warmup_every must be >= 1")
-    tap = _GradTap(optim_args, grad_callback) if grad_callback is not None else None
+    if m.scale_lr is not None:
+        optim_args = _per_param_lr(guide, optim_args, m.scale_lr)
+    tap = _GradTap(optim_args, hooks.on_grads) if hooks.on_grads is not None else None
     svi = SVI(
-        smodel, sguide, tap or ClippedAdam(optim_args), loss=elbo_cls(num_particles=num_particles)
+        smodel, sguide, tap or ClippedAdam(optim_args), loss=elbo_cls(num_particles=m.num_particles)
     )
+    local_reparam = getattr(m.guide, "local_reparam", False)
     losses = np.empty(total)
     t0 = time.perf_counter()
-    bar = _progress(total, desc) if progress else None
+    bar = progress_bar(total, desc) if progress else None
     step = 0
     while step < total:
-        for idx in _batches(n, bs, gen):
+        for idx in minibatches(n, bs, gen):
             if step >= total:
                 break
-            if kl_warmup_steps:
-                scale.weight = kl_weight_at(step, kl_weight, kl_warmup_steps, kl_warmup_every)
+            if m.kl_warmup_steps:
+                scale.weight = kl_weight_at(step, m.kl_weight, m.kl_warmup_steps,
+                                            m.kl_warmup_every)  # fmt: skip
             if tap is not None:
                 tap.step = step
             with LocalReparameterization(strict=True) if local_reparam else nullcontext():
@@ -219,8 +192,8 @@ def fit_svi(
                     "guide.init_scale"
                 )
             losses[step] = loss / n
-            if callback is not None:
-                callback(step, losses[step], idx)
+            if hooks.on_step is not None:
+                hooks.on_step(step, guide, losses[step])
             step += 1
             if bar is not None:
                 bar.update(1)
@@ -231,27 +204,42 @@ def fit_svi(
     seconds = time.perf_counter() - t0
     with torch.no_grad():
         neg = elbo_cls(num_particles=eval_particles).loss(model, guide, x, y, n)
-    return SVIResult(VIPosterior(guide, (x[:1],)), losses, float(neg), seconds)
+    stats = {
+        "neg_elbo": float(neg),
+        "final_loss": float(np.mean(losses[-10:])),
+        "n_var_params": int(getattr(guide, "num_variational_params", 0)),
+    }
+    return Fit(VIPosterior(guide, (x[:1],)), seconds, losses, stats,
+               predictive_draws=m.predictive_samples, save_draws=m.save_draws)  # fmt: skip
 
 
-# containers of the guides' standard-deviation parameters (guides/: mean field, k-tied,
-# full rank, matrix normal)
-STD_PARAM_CONTAINERS = frozenset(
-    {"scales", "log_u", "log_v", "scale_trils", "log_scale", "row", "col"}
-)
+def fit_svi_method(
+    method: SVIMethod, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
+) -> Fit:
+    """The ``svi`` method: initial means, pretraining, the guide, then :func:`fit_svi`.
+
+    ``hooks.on_start(guide)`` is called once the guide is built.
+    """
+    x, y = data.x_train, data.y_train
+    init = initial_locs(model, method.guide.init_loc, data, ctx.seed, ctx.runtime)
+    if method.pretrain_epochs:
+        init = pretrain_mle(
+            model.log_likelihood, init, x, y, gen=ctx.runtime.generator(ctx.seed),
+            epochs=method.pretrain_epochs, batch_size=method.batch_size, lr=method.lr,
+        )  # fmt: skip
+    guide = build_guide(model, method.guide, init)
+    if hooks.on_start is not None:
+        hooks.on_start(guide)
+    return fit_svi(model, guide, x, y, method, gen=ctx.runtime.generator(ctx.seed),
+                   seed=ctx.seed, hooks=hooks, progress=ctx.progress, desc=ctx.desc)  # fmt: skip
 
 
-def is_std_param(name: str) -> bool:
-    """Whether a param-store name belongs to a guide's standard-deviation parameters."""
-    return not STD_PARAM_CONTAINERS.isdisjoint(name.split("."))
-
-
-def _per_param_lr(optim_args: dict, scale_lr: float) -> Callable[[str], dict]:
+def _per_param_lr(guide: AutoGuide, optim_args: dict, scale_lr: float) -> Callable[[str], dict]:
     """Pyro per-parameter optimizer arguments: ``scale_lr`` for std parameters, else ``lr``."""
     scale_args = dict(optim_args, lr=scale_lr)
 
     def args(name: str) -> dict:
-        return scale_args if is_std_param(name) else optim_args
+        return scale_args if guides.is_std_param(guide, name) else optim_args
 
     return args
 
@@ -259,9 +247,7 @@ def _per_param_lr(optim_args: dict, scale_lr: float) -> Callable[[str], dict]:
 class _GradTap(PyroOptim):
     """Clipped Adam that hands each step's gradients to a callback, then applies them."""
 
-    def __init__(
-        self, optim_args: dict | Callable, fn: Callable[[int, dict[str, torch.Tensor]], None]
-    ):
+    def __init__(self, optim_args: dict | Callable, fn: Callable[[int, Any], None]) -> None:
         super().__init__(_TorchClippedAdam, optim_args)
         self.fn, self.step = fn, 0
 
@@ -270,41 +256,3 @@ class _GradTap(PyroOptim):
         grads = {store.param_name(p): p.grad.detach().clone() for p in params if p.grad is not None}
         self.fn(self.step, grads)
         return super().__call__(params, *args, **kwargs)
-
-
-def pretrain_mle(
-    log_likelihood: Callable[
-        [torch.Tensor, torch.Tensor, Mapping[str, torch.Tensor]], torch.Tensor
-    ],
-    init: Mapping[str, torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    *,
-    seed: int,
-    epochs: int,
-    batch_size: int | None,
-    lr: float,
-) -> dict[str, torch.Tensor]:
-    """Maximum-likelihood training of point weights (the means' pretraining of Farquhar et al.).
-
-    ``log_likelihood(x, y, params)`` returns pointwise log-likelihoods; Adam minimizes their
-    negative mean over minibatches for ``epochs`` passes.
-    """
-    params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    opt = torch.optim.Adam(params.values(), lr=lr)
-    gen = torch.Generator().manual_seed(seed)
-    n = x.shape[0]
-    bs = n if batch_size is None else min(batch_size, n)
-    for _ in range(epochs):
-        for idx in _batches(n, bs, gen):
-            opt.zero_grad()
-            loss = -log_likelihood(x[idx], y[idx], params).mean()
-            loss.backward()
-            opt.step()
-    return {k: v.detach() for k, v in params.items()}
-
-
-def _progress(total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False, unit="step", dynamic_ncols=True, disable=None)

@@ -1,6 +1,6 @@
 """Report sections of the k-tied study (Swiatkowski et al. 2020), from the cells' artifacts.
 
-Reads ``cells/<cell id>.ktied.npz`` (written by :mod:`zoo.studies.ktied.probe`) and builds
+Reads the cells' ``.ktied.npz`` artifacts (written by :mod:`zoo.studies.ktied.probe`) and builds
 :class:`reports.render.Section` objects: spectra of the posterior mean and std matrices
 (Figure 3), post-training rank-k truncation (Tables 2 and 3), parameter counts (Figure 6
 left), gradient SNR at chosen steps (Figure 6 top right), -ELBO at chosen steps (Figure 6
@@ -10,11 +10,14 @@ bottom right, Figure 7) and heat maps of a std matrix and its low-rank approxima
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from reports.render import Section
+from reports.spectrum import elbo_curve_figure, heatmap_figure, spectrum_figure
+from zoo.spec.sections.studies import KTiedStudy
+from zoo.studies.base import ArtifactReader
 from zoo.studies.ktied.probe import ARTIFACT, load_artifact
 
 __all__ = ["ktied_sections"]
@@ -33,7 +36,7 @@ def _axis_value(v: Any) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
-def _load(out_dir: Path, results, spec) -> list[tuple[str, int, str, dict, dict]]:
+def _load(run: ArtifactReader, results, spec) -> list[tuple[str, int, str, dict, dict]]:
     """(label, seed, cell id, record, arrays) of every ok cell with a k-tied artifact.
 
     The label is the method name plus the cell's values of the other sweep axes (e.g.
@@ -43,9 +46,9 @@ def _load(out_dir: Path, results, spec) -> list[tuple[str, int, str, dict, dict]
     axes = [a for a in spec.sweep if a != "seed" and a in results.columns]
     ok = results[results["status"] == "ok"] if "status" in results.columns else results
     for _, r in ok.iterrows():
-        path = out_dir / "cells" / f"{r['cell_id']}{ARTIFACT}"
-        if path.is_file():
-            rec, arrays = load_artifact(path)
+        data = run.read_artifact(str(r["cell_id"]), ARTIFACT)
+        if data is not None:
+            rec, arrays = load_artifact(data)
             extra = [f"{a.split('.')[-1]}={_axis_value(r[a])}" for a in axes if r[a] == r[a]]
             label = " ".join([str(r["method"]), *extra])
             out.append((label, int(r["seed"]), str(r["cell_id"]), rec, arrays))
@@ -57,9 +60,6 @@ def _label(method: str, seed: int, seeds: set[int]) -> str:
 
 
 def _spectrum_section(cells, seeds):
-    from reports.render import Section
-    from reports.spectrum import spectrum_figure
-
     header = ["method", "layer", "shape", "mean top-1", "mean top-2", "std top-1", "std top-2",
               "std top-1 at init"]  # fmt: skip
     rows, figs = [], []
@@ -91,7 +91,6 @@ def _spectrum_section(cells, seeds):
 
 
 def _truncation_section(cells, seeds):
-    from reports.render import Section
 
     header = ["method", "std matrices", *_TRUNC_COLS, "NLL vs none"]
     rows, checks = [], []
@@ -127,8 +126,6 @@ def _truncation_section(cells, seeds):
 
 
 def _counts_section(cells, results, seeds):
-    from reports.render import Section
-
     nvar = dict(zip(results["cell_id"], results.get("n_var_params", [None] * len(results)),
                     strict=True))  # fmt: skip
     header = ["method", "variational parameters", "std parameters (weights)",
@@ -146,8 +143,6 @@ def _counts_section(cells, results, seeds):
 
 
 def _snr_section(cells, seeds):
-    from reports.render import Section
-    from reports.spectrum import elbo_curve_figure
 
     header = ["method", "layer", "step", "mean SNR", "median SNR"]
     rows, curves = [], {}
@@ -232,8 +227,6 @@ def _snr_comparison(cells, seeds) -> list[str]:
 
 
 def _elbo_section(cells, seeds):
-    from reports.render import Section
-    from reports.spectrum import elbo_curve_figure
 
     curves = {}
     split = "validation"
@@ -258,10 +251,8 @@ def _elbo_section(cells, seeds):
 
 
 def _heatmap_section(cells, spec):
-    from reports.render import Section
-    from reports.spectrum import heatmap_figure
-
-    site_by_method = {m.name: (m.ktied.heatmap_site if getattr(m, "ktied", None) else None)
+    site_by_method = {m.name: next((s.heatmap_site for s in spec.studies_for(m)
+                                    if isinstance(s, KTiedStudy)), None)
                       for m in spec.inference}  # fmt: skip
     for method, seed, _, rec, arrays in cells:
         if not rec.get("truncation") or rec.get("rank") is not None:
@@ -284,9 +275,9 @@ def _heatmap_section(cells, spec):
     return None
 
 
-def ktied_sections(out_dir: Path, results, spec) -> list:
+def ktied_sections(results, run: ArtifactReader, spec) -> list:
     """The k-tied study sections of a run (empty if no cell stored a k-tied artifact)."""
-    cells = _load(Path(out_dir), results, spec)
+    cells = _load(run, results, spec)
     if not cells:
         return []
     seeds = {c[1] for c in cells}

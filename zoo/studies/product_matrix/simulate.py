@@ -11,33 +11,54 @@ from __future__ import annotations
 
 import io
 import sys
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
+import pandas as pd
 
-from zoo.spec.schema import Spec
+from reports.product_matrix import (
+    off_diagonal_mass,
+    product_covariance_figure,
+    simulate,
+    support_fraction,
+)
+from reports.render import Section, render_report
 
-__all__ = ["run_simulation"]
+__all__ = ["SimulationStore", "run_simulation"]
 
 
-def run_simulation(spec: Spec, out_dir: Path, *, log=None) -> dict[str, Path]:
-    """Run ``spec.simulation`` into ``out_dir`` and write its report."""
-    import pandas as pd
+class SimulationStore(Protocol):
+    """The writer of a run directory that a simulation needs (:class:`zoo.run.store.RunStore`)."""
 
-    from reports.product_matrix import (
-        off_diagonal_mass,
-        product_covariance_figure,
-        simulate,
-        support_fraction,
-    )
-    from reports.render import Section, render_report
-    from reports.tables import write_bytes_atomic, write_csv_atomic
-    from zoo.run.runner import dump_spec, write_atomic
+    def prepare(self) -> None: ...
 
+    def write_spec(self, spec: Any) -> Path: ...
+
+    def spec_text(self) -> str: ...
+
+    def write_table(self, name: str, df: pd.DataFrame) -> Path: ...
+
+    def write_file(self, rel: str, data: bytes) -> Path: ...
+
+    def write_files(self, files: Mapping[str, bytes]) -> dict[str, Path]: ...
+
+
+def run_simulation(
+    spec: Any, store: SimulationStore, *, log: Callable[[str], None] | None = None
+) -> dict[str, Path]:
+    """Run ``spec.simulation``, write its results through ``store`` and render its report.
+
+    Returns
+    -------
+    dict of str to Path
+        The report files written.
+    """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     sim = spec.simulation
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(out_dir / "spec.yaml", dump_spec(spec))
+    store.prepare()
+    store.write_spec(spec)
     kw = dict(seed=spec.seed, mean_low=sim.mean_low, mean_high=sim.mean_high, std=sim.std)
     covs = simulate(sim.width, sim.depths, sim.n_draws, method=sim.method, **kw)
     exact = simulate(sim.width, sim.depths, sim.n_draws, method="exact", **kw)
@@ -55,10 +76,10 @@ def run_simulation(spec: Spec, out_dir: Path, *, log=None) -> dict[str, Path]:
         log(f"depth {depth}: off-diagonal share {rows[-1]['off_diagonal_mass']:.3g} "
             f"(exact {rows[-1]['off_diagonal_mass_exact']:.3g})")  # fmt: skip
     results = pd.DataFrame(rows)
-    write_csv_atomic(results, out_dir / "results.csv")
+    store.write_table("results.csv", results)
     buf = io.BytesIO()
     np.savez_compressed(buf, **{f"depth_{d}": covs[d] for d in sim.depths})
-    write_bytes_atomic(buf.getvalue(), out_dir / "covariances.npz")
+    store.write_file("covariances.npz", buf.getvalue())
 
     label = "Monte Carlo" if sim.method == "mc" else "exact"
     fig = product_covariance_figure({f"L = {d} ({label})": covs[d] for d in sim.depths},
@@ -83,11 +104,11 @@ def run_simulation(spec: Spec, out_dir: Path, *, log=None) -> dict[str, Path]:
         (header, table),
         [("product_covariance", fig), ("product_covariance_exact", fig_exact)],
     )
-    return render_report(
-        out_dir, title=f"bnn-zoo report: {spec.name}", spec_text=dump_spec(spec),
+    return store.write_files(render_report(
+        title=f"bnn-zoo report: {spec.name}", spec_text=store.spec_text(),
         results=results.assign(status="ok"), summary=pd.DataFrame(), x="depth", hue=None,
         metrics=[], notes=[spec.description] if spec.description else [], sections=[section],
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _max_offdiag(cov: np.ndarray) -> float:

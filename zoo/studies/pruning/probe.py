@@ -1,16 +1,18 @@
 """The torch side of the over-pruning study: posterior moments, activations, trajectories.
 
-- :func:`guide_moments`: per-weight posterior means and stds of a fitted guide (the guide's
-  parameters for mean-field and fixed-variance guides, the marginals of a full-rank one);
+- :func:`guide_moments`: per-weight posterior means and stds of a fitted guide
+  (``guide.loc_scale``: the guide's parameters for mean-field and fixed-variance guides,
+  the marginals of a full-rank one);
 - :func:`draw_moments`: the same from posterior draws (NUTS/HMC: a moment-matched Gaussian
   per weight);
 - :func:`pruning_outputs`: per-unit statistics of every hidden layer
   (:func:`reports.pruning.unit_stats`), the pruned fractions for the cell's metrics and an
   ``.pruning.npz`` artifact the report reads back;
-- :class:`TrajectoryRecorder`: a :func:`zoo.inference.svi.fit_svi` callback that records KL, -ELBO,
+- :class:`TrajectoryRecorder`: an ``on_step`` hook of the fit that records KL, -ELBO,
   expected train NLL and predictive train and test NLL during optimization (their Figure
   4). It draws with its own seed and restores torch's generator, so the optimization is the
-  same with and without it.
+  same with and without it;
+- :class:`PruningProbe`: the study's probe of one cell (svi or sampler).
 
 MAP and ES are point estimates: they have no posterior std and get no pruning statistics.
 """
@@ -23,16 +25,21 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import pyro.distributions as dist
 import torch
+from torch.distributions import kl_divergence
 
 from reports.pruning import PruningRule, pruned_fraction, pruned_units, unit_stats
-from zoo.data import base as zdata
+from zoo.inference.base import Fit, Hooks
+from zoo.inference.sampling import SampledPosterior
 from zoo.inference.svi import VIPosterior
-from zoo.models import mlp as zm
-from zoo.spec.sections.pruning import PruningSpec
+from zoo.models.base import BayesianNet
+from zoo.runtime import Runtime
+from zoo.studies.base import CellContext
 
 __all__ = [
-    "PruningHook",
+    "ARTIFACT",
+    "PruningProbe",
     "TrajectoryRecorder",
     "draw_moments",
     "guide_moments",
@@ -41,40 +48,43 @@ __all__ = [
     "rule_of",
 ]
 
+#: Suffix of the cell artifact: per-unit statistics, moments, histograms, trajectories.
+ARTIFACT = ".pruning.npz"
+
 Moments = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
-def rule_of(p: PruningSpec) -> PruningRule:
-    """The :class:`reports.pruning.PruningRule` of a spec's ``metrics.pruning`` section."""
+def rule_of(p: Any) -> PruningRule:
+    """The :class:`reports.pruning.PruningRule` of a pruning study section."""
     return PruningRule(p.out_snr_max, p.in_kl_max, p.in_std_ratio_min)
 
 
-def guide_moments(guide: Any, model: zm.BayesianMLP) -> Moments:
+def guide_moments(guide: Any, model: BayesianNet) -> Moments:
     """Posterior mean and marginal std of every weight and bias site of a fitted guide."""
     out: Moments = {}
-    sites = guide.latent_sites
     with torch.no_grad():
         for w, b in model.layer_sites():
             for name in (w, b):
                 # unconstrained = constrained for real-valued weights; marginal stds for
                 # full-rank blocks (row norms of the Cholesky factor)
-                loc, scale = guide._unconstrained_loc_scale(sites[name])
-                out[name] = (loc.double().numpy().copy(), scale.double().numpy().copy())
+                loc, scale = guide.loc_scale(name)
+                out[name] = (Runtime.numpy(loc.double()).copy(),
+                             Runtime.numpy(scale.double()).copy())  # fmt: skip
     return out
 
 
-def draw_moments(draws: Mapping[str, torch.Tensor], model: zm.BayesianMLP) -> Moments:
+def draw_moments(draws: Mapping[str, torch.Tensor], model: BayesianNet) -> Moments:
     """Mean and std over the leading (draw) dimension of every weight and bias site."""
     out: Moments = {}
     for w, b in model.layer_sites():
         for name in (w, b):
-            a = torch.as_tensor(draws[name]).double().numpy()
+            a = Runtime.numpy(draws[name].double())
             out[name] = (a.mean(0), a.std(0, ddof=1))
     return out
 
 
 def hidden_activations(
-    model: zm.BayesianMLP, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
+    model: BayesianNet, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
 ) -> list[torch.Tensor]:
     """Activations of every hidden layer, each of shape ``(S, len(x), width)``."""
     acts = []
@@ -87,11 +97,11 @@ def hidden_activations(
 
 
 def pruning_outputs(
-    model: zm.BayesianMLP,
-    ds: zdata.Dataset,
+    model: BayesianNet,
+    x_train: torch.Tensor,
     moments: Moments,
     draws: Mapping[str, torch.Tensor],
-    spec: PruningSpec,
+    spec: Any,
     trajectory: dict[str, np.ndarray] | None = None,
 ) -> tuple[dict[str, float], bytes]:
     """Pruned fractions (metrics) and the per-unit statistics as ``.npz`` bytes.
@@ -102,12 +112,12 @@ def pruning_outputs(
     inputs and draws in [-1, 1] (``layer{k}.act_hist``); plus ``traj.<name>`` arrays.
     """
     rule = rule_of(spec)
-    acts = hidden_activations(model, torch.as_tensor(ds.x_train), draws)
+    acts = hidden_activations(model, x_train, draws)
     layers, arrays = [], {}
     for k in range(model.depth):
         w, b = model.layer_sites()[k]
         w_next = model.layer_sites()[k + 1][0]
-        a = acts[k].double().numpy()
+        a = Runtime.numpy(acts[k].double())
         st = unit_stats(moments[w], moments[b], moments[w_next], model.prior_params[w],
                         model.prior_params[b], act_var=a.var(1).mean(0))  # fmt: skip
         layers.append(st)
@@ -130,18 +140,16 @@ def pruning_outputs(
     return metrics, buf.getvalue()
 
 
-def _kl_to_prior(guide: Any, model: zm.BayesianMLP, draws: Mapping[str, torch.Tensor]) -> float:
+def _kl_to_prior(guide: Any, model: BayesianNet, draws: Mapping[str, torch.Tensor],
+                 rt: Runtime) -> float:  # fmt: skip
     """KL(q || prior): closed form per weight site, Monte Carlo (``draws``) for the noise."""
-    import pyro.distributions as dist
-    from torch.distributions import kl_divergence
-
     total = 0.0
     for name in guide.latent_sites:
         q = guide.get_posterior(name)
         if name in model.prior_params:
             loc, scale = model.prior_params[name]
             shape = q.event_shape
-            p = dist.Normal(torch.tensor(float(loc)), float(scale)).expand(shape)
+            p = dist.Normal(rt.tensor(float(loc)), float(scale)).expand(shape)
             p = p.to_event(len(shape))
             try:
                 total += float(kl_divergence(q, p).sum())
@@ -149,40 +157,39 @@ def _kl_to_prior(guide: Any, model: zm.BayesianMLP, draws: Mapping[str, torch.Te
             except NotImplementedError:
                 pass
         else:  # the learned noise: HalfNormal prior
-            p = dist.HalfNormal(torch.tensor(float(model.likelihood.prior_scale)))
+            p = dist.HalfNormal(rt.tensor(float(model.likelihood.prior_scale)))
         z = draws[name]
         total += float((q.log_prob(z) - p.log_prob(z)).mean())
     return total
 
 
 class TrajectoryRecorder:
-    """``fit_svi`` callback: KL, -ELBO and NLLs every ``every`` steps (their Figure 4).
+    """``on_step`` hook: KL, -ELBO and NLLs every ``every`` steps (their Figure 4).
 
     All per-point values; predictive NLLs are in the original units of y (``log y_scale``
     added), the KL and -ELBO in the model's (standardized) units. Draws use ``seed`` and
     torch's global generator is restored, so training is unaffected.
     """
 
-    def __init__(self, model: zm.BayesianMLP, guide: Any, ds: zdata.Dataset, every: int,
-                 n_draws: int, seed: int) -> None:  # fmt: skip
-        self.model, self.guide, self.ds = model, guide, ds
+    def __init__(self, ctx: CellContext, every: int, n_draws: int, seed: int) -> None:
+        self.model, self.ctx = ctx.model, ctx
         self.every, self.n_draws, self.seed = every, n_draws, seed
-        self.xtr, self.ytr = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
-        self.xte, self.yte = torch.as_tensor(ds.x_test), torch.as_tensor(ds.y_test)
         self.rows: list[tuple[float, ...]] = []
 
-    def __call__(self, step: int, loss: float, idx: torch.Tensor) -> None:
+    def on_step(self, step: int, guide: Any, loss: float) -> None:
         if (step + 1) % self.every != 0 and step != 0:
             return
-        post = VIPosterior(self.guide, (self.xtr[:1],))
+        data = self.ctx.data
+        xtr, ytr, xte, yte = data.x_train, data.y_train, data.x_test, data.y_test
+        post = VIPosterior(guide, (xtr[:1],))
         draws = post.sample(self.n_draws, seed=self.seed)  # restores the global generator
         with torch.no_grad():
-            ll_tr = self.model.log_likelihood(self.xtr, self.ytr, draws).double()
-            ll_te = self.model.log_likelihood(self.xte, self.yte, draws).double()
-            kl = _kl_to_prior(self.guide, self.model, draws)
-        n = len(self.xtr)
+            ll_tr = self.model.log_likelihood(xtr, ytr, draws).double()
+            ll_te = self.model.log_likelihood(xte, yte, draws).double()
+            kl = _kl_to_prior(guide, self.model, draws, self.ctx.runtime)
+        n = len(xtr)
         log_s = math.log(self.n_draws)
-        log_scale = math.log(self.ds.y_scale)
+        log_scale = math.log(self.ctx.ds.y_scale)
         exp_nll = -float(ll_tr.sum(1).mean()) / n
         nll_tr = -float((torch.logsumexp(ll_tr, 0) - log_s).mean()) + log_scale
         nll_te = -float((torch.logsumexp(ll_te, 0) - log_s).mean()) + log_scale
@@ -195,27 +202,41 @@ class TrajectoryRecorder:
         return {k: a[:, i] for i, k in enumerate(names)}
 
 
-class PruningHook:
-    """The over-pruning study of one svi cell: trajectories during the fit, stats after it."""
+#: Posterior class -> its per-weight (mean, std): a guide's own, or moments of all draws.
+#: Point estimates have none, and get no pruning statistics.
+MOMENTS = {
+    VIPosterior: lambda post, model: guide_moments(post.guide, model),
+    SampledPosterior: lambda post, model: draw_moments(post.all(), model),
+}
 
-    def __init__(self, spec: PruningSpec, model: zm.BayesianMLP, ds: zdata.Dataset,
-                 seed: int) -> None:  # fmt: skip
-        self.spec, self.model, self.ds, self.seed = spec, model, ds, seed
+
+class PruningProbe:
+    """The over-pruning study of one cell: trajectories during an svi fit, stats after it.
+
+    ``finish`` takes the posterior's moments (:data:`MOMENTS`) and ``section.draws`` draws
+    (seed ``seed + 4``) for the activation variances; trajectories use seed ``seed + 5``.
+    """
+
+    def __init__(self, section: Any, ctx: CellContext) -> None:
+        self.section, self.ctx = section, ctx
         self.trajectory: TrajectoryRecorder | None = None
+        if section.trajectory_every:
+            self.trajectory = TrajectoryRecorder(ctx, section.trajectory_every,
+                                                 section.trajectory_draws, ctx.seed + 5)  # fmt: skip
 
-    def recorder(self, guide: Any) -> TrajectoryRecorder | None:
-        """The ``fit_svi`` callback for ``guide`` (None without ``trajectory_every``)."""
-        if self.spec.trajectory_every:
-            self.trajectory = TrajectoryRecorder(self.model, guide, self.ds,
-                                                 self.spec.trajectory_every,
-                                                 self.spec.trajectory_draws, self.seed + 5)  # fmt: skip
-        return self.trajectory
+    @property
+    def hooks(self) -> Hooks:
+        return Hooks(on_step=self.trajectory.on_step if self.trajectory is not None else None)
 
-    def finish(self, guide: Any, draws: Mapping[str, torch.Tensor],
-               artifacts: dict[str, bytes]) -> dict[str, float]:  # fmt: skip
-        """Pruned fractions; stores ``.pruning.npz`` in ``artifacts``."""
-        traj = self.trajectory.arrays() if self.trajectory is not None else None
-        metrics, data = pruning_outputs(self.model, self.ds, guide_moments(guide, self.model),
-                                        draws, self.spec, traj)  # fmt: skip
-        artifacts[".pruning.npz"] = data
-        return metrics
+    def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """Pruned fractions and ``{ARTIFACT: npz}``; nothing for a point estimate."""
+        moments = MOMENTS.get(type(fit.posterior))
+        if moments is None:
+            return {}, {}
+        traj = self.trajectory.arrays() if self.trajectory is not None and \
+            self.trajectory.rows else None  # fmt: skip
+        draws = fit.posterior.sample(self.section.draws, self.ctx.seed + 4)
+        metrics, data = pruning_outputs(self.ctx.model, self.ctx.data.x_train,
+                                        moments(fit.posterior, self.ctx.model), draws,
+                                        self.section, traj)  # fmt: skip
+        return metrics, {ARTIFACT: data}

@@ -1,6 +1,6 @@
-"""Report sections of the over-pruning study (``metrics.pruning``; Trippe & Turner 2018).
+"""Report sections of the over-pruning study (Trippe & Turner 2018).
 
-Built from ``results.csv`` rows and the cells' ``.pruning.npz`` files only:
+Built from ``results.csv`` rows and the cells' ``.pruning.npz`` artifacts only:
 
 - the pruned fraction per method (and per hidden layer for deeper MLPs), mean and standard
   error over the UCI splits (or seeds);
@@ -11,24 +11,37 @@ Built from ``results.csv`` rows and the cells' ``.pruning.npz`` files only:
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import Any
 
 import numpy as np
 
-from zoo.spec.schema import Spec
+from reports.pruning import PAPER_TABLE1
+from reports.pruning_plots import trajectory_figure, unit_posterior_figure, unit_scatter_figure
+from reports.render import Section
+from zoo.spec.sections.inference import (
+    FixedVarianceGuide,
+    FullRankGuide,
+    HMCMethod,
+    MAPMethod,
+    MeanFieldGuide,
+    MLEMethod,
+    NUTSMethod,
+)
+from zoo.spec.sections.studies import PruningStudy
+from zoo.studies.base import ArtifactReader
+from zoo.studies.pruning.probe import ARTIFACT
 
 __all__ = ["PAPER_NAMES", "pruning_sections"]
 
-#: Which column of the paper's Table 1 a method of this spec corresponds to, by its kind.
-PAPER_NAMES = {"mle": "ES", "map": "MAP", "mean_field": "MF", "fixed_variance": "GD",
-               "full_rank": "FC", "nuts": "HMC", "hmc": "HMC"}  # fmt: skip
+#: Which column of the paper's Table 1 a method (or an svi method's guide) corresponds to.
+PAPER_NAMES: dict[type, str] = {MLEMethod: "ES", MAPMethod: "MAP", MeanFieldGuide: "MF",
+                                FixedVarianceGuide: "GD", FullRankGuide: "FC",
+                                NUTSMethod: "HMC", HMCMethod: "HMC"}  # fmt: skip
 
 
 def _paper_name(m: Any) -> str | None:
-    if m.kind == "svi":
-        return PAPER_NAMES.get(m.guide.kind)
-    return PAPER_NAMES.get(m.kind)
+    return PAPER_NAMES.get(type(m)) or PAPER_NAMES.get(type(getattr(m, "guide", None)))
 
 
 def _mean_se(v) -> tuple[float, float, int]:
@@ -46,19 +59,17 @@ def _pm(m: float, se: float, digits: int = 2) -> str:
     return f"{m:.{digits}f}" + ("" if se != se else f" ± {se:.{digits}f}")
 
 
-def _load(out_dir: Path, cell_id: str) -> dict[str, np.ndarray] | None:
-    path = out_dir / "cells" / f"{cell_id}.pruning.npz"
-    if not path.is_file():
+def _load(run: ArtifactReader, cell_id: str) -> dict[str, np.ndarray] | None:
+    data = run.read_artifact(cell_id, ARTIFACT)
+    if data is None:
         return None
-    with np.load(path) as z:
+    with np.load(io.BytesIO(data)) as z:
         return {k: z[k] for k in z.files}
 
 
-def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
+def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
     """The report sections of the pruning study, or [] when the spec has none."""
-    from reports.render import Section
-
-    p = spec.metrics.pruning
+    p = next((s for s in spec.studies if isinstance(s, PruningStudy)), None)
     if p is None or "status" not in results.columns:
         return []
     ok = results[results["status"] == "ok"]
@@ -103,7 +114,7 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
         f"outgoing weight has |mean|/std < {p.out_snr_max:g}) and its incoming weights and "
         f"bias sit at the prior (mean KL to the prior <= {p.in_kl_max:g} nats per weight and "
         f"mean posterior std >= {p.in_std_ratio_min:g} x the prior std; thresholds: "
-        "metrics.pruning). 'incoming at prior' is the second condition alone. Means and "
+        "the pruning study's settings). 'incoming at prior' is the second condition alone. Means and "
         f"stds are the guide's (MF, GD; the marginals for FC) or moments of all kept draws "
         "(samplers); MAP and ES are point estimates without a posterior std: no pruning "
         f"statistics. Mean ± standard error over {over}s.",
@@ -113,8 +124,6 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
     sections.append(Section("Over-pruning: pruned hidden units", paras, (header, rows)))
 
     # ---------------------------------------------------------------- Table 1
-    from reports.pruning import PAPER_TABLE1
-
     rows = []
     for key in keys:
         name = dict(zip(groups, key, strict=True)).get("data.name", getattr(spec.data, "name",
@@ -159,7 +168,7 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
             if len(r) and over in r.columns:
                 r = r[r[over] == r[over].iloc[0]]
             if len(r):
-                z = _load(out_dir, r["cell_id"].iloc[0])
+                z = _load(run, str(r["cell_id"].iloc[0]))
                 if z is not None:
                     stats[m.name] = z
                     first = r[over].iloc[0] if over in r.columns else ""
@@ -175,14 +184,10 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
         for name, z in stats.items():
             units = _representative(z)
             if units:
-                from reports.pruning_plots import unit_posterior_figure
-
                 figs.append((f"pruning_unit_posteriors{stem}_{name}",
                              unit_posterior_figure(z, units, 0, title=f"{name}, {tag}: "
                                                    "units of the first hidden layer")))  # fmt: skip
         if any("traj.step" in z for z in stats.values()):
-            from reports.pruning_plots import trajectory_figure
-
             figs.append((f"pruning_trajectories{stem}", trajectory_figure(
                 stats, title=f"optimization trajectories ({tag})")))  # fmt: skip
     if figs:
@@ -202,8 +207,6 @@ def pruning_sections(out_dir: Path, results, spec: Spec) -> list:
 
 
 def _scatter(stats, layer: int, tag: str, snr: float):
-    from reports.pruning_plots import unit_scatter_figure
-
     return unit_scatter_figure(stats, layer, title=f"hidden layer {layer} ({tag})", rule_snr=snr)
 
 

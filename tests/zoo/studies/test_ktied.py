@@ -1,7 +1,8 @@
-"""The k-tied study on small models: annealing schedule, LeNet, recorder, truncation, report."""
+"""The k-tied study on small models: annealing schedule, LeNet, probe, truncation, report."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -12,10 +13,19 @@ import pytest
 import torch
 
 import guides
+import zoo.inference.svi as zsvi
+from zoo.inference import NO_HOOKS, Hooks, fit
 from zoo.inference.svi import kl_weight_at
-from zoo.run import cell as zc
+from zoo.run.cell import run_cell
+from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
-from zoo.studies.ktied.probe import diag_normal_kl, evaluate_loc_std, load_artifact, site_loc_std
+from zoo.studies.ktied.probe import (
+    KTiedProbe,
+    diag_normal_kl,
+    evaluate_loc_std,
+    load_artifact,
+    site_loc_std,
+)
 
 SPEC = """
 name: ktied_digits_test
@@ -32,8 +42,6 @@ inference:
     lr: 0.01
     save_draws: false
     predictive_samples: 10
-    ktied: {truncation_ranks: [1, 2, 16], truncation_draws: 10, snr_steps: [12, 16],
-            elbo_steps: [5, 16], elbo_draws: 2}
   - name: k2
     kind: svi
     guide: {kind: k_tied, rank: 2, init_scale: 0.01}
@@ -44,7 +52,10 @@ inference:
     kl_warmup_every: 5
     predictive_samples: 10
     save_draws: false
-    ktied: {truncation_ranks: [], snr_steps: [16], elbo_steps: [16]}
+studies:
+  - {kind: ktied, methods: [mf], truncation_ranks: [1, 2, 16], truncation_draws: 10,
+     snr_steps: [12, 16], elbo_steps: [5, 16], elbo_draws: 2}
+  - {kind: ktied, methods: [k2], truncation_ranks: [], snr_steps: [16], elbo_steps: [16]}
 """
 
 
@@ -52,6 +63,12 @@ def _spec(tmp_path: Path, text: str = SPEC):
     p = tmp_path / "s.yaml"
     p.write_text(text)
     return load_spec(p)
+
+
+def _fit(ctx, hooks: Hooks = NO_HOOKS):
+    cell = ctx.cell
+    return fit(cell.method, ctx.model, ctx.data, seed=cell.spec.seed, runtime=ctx.runtime,
+               hooks=hooks)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -80,20 +97,19 @@ def test_kl_annealing_schedule_is_linear_and_stepwise():
     assert kl_weight_at(3, 0.7, 0) == 0.7
 
 
-def test_spec_annealing_options_reach_fit_svi(tmp_path, monkeypatch):
+def test_spec_annealing_options_reach_fit_svi(tmp_path, monkeypatch, cell_context):
     spec = _spec(tmp_path)
     cell = spec.cells()[1]
-    seen = {}
-    real = zc.fit_svi
+    seen = []
+    real = zsvi.fit_svi
 
-    def spy(*a, **kw):
-        seen.update(kw)
-        return real(*a, **{**kw, "steps": 2})
+    def spy(model, guide, x, y, method, **kw):
+        seen.append(method)
+        return real(model, guide, x, y, method.model_copy(update={"steps": 2}), **kw)
 
-    monkeypatch.setattr(zc, "fit_svi", spy)
-    ds = zc.build_data(cell.spec)
-    zc.fit_vi(cell.spec, cell.method, zc.build_model(cell.spec, ds), ds, False)
-    assert seen["kl_warmup_steps"] == 20 and seen["kl_warmup_every"] == 5
+    monkeypatch.setattr(zsvi, "fit_svi", spy)
+    _fit(cell_context(cell))
+    assert seen[0].kl_warmup_steps == 20 and seen[0].kl_warmup_every == 5
 
 
 def test_lenet_interface_and_conv_k_tied_layout():
@@ -136,8 +152,6 @@ def test_diag_normal_kl_matches_torch():
 
 
 def test_study_outputs_and_truncation_on_digits(run_dir):
-    import json
-
     rec, arrays = _artifact(run_dir, "mf")
     (cell_json,) = (run_dir / "cells").glob("mf_*[0-9a-f].json")
     metrics = json.loads(cell_json.read_text())["metrics"]
@@ -162,32 +176,37 @@ def test_study_outputs_and_truncation_on_digits(run_dir):
     assert set(rec2["snr"]["layer1.weight"]) == {"16"}
 
 
-def test_recorder_does_not_change_the_fit(tmp_path):
+def test_probe_does_not_change_the_fit(tmp_path, cell_context):
     spec = _spec(tmp_path)
     cell = spec.cells()[0]
-    ds = zc.build_data(cell.spec)
-    from zoo.studies.ktied.probe import StudyRecorder
-
     runs = []
-    for with_rec in (False, True):
+    for with_probe in (False, True):
         pyro.clear_param_store()
-        model = zc.build_model(cell.spec, ds)
-        rec = StudyRecorder(model, ds, cell.method.ktied, 0) if with_rec else None
-        res = zc.fit_vi(cell.spec, cell.method, model, ds, False, recorder=rec)
-        runs.append(res.losses)
+        ctx = cell_context(cell)
+        hooks = KTiedProbe(cell.studies[0], ctx).hooks if with_probe else Hooks()
+        runs.append(_fit(ctx, hooks).losses)
     np.testing.assert_array_equal(runs[0], runs[1])
 
 
-def test_evaluate_loc_std_zero_std_is_the_point_estimate(tmp_path):
+def test_probe_needs_classification_data(tmp_path, cell_context):
+    text = SPEC.replace("data: {kind: digits}", "data: {kind: uci, name: boston}").replace(
+        "prior: {kind: normal, scale: 0.2}", "likelihood: {kind: gaussian}"
+    )
+    cell = _spec(tmp_path, text).cells()[0]
+    with pytest.raises(ValueError, match="classification"):
+        KTiedProbe(cell.studies[0], cell_context(cell))
+
+
+def test_evaluate_loc_std_zero_std_is_the_point_estimate(tmp_path, cell_context):
     spec = _spec(tmp_path)
-    cell = spec.cells()[0]
-    ds = zc.build_data(cell.spec)
-    model = zc.build_model(cell.spec, ds)
-    locs = {s: torch.randn(shape) * 0.1 for s, (shape, _) in zc._site_info(model).items()}
+    ctx = cell_context(spec.cells()[0])
+    model, ds = ctx.model, ctx.ds
+    locs = {s: torch.randn(shape) * 0.1 for s, (shape, _) in model.site_info().items()}
     ls = {s: (v, torch.zeros_like(v)) for s, v in locs.items()}
-    res = evaluate_loc_std(model, ds.x_test, ds.y_test, ls, n_draws=3, seed=0, n_train=100)
-    logp = torch.log_softmax(model.apply(torch.as_tensor(ds.x_test), locs), -1)
-    nll = -logp[torch.arange(len(ds.y_test)), torch.as_tensor(ds.y_test)].mean()
+    res = evaluate_loc_std(model, ctx.data.x_test, ds.y_test, ls, n_draws=3,
+                           gen=torch.Generator().manual_seed(0), n_train=100)  # fmt: skip
+    logp = torch.log_softmax(model.apply(ctx.data.x_test, locs), -1)
+    nll = -logp[torch.arange(len(ds.y_test)), ctx.data.y_test].mean()
     assert res["nll"] == pytest.approx(float(nll), rel=1e-5)
 
 
@@ -210,20 +229,17 @@ def test_lenet_cells_run_end_to_end_with_the_study(tmp_path):
         )
         .replace("truncation_ranks: [1, 2, 16]", "truncation_ranks: [1, 2]")
         .replace(
-            "    save_draws: false\n    predictive_samples: 10\n    ktied: {truncation_ranks: [1",
-            "    predictive_samples: 10\n    ktied: {truncation_ranks: [1",
+            "    save_draws: false\n    predictive_samples: 10\n  - name: k2",
+            "    predictive_samples: 10\n  - name: k2",
         )
     )
     spec = _spec(tmp_path, text)
-    mf, k2 = (zc.run_cell(c) for c in spec.cells())
+    mf, k2 = (run_cell(c, Runtime.cpu()) for c in spec.cells())
     assert ".nc" in mf.artifacts and mf.metrics["accuracy"] > 0.1
-    p = tmp_path / "mf.ktied.npz"
-    p.write_bytes(mf.artifacts[".ktied.npz"])
-    rec, arrays = load_artifact(p)
+    rec, arrays = load_artifact(mf.artifacts[".ktied.npz"])
     assert rec["layers"]["layer1.weight"]["shape"] == [8, 4, 3, 3]
     assert arrays["layer1.weight/std"].shape == (8, 4, 3, 3)
     assert set(rec["truncation"]) == {"none", "1", "2"}
-    p.write_bytes(k2.artifacts[".ktied.npz"])
-    rec2, _ = load_artifact(p)
+    rec2, _ = load_artifact(k2.artifacts[".ktied.npz"])
     f = rec2["layers"]["layer1.weight"]["std_fractions"]  # conv kernel as an 8 x 36 matrix
     assert len(f) == 8 and sum(f[:2]) == pytest.approx(1.0, abs=1e-6)

@@ -12,13 +12,27 @@ import numpy as np
 import pyro
 import pytest
 import torch
-from pyro.infer.autoguide import init_to_value
+from pyro.infer.autoguide import AutoNormal, init_to_value
 
-from guides import AutoMeanField
-from zoo.inference.svi import KLWeight, fit_svi, pretrain_mle
+import guides
+from guides import AutoKTiedNormal, AutoMeanField
+from zoo.inference import Hooks
+from zoo.inference.init import pretrain_mle
+from zoo.inference.svi import KLWeight, fit_svi
 from zoo.models.mlp import BayesianMLP, GaussianLikelihood
+from zoo.spec.sections.inference import SVIMethod
 
 SIGMA = 0.5
+
+
+def _method(**kw) -> SVIMethod:
+    """An svi section (the settings of fit_svi); steps 50 unless given."""
+    kw.setdefault("steps", 50)
+    return SVIMethod(name="t", kind="svi", guide={"kind": "mean_field"}, **kw)
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
 def _problem(n: int = 60, seed: int = 0):
@@ -45,7 +59,8 @@ def test_mean_field_reaches_closed_form_optimum() -> None:
     guide = AutoMeanField(model, init_scale=0.1,
                           init_loc_fn=init_to_value(values={"layer0.weight": torch.zeros(1, 2),
                                                             "layer0.bias": torch.zeros(1)}))  # fmt: skip
-    fit_svi(model, guide, x, y, seed=0, steps=1500, lr=0.02, lr_decay=0.01, num_particles=2)
+    fit_svi(model, guide, x, y, _method(steps=1500, lr=0.02, lr_decay=0.01, num_particles=2),
+            gen=_gen(), seed=0)  # fmt: skip
     post = {n: guide.get_posterior(n) for n in ("layer0.weight", "layer0.bias")}
     loc = np.concatenate([post["layer0.weight"].mean.detach().numpy().ravel(),
                           post["layer0.bias"].mean.detach().numpy().ravel()])  # fmt: skip
@@ -63,30 +78,28 @@ def test_mean_field_reaches_closed_form_optimum() -> None:
 
 def test_fit_svi_is_deterministic_and_reports() -> None:
     x, y, _, _ = _problem()
+    method = _method(steps=50, batch_size=16, lr=0.01, predictive_samples=7)
 
     def run():
         model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
-        import pyro
-
         pyro.clear_param_store()
-        guide = AutoMeanField(model)
-        return fit_svi(model, guide, x, y, seed=3, steps=50, batch_size=16, lr=0.01)
+        return fit_svi(model, AutoMeanField(model), x, y, method, gen=_gen(3), seed=3)
 
     a, b = run(), run()
     np.testing.assert_array_equal(a.losses, b.losses)
-    assert a.neg_elbo == b.neg_elbo
+    assert a.stats["neg_elbo"] == b.stats["neg_elbo"]
     assert a.losses.shape == (50,)
+    assert a.stats["final_loss"] == pytest.approx(a.losses[-10:].mean())
+    assert a.stats["n_var_params"] == 6 and a.predictive_draws == 7 and a.save_draws
     draws = a.posterior.sample(7, seed=0)
     assert draws["layer0.weight"].shape == (7, 1, 2)
-    with pytest.raises(ValueError, match="exactly one"):
-        fit_svi(BayesianMLP(2, [], GaussianLikelihood(SIGMA)), guide := AutoMeanField(
-            BayesianMLP(2, [], GaussianLikelihood(SIGMA))), x, y, seed=0)  # fmt: skip
-    del guide
+    state = torch.random.get_rng_state()
+    again = a.posterior.sample(7, seed=0)  # seeded, and torch's generator left alone
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert torch.equal(draws["layer0.weight"], again["layer0.weight"])
 
 
 def test_kl_weight_scales_only_latent_sites() -> None:
-    import pyro
-
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
     x, y, _, _ = _problem(n=5)
     with KLWeight(0.25):
@@ -99,8 +112,8 @@ def test_pretrain_mle_finds_least_squares() -> None:
     x, y, _, _ = _problem(n=200)
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
     init = {"layer0.weight": torch.zeros(1, 2), "layer0.bias": torch.zeros(1)}
-    fit = pretrain_mle(model.log_likelihood, init, x, y, seed=0, epochs=300, batch_size=None,
-                       lr=0.05)  # fmt: skip
+    fit = pretrain_mle(model.log_likelihood, init, x, y, gen=_gen(), epochs=300,
+                       batch_size=None, lr=0.05)  # fmt: skip
     z = np.hstack([x.numpy(), np.ones((200, 1))])
     ls = np.linalg.lstsq(z, y.numpy(), rcond=None)[0]
     got = np.concatenate([fit["layer0.weight"].numpy().ravel(), fit["layer0.bias"].numpy()])
@@ -108,12 +121,10 @@ def test_pretrain_mle_finds_least_squares() -> None:
 
 
 def _fit(x, y, **kw):
-    import pyro
-
     pyro.clear_param_store()
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
     guide = AutoMeanField(model, init_scale=0.1)
-    res = fit_svi(model, guide, x, y, seed=0, **kw)
+    res = fit_svi(model, guide, x, y, _method(**kw), gen=_gen(), seed=0)
     return res, guide
 
 
@@ -139,34 +150,29 @@ def _tiny_model(x, y=None, n_total=None):
         pyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
 
 
-def test_fit_svi_callbacks_see_every_step_and_do_not_change_results():
-    from pyro.infer.autoguide import AutoNormal
-
-    from zoo.inference.svi import fit_svi
-
+def test_fit_svi_hooks_see_every_step_and_do_not_change_results():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(50, 2, generator=g)
     y = x @ torch.tensor([1.0, -1.0]) + torch.randn(50, generator=g)
     steps, grads = [], []
-    kw = dict(seed=0, steps=12, batch_size=10, kl_warmup_steps=8, kl_warmup_every=4)
+    method = _method(steps=12, batch_size=10, kl_warmup_steps=8, kl_warmup_every=4)
+    hooks = Hooks(on_step=lambda s, guide, loss: steps.append((s, guide, loss)),
+                  on_grads=lambda s, gr: grads.append((s, gr)))  # fmt: skip
     pyro.clear_param_store()
-    r1 = fit_svi(
-        _tiny_model, AutoNormal(_tiny_model), x, y, **kw,
-        callback=lambda s, loss, idx: steps.append((s, len(idx))),
-        grad_callback=lambda s, gr: grads.append((s, gr)),
-    )  # fmt: skip
+    guide = AutoNormal(_tiny_model)
+    r1 = fit_svi(_tiny_model, guide, x, y, method, gen=_gen(), seed=0, hooks=hooks)
     pyro.clear_param_store()
-    r2 = fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y, **kw)
-    assert [s for s, _ in steps] == list(range(12))
+    r2 = fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y, method, gen=_gen(), seed=0)
+    assert [s for s, _, _ in steps] == list(range(12))
+    assert all(gd is guide for _, gd, _ in steps)
+    assert [loss for _, _, loss in steps] == list(r1.losses)
     assert [s for s, _ in grads] == list(range(12))
     assert set(grads[0][1]) == {"AutoNormal.locs.w", "AutoNormal.scales.w"}
     assert all(torch.isfinite(v).all() for _, gr in grads for v in gr.values())
-    assert np.array_equal(r1.losses, r2.losses) and r1.neg_elbo == r2.neg_elbo
+    assert np.array_equal(r1.losses, r2.losses) and r1.stats["neg_elbo"] == r2.stats["neg_elbo"]
 
 
 def test_kl_warmup_every_raises_the_weight_stepwise():
-    from pyro.infer.autoguide import AutoNormal
-
     seen = []
     orig = KLWeight._process_message
 
@@ -179,40 +185,38 @@ def test_kl_warmup_every_raises_the_weight_stepwise():
     pyro.clear_param_store()
     KLWeight._process_message = spy
     try:
-        fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y, seed=0, steps=8, kl_warmup_steps=8,
-                kl_warmup_every=4, eval_particles=1)  # fmt: skip
+        fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y,
+                _method(steps=8, kl_warmup_steps=8, kl_warmup_every=4), gen=_gen(), seed=0,
+                eval_particles=1)  # fmt: skip
     finally:
         KLWeight._process_message = orig
     per_step = sorted(set(seen))
     assert per_step == [0.0, 0.5, 1.0]
 
 
-@pytest.mark.parametrize("with_grad_callback", [False, True])
-def test_scale_lr_sets_the_learning_rate_of_std_parameters_only(with_grad_callback) -> None:
-    from guides import AutoKTiedNormal
-    from zoo.inference.svi import is_std_param
-
+@pytest.mark.parametrize("with_grad_hook", [False, True])
+def test_scale_lr_sets_the_learning_rate_of_std_parameters_only(with_grad_hook) -> None:
     x, y, _, _ = _problem()
     model = BayesianMLP(2, [3], GaussianLikelihood(SIGMA))
-    kw = dict(seed=0, steps=20, batch_size=20, lr=0.05)
-    if with_grad_callback:
-        kw["grad_callback"] = lambda s, g: None
+    hooks = Hooks(on_grads=lambda s, g: None) if with_grad_hook else Hooks()
 
     def fit(**extra):
         pyro.clear_param_store()
         guide = AutoKTiedNormal(model, rank=1, init_scale=0.1)
-        fit_svi(model, guide, x, y, **{**kw, **extra})
-        return {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
+        kw = {"steps": 20, "batch_size": 20, "lr": 0.05, **extra}
+        fit_svi(model, guide, x, y, _method(**kw), gen=_gen(), seed=0, hooks=hooks)
+        store = {k: v.detach().clone() for k, v in pyro.get_param_store().items()}
+        return store, guide
 
     pyro.set_rng_seed(0)
-    start = fit(steps=1, lr=1e-30)  # the initial values, moved by nothing
-    frozen = fit(scale_lr=1e-30)
-    same = fit(scale_lr=0.05)
-    plain = fit()
-    std = [k for k in frozen if is_std_param(k)]
+    start, _ = fit(steps=1, lr=1e-30)  # the initial values, moved by nothing
+    frozen, guide = fit(scale_lr=1e-30)
+    same, _ = fit(scale_lr=0.05)
+    plain, _ = fit()
+    std = [k for k in frozen if guides.is_std_param(guide, k)]
     assert {k.split(".")[1] for k in std} == {"scales", "log_u", "log_v"}
     for k, v in frozen.items():
-        if is_std_param(k):
+        if guides.is_std_param(guide, k):
             assert torch.allclose(v, start[k], atol=1e-6), k  # std params did not move
         else:
             assert not torch.allclose(v, start[k]), k  # the means did

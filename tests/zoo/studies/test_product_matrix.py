@@ -59,7 +59,7 @@ def test_trained_deep_linear_network_stores_its_product_covariance(
     out = tmp_path / "run"
     args = ["run", str(tiny_spec), "--out", str(out), "--no-progress", "--workers", "1",
             "--set", "model.activation=linear", "--set", "sweep.seed=[0]",
-            "--set", "metrics.product_matrix_draws=300"]  # fmt: skip
+            "--set", "studies=[{kind: product_matrix, draws: 300}]"]  # fmt: skip
     assert main(args) == 0
     res = pd.read_csv(out / "results.csv")
     assert res["product_offdiag_mass"].between(0, 1).all()
@@ -70,3 +70,4 @@ def test_trained_deep_linear_network_stores_its_product_covariance(
         np.testing.assert_allclose(cov, cov.T, atol=1e-6)
         assert np.all(np.linalg.eigvalsh(cov.astype(np.float64)) > -1e-6)
     assert (out / "figures" / "product_covariance_trained.png").is_file()
+    assert "over 300 draws" in (out / "report.md").read_text()

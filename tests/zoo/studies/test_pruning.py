@@ -11,9 +11,11 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.run.cell import GUIDES, build_data, build_model, fit_vi
+from zoo.inference import NO_HOOKS, Hooks, fit
+from zoo.run.cell import run_cell
+from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
-from zoo.studies.pruning.probe import TrajectoryRecorder, draw_moments, guide_moments
+from zoo.studies.pruning.probe import PruningProbe, draw_moments, guide_moments
 
 SPEC = """\
 name: prune_tiny
@@ -29,7 +31,8 @@ inference:
   - {name: FC, kind: svi, guide: {kind: full_rank, init_scale: 0.0001}, steps: 40,
      lr: 0.005, predictive_samples: 10}
 sweep: {split: [0, 1]}
-metrics: {names: [nll, rmse], pruning: {trajectory_every: 10, draws: 5, trajectory_draws: 4}}
+metrics: {names: [nll, rmse]}
+studies: [{kind: pruning, trajectory_every: 10, draws: 5, trajectory_draws: 4}]
 report: {x: method, hue: method, figures: [nll]}
 """
 
@@ -40,15 +43,24 @@ def _spec(tmp_path: Path, depth: int = 1) -> Path:
     return p
 
 
-def test_guide_moments_are_the_guide_parameters(tmp_path: Path) -> None:
+def _cell(spec, method: str):
+    return next(c for c in spec.cells() if c.method.name == method)
+
+
+def _fit(ctx, hooks: Hooks = NO_HOOKS):
+    return fit(ctx.cell.method, ctx.model, ctx.data, seed=ctx.cell.spec.seed,
+               runtime=ctx.runtime, hooks=hooks)  # fmt: skip
+
+
+def test_guide_moments_are_the_guide_parameters(tmp_path: Path, cell_context) -> None:
     spec = load_spec(_spec(tmp_path))
-    ds = build_data(spec)
-    model = build_model(spec, ds)
-    mf = fit_vi(spec, spec.method("MF"), model, ds, progress=False).posterior.guide
+    ctx = cell_context(_cell(spec, "MF"))
+    model = ctx.model
+    mf = _fit(ctx).posterior.guide
     mom = guide_moments(mf, model)
     np.testing.assert_allclose(mom["layer0.weight"][0], mf.locs.layer0.weight.detach().numpy())
     np.testing.assert_allclose(mom["layer1.bias"][1], mf.scales.layer1.bias.detach().numpy())
-    fc = fit_vi(spec, spec.method("FC"), model, ds, progress=False).posterior.guide
+    fc = _fit(cell_context(_cell(spec, "FC"))).posterior.guide
     q = fc.get_posterior("layer0.weight")
     np.testing.assert_allclose(mom_fc := guide_moments(fc, model)["layer0.weight"][1],
                                q.variance.detach().sqrt().numpy(), rtol=1e-5)  # fmt: skip
@@ -59,28 +71,23 @@ def test_guide_moments_are_the_guide_parameters(tmp_path: Path) -> None:
     assert np.abs(dm["layer0.weight"][1] - 2).max() < 0.15
 
 
-def test_trajectories_leave_the_fit_unchanged(tmp_path: Path) -> None:
+def test_trajectories_leave_the_fit_unchanged(tmp_path: Path, cell_context) -> None:
     spec = load_spec(_spec(tmp_path))
-    ds = build_data(spec)
-    m = spec.method("MF")
+    cell = _cell(spec, "MF")
     pyro.clear_param_store()
-    a = fit_vi(spec, m, build_model(spec, ds), ds, progress=False)
+    a = _fit(cell_context(cell))
     pyro.clear_param_store()
-    rec: list[TrajectoryRecorder] = []
-    model = build_model(spec, ds)
-
-    def make(guide):
-        rec.append(TrajectoryRecorder(model, guide, ds, every=10, n_draws=4, seed=5))
-        return rec[0]
-
-    b = fit_vi(spec, m, model, ds, progress=False, make_callback=make)
+    ctx = cell_context(cell)
+    probe = PruningProbe(cell.studies[0], ctx)
+    b = _fit(ctx, probe.hooks)
     np.testing.assert_array_equal(a.losses, b.losses)
-    t = rec[0].arrays()
+    t = probe.trajectory.arrays()
     np.testing.assert_array_equal(t["step"], [1, 10, 20, 30, 40])
     assert np.all(t["kl"] > 0) and np.all(np.isfinite(t["nll_test"]))
     np.testing.assert_allclose(t["neg_elbo"], t["exp_nll_train"] + t["kl"])
     assert t["kl"][-1] < t["kl"][0]  # init_scale 1e-4: a large KL that falls
-    assert "mean_field" in GUIDES
+    metrics, files = probe.finish(b)
+    assert 0.0 <= metrics["pruned_frac"] <= 1.0 and set(files) == {".pruning.npz"}
 
 
 def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
@@ -116,19 +123,16 @@ def test_deeper_networks_report_pruning_per_layer(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_default_spec_mf_prunes_most_units_gd_none() -> None:
     """The done-when result on split 0 of the shipped default spec (full 5000 steps)."""
-    from zoo.run.cell import run_cell
-
-    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / "overpruning_uci.yaml")
+    spec = load_spec(Path(__file__).resolve().parents[3] / "specs" / "overpruning_uci.yaml")
     cells = {c.axes["method"]: c for c in spec.cells() if c.axes["split"] == 0}
-    mf, gd = run_cell(cells["MF"]).metrics, run_cell(cells["GD"]).metrics
+    mf = run_cell(cells["MF"], Runtime.cpu()).metrics
+    gd = run_cell(cells["GD"], Runtime.cpu()).metrics
     assert mf["pruned_frac"] > 0.5 and mf["in_at_prior_frac"] > 0.5
     assert gd["pruned_frac"] == 0.0
     assert mf["nll"] < 3.2 and gd["nll"] < 3.2  # sensible fits in original units
 
 
 def test_sampler_cells_get_pruning_statistics_from_draws(tmp_path: Path) -> None:
-    from zoo.run.cell import run_cell
-
     p = tmp_path / "n.yaml"
     p.write_text("""\
 name: n
@@ -136,8 +140,9 @@ data: {kind: teacher, n_train: 20, n_test: 20, width: 3, seed: 1}
 model: {kind: mlp, depth: 1, width: 3, activation: tanh}
 likelihood: {kind: gaussian, noise: 0.1}
 inference: [{name: NUTS, kind: nuts, warmup: 15, draws: 15, max_tree_depth: 4}]
-metrics: {pruning: {draws: 10}}
+studies: [{kind: pruning, draws: 10}]
 """)
-    out = run_cell(load_spec(p).cells()[0])
+    out = run_cell(load_spec(p).cells()[0], Runtime.cpu())
     assert 0.0 <= out.metrics["pruned_frac"] <= 1.0
     assert ".pruning.npz" in out.artifacts and ".nc" in out.artifacts
+    assert "kl_diag_full" not in out.metrics  # no price-of-mean-field study in this spec

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from zoo.inference.point import fit_point, log_prior
+from zoo.inference.point import EarlyStopping, PointPosterior, fit_point, log_prior
 from zoo.models.mlp import BayesianMLP, GaussianLikelihood
+from zoo.spec.sections.inference import MAPMethod, MLEMethod
 
 SIGMA = 0.5
 
@@ -41,15 +42,26 @@ def _flat(params) -> np.ndarray:
     return np.concatenate([params["layer0.weight"].numpy().ravel(), params["layer0.bias"].numpy()])
 
 
+def _gen() -> torch.Generator:
+    return torch.Generator().manual_seed(0)
+
+
 def test_map_is_the_posterior_mean_and_mle_is_least_squares() -> None:
     x, y, post_mean, lstsq = _problem()
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
-    map_ = fit_point(model, x, y, _zeros(), seed=0, prior=True, steps=800, lr=0.1, lr_decay=0.001)
-    mle = fit_point(model, x, y, _zeros(), seed=0, prior=False, steps=800, lr=0.1, lr_decay=0.001)
+    kw = dict(steps=800, lr=0.1, lr_decay=0.001)
+    map_ = fit_point(model, x, y, _zeros(), MAPMethod(name="m", kind="map", **kw), gen=_gen(),
+                     seed=0, prior=True)  # fmt: skip
+    mle = fit_point(model, x, y, _zeros(), MLEMethod(name="e", kind="mle", **kw), gen=_gen(),
+                    seed=0, prior=False)  # fmt: skip
     assert np.abs(post_mean - lstsq).max() > 0.02  # the prior matters at n = 40
-    np.testing.assert_allclose(_flat(map_.params), post_mean, atol=3e-3)
-    np.testing.assert_allclose(_flat(mle.params), lstsq, atol=3e-3)
-    assert map_.best_step == 800 and len(map_.val_nll) == 0
+    np.testing.assert_allclose(_flat(map_.posterior.params), post_mean, atol=3e-3)
+    np.testing.assert_allclose(_flat(mle.posterior.params), lstsq, atol=3e-3)
+    assert map_.stats["best_step"] == 800 and len(map_.history["val_nll"]) == 0
+    assert map_.stats["n_var_params"] == 3 and map_.predictive_draws == 1
+    assert isinstance(map_.posterior, PointPosterior)
+    one = map_.posterior.sample(1, seed=0)
+    assert torch.equal(one["layer0.weight"][0], map_.posterior.params["layer0.weight"])
 
 
 def test_log_prior_matches_torch() -> None:
@@ -78,10 +90,12 @@ def test_early_stopping_keeps_the_best_validation_estimate() -> None:
         init[f"layer{i}.weight"] = torch.randn(fo, fi, generator=g) / fi**0.5
         init[f"layer{i}.bias"] = torch.zeros(fo)
     val = (x[20:], y[20:])
-    res = fit_point(model, x[:20], y[:20], init, seed=0, prior=False, steps=3000, lr=0.01,
-                    validation=val, patience=5, eval_every=20)  # fmt: skip
-    assert res.best_step < 3000 and len(res.losses) < 3000  # it stopped early
-    best = res.val_nll.min()
-    got = -model.log_likelihood(*val, res.params).mean().item()
+    method = MLEMethod(name="es", kind="mle", steps=3000, lr=0.01, patience=5, eval_every=20)
+    res = fit_point(model, x[:20], y[:20], init, method, gen=_gen(), seed=0, prior=False,
+                    stopping=EarlyStopping(*val, method.patience, method.eval_every))  # fmt: skip
+    assert res.stats["best_step"] < 3000 and len(res.losses) < 3000  # it stopped early
+    val_nll = res.history["val_nll"]
+    best = val_nll.min()
+    got = -model.log_likelihood(*val, res.posterior.params).mean().item()
     np.testing.assert_allclose(got, best, rtol=1e-5)
-    assert res.val_nll[-1] > best  # the last evaluations were worse: that is why it stopped
+    assert val_nll[-1] > best  # the last evaluations were worse: that is why it stopped
