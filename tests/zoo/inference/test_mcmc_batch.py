@@ -11,8 +11,8 @@ import numpy as np
 import pydantic
 import pytest
 import torch
-from tests.zoo.inference.test_mcmc import STATS, _check_posterior, _regression, _small
 
+from tests.zoo.inference.test_mcmc import STATS, _check_posterior, _regression, _small
 from zoo.inference.mcmc.batched import BatchMetric, hmc_step_batch, new_point_batch, nuts_step_batch
 from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
 from zoo.inference.mcmc.kernel import Metric, hmc_step, new_point, nuts_step
