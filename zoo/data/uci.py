@@ -6,8 +6,7 @@
   90/10 train/test permutation seeded by ``k`` alone, so every method and seed of a sweep
   sees the same split ``k``; inputs and targets are standardized on the training part.
 - That protocol lives in :mod:`zoo.data.splits` (shared with the ``csv`` kind); the
-  teacher data of Trippe & Turner (2018) in :mod:`zoo.data.teacher`. Both are re-exported
-  here under their old names.
+  teacher data of Trippe & Turner (2018) in :mod:`zoo.data.teacher`.
 """
 
 from __future__ import annotations
@@ -16,18 +15,9 @@ import numpy as np
 
 from zoo.data.dataset import Dataset
 from zoo.data.splits import split_indices, standardize_split
-from zoo.data.teacher import load_teacher, teacher_params
 from zoo.spec.sections.data import UciData
 
-__all__ = [
-    "UCI_SETS",
-    "load_teacher",
-    "load_uci",
-    "split_indices",
-    "standardize_split",
-    "teacher_params",
-    "uci_frame",
-]
+__all__ = ["UCI_SETS", "load_uci", "uci_frame"]
 
 #: name -> (R package, item, target column, dropped columns, expected (rows, inputs)).
 UCI_SETS: dict[str, tuple[str, str, str, tuple[str, ...], tuple[int, int]]] = {

@@ -28,7 +28,7 @@ from zoo.inference.base import (
     combine_hooks,
 )
 from zoo.inference.point import PointPosterior, fit_map, fit_mle
-from zoo.inference.sampling import SampledPosterior, fit_sampler
+from zoo.inference.sampling import SampledPosterior, fit_hmc, fit_nuts
 from zoo.inference.svi import VIPosterior, fit_svi_method
 from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
@@ -56,8 +56,8 @@ METHODS: dict[type, MethodFit] = {
     SVIMethod: fit_svi_method,
     MAPMethod: fit_map,
     MLEMethod: fit_mle,
-    NUTSMethod: fit_sampler,
-    HMCMethod: fit_sampler,
+    NUTSMethod: fit_nuts,
+    HMCMethod: fit_hmc,
 }
 
 

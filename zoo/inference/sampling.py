@@ -25,7 +25,7 @@ from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models.base import BayesianNet
 from zoo.spec.sections.inference import HMCMethod, NUTSMethod
 
-__all__ = ["KERNELS", "SampledPosterior", "fit_sampler", "thin"]
+__all__ = ["SampledPosterior", "fit_hmc", "fit_nuts", "sampler_fit", "thin"]
 
 
 def thin(draws: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
@@ -98,21 +98,33 @@ def _hmc(method: HMCMethod) -> Callable[..., MCMCResult]:
                              adapt_mass_matrix=method.adapt_mass_matrix)  # fmt: skip
 
 
-#: Sampler section class -> the driver call with the kernel's own settings bound.
-KERNELS: dict[type, Callable[[Any], Callable[..., MCMCResult]]] = {
-    NUTSMethod: _nuts,
-    HMCMethod: _hmc,
-}
+def sampler_fit(kernel: Callable[[Any], Callable[..., MCMCResult]]) -> Callable[..., Fit]:
+    """The fit function of a sampler whose driver call with its own settings bound is
+    ``kernel(method)`` (e.g. :func:`run_nuts` with the method's tree depth): one entry of
+    :data:`zoo.inference.METHODS` registers a sampler, kernel included.
+
+    The driver call takes ``(potential, *, seed, warmup, draws, chains, target_accept,
+    step_size, init, progress, vectorize_chains[, until, max_draws])`` and returns an
+    :class:`~zoo.inference.mcmc.driver.MCMCResult`.
+    """
+
+    def fit(method: Any, model: BayesianNet, data: TrainingData, ctx: FitContext,
+            hooks: Hooks) -> Fit:  # fmt: skip
+        return _fit_sampler(kernel(method), method, model, data, ctx, hooks)
+
+    fit.__doc__ = f"Sample with the kernel of :func:`{kernel.__name__}`."
+    return fit
 
 
-def fit_sampler(
-    method: NUTSMethod | HMCMethod,
+def _fit_sampler(
+    run: Callable[..., MCMCResult],
+    method: Any,
     model: BayesianNet,
     data: TrainingData,
     ctx: FitContext,
     hooks: Hooks,
 ) -> Fit:
-    """The ``nuts`` and ``hmc`` methods: start (refitting ``init_from`` if asked), sample.
+    """A sampler method: start (refitting ``init_from`` if asked), sample with ``run``.
 
     Returns
     -------
@@ -121,7 +133,6 @@ def fit_sampler(
         (more than ``draws`` under a stopping rule), ``warmup_seconds`` and, with
         ``init_from``, ``init_seconds``; ``sample_stats``; ``init``, the starting fit.
     """
-    run = KERNELS[type(method)](method)
     init_fit, init, stats = None, None, {}
     if method.init_from != "prior":
         init_fit = ctx.refit(method.init_from, f"{method.init_from} (init)")
@@ -142,3 +153,9 @@ def fit_sampler(
         predictive_draws=method.predictive_draws, save_draws=True,
         sample_stats=result.sample_stats, init=init_fit,
     )  # fmt: skip
+
+
+#: The ``nuts`` method: NUTS with adapted step size and mass matrix.
+fit_nuts = sampler_fit(_nuts)
+#: The ``hmc`` method: a fixed number of leapfrog steps per draw, adapted step size.
+fit_hmc = sampler_fit(_hmc)

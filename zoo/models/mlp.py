@@ -20,19 +20,10 @@ import torch
 from pyro.nn import PyroModule, PyroSample
 from torch import nn
 
-from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood, Likelihood
-from zoo.models.priors import PriorFn, he_prior, normal_prior
+from zoo.models.likelihoods import Likelihood
+from zoo.models.priors import PriorFn, normal_prior
 
-__all__ = [
-    "BayesianMLP",
-    "CategoricalLikelihood",
-    "GaussianLikelihood",
-    "Likelihood",
-    "PriorFn",
-    "activation",
-    "he_prior",
-    "normal_prior",
-]
+__all__ = ["BayesianMLP", "activation"]
 
 
 def activation(name: str, negative_slope: float = 0.01) -> Callable[[torch.Tensor], torch.Tensor]:

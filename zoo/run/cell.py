@@ -45,7 +45,7 @@ def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
     Parameters
     ----------
     cell : Cell
-        A sweep cell (:meth:`zoo.spec.schema.Spec.cells`).
+        A sweep cell (:func:`zoo.spec.cells`).
     runtime : Runtime
         Device and dtype of every tensor; seeded generators.
     progress : bool

@@ -178,8 +178,8 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         ess_bulk_q05=gates.ess_bulk_quantiles[0],
         ess_bulk_q50=gates.ess_bulk_quantiles[1],
         worst_ess_bulk=gates.worst_ess_bulk[0][0] if gates.worst_ess_bulk else "",
-        mean_tree_steps=float(np.mean(stats["n_steps"])),
-        step_size=float(np.median(stats["step_size"])),
+        mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else float("nan"),
+        step_size=float(np.median(stats["step_size"])) if "step_size" in stats else float("nan"),
         gates_failed=",".join(gates.failed),
     )
     return out, {".nc": datatree_to_bytes(dt)}

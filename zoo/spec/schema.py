@@ -22,81 +22,26 @@ from pydantic import Field, field_validator, model_validator
 from zoo.spec.base import Section, kind_of, union_members
 from zoo.spec.errors import SpecDeprecationWarning
 from zoo.spec.legacy import migrate
-from zoo.spec.paths import set_path
 from zoo.spec.sections.data import (
-    CsvData,
     DataSpec,
-    DigitsData,
-    IdxData,
-    TeacherData,
-    TwoMoonsData,
-    UciData,
 )
 from zoo.spec.sections.inference import (
-    FixedVarianceGuide,
-    FullRankGuide,
-    HMCMethod,
     InferenceSpec,
-    KTiedGuide,
-    MAPMethod,
-    MatrixNormalGuide,
-    MeanFieldGuide,
-    MLEMethod,
-    NUTSMethod,
-    SVIMethod,
 )
 from zoo.spec.sections.models import (
     CategoricalLikelihood,
-    GaussianLikelihood,
-    HePrior,
-    LeNetModel,
     LikelihoodSpec,
-    MLPModel,
     ModelSpec,
     NormalPrior,
     PriorSpec,
-    mlp_num_params,
-    width_from_budget,
 )
 from zoo.spec.sections.report import MetricsSpec, ReportSpec
 from zoo.spec.sections.runtime import RuntimeSection
-from zoo.spec.sections.simulation import ProductMatrixSimulation, SimulationSpec
+from zoo.spec.sections.simulation import SimulationSpec
 from zoo.spec.sections.studies import StudySpec
-from zoo.spec.sweep import AXIS_ALIASES, Cell, axis_problem, cells
+from zoo.spec.sweep import Cell, axis_problem, cells
 
-# "Spec" is this module's own; the rest are re-exported for code written before the package
-# was split (transitional: new code imports them from their modules, see zoo.spec).
-__all__ = [
-    "AXIS_ALIASES",
-    "Cell",
-    "CsvData",
-    "DigitsData",
-    "FixedVarianceGuide",
-    "FullRankGuide",
-    "GaussianLikelihood",
-    "HMCMethod",
-    "HePrior",
-    "IdxData",
-    "KTiedGuide",
-    "LeNetModel",
-    "MAPMethod",
-    "MLEMethod",
-    "MLPModel",
-    "MatrixNormalGuide",
-    "MeanFieldGuide",
-    "MetricsSpec",
-    "NUTSMethod",
-    "ProductMatrixSimulation",
-    "SVIMethod",
-    "Spec",
-    "TeacherData",
-    "TwoMoonsData",
-    "UciData",
-    "mlp_num_params",
-    "set_path",
-    "union_members",
-    "width_from_budget",
-]
+__all__ = ["Spec"]
 
 
 class Spec(Section):

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import zoo.data
-from zoo.data import Dataset
 from zoo.data.csv import load_csv
 from zoo.data.sklearn_sets import load_digits, load_two_moons
 from zoo.runtime import Runtime
@@ -94,15 +93,6 @@ def test_load_dispatches_on_the_section_class() -> None:
     zoo.data.check(spec)  # no files to check: nothing happens
     with pytest.raises(TypeError, match="no data loader for str"):
         zoo.data.load("two_moons", 0)
-
-
-def test_old_names_still_import() -> None:
-    from zoo.data import base, uci
-
-    assert base.Dataset is Dataset and base.load_csv is load_csv
-    assert base.load_two_moons is load_two_moons and base.load_digits is load_digits
-    for name in ("load_teacher", "teacher_params", "split_indices", "standardize_split"):
-        assert callable(getattr(uci, name))
 
 
 def test_to_torch_once_through_the_runtime() -> None:

@@ -29,7 +29,8 @@ from zoo.inference.mcmc.adaptation import (
 from zoo.inference.mcmc.batched import BatchMetric, leapfrog_batch
 from zoo.inference.mcmc.driver import _Chain
 from zoo.inference.mcmc.potential import FlatPotential
-from zoo.models.mlp import BayesianMLP, GaussianLikelihood
+from zoo.models.likelihoods import GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
 
 KEY = ("z",)
 

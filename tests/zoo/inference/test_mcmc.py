@@ -15,13 +15,9 @@ import torch
 from arviz_stats.base import array_stats
 
 from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
-from zoo.models.mlp import (
-    BayesianMLP,
-    CategoricalLikelihood,
-    GaussianLikelihood,
-    he_prior,
-    normal_prior,
-)
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
+from zoo.models.priors import he_prior, normal_prior
 
 SIGMA = 0.5
 STATS = ("lp", "step_size", "n_steps", "tree_depth", "diverging", "energy", "acceptance_rate")

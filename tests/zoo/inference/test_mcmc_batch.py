@@ -16,7 +16,8 @@ from tests.zoo.inference.test_mcmc import STATS, _check_posterior, _regression, 
 from zoo.inference.mcmc.batched import BatchMetric, hmc_step_batch, new_point_batch, nuts_step_batch
 from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
 from zoo.inference.mcmc.kernel import Metric, hmc_step, new_point, nuts_step
-from zoo.models.mlp import BayesianMLP, CategoricalLikelihood, GaussianLikelihood
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
 from zoo.spec.load import load_spec
 from zoo.spec.sections.inference import HMCMethod, NUTSMethod
 

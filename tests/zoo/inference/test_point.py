@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from zoo.inference.point import EarlyStopping, PointPosterior, fit_point, log_prior
-from zoo.models.mlp import BayesianMLP, GaussianLikelihood
+from zoo.models.likelihoods import GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
 from zoo.spec.sections.inference import MAPMethod, MLEMethod
 
 SIGMA = 0.5

@@ -19,7 +19,8 @@ from guides import AutoKTiedNormal, AutoMeanField
 from zoo.inference import Hooks
 from zoo.inference.init import pretrain_mle
 from zoo.inference.svi import KLWeight, fit_svi
-from zoo.models.mlp import BayesianMLP, GaussianLikelihood
+from zoo.models.likelihoods import GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
 from zoo.spec.sections.inference import SVIMethod
 
 SIGMA = 0.5

@@ -136,14 +136,6 @@ def test_mlp_site_info_fan_ins() -> None:
                     "layer1.weight": ((2, 7), 7), "layer1.bias": ((2,), 7)}  # fmt: skip
 
 
-def test_old_names_still_import() -> None:
-    from zoo.models import mlp
-
-    assert mlp.CategoricalLikelihood is CategoricalLikelihood and mlp.he_prior is he_prior
-    for name in ("GaussianLikelihood", "Likelihood", "PriorFn", "normal_prior", "activation"):
-        assert hasattr(mlp, name)
-
-
 def test_build_errors_name_the_field(tiny_spec) -> None:
     spec = load_spec(tiny_spec, ["sweep.seed=[0]", "sweep.model.depth=[2]"])
     spec = spec.cells()[0].spec

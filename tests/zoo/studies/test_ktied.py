@@ -114,7 +114,8 @@ def test_spec_annealing_options_reach_fit_svi(tmp_path, monkeypatch, cell_contex
 
 def test_lenet_interface_and_conv_k_tied_layout():
     from zoo.models.lenet import BayesianLeNet
-    from zoo.models.mlp import CategoricalLikelihood, he_prior
+    from zoo.models.likelihoods import CategoricalLikelihood
+    from zoo.models.priors import he_prior
 
     net = BayesianLeNet(64, CategoricalLikelihood(10), conv=(4, 6), dense=8, pool=False,
                         weight_prior=he_prior())  # fmt: skip

@@ -13,6 +13,7 @@ import pytest
 
 from reports.render import Section
 from zoo.inference import Hooks, combine_hooks, fit
+from zoo.spec.base import kind_of
 from zoo.spec.load import load_spec
 from zoo.studies import STUDIES
 
@@ -55,9 +56,10 @@ def test_every_study_has_an_example(spec):
     assert {type(s) for s in spec.studies} == set(STUDIES)
 
 
-@pytest.mark.parametrize("kind", ["price_of_mean_field", "ktied", "pruning", "product_matrix"])
-def test_study_probes_a_cell_and_reports_it(spec, kind, cell_context):
-    section = next(s for s in spec.studies if s.kind == kind)
+@pytest.mark.parametrize("cls", list(STUDIES), ids=kind_of)  # every registered study
+def test_study_probes_a_cell_and_reports_it(spec, cls, cell_context):
+    section = next((s for s in spec.studies if type(s) is cls), None)
+    assert section is not None, f"add an example of the {kind_of(cls)!r} study to SPEC above"
     study = STUDIES[type(section)]
     cell = next(c for c in spec.cells() if section in c.studies)
     ctx = cell_context(cell)

@@ -16,7 +16,8 @@ import pyro
 import torch
 import torch.nn.functional as F
 
-from zoo.models.mlp import BayesianMLP, CategoricalLikelihood, GaussianLikelihood
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
 
 __all__ = ["FlatPotential"]
 
