@@ -21,6 +21,7 @@ from zoo.data.idx import DataFilesMissing, check_idx_dir, load_idx
 from zoo.data.sklearn_sets import load_digits, load_two_moons
 from zoo.data.teacher import load_teacher
 from zoo.data.uci import load_uci
+from zoo.spec.base import registered
 from zoo.spec.sections.data import CsvData, DigitsData, IdxData, TeacherData, TwoMoonsData, UciData
 
 __all__ = [
@@ -61,12 +62,7 @@ def load(section: Any, seed: int) -> Dataset:
     TypeError
         If no loader is registered for the section's class.
     """
-    try:
-        loader = LOADERS[type(section)]
-    except KeyError:
-        raise TypeError(
-            f"no data loader for {type(section).__name__}; register one in zoo.data.LOADERS"
-        ) from None
+    loader = registered(LOADERS, section, "data loader", "zoo.data.LOADERS")
     return loader(section, seed)
 
 

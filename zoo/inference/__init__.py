@@ -32,6 +32,7 @@ from zoo.inference.sampling import SampledPosterior, fit_hmc, fit_nuts
 from zoo.inference.svi import VIPosterior, fit_svi_method
 from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
+from zoo.spec.base import registered
 from zoo.spec.sections.inference import HMCMethod, MAPMethod, MLEMethod, NUTSMethod, SVIMethod
 
 __all__ = [
@@ -103,13 +104,7 @@ def fit(
     KeyError
         If ``method`` starts from a method not in ``others``.
     """
-    try:
-        run = METHODS[type(method)]
-    except KeyError:
-        raise TypeError(
-            f"no inference method for {type(method).__name__}; register one in "
-            "zoo.inference.METHODS"
-        ) from None
+    run = registered(METHODS, method, "inference method", "zoo.inference.METHODS")
     named = dict(others or {})
 
     def refit(name: str, label: str) -> Fit:

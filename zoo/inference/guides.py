@@ -15,6 +15,7 @@ import torch
 from pyro.infer.autoguide import AutoGuide, init_to_value
 
 import guides
+from zoo.spec.base import registered
 from zoo.spec.sections.inference import (
     FixedVarianceGuide,
     FullRankGuide,
@@ -59,10 +60,5 @@ def build_guide(model: Callable, section: Any, init: Mapping[str, torch.Tensor])
     TypeError
         If no builder is registered for the section's class.
     """
-    try:
-        builder = GUIDES[type(section)]
-    except KeyError:
-        raise TypeError(
-            f"no guide for {type(section).__name__}; register one in zoo.inference.guides.GUIDES"
-        ) from None
+    builder = registered(GUIDES, section, "guide", "zoo.inference.guides.GUIDES")
     return builder(model, section, init)

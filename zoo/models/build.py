@@ -20,6 +20,7 @@ from zoo.models.lenet import BayesianLeNet
 from zoo.models.likelihoods import Likelihood, build_likelihood
 from zoo.models.mlp import BayesianMLP
 from zoo.models.priors import PriorFn, prior_fns
+from zoo.spec.base import registered
 from zoo.spec.sections.models import LeNetModel, MLPModel, width_from_budget
 
 __all__ = ["BUILDERS", "NetParts", "build", "build_lenet", "build_mlp", "mlp_widths"]
@@ -102,12 +103,7 @@ def build(spec: Any, ds: Dataset) -> BayesianNet:
         If the model does not fit the data (e.g. a parameter budget too small, or lenet on
         inputs that are not square images); the message names the field.
     """
-    try:
-        builder = BUILDERS[type(spec.model)]
-    except KeyError:
-        raise TypeError(
-            f"no builder for {type(spec.model).__name__}; register one in zoo.models.BUILDERS"
-        ) from None
+    builder = registered(BUILDERS, spec.model, "builder", "zoo.models.BUILDERS")
     likelihood = build_likelihood(spec.likelihood, ds)
     weight_prior, bias_prior = prior_fns(spec.prior)
     return builder(spec.model, ds, NetParts(likelihood, weight_prior, bias_prior))

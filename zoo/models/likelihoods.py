@@ -17,6 +17,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 
+from zoo.spec.base import registered
 from zoo.spec.sections.models import CategoricalLikelihood as CategoricalSection
 from zoo.spec.sections.models import GaussianLikelihood as GaussianSection
 
@@ -105,11 +106,5 @@ def build_likelihood(section: Any, ds: Any) -> Likelihood:
     TypeError
         If no entry of :data:`LIKELIHOODS` is registered for the section's class.
     """
-    try:
-        make = LIKELIHOODS[type(section)]
-    except KeyError:
-        raise TypeError(
-            f"no likelihood for {type(section).__name__}; register one in "
-            "zoo.models.likelihoods.LIKELIHOODS"
-        ) from None
+    make = registered(LIKELIHOODS, section, "likelihood", "zoo.models.likelihoods.LIKELIHOODS")
     return make(section, ds)

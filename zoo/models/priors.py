@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from zoo.spec.base import registered
 from zoo.spec.sections.models import HeBias, HePrior, NormalBias, NormalPrior
 
 __all__ = ["PRIORS", "PriorFn", "he_prior", "normal_prior", "prior_fn", "prior_fns"]
@@ -49,12 +50,7 @@ def prior_fn(section: Any) -> PriorFn:
     TypeError
         If no entry of :data:`PRIORS` is registered for the section's class.
     """
-    try:
-        make = PRIORS[type(section)]
-    except KeyError:
-        raise TypeError(
-            f"no prior for {type(section).__name__}; register one in zoo.models.priors.PRIORS"
-        ) from None
+    make = registered(PRIORS, section, "prior", "zoo.models.priors.PRIORS")
     return make(section)
 
 

@@ -8,11 +8,14 @@ without keeping lists of kinds.
 
 from __future__ import annotations
 
-from typing import Any, get_args
+from collections.abc import Mapping
+from typing import Any, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Section", "Strict", "kind_of", "member_for_kind", "union_members"]
+V = TypeVar("V")
+
+__all__ = ["Section", "Strict", "kind_of", "member_for_kind", "registered", "union_members"]
 
 
 class Section(BaseModel):
@@ -49,3 +52,24 @@ def kind_of(model: type[BaseModel]) -> Any:
 def member_for_kind(annotation: Any, kind: Any) -> type[BaseModel] | None:
     """The member of a discriminated union whose ``kind`` tag is ``kind``, or None."""
     return next((m for m in union_members(annotation) if kind_of(m) == kind), None)
+
+
+def registered(table: Mapping[type, V], section: Any, what: str, where: str) -> V:
+    """The entry of ``table`` (keyed by section class) for ``section``.
+
+    Every domain package keeps its table keyed by the spec's section classes (data loaders,
+    model builders, priors, likelihoods, guides, inference methods, studies); this is the one
+    lookup they share.
+
+    Raises
+    ------
+    TypeError
+        If the section's class has no entry: names the class and the table to register in
+        (``where``, e.g. ``"zoo.data.LOADERS"``), ``what`` naming the kind of entry.
+    """
+    try:
+        return table[type(section)]
+    except KeyError:
+        raise TypeError(
+            f"no {what} for {type(section).__name__}; register one in {where}"
+        ) from None
