@@ -9,41 +9,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from zoo.spec import Spec, SpecError, load_spec
+from tests.zoo.spec._helpers import GOOD
+from tests.zoo.spec._helpers import errors as _errors
+from tests.zoo.spec._helpers import write as _write
+from zoo.spec import Spec, load_spec
 from zoo.spec.sections.models import mlp_num_params, width_from_budget
 
 SPECS = Path(__file__).resolve().parents[3] / "specs"
-
-GOOD = """\
-name: t
-data:
-  kind: two_moons
-  n_train: 100
-model:
-  kind: mlp
-  depth: 2
-  width: 8
-inference:
-  - name: mfvi
-    kind: svi
-    guide: {kind: mean_field}
-    steps: 10
-sweep:
-  model.depth: [1, 2]
-  seed: [0, 1, 2]
-"""
-
-
-def _write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _errors(path: Path, overrides=()) -> list[str]:
-    with pytest.raises(SpecError) as e:
-        load_spec(path, overrides)
-    return e.value.messages
 
 
 @pytest.mark.parametrize("path", sorted(SPECS.glob("*.yaml")), ids=lambda p: p.name)

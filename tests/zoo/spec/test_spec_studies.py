@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.zoo.spec._helpers import errors as _errors
+from tests.zoo.spec._helpers import write as _write
 from zoo.spec import (
     KTiedStudy,
     PriceOfMeanFieldStudy,
@@ -15,7 +17,6 @@ from zoo.spec import (
     PruningStudy,
     Spec,
     SpecDeprecationWarning,
-    SpecError,
     load_spec,
 )
 
@@ -33,18 +34,6 @@ inference:
     chains: 2
     vectorize_chains: true
 """
-
-
-def _write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
-
-def _errors(path: Path, overrides=()) -> list[str]:
-    with pytest.raises(SpecError) as e:
-        load_spec(path, overrides)
-    return e.value.messages
 
 
 def _load_warning_free(path: Path) -> Spec:
