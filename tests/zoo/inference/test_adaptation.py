@@ -4,7 +4,7 @@
 coefficients as Python numbers and its per-chain quantities as float64 (dual averaging) or
 draw-dtype (Welford) tensors, so each chain's step size and inverse mass matrix must equal,
 at every warm-up iteration, those of a ``WarmupAdapter`` configured as
-``zoo.inference.mcmc.driver._Chain`` configures it, fed with that chain's draws and
+``zoo.inference.mcmc.sequential._Chain`` configures it, fed with that chain's draws and
 acceptance statistics. The step-size search is stubbed on both sides (the same function of
 the chain, the call and the current step size); the batched search itself is compared with
 the one-chain search of the driver on a Gaussian posterior.
@@ -27,7 +27,7 @@ from zoo.inference.mcmc.adaptation import (
     window_adaptation,
 )
 from zoo.inference.mcmc.batched import BatchMetric, leapfrog_batch
-from zoo.inference.mcmc.driver import _Chain
+from zoo.inference.mcmc.sequential import _Chain
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models.likelihoods import GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
