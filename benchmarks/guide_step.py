@@ -34,7 +34,8 @@ from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
 from guides.local_reparam import LocalReparameterization
 from guides.matrix_normal import AutoMatrixNormal
-from zoo.models import BayesianMLP, CategoricalLikelihood
+from zoo.models.likelihoods import CategoricalLikelihood
+from zoo.models.mlp import BayesianMLP
 
 BIG, SMALL = (784, [400, 400], 10), (8, [16, 16], 2)
 

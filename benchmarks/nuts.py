@@ -10,7 +10,7 @@ Part 1, milliseconds per gradient evaluation (one leapfrog step), ratio to ``raw
 - ``raw``: the network's log density and its ``torch.autograd.grad`` written by hand in torch,
   with no sampler around it (the floor), with the fused ``F.cross_entropy`` that
   FlatPotential uses, and (next row) with ``log_softmax`` + ``gather``;
-- ``zoo run_nuts``: :func:`zoo.mcmc.run_nuts` on :class:`zoo.mcmc.FlatPotential`;
+- ``zoo run_nuts``: :func:`zoo.inference.mcmc.driver.run_nuts` on :class:`zoo.inference.mcmc.driver.FlatPotential`;
 - ``pyro NUTS(potential_fn=flat)``: Pyro's own NUTS kernel on the same flat potential, as one
   site ``{"z": z}`` (what subclassing Pyro's kernel would cost);
 - ``pyro NUTS(model)``: Pyro's NUTS on the PyroModule model (potential from the model trace).
@@ -48,10 +48,12 @@ import torch
 from arviz_stats.base import array_stats
 from pyro.infer.mcmc import MCMC, NUTS
 
-from zoo.compile import _init_locs, build_data, build_model
-from zoo.infer import pretrain_mle
-from zoo.mcmc import FlatPotential, run_nuts
-from zoo.specload import load_spec
+import zoo.data
+import zoo.models
+from zoo.inference.init import initial_locs, pretrain_mle
+from zoo.inference.mcmc.driver import FlatPotential, run_nuts
+from zoo.runtime import Runtime
+from zoo.spec import load_spec
 
 
 class _Counted(FlatPotential):  # counts gradient evaluations (a batch of C counts C)
@@ -90,11 +92,13 @@ def _setup(n: int):
         "model.param_budget=1000",
     ]
     spec = load_spec("specs/two_moons_depth.yaml", over).cells()[0].spec
-    ds = build_data(spec)
-    model = build_model(spec, ds)
-    x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
-    init = pretrain_mle(model.log_likelihood, _init_locs(model, "he", 0), x[:1000], y[:1000],
-                        seed=0, epochs=10, batch_size=100, lr=0.01)  # fmt: skip
+    ds = zoo.data.load(spec.data, spec.seed)
+    model = zoo.models.build(spec, ds)
+    rt = Runtime.cpu()
+    data = ds.to_torch(rt)
+    x, y = data.x_train, data.y_train
+    init = pretrain_mle(model.log_likelihood, initial_locs(model, "he", data, 0, rt), x[:1000],
+                        y[:1000], gen=rt.generator(0), epochs=10, batch_size=100, lr=0.01)  # fmt: skip
     return model, x, y, init
 
 

@@ -19,9 +19,10 @@ import torch
 from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
 
+import zoo.data
+import zoo.models
 from guides import AutoMeanField
-from zoo.compile import build_data, build_model
-from zoo.specload import load_spec
+from zoo.spec import load_spec
 
 
 def _time(model, guide, elbo, x, y, n, steps: int) -> float:
@@ -47,8 +48,8 @@ def main() -> None:
     for depth in a.depths:
         over = [f"sweep.model.depth=[{depth}]", "sweep.seed=[0]"]
         spec = load_spec("specs/two_moons_depth.yaml", over).cells()[0].spec
-        ds = build_data(spec)
-        model = build_model(spec, ds)
+        ds = zoo.data.load(spec.data, spec.seed)
+        model = zoo.models.build(spec, ds)
         x = torch.as_tensor(ds.x_train[: a.batch_size])
         y = torch.as_tensor(ds.y_train[: a.batch_size])
         n = len(ds.x_train)

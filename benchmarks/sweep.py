@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from zoo.runner import run_spec
-from zoo.specload import load_spec
+from zoo.run.runner import run_spec
+from zoo.spec import load_spec
 
 SPEC = """\
 name: sweep_benchmark

@@ -5,6 +5,11 @@ Every guide is a Pyro AutoGuide: ``guide = AutoKTiedNormal(model, rank=2)`` then
 distribution objects (:class:`KTiedNormal`, :class:`MatrixNormal`, Normal, ...), so
 closed-form KL divergences and local reparameterization apply. This package never
 imports ``zoo``.
+
+Every guide declares the containers of its standard-deviation parameters
+(``AutoMeanField.std_params == {"scales"}``); :func:`is_std_param` and
+:func:`std_param_names` answer for any guide, and ``guide.loc_scale(site)`` gives the
+marginal location and standard deviation of q at a site (unconstrained space).
 """
 
 from guides.distributions import KTiedNormal, MatrixNormal
@@ -14,6 +19,7 @@ from guides.k_tied import AutoKTiedNormal
 from guides.local_reparam import LocalReparameterization
 from guides.matrix_normal import AutoMatrixNormal
 from guides.mean_field import AutoMeanField
+from guides.params import is_std_param, std_param_containers, std_param_names
 
 __all__ = [
     "AutoFixedVarianceNormal",
@@ -24,4 +30,7 @@ __all__ = [
     "KTiedNormal",
     "LocalReparameterization",
     "MatrixNormal",
+    "is_std_param",
+    "std_param_containers",
+    "std_param_names",
 ]

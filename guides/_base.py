@@ -25,7 +25,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from numbers import Real
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import pyro.distributions as dist
@@ -47,6 +47,7 @@ __all__ = [
     "check_init_scale",
     "check_scale",
     "is_identity_transform",
+    "param_container",
     "simplify_transform",
     "site_plates",
     "unconstrained_init_value",
@@ -140,6 +141,34 @@ def simplify_transform(transform: Transform) -> Transform:
                 parts.append(part)
         return parts[0] if len(parts) == 1 else ComposeTransform(parts)
     return transform
+
+
+def param_container(prefix: str, name: str) -> str | None:
+    """The container of a param-store name under a module prefix, or None if outside it.
+
+    Pyro names the parameter ``<attr>`` of a :class:`~pyro.nn.PyroModule` named ``prefix``
+    ``"<prefix>.<attr>"``, with one dotted component per submodule: a guide's
+    ``scales.<site>`` is ``"AutoMeanField.scales.<site>"`` (and a site ``"layer.weight"``
+    adds two components). The container is the first component after the prefix
+    (``"scales"``); the site name never counts.
+
+    Parameters
+    ----------
+    prefix : str
+        The module's Pyro name (``module._pyro_name``; ``""`` for an unnamed module).
+    name : str
+        A param-store name.
+
+    Returns
+    -------
+    str or None
+        None when ``name`` is not a parameter under ``prefix``.
+    """
+    if prefix:
+        if not name.startswith(prefix + "."):
+            return None
+        name = name[len(prefix) + 1 :]
+    return name.split(".", 1)[0] or None
 
 
 def _site_transform(site: Mapping[str, Any]) -> Transform:
@@ -321,7 +350,11 @@ class PerSiteGuide(AutoGuide):
       site's plates, so parameters declared with ``PyroParam(..., event_dim=...)`` come
       back already subsampled);
     - :meth:`_unconstrained_loc_scale` returns the marginal loc and scale of each
-      unconstrained coordinate (used by :meth:`median` and :meth:`quantiles`).
+      unconstrained coordinate (used by :meth:`loc_scale`, :meth:`median` and
+      :meth:`quantiles`).
+
+    and declare :attr:`std_params`, the containers of their standard-deviation
+    parameters (read by :meth:`is_std_param` and :func:`guides.std_param_names`).
 
     Parameters
     ----------
@@ -333,7 +366,19 @@ class PerSiteGuide(AutoGuide):
         Takes the model's ``*args, **kwargs`` and returns a :class:`pyro.plate` or an
         iterable of plates, used instead of automatically created ones (e.g. to share
         subsample indices with the model).
+
+    Attributes
+    ----------
+    std_params : frozenset of str
+        Class attribute of every concrete guide: the names of the parameter containers
+        (attributes of the guide, the first dotted component after the guide's prefix
+        in a param-store name, e.g. ``"scales"`` in ``"AutoMeanField.scales.w"``) whose
+        parameters set the scale of q: standard deviations and the factors that shape
+        them (low-rank or Kronecker factors, Cholesky factors of covariances). The other
+        parameters (``locs``) set its location only. Empty when no scale is learned.
     """
+
+    std_params: ClassVar[frozenset[str]]
 
     def __init__(
         self,
@@ -381,6 +426,87 @@ class PerSiteGuide(AutoGuide):
     def latent_sites(self) -> Mapping[str, LatentSite]:
         """The model's latent sites, in model order (available after the first call)."""
         return dict(self._require_setup())
+
+    def is_std_param(self, name: str) -> bool:
+        """Whether a param-store name is one of this guide's standard-deviation parameters.
+
+        Parameters
+        ----------
+        name : str
+            A Pyro param-store name, ``"<prefix>.<container>.<site>"`` where ``prefix`` is
+            the guide's Pyro name (its class name, e.g. ``"AutoMeanField"``, or a dotted
+            path when the guide is a submodule, e.g. ``"AutoGuideList.0"``).
+
+        Returns
+        -------
+        bool
+            True when the name lies under this guide's prefix and its container is in
+            :attr:`std_params`; False for the guide's location parameters and for names of
+            other modules. Needs no setup: it answers from the name alone.
+
+        Raises
+        ------
+        TypeError
+            If the guide class does not declare :attr:`std_params`.
+        """
+        containers = getattr(type(self), "std_params", None)
+        if containers is None:
+            raise TypeError(
+                f"{type(self).__name__} does not declare std_params, the containers of its "
+                "standard-deviation parameters; set the class attribute "
+                "std_params: ClassVar[frozenset[str]]"
+            )
+        return param_container(self._pyro_name, name) in containers
+
+    def loc_scale(self, site: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """Marginal location and standard deviation of q at one latent site.
+
+        Both are in *unconstrained* space: ``q`` pushes a Gaussian through
+        ``biject_to(support)``, and these are the mean and standard deviation of each
+        coordinate of that Gaussian (for a real-supported site, of the site itself). For a
+        correlated guide they are the marginals (e.g. the row norms of a Cholesky factor,
+        or :math:`\\sqrt{U_{ii} V_{jj}}` for a matrix normal).
+
+        Parameters
+        ----------
+        site : str
+            Latent site name (see :attr:`latent_sites`).
+
+        Returns
+        -------
+        loc, scale : torch.Tensor
+            Both of shape ``latent_sites[site].unconstrained_shape``: the site's shape
+            (the unconstrained shape differs only for rank-changing supports such as the
+            simplex), at full plate size for local sites of subsampled plates. They are
+            built from the current parameters and are *not* detached (differentiable);
+            detach them to record values.
+
+        Raises
+        ------
+        RuntimeError
+            If the guide has not been called yet (it has no parameters).
+        ValueError
+            If ``site`` is not a latent site of the model.
+        """
+        sites = self._require_setup()
+        info = sites.get(site) if isinstance(site, str) else None
+        if info is None:
+            raise ValueError(
+                f"{type(self).__name__} has no latent site {site!r}; latent sites are {list(sites)}"
+            )
+        loc, scale = self._unconstrained_loc_scale(info)
+        shape = info.unconstrained_shape
+        return loc.reshape(shape), scale.expand(loc.shape).reshape(shape)
+
+    def loc_scales(self) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        """:meth:`loc_scale` of every latent site, ``{site: (loc, scale)}`` in model order.
+
+        Raises
+        ------
+        RuntimeError
+            If the guide has not been called yet (it has no parameters).
+        """
+        return {name: self.loc_scale(name) for name in self._require_setup()}
 
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
         """Sample every latent site; same ``*args, **kwargs`` as the model.

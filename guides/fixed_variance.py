@@ -3,7 +3,7 @@ r"""Mean-field Gaussian guide whose standard deviations are fixed: only the mean
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import torch
@@ -50,7 +50,8 @@ class AutoFixedVarianceNormal(AutoMeanField):
     -----
     The means are stored as ``locs.<site>`` (as in :class:`~guides.AutoMeanField`); the
     scales are not parameters and not in ``state_dict``: a fresh instance restored from a
-    ``state_dict`` must be built with the same ``scale``.
+    ``state_dict`` must be built with the same ``scale``. :attr:`std_params` is empty: no
+    parameter is a standard deviation (:meth:`loc_scale` still returns the fixed ones).
     :attr:`num_variational_params` counts the means only.
 
     References
@@ -58,6 +59,9 @@ class AutoFixedVarianceNormal(AutoMeanField):
     .. [1] B. Trippe and R. Turner, "Overpruning in Variational Bayesian Neural Networks",
        NeurIPS 2017 workshop on Advances in Approximate Bayesian Inference, 2018.
     """
+
+    #: Empty: the standard deviations are constants, not parameters.
+    std_params: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(
         self,

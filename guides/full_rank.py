@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import torch
@@ -242,6 +242,12 @@ class AutoFullRankNormal(PerSiteGuide):
     .. [1] B. Trippe and R. Turner, "Overpruning in Variational Bayesian Neural Networks",
        NeurIPS 2017 workshop on Advances in Approximate Bayesian Inference, 2018.
     """
+
+    #: :math:`s` and :math:`C` of :math:`L = \operatorname{diag}(s) C`: ``scales.<site>`` and
+    #: ``scale_trils.<site>`` ("site"), ``scale`` and ``scale_tril`` ("global").
+    std_params: ClassVar[frozenset[str]] = frozenset(
+        {"scales", "scale_trils", "scale", "scale_tril"}
+    )
 
     def __init__(
         self,

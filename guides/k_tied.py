@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import pyro.distributions as dist
@@ -151,6 +151,9 @@ class AutoKTiedNormal(_MatrixSiteGuide):
     """
 
     _extra_modules = ("log_u", "log_v")
+    #: ``scales.<site>`` (mean-field sites) and the log factors ``log_u.<site>``,
+    #: ``log_v.<site>`` of the standard deviations :math:`U V^\top` of matrix sites.
+    std_params: ClassVar[frozenset[str]] = frozenset({"scales", "log_u", "log_v"})
 
     def __init__(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import pyro.distributions as dist
@@ -111,6 +111,9 @@ class AutoMatrixNormal(_MatrixSiteGuide):
     """
 
     _extra_modules = ("log_scale", "row", "col")
+    #: ``scales.<site>`` (mean-field sites); ``log_scale.<site>`` (:math:`s`) and the
+    #: normalised factors ``row.<site>``, ``col.<site>`` of the covariance of matrix sites.
+    std_params: ClassVar[frozenset[str]] = frozenset({"scales", "log_scale", "row", "col"})
 
     def __init__(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import pyro
 import pyro.distributions as dist
@@ -93,6 +93,9 @@ class AutoMeanField(_LocScaleGuide):
     >>> svi = pyro.infer.SVI(model, guide, pyro.optim.Adam({"lr": 1e-2}),
     ...                      pyro.infer.TraceMeanField_ELBO())  # doctest: +SKIP
     """
+
+    #: ``scales.<site>``: the standard deviations :math:`\sigma` (stored as :math:`\rho`).
+    std_params: ClassVar[frozenset[str]] = frozenset({"scales"})
 
     def __init__(
         self,

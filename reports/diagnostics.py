@@ -10,7 +10,7 @@ every bulk ESS :math:`\ge 100`, and no divergent transition.
 
 Trace and rank plots are drawn with matplotlib's object-oriented API (arviz-plots does not
 work with this environment's matplotlib/xarray); the figure is returned, never saved here
-(:mod:`reports.render` writes files).
+(:mod:`reports.render` renders them to PNG bytes).
 """
 
 from __future__ import annotations

@@ -169,7 +169,7 @@ def kl_null_figure(
     Returns
     -------
     matplotlib.figure.Figure
-        Not saved: :mod:`reports.render` writes figures.
+        Not saved: :mod:`reports.render` renders figures to PNG bytes.
     """
     if not curves:
         raise ValueError("curves must hold at least one {label: (x, mean, se)}")

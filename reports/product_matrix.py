@@ -25,7 +25,7 @@ Conventions used throughout
 * Sample covariances use ``ddof=1`` (like :func:`numpy.cov`).
 
 Nothing here imports torch or pyro; :func:`product_covariance_figure` returns a matplotlib
-Figure and :mod:`reports.render` writes it.
+Figure and :mod:`reports.render` renders it.
 """
 
 from __future__ import annotations

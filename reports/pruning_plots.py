@@ -1,7 +1,7 @@
 """Figures of the over-pruning study (Trippe & Turner 2018, Figures 2, 4 and 5).
 
 Each function takes NumPy arrays (as stored in a cell's ``.pruning.npz``) and returns a
-matplotlib Figure; :mod:`reports.render` writes it.
+matplotlib Figure; :mod:`reports.render` renders it.
 """
 
 from __future__ import annotations

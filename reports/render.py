@@ -1,9 +1,9 @@
-"""Figures and report files (Markdown, HTML, PNG) for a finished run.
+"""Figures and report files (Markdown, HTML, PNG) for a finished run, as bytes.
 
-This is the only module of :mod:`reports` that writes report files. Figures are drawn with
-matplotlib's object-oriented API on an Agg canvas, so no GUI backend is needed and the
-global ``pyplot`` state is never touched. Every file is written atomically
-(:func:`reports.tables.write_bytes_atomic`).
+Nothing here writes a file: :func:`render_report` returns every report file as bytes keyed
+by its path relative to the run directory, and the run store (``zoo.run.store``) writes
+them atomically. Figures are drawn with matplotlib's object-oriented API on an Agg canvas,
+so no GUI backend is needed and the global ``pyplot`` state is never touched.
 
 The HTML report is self-contained: figures are embedded as base64 ``data:`` URIs, the CSS is
 inline and every piece of text is HTML-escaped.
@@ -17,7 +17,6 @@ import io
 import math
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,9 +24,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from reports.tables import write_bytes_atomic
-
-__all__ = ["Section", "figure_name", "plot_metric_vs", "render_report"]
+__all__ = ["Section", "figure_name", "figure_png", "plot_metric_vs", "render_report"]
 
 _DPI = 120
 _MAX_ERROR_CHARS = 500
@@ -207,7 +204,8 @@ def _x_positions(values: pd.Series) -> tuple[np.ndarray, list[float], list[str],
     return xs, [float(i) for i in range(len(cats))], cats, True
 
 
-def _render_png(fig: Figure) -> bytes:
+def figure_png(fig: Figure) -> bytes:
+    """The PNG bytes of a matplotlib Figure (Agg canvas, no timestamp in the metadata)."""
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=_DPI, metadata={"Software": None})
@@ -246,7 +244,7 @@ def _plot_png(
     if data.empty:
         ax.text(0.5, 0.5, "no successful cells", ha="center", va="center", transform=ax.transAxes)
         ax.set_xticks([])
-        return _render_png(fig)
+        return figure_png(fig)
 
     xs, ticks, tick_labels, integral = _x_positions(data[x])
     data = data.assign(_x=xs)
@@ -286,7 +284,7 @@ def _plot_png(
         ax.set_xticks(ticks, labels=tick_labels)
     if any(label is not None for label, _ in groups):
         ax.legend(title=hue if hue is not None and not varying else None, fontsize="small")
-    return _render_png(fig)
+    return figure_png(fig)
 
 
 def plot_metric_vs(
@@ -294,12 +292,11 @@ def plot_metric_vs(
     x: str,
     metric: str,
     hue: str | None,
-    path: Path,
     *,
     title: str | None = None,
     ylabel: str | None = None,
-) -> Path:
-    r"""Plot a summarized metric against a sweep axis and save it as PNG.
+) -> bytes:
+    r"""Plot a summarized metric against a sweep axis; return the PNG bytes.
 
     One line with markers per ``hue`` value (and per value of any other group key that
     still varies), with a shaded band :math:`\bar x \pm \mathrm{sem}`. A numeric ``x``
@@ -317,15 +314,13 @@ def plot_metric_vs(
         Metric name; the columns ``<metric>_mean`` and ``<metric>_sem`` are plotted.
     hue : str or None
         Column that separates the lines, e.g. ``method``; None for a single line.
-    path : Path
-        Destination PNG; written atomically, parent directories are created.
     title, ylabel : str, optional
         Axes title (default ``"<metric> vs <x>"``) and y label (default ``metric``).
 
     Returns
     -------
-    Path
-        ``path``.
+    bytes
+        The PNG file.
 
     Raises
     ------
@@ -336,8 +331,7 @@ def plot_metric_vs(
     -----
     An empty summary gives a figure that says there were no successful cells.
     """
-    png = _plot_png(summary, x, metric, hue, title=title, ylabel=ylabel)
-    return write_bytes_atomic(png, path)
+    return _plot_png(summary, x, metric, hue, title=title, ylabel=ylabel)
 
 
 # --------------------------------------------------------------------------- report
@@ -346,8 +340,8 @@ def plot_metric_vs(
 class Section(NamedTuple):
     """An extra report section after the figures: text, an optional table, figures.
 
-    ``figures`` are ``(file stem, matplotlib Figure)`` pairs, written as
-    ``figures/<stem>.png`` and closed; ``table`` is ``(header, rows)`` of strings.
+    ``figures`` are ``(file stem, matplotlib Figure)`` pairs, rendered as
+    ``figures/<stem>.png``; ``table`` is ``(header, rows)`` of strings.
     """
 
     title: str
@@ -357,7 +351,6 @@ class Section(NamedTuple):
 
 
 def render_report(
-    out_dir: Path,
     *,
     title: str,
     spec_text: str | None,
@@ -370,13 +363,11 @@ def render_report(
     failed: pd.DataFrame | None = None,
     table_metrics: list[str] | None = None,
     sections: Sequence[Section] = (),
-) -> dict[str, Path]:
-    """Write the figures, ``report.md`` and a self-contained ``report.html``.
+) -> dict[str, bytes]:
+    """Render the figures, ``report.md`` and a self-contained ``report.html``.
 
     Parameters
     ----------
-    out_dir : Path
-        Report directory; created if needed. Figures go to ``out_dir/figures``.
     title : str
         Report title.
     spec_text : str or None
@@ -404,12 +395,11 @@ def render_report(
 
     Returns
     -------
-    dict[str, Path]
-        Written files keyed by their path relative to ``out_dir`` (``"report.md"``,
-        ``"report.html"``, ``"figures/<metric>_vs_<x>.png"``).
+    dict[str, bytes]
+        File contents keyed by their path relative to the run directory (``"report.md"``,
+        ``"report.html"``, ``"figures/<metric>_vs_<x>.png"``, ``"figures/<stem>.png"``);
+        the caller writes them.
     """
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     notes = [str(n) for n in (notes or [])]
     if failed is None:
         if "status" in results.columns:
@@ -422,13 +412,13 @@ def render_report(
         missing = [m for m in metrics if f"{m}_mean" not in summary.columns]
         raise KeyError(f"metric(s) {missing} have no '<metric>_mean' column in the summary")
 
-    written: dict[str, Path] = {}
+    written: dict[str, bytes] = {}
     figures: list[tuple[str, str, bytes]] = []  # (metric, relative path, png bytes)
     if have_summary:
         for m in metrics:
             rel = f"figures/{figure_name(m, x)}"
             png = _plot_png(summary, x, m, hue, title=f"{m} vs {x}", ylabel=m)
-            written[rel] = write_bytes_atomic(png, out_dir / rel)
+            written[rel] = png
             figures.append((m, rel, png))
 
     n_total = len(results)
@@ -448,8 +438,8 @@ def render_report(
         pngs = []
         for stem, fig in sec.figures:
             rel = f"figures/{_sanitize(stem)}.png"
-            png = _render_png(fig)
-            written[rel] = write_bytes_atomic(png, out_dir / rel)
+            png = figure_png(fig)
+            written[rel] = png
             pngs.append((rel, png))
         extra.append((sec, pngs))
 
@@ -476,7 +466,7 @@ def render_report(
     if spec_text is not None:
         fence = _fence(spec_text)
         md += ["## Spec", "", f"{fence}yaml", spec_text.rstrip("\n"), fence, ""]
-    written["report.md"] = write_bytes_atomic("\n".join(md).encode("utf-8"), out_dir / "report.md")
+    written["report.md"] = "\n".join(md).encode("utf-8")
 
     # ---- HTML
     esc = html.escape
@@ -521,7 +511,5 @@ def render_report(
     if spec_text is not None:
         h += ["<h2>Spec</h2>", f"<pre><code>{esc(spec_text)}</code></pre>"]
     h += ["</body>", "</html>", ""]
-    written["report.html"] = write_bytes_atomic(
-        "\n".join(h).encode("utf-8"), out_dir / "report.html"
-    )
+    written["report.html"] = "\n".join(h).encode("utf-8")
     return written

@@ -17,7 +17,7 @@ with singular values :math:`\gamma_1 \ge \gamma_2 \ge \dots`:
   :math:`k(m + n)` for the k-tied Normal.
 
 Nothing here imports torch or pyro; the figure functions return matplotlib Figures and
-:mod:`reports.render` writes them.
+:mod:`reports.render` renders them.
 """
 
 from __future__ import annotations

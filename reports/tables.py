@@ -11,28 +11,15 @@ conventions:
   :data:`METRIC_COLUMNS`.
 
 :func:`summarize` averages the metrics over one axis (by default ``seed``) and reports the
-standard error of the mean.
+standard error of the mean. Nothing here writes files (the run store does).
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
-__all__ = [
-    "BOOKKEEPING_COLUMNS",
-    "METRIC_COLUMNS",
-    "atomic_path",
-    "summarize",
-    "write_bytes_atomic",
-    "write_csv_atomic",
-]
+__all__ = ["BOOKKEEPING_COLUMNS", "METRIC_COLUMNS", "summarize"]
 
 #: Columns that describe how a cell ran rather than what it is; never used as group keys.
 BOOKKEEPING_COLUMNS: tuple[str, ...] = (
@@ -169,80 +156,3 @@ def summarize(
     out["n"] = size.to_numpy(dtype=np.int64)
     out = out.reset_index(drop=not by)
     return out[out_cols].reset_index(drop=True)
-
-
-def write_bytes_atomic(data: bytes, path: str | os.PathLike[str]) -> Path:
-    """Write ``data`` to ``path`` atomically.
-
-    The bytes go to a temporary file in the same directory, which is flushed, synced and
-    then renamed over ``path`` with :func:`os.replace`; a killed process leaves either the
-    old file or the new one, never a half-written one. Parent directories are created.
-
-    Parameters
-    ----------
-    data : bytes
-        File contents.
-    path : str or os.PathLike
-        Destination.
-
-    Returns
-    -------
-    Path
-        ``path`` as a :class:`~pathlib.Path`.
-    """
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    return path
-
-
-@contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """A temporary path beside ``path`` that replaces it when the block succeeds.
-
-    The block writes the temporary file (``.<name>.<random>.tmp`` in the same directory,
-    so the final :func:`os.replace` is atomic); it is synced and renamed over ``path`` on
-    success and deleted on any exception, so ``path`` only ever holds a whole file.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_csv_atomic(
-    df: pd.DataFrame, path: str | os.PathLike[str], *, columns: Sequence[str] | None = None
-) -> Path:
-    """Write ``df`` as CSV (without the index) atomically.
-
-    Parameters
-    ----------
-    df : pd.DataFrame
-        Table to write.
-    path : str or os.PathLike
-        Destination; parent directories are created.
-    columns : sequence of str, optional
-        Subset and order of columns to write; all by default.
-
-    Returns
-    -------
-    Path
-        ``path`` as a :class:`~pathlib.Path`.
-
-    See Also
-    --------
-    write_bytes_atomic
-    """
-    text = df.to_csv(index=False, columns=list(columns) if columns is not None else None)
-    return write_bytes_atomic(text.encode("utf-8"), path)

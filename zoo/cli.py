@@ -1,8 +1,9 @@
-"""The ``zoo`` command line: run, validate, show, schema, list, report, status.
+"""The ``zoo`` command line: run, validate, show, schema, list, report, status, migrate.
 
 Bad input (a spec that does not validate, a missing file, a wrong argument) prints short
 messages and exits with status 2; no traceback reaches the user. A run whose cells partly
-failed exits with status 1 after recording every cell.
+failed exits with status 1 after recording every cell. This is the only module with
+function-level imports: ``zoo validate`` and ``zoo --help`` must not pay for torch.
 """
 
 from __future__ import annotations
@@ -23,7 +24,10 @@ examples:
   zoo run runs/mine --retry-failed                    resume a run directory, rerun failed cells
   zoo run specs/two_moons_depth.yaml --workers 2      cells in 2 worker processes
   zoo run specs/two_moons_depth.yaml --executor ray --address auto   on a running Ray cluster
+  zoo run specs/two_moons_depth.yaml --device cuda    on the GPUs, one worker per GPU
   zoo status runs/mine                                done, failed and pending cells
+  zoo migrate runs/old                                rename the cells of a run directory
+                                                      made by an older bnn-zoo
   zoo validate specs/*.yaml                           check specs, print FILE:LINE:COL errors
   zoo show specs/two_moons_depth.yaml                 resolved spec, cells, model sites
   zoo report runs/mine                                rebuild tables and report from cells
@@ -64,9 +68,10 @@ def _parser() -> argparse.ArgumentParser:
                        description="Expand the sweep, run each cell (skipping cells already "
                        "stored in --out), write results.csv, summary.csv and the report.",
                        epilog="Cells run in worker processes (one per core by default, each "
-                       "with cores/workers torch threads). The numbers of a cell depend on its "
-                       "configuration and its thread count only, so the same --workers gives "
-                       "the same results.csv on the local and the Ray executor.")  # fmt: skip
+                       "with cores/workers torch threads; with --device cuda one per GPU). The "
+                       "numbers of a cell depend on its configuration, device and thread count "
+                       "only, so the same --workers gives the same results.csv on the local "
+                       "and the Ray executor.")  # fmt: skip
     r.add_argument("spec", help="a YAML spec (see `zoo list`), or a run directory to resume")
     r.add_argument("--out", type=Path, help="run directory (default runs/<name>/<timestamp>); "
                    "an existing one is resumed")  # fmt: skip
@@ -79,6 +84,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="cells run at once (default: the number of cores)")  # fmt: skip
     r.add_argument("--address", metavar="ADDR", help="Ray cluster address (e.g. auto, "
                    "ray://host:10001); default: start a local Ray instance")  # fmt: skip
+    r.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="cpu, cuda (every visible GPU, one "
+        "worker each) or cuda:N; overrides the spec's runtime.device (default cpu)",
+    )
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     with_set(r)
 
@@ -98,6 +109,13 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("run_dir", type=Path)
     st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
     st.add_argument("run_dir", type=Path)
+    mg = sub.add_parser("migrate", help="give a run directory made by an older bnn-zoo "
+                        "today's cell ids (renames, recomputes nothing)",
+                        description="Load the run directory's spec.yaml, match every stored "
+                        "cell to today's cell with the same method and axes, rename its files, "
+                        "record the new spec_version and rebuild the report.")  # fmt: skip
+    mg.add_argument("run_dir", type=Path)
+    mg.add_argument("--dry-run", action="store_true", help="only say what would change")
     return p
 
 
@@ -105,16 +123,28 @@ class UsageError(Exception):
     """Bad input that is not a spec validation error."""
 
 
-def _load(path: str, overrides: list[str]):
-    from zoo.specload import load_spec
+def _load(path: str | Path, overrides: list[str] = (), *, warn: bool = True):
+    """Load a spec; its deprecation messages go to stderr as plain FILE:LINE:COL lines."""
+    import warnings
 
-    return load_spec(path, overrides)
+    from zoo.spec import SpecDeprecationWarning, load_spec
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SpecDeprecationWarning)
+        spec = load_spec(path, overrides)
+    for w in caught:
+        if issubclass(w.category, SpecDeprecationWarning):
+            if warn:
+                print(f"zoo: deprecated: {w.message}", file=sys.stderr)
+        else:  # not ours to silence
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return spec
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
-    import shutil
-
-    from zoo.runner import default_out_dir, run_spec
+    from zoo.run.runner import default_out_dir, run_spec, spec_runtime
+    from zoo.run.store import RunStore
+    from zoo.runtime import RuntimeUnavailable
 
     if a.workers is not None and a.workers < 1:
         raise UsageError(f"--workers {a.workers}: give at least 1 worker")
@@ -129,19 +159,29 @@ def _cmd_run(a: argparse.Namespace) -> int:
     if source.is_dir():  # resume a run directory from its stored spec
         if a.out and a.out.resolve() != source.resolve():
             raise UsageError(f"{source} is a run directory; drop --out (it runs in place)")
-        spec = _run_dir_spec(source) if not a.overrides else _load(
-            str(source / "spec.yaml"), a.overrides)  # fmt: skip
+        spec = _run_dir_spec(source)
+        if a.overrides:
+            spec = _load(str(source / "spec.yaml"), a.overrides)
         out = source
     else:
+        out = a.out
+        if out is not None:
+            _check_version(out)
         spec = _load(a.spec, a.overrides)
-        out = a.out or default_out_dir(spec)
+        out = out or default_out_dir(spec)
+    try:
+        runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
+    except RuntimeUnavailable as e:
+        raise UsageError(str(e)) from None
     _check_data(spec)
-    if a.fresh and (out / "cells").is_dir():
-        shutil.rmtree(out / "cells")
+    if a.fresh:
+        RunStore(out).clear_cells()
     what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
-    print(f"zoo: {spec.name}: {what} -> {out}", file=sys.stderr)
+    on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
+    print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
     res = run_spec(spec, out, executor=a.executor, workers=a.workers, address=a.address,
-                   retry_failed=a.retry_failed, progress=not a.no_progress)  # fmt: skip
+                   retry_failed=a.retry_failed, progress=not a.no_progress,
+                   runtime=runtime)  # fmt: skip
     print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
     _print_summary(out)
     if res.n_failed:
@@ -153,12 +193,17 @@ def _cmd_run(a: argparse.Namespace) -> int:
 
 def _check_data(spec) -> None:
     """Missing data files are bad input (exit 2), found before any cell runs."""
-    from zoo.compile import check_data
+    import zoo.data
 
-    try:
-        check_data(spec)
-    except FileNotFoundError as e:
-        raise UsageError(str(e)) from None
+    seen = set()
+    for cell in spec.cells() if spec.simulation is None else []:
+        section = cell.spec.data
+        if repr(section) not in seen:
+            seen.add(repr(section))
+            try:
+                zoo.data.check(section)
+            except FileNotFoundError as e:
+                raise UsageError(str(e)) from None
 
 
 def _print_summary(out: Path) -> None:
@@ -175,12 +220,12 @@ def _print_summary(out: Path) -> None:
 
 
 def _cmd_validate(a: argparse.Namespace) -> int:
-    from zoo.specload import SpecError, load_spec
+    from zoo.spec import SpecError
 
     bad = 0
     for path in a.specs:
         try:
-            spec = load_spec(path, a.overrides)
+            spec = _load(path, a.overrides)
             print(f"{path}: ok ({len(spec.cells())} cells)")
         except SpecError as e:
             bad += 1
@@ -189,7 +234,7 @@ def _cmd_validate(a: argparse.Namespace) -> int:
 
 
 def _cmd_show(a: argparse.Namespace) -> int:
-    from zoo.runner import dump_spec
+    from zoo.run.store import dump_spec
 
     spec = _load(a.spec, a.overrides)
     print(dump_spec(spec))
@@ -208,14 +253,16 @@ def _cmd_show(a: argparse.Namespace) -> int:
 
 def _sites(cell) -> list[str]:
     import pyro
-    import torch
 
-    from zoo.compile import build_data, build_model
+    import zoo.data
+    import zoo.models
+    from zoo.run.runner import spec_runtime
 
-    ds = build_data(cell.spec)
-    model = build_model(cell.spec, ds)
-    x = torch.as_tensor(ds.x_train[:2])
-    y = torch.as_tensor(ds.y_train[:2])
+    ds = zoo.data.load(cell.spec.data, cell.spec.seed)
+    model = zoo.models.build(cell.spec, ds)
+    runtime = spec_runtime(cell.spec, "cpu")
+    x = runtime.tensor(ds.x_train[:2])
+    y = runtime.tensor(ds.y_train[:2])
     tr = pyro.poutine.trace(model).get_trace(x, y, len(ds.x_train))
     lines = [f"network {model.dims} ({model.num_params} parameters), data n_train="
              f"{len(ds.x_train)}, n_test={len(ds.x_test)}"]  # fmt: skip
@@ -246,12 +293,12 @@ def _cmd_schema(a: argparse.Namespace) -> int:
 
 
 def _cmd_list(a: argparse.Namespace) -> int:
-    from zoo.specload import SpecError, load_spec
+    from zoo.spec import SpecError
 
     d = _specs_dir()
     for path in sorted(d.glob("*.yaml")):
         try:
-            spec = load_spec(path)
+            spec = _load(path, warn=False)
             desc = " ".join(spec.description.split()) or "(no description)"
             print(f"{path.name:<32} {len(spec.cells()):>4} cells  {desc}")
         except SpecError:
@@ -259,17 +306,26 @@ def _cmd_list(a: argparse.Namespace) -> int:
     return 0
 
 
-def _run_dir_spec(run_dir: Path):
-    from zoo.specload import load_spec
+def _check_version(run_dir: Path) -> None:
+    """A run directory of another spec_version is bad input: say to migrate it (exit 2)."""
+    from zoo.run.store import OutdatedRunDir, RunDir, check_version
 
+    try:
+        check_version(RunDir(run_dir))
+    except OutdatedRunDir as e:
+        raise UsageError(str(e)) from None
+
+
+def _run_dir_spec(run_dir: Path):
     if not (run_dir / "spec.yaml").is_file():
         raise UsageError(f"{run_dir}: not a run directory (no spec.yaml); give the --out "
                          "directory of a `zoo run`")  # fmt: skip
-    return load_spec(run_dir / "spec.yaml")
+    _check_version(run_dir)
+    return _load(run_dir / "spec.yaml")
 
 
 def _cmd_report(a: argparse.Namespace) -> int:
-    from zoo.runner import build_report
+    from zoo.run.runner import build_report
 
     spec = _run_dir_spec(a.run_dir)
     build_report(a.run_dir, spec)
@@ -279,10 +335,10 @@ def _cmd_report(a: argparse.Namespace) -> int:
 
 
 def _cmd_status(a: argparse.Namespace) -> int:
-    from zoo.runner import load_cells
+    from zoo.run.store import RunDir
 
     spec = _run_dir_spec(a.run_dir)
-    stored = {r["cell_id"]: r["status"] for r in load_cells(a.run_dir)}
+    stored = {r["cell_id"]: r["status"] for r in RunDir(a.run_dir).records()}
     counts = {"ok": 0, "failed": 0, "pending": 0}
     for c in spec.cells():
         st = stored.get(c.cell_id, "pending")
@@ -290,6 +346,21 @@ def _cmd_status(a: argparse.Namespace) -> int:
         if st != "ok":
             print(f"{st:<8} {c.cell_id}")
     print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
+    return 0
+
+
+def _cmd_migrate(a: argparse.Namespace) -> int:
+    from zoo.run.migrate import migrate_run_dir
+
+    if not (a.run_dir / "spec.yaml").is_file():
+        raise UsageError(f"{a.run_dir}: not a run directory (no spec.yaml)")
+    try:
+        done = migrate_run_dir(a.run_dir, dry_run=a.dry_run)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    print(done.summary())
+    if not a.dry_run:
+        print(f"report: {a.run_dir / 'report.md'}; resume with: zoo run {a.run_dir}")
     return 0
 
 
@@ -301,12 +372,13 @@ COMMANDS = {
     "list": _cmd_list,
     "report": _cmd_report,
     "status": _cmd_status,
+    "migrate": _cmd_migrate,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``zoo`` script; returns the exit status."""
-    from zoo.specload import SpecError
+    from zoo.spec import SpecError
 
     args = _parser().parse_args(argv)
     try:

@@ -2,7 +2,9 @@
 
 In the spirit of Pyro's ``tests/infer/test_autoguide.py``: each guide must run SVI, work with
 ``Predictive``, give medians and quantiles of the right shapes and supports, round-trip its
-``state_dict`` and count its variational parameters. Guides that cannot represent local
+``state_dict``, count its variational parameters, declare exactly its standard-deviation
+parameters (``std_params``) and give the marginal locations and scales of its draws
+(``loc_scale``). Guides that cannot represent local
 latents of a subsampled plate (``AutoFullRankNormal(blocks="global")``, and Pyro's
 ``AutoDelta`` as a MAP baseline, whose median of a subsampled site is a minibatch) run on the
 same model without the local latent.
@@ -11,18 +13,31 @@ same model without the local latent.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from pyro import poutine
 from pyro.infer import SVI, Predictive, Trace_ELBO, TraceMeanField_ELBO
-from pyro.infer.autoguide import AutoDelta
+from pyro.infer.autoguide import (
+    AutoDelta,
+    AutoDiagonalNormal,
+    AutoGuide,
+    AutoGuideList,
+    AutoIAFNormal,
+    AutoLowRankMultivariateNormal,
+    AutoMultivariateNormal,
+    AutoNormal,
+)
 from pyro.optim import Adam
 
-from guides import AutoMeanField
+import guides
+from guides import AutoMeanField, is_std_param, std_param_containers, std_param_names
+from guides._base import PerSiteGuide, param_container
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
@@ -176,6 +191,231 @@ def test_state_dict_round_trip_and_param_count(name, tmp_path):
     count = params if case.count is None else case.count(case.local)
     assert guide.num_variational_params == count
     assert guide.num_variational_params <= params
+
+
+# --------------------------------------------------------------------------------------
+# Standard-deviation parameters (std_params) and marginal locations and scales (loc_scale).
+# --------------------------------------------------------------------------------------
+
+# Pyro's autoguides, whose std parameters guides.params knows (not in CASES: they are no
+# guides of this package).
+PYRO_CASES = {
+    "pyro_normal": GuideCase(AutoNormal),
+    "pyro_diagonal": GuideCase(AutoDiagonalNormal, local=False),
+    "pyro_mvn": GuideCase(AutoMultivariateNormal, local=False),
+    "pyro_low_rank": GuideCase(lambda m: AutoLowRankMultivariateNormal(m, rank=2), local=False),
+}
+STD_CASES = {**CASES, **PYRO_CASES}
+
+
+def _pyro_loc_scales(guide: AutoGuide) -> Iterable[tuple[torch.Tensor, torch.Tensor]]:
+    """Marginal (loc, scale) of a Pyro autoguide, unconstrained, differentiable."""
+    sites = [name for name, _ in guide.prototype_trace.iter_stochastic_nodes()]
+    if isinstance(guide, AutoNormal):
+        return [guide._get_loc_and_scale(name) for name in sites]
+    if isinstance(guide, AutoDelta):
+        locs = [dict(guide.named_pyro_params())[name] for name in sites]
+        return [(loc, torch.zeros_like(loc)) for loc in locs]
+    posterior = guide.get_posterior()
+    return [(posterior.mean, posterior.variance.sqrt())]
+
+
+def _param_dependence(guide: AutoGuide) -> dict[str, tuple[bool, bool]]:
+    """``{param-store name: (moves the locations, moves the scales)}`` of a guide's params.
+
+    A parameter moves the locations (scales) when a random linear combination of all
+    marginal locations (scales) of q has a nonzero gradient with respect to the
+    parameter's optimised (unconstrained) tensor, the one a per-parameter learning rate
+    acts on.
+    """
+    if isinstance(guide, PerSiteGuide):
+        loc_scales = list(guide.loc_scales().values())
+    else:
+        loc_scales = list(_pyro_loc_scales(guide))
+    leaves = list(guide.parameters())
+    gen = torch.Generator().manual_seed(1)
+    moves = []
+    for part in range(2):  # 0: locations, 1: scales
+        total = sum((t[part] * torch.randn(t[part].shape, generator=gen)).sum() for t in loc_scales)
+        grads = (
+            torch.autograd.grad(total, leaves, allow_unused=True)
+            if total.requires_grad
+            else [None] * len(leaves)
+        )
+        moves.append([g is not None and bool(g.abs().sum() > 0) for g in grads])
+    store = pyro.get_param_store()
+    return {
+        store.param_name(p): (on_loc, on_scale)
+        for p, on_loc, on_scale in zip(leaves, *moves, strict=True)
+    }
+
+
+@pytest.mark.parametrize("name", list(STD_CASES))
+def test_std_params_are_exactly_the_parameters_that_set_the_scales(name):
+    # After SVI steps (values off their init), every parameter of the guide moves either
+    # the marginal locations of q or its marginal scales, never both; the declared std
+    # parameters are exactly those that do not move the locations, and every declared
+    # container that the guide uses moves the scales. (A parameter may move nothing: the
+    # 1x1 unit Cholesky factor of a scalar site of AutoFullRankNormal.)
+    case = STD_CASES[name]
+    _, guide, _ = _fit(case)
+    store = pyro.get_param_store()
+    dependence = _param_dependence(guide)
+    assert set(dependence) == set(store.keys())
+
+    std = std_param_names(guide)
+    assert std <= set(store.keys())
+    assert std == {n for n in store.keys() if is_std_param(guide, n)}
+    if isinstance(guide, PerSiteGuide):
+        assert std == {n for n in store.keys() if guide.is_std_param(n)}
+    containers = std_param_containers(guide)
+    prefix = guide._pyro_name
+    moves_scale: dict[str, bool] = defaultdict(bool)
+    for param, (on_loc, on_scale) in dependence.items():
+        container = param_container(prefix, param)
+        assert (param in std) == (container in containers), param
+        if param in std:
+            assert not on_loc, f"std parameter {param} moves the locations"
+        else:
+            assert on_loc, f"{param} (not a std parameter) does not move the locations"
+            assert not on_scale, f"{param} moves the scales but is not a std parameter"
+        moves_scale[container] |= on_scale
+    for container in {param_container(prefix, n) for n in std}:
+        assert moves_scale[container], f"no parameter of std container {container!r} moves a scale"
+    if isinstance(guide, AutoDelta) or type(guide).__name__ == "AutoFixedVarianceNormal":
+        assert std == set()
+    else:
+        assert std, "a guide that learns its scales has std parameters"
+
+
+# Monte Carlo draws of the guide for its marginal means and standard deviations.
+DRAWS = 40_000
+
+
+def _perturb(guide: AutoGuide, sd: float = 0.3) -> None:
+    """Move every optimised tensor by N(0, sd^2) noise (off-diagonal Cholesky entries,
+    uneven k-tied and Kronecker factors), so that the marginals are not the initial ones."""
+    gen = torch.Generator().manual_seed(2)
+    with torch.no_grad():
+        for p in guide.parameters():
+            p.add_(sd * torch.randn(p.shape, generator=gen))
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if n != "delta_map"])
+def test_loc_scale_is_the_marginal_mean_and_sd_of_guide_draws(name):
+    case = CASES[name]
+    _, guide, _ = _fit(case)
+    _perturb(guide)
+    x, y = _data()
+    with torch.no_grad(), pyro.plate("draws", DRAWS, dim=-2):
+        trace = poutine.trace(guide).get_trace(x, y)
+    with torch.no_grad():
+        loc_scales = guide.loc_scales()
+        median = guide.median()
+    assert list(loc_scales) == list(guide.latent_sites)
+    for site, info in guide.latent_sites.items():
+        loc, scale = loc_scales[site]
+        assert loc.shape == scale.shape == info.unconstrained_shape, site
+        assert torch.equal(info.transform(loc), median[site]), site
+        assert torch.all(scale > 0), site
+        value = trace.nodes[site]["value"]
+        draws = info.transform.inv(value) if info.is_constrained else value
+        if info.is_subsampled:  # the local latent z: the minibatch drawn by the plate
+            index = trace.nodes["data"]["value"]
+            loc, scale = loc[index], scale[index]
+        draws = draws.reshape(DRAWS, -1).double()
+        loc, scale = loc.reshape(-1).double(), scale.reshape(-1).double()
+        # Gaussian draws (unconstrained): the sample mean has standard error
+        # scale / sqrt(S), the sample sd scale / sqrt(2 (S - 1)); allow 5 of them (1.8%
+        # of the sd for the sd), far below the changes that the perturbation makes.
+        mean_z = (draws.mean(0) - loc).abs() / (scale / math.sqrt(DRAWS))
+        sd_z = (draws.std(0) - scale).abs() / (scale / math.sqrt(2 * (DRAWS - 1)))
+        assert mean_z.max() < 5, (site, mean_z)
+        assert sd_z.max() < 5, (site, sd_z)
+
+
+def test_loc_scale_needs_setup_and_a_latent_site():
+    x, y = _data()
+    guide = AutoMeanField(make_model(True))
+    for call in (lambda: guide.loc_scale("w"), guide.loc_scales, lambda: std_param_names(guide)):
+        with pytest.raises(RuntimeError, match="call the guide once"):
+            call()
+    assert guide.is_std_param("AutoMeanField.scales.w")  # from the name alone
+    guide(x, y)
+    with pytest.raises(ValueError, match=r"no latent site 'v'; latent sites are \['w', 'b'"):
+        guide.loc_scale("v")
+    with pytest.raises(ValueError, match="no latent site 'y'"):  # observed
+        guide.loc_scale("y")
+    loc, scale = guide.loc_scale("w")
+    assert loc.requires_grad and scale.requires_grad  # not detached
+
+
+def test_std_params_are_read_from_the_container_not_the_site_name():
+    def model():
+        pyro.sample("row.weight", dist.Normal(0.0, 1.0).expand([2, 3]).to_event(2))
+        pyro.sample("scales", dist.Normal(0.0, 1.0))
+
+    guide = AutoMeanField(model)
+    guide()
+    assert std_param_names(guide) == {
+        "AutoMeanField.scales.row.weight",
+        "AutoMeanField.scales.scales",
+    }
+    assert not guide.is_std_param("AutoMeanField.locs.row.weight")
+    assert not guide.is_std_param("AutoMeanField.locs.scales")
+    assert not guide.is_std_param("SomeModule.scales.w")  # another module's parameter
+    assert not is_std_param(guide, "AutoMeanField")
+
+
+def test_auto_guide_list_asks_its_parts():
+    x, y = _data()
+    model = make_model(False)
+    guide = AutoGuideList(model)
+    guide.append(AutoKTiedNormal(poutine.block(model, expose=["w"]), rank=1))
+    guide.append(AutoNormal(poutine.block(model, hide=["w"])))
+    SVI(model, guide, Adam({"lr": 0.01}), TraceMeanField_ELBO()).step(x, y)
+    expected = {
+        "AutoGuideList.0.log_u.w",
+        "AutoGuideList.0.log_v.w",
+        "AutoGuideList.1.scales.b",
+        "AutoGuideList.1.scales.sigma",
+    }
+    assert std_param_names(guide) == expected
+    assert {n for n in pyro.get_param_store().keys() if is_std_param(guide, n)} == expected
+
+
+def test_a_guide_without_std_params_is_refused():
+    class Undeclared(PerSiteGuide):
+        pass
+
+    for cls in (Undeclared, AutoIAFNormal):
+        with pytest.raises(TypeError, match="does not declare std_params"):
+            std_param_containers(cls)
+    guide = Undeclared(make_model(False), init_loc_fn=lambda site: site["fn"].sample())
+    with pytest.raises(TypeError, match="does not declare std_params"):
+        guide.is_std_param("Undeclared.scales.w")
+
+
+def _exported_guide_classes() -> list[type]:
+    exported = (getattr(guides, name) for name in guides.__all__)
+    return [obj for obj in exported if isinstance(obj, type) and issubclass(obj, AutoGuide)]
+
+
+def test_the_package_exports_its_guides():
+    assert len(_exported_guide_classes()) >= 5
+
+
+@pytest.mark.parametrize("cls", _exported_guide_classes(), ids=lambda cls: cls.__name__)
+def test_every_exported_guide_declares_its_std_params(cls):
+    # Declared in the class body itself: a subclass may add or drop containers (as
+    # AutoFixedVarianceNormal drops AutoMeanField's "scales"), so inheriting is not enough.
+    assert "std_params" in vars(cls), f"{cls.__name__} must declare std_params"
+    declared = vars(cls)["std_params"]
+    assert isinstance(declared, frozenset)
+    assert all(isinstance(c, str) and c.isidentifier() for c in declared), declared
+    assert std_param_containers(cls) == declared
+    covered = {type(case.make(make_model(case.local))) for case in CASES.values()}
+    assert cls in covered, f"add a case of {cls.__name__} to CASES (conformance tests)"
 
 
 # --------------------------------------------------------------------------------------

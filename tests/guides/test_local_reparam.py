@@ -20,7 +20,8 @@ from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
 from guides.local_reparam import LocalReparameterization, local_reparam
 from guides.matrix_normal import AutoMatrixNormal
-from zoo.models import BayesianMLP, CategoricalLikelihood
+from zoo.models.likelihoods import CategoricalLikelihood
+from zoo.models.mlp import BayesianMLP
 
 # `guides` exports the function `local_reparam`, which shadows the submodule as an attribute.
 lr_module = importlib.import_module("guides.local_reparam")

@@ -53,30 +53,42 @@ def test_figure_name_sanitizes():
     assert figure_name("accuracy", "model.depth") == "accuracy_vs_model_depth.png"
 
 
-def test_plot_metric_vs_writes_png(tmp_path):
+def test_plot_metric_vs_returns_png(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     summary = summarize(_results(), ["accuracy", "nll"])
-    path = plot_metric_vs(summary, "model.depth", "accuracy", "method", tmp_path / "a" / "f.png")
-    assert path.read_bytes().startswith(PNG_MAGIC)
-    assert [p.name for p in path.parent.iterdir()] == ["f.png"]
+    png = plot_metric_vs(summary, "model.depth", "accuracy", "method")
+    assert isinstance(png, bytes) and png.startswith(PNG_MAGIC)
+    assert list(tmp_path.iterdir()) == []  # pure: nothing written
 
 
-def test_plot_metric_vs_no_hue_categorical_x_and_empty(tmp_path):
+def test_plot_metric_vs_no_hue_categorical_x_and_empty():
     summary = summarize(_results(), ["accuracy"], by=["method"])
-    p = plot_metric_vs(summary, "method", "accuracy", None, tmp_path / "cat.png")
-    assert p.read_bytes().startswith(PNG_MAGIC)
+    assert plot_metric_vs(summary, "method", "accuracy", None).startswith(PNG_MAGIC)
     empty = summary.iloc[0:0]
-    p = plot_metric_vs(empty, "method", "accuracy", None, tmp_path / "empty.png")
-    assert p.read_bytes().startswith(PNG_MAGIC)
+    assert plot_metric_vs(empty, "method", "accuracy", None).startswith(PNG_MAGIC)
     with pytest.raises(KeyError, match="model.width"):
-        plot_metric_vs(summary, "model.width", "accuracy", None, tmp_path / "x.png")
+        plot_metric_vs(summary, "model.width", "accuracy", None)
 
 
-def test_render_report_writes_self_contained_escaped_files(tmp_path):
+def test_figure_png_is_deterministic():
+    from matplotlib.figure import Figure
+
+    from reports.render import figure_png
+
+    def png():
+        fig = Figure(figsize=(2, 2))
+        fig.add_subplot().plot([0, 1], [1, 0])
+        return figure_png(fig)
+
+    assert png().startswith(PNG_MAGIC) and png() == png()
+
+
+def test_render_report_returns_self_contained_escaped_files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     results = _results()
     summary = summarize(results, ["accuracy", "nll"])
     spec = "name: demo\nmodel:\n  depth: [1, 2, 3]\n"
     written = render_report(
-        tmp_path / "report",
         title="Depth <sweep>",
         spec_text=spec,
         results=results,
@@ -92,11 +104,11 @@ def test_render_report_writes_self_contained_escaped_files(tmp_path):
         "figures/accuracy_vs_model_depth.png",
         "figures/nll_vs_model_depth.png",
     }
-    for p in written.values():
-        assert p.exists()
-    assert written["figures/accuracy_vs_model_depth.png"].read_bytes().startswith(PNG_MAGIC)
+    assert all(isinstance(b, bytes) for b in written.values())
+    assert list(tmp_path.iterdir()) == []  # pure: the store writes the files
+    assert written["figures/accuracy_vs_model_depth.png"].startswith(PNG_MAGIC)
 
-    md = written["report.md"].read_text()
+    md = written["report.md"].decode()
     assert md.startswith("# Depth &lt;sweep&gt;")
     assert "](figures/accuracy_vs_model_depth.png)" in md
     assert "| model.depth | method | accuracy | nll | n |" in md
@@ -106,7 +118,7 @@ def test_render_report_writes_self_contained_escaped_files(tmp_path):
     assert "<script>" not in md
     assert " ± " in md
 
-    page = written["report.html"].read_text()
+    page = written["report.html"].decode()
     assert page.count("data:image/png;base64,") == 2
     srcs = re.findall(r'src="([^"]*)"', page)
     assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)
@@ -118,11 +130,10 @@ def test_render_report_writes_self_contained_escaped_files(tmp_path):
     assert "name: demo" in page
 
 
-def test_render_report_all_failed_still_writes_a_report(tmp_path):
+def test_render_report_all_failed_still_gives_a_report():
     results = _results().assign(status="failed", error="OOM")
     summary = summarize(results, ["accuracy"])
     written = render_report(
-        tmp_path,
         title="all failed",
         spec_text=None,
         results=results,
@@ -132,30 +143,45 @@ def test_render_report_all_failed_still_writes_a_report(tmp_path):
         metrics=["accuracy"],
     )
     assert set(written) == {"report.md", "report.html"}
-    md = written["report.md"].read_text()
+    md = written["report.md"].decode()
     assert "No cell finished successfully" in md
     assert "OOM" in md
     assert "```yaml" not in md
-    page = written["report.html"].read_text()
+    page = written["report.html"].decode()
     assert "No cell finished successfully" in page
     assert "<img" not in page
 
 
-def test_extra_varying_group_key_gets_its_own_lines(tmp_path):
+def test_extra_varying_group_key_gets_its_own_lines():
     res = pd.concat([_results().assign(**{"model.width": w}) for w in (16, 64)])
     summary = summarize(res, ["accuracy"])
     assert "model.width" in summary.columns
-    p = plot_metric_vs(summary, "model.depth", "accuracy", "method", tmp_path / "w.png")
-    assert p.read_bytes().startswith(PNG_MAGIC)
+    png = plot_metric_vs(summary, "model.depth", "accuracy", "method")
+    assert png.startswith(PNG_MAGIC)
 
 
-def test_reports_package_imports_no_torch_or_pyro():
+def test_reports_package_imports_no_torch_pyro_or_zoo():
     import subprocess
     import sys
 
     code = (
-        "import sys, reports; "
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pyro')); "
+        "import sys, pkgutil, importlib, reports; "
+        "[importlib.import_module('reports.' + m.name) for m in pkgutil.iter_modules(reports.__path__)]; "
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pyro', 'zoo')); "
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_reports_package_writes_no_files():
+    """Report code returns bytes; the run store is the only writer (DESIGN.md)."""
+    from pathlib import Path
+
+    import reports
+
+    pattern = re.compile(
+        r"\.write_(bytes|text)\(|open\([^)]*[\"'][wa]b?[\"']|os\.replace|to_csv\(|savefig\((?!buf)"
+    )
+    for path in Path(reports.__file__).parent.glob("*.py"):
+        hits = [ln for ln in path.read_text().splitlines() if pattern.search(ln)]
+        assert not hits, f"{path.name} writes files: {hits}"

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.tables import summarize, write_csv_atomic
+from reports.tables import summarize
 
 
 def _results() -> pd.DataFrame:
@@ -99,16 +99,3 @@ def test_summarize_errors_name_the_column():
     bad = _results().assign(accuracy="n/a")
     with pytest.raises(ValueError, match="accuracy"):
         summarize(bad, ["accuracy"])
-
-
-def test_write_csv_atomic_roundtrip_and_no_temp_left(tmp_path):
-    df = summarize(_results(), ["accuracy"])
-    path = write_csv_atomic(df, tmp_path / "sub" / "summary.csv")
-    assert path.exists()
-    back = pd.read_csv(path)
-    assert list(back.columns) == list(df.columns)
-    np.testing.assert_allclose(back["accuracy_mean"], df["accuracy_mean"])
-    # overwrite in place, no temp files left behind
-    write_csv_atomic(df.head(1), path)
-    assert len(pd.read_csv(path)) == 1
-    assert [p.name for p in path.parent.iterdir()] == ["summary.csv"]

@@ -17,7 +17,7 @@ import pytest
 import xarray as xr
 
 from zoo.cli import main
-from zoo.specload import load_spec
+from zoo.spec.load import load_spec
 
 SPEC = Path(__file__).resolve().parents[2] / "specs" / "two_moons_depth.yaml"
 

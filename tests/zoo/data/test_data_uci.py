@@ -1,0 +1,199 @@
+"""UCI loaders on the real files, the 20-split protocol, the split axis and teacher data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import zoo.data
+import zoo.models
+from reports.calibration import regression_metrics
+from zoo.data.csv import load_csv
+from zoo.data.splits import split_indices
+from zoo.data.teacher import load_teacher, teacher_params
+from zoo.data.uci import load_uci, uci_frame
+from zoo.inference import fit
+from zoo.runtime import Runtime
+from zoo.spec.load import SpecError, load_spec
+from zoo.spec.sections.data import CsvData, TeacherData, UciData
+
+
+def test_boston_is_the_uci_table() -> None:
+    df = uci_frame("boston")
+    assert df.shape == (506, 14)  # 13 inputs, then the target medv
+    assert df.columns[-1] == "medv" and "rownames" not in df.columns
+    np.testing.assert_allclose(
+        df.iloc[0].to_numpy(np.float64),
+        [0.00632, 18.0, 2.31, 0, 0.538, 6.575, 65.2, 4.09, 1, 296, 15.3, 396.9, 4.98, 24.0],
+    )
+    assert df["medv"].mean() == pytest.approx(22.532806, abs=1e-5)
+
+
+def test_concrete_is_the_uci_table() -> None:
+    df = uci_frame("concrete")
+    assert df.shape == (1030, 9)
+    assert df.columns[-1] == "compressive_strength"
+    np.testing.assert_allclose(
+        df.iloc[0].to_numpy(np.float64), [540.0, 0.0, 0.0, 162.0, 2.5, 1040.0, 676.0, 28, 79.99]
+    )
+    assert df["compressive_strength"].mean() == pytest.approx(35.817961, abs=1e-5)
+
+
+def test_unknown_uci_name_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="data.name"):
+        uci_frame("wine")
+
+
+@pytest.mark.parametrize("n", [506, 1030])
+def test_twenty_splits_ninety_ten_disjoint_deterministic(n: int) -> None:
+    tests = []
+    for k in range(20):
+        tr, te = split_indices(n, k)
+        assert len(te) == round(0.1 * n) and len(tr) == n - len(te)
+        assert len(np.intersect1d(tr, te)) == 0
+        np.testing.assert_array_equal(np.union1d(tr, te), np.arange(n))
+        tr2, te2 = split_indices(n, k)
+        np.testing.assert_array_equal(te, te2)
+        np.testing.assert_array_equal(tr, tr2)
+        tests.append(frozenset(te.tolist()))
+    assert len(set(tests)) == 20  # every split is a different test set
+
+
+def test_uci_standardized_on_train_only_and_metrics_in_original_units() -> None:
+    raw = uci_frame("boston").to_numpy(np.float64)
+    for k in (0, 7):
+        ds = load_uci(UciData(kind="uci", name="boston", split=k), seed=123)
+        tr, te = split_indices(506, k)
+        assert ds.x_train.shape == (455, 13) and ds.x_test.shape == (51, 13)
+        np.testing.assert_allclose(ds.x_train.mean(0), 0, atol=1e-5)
+        np.testing.assert_allclose(ds.x_train.std(0), 1, atol=1e-4)
+        mu, sd = raw[tr, :13].mean(0), raw[tr, :13].std(0)
+        np.testing.assert_allclose(ds.x_test, (raw[te, :13] - mu) / sd, rtol=1e-4, atol=1e-5)
+        assert ds.y_shift == pytest.approx(raw[tr, 13].mean())
+        assert ds.y_scale == pytest.approx(raw[tr, 13].std())
+        assert np.abs(ds.x_test.mean(0)).max() > 1e-3  # test part not re-standardized
+        # predicting the training mean (0 in standardized units) with the training std as
+        # noise: RMSE and NLL in original units, computed by hand
+        y = raw[te, 13]
+        res = regression_metrics(np.zeros((1, len(y))), 1.0, ds.y_test.astype(np.float64),
+                                 y_scale=ds.y_scale, y_shift=ds.y_shift)  # fmt: skip
+        m, s = raw[tr, 13].mean(), raw[tr, 13].std()
+        assert res["rmse"] == pytest.approx(np.sqrt(np.mean((y - m) ** 2)), rel=1e-5)
+        nll = np.mean(0.5 * np.log(2 * np.pi * s**2) + (y - m) ** 2 / (2 * s**2))
+        assert res["nll"] == pytest.approx(nll, rel=1e-5)
+    a = load_uci(UciData(kind="uci", name="boston", split=3), seed=0)
+    b = load_uci(UciData(kind="uci", name="boston", split=3), seed=99)
+    np.testing.assert_array_equal(a.x_test, b.x_test)  # the split alone fixes it
+
+
+def test_csv_with_split_follows_the_uci_protocol(tmp_path: Path) -> None:
+    p = tmp_path / "boston.csv"
+    uci_frame("boston").to_csv(p, sep=";", index=False)
+    spec = CsvData.model_validate({"kind": "csv", "path": str(p), "target": "medv",
+                                   "delimiter": ";", "split": 4})  # fmt: skip
+    a, b = load_csv(spec, 0), load_uci(UciData(kind="uci", name="boston", split=4), 0)
+    np.testing.assert_allclose(a.x_train, b.x_train)
+    np.testing.assert_allclose(a.y_test, b.y_test)
+    assert a.y_scale == pytest.approx(b.y_scale)
+
+
+def _spec(tmp_path: Path, data: str, sweep: str) -> Path:
+    p = tmp_path / "s.yaml"
+    p.write_text(f"""\
+name: s
+data: {data}
+model: {{kind: mlp, depth: 1, width: 5, activation: tanh}}
+likelihood: {{kind: gaussian, noise: learned}}
+inference:
+  - {{name: MF, kind: svi, guide: {{kind: mean_field}}, steps: 5}}
+  - {{name: ES, kind: mle, steps: 5}}
+sweep: {sweep}
+""")
+    return p
+
+
+def test_split_is_a_sweep_axis(tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path, "{kind: uci, name: concrete}", "{split: [0, 1, 2]}"))
+    cells = spec.cells()
+    assert len(cells) == 6
+    assert [c.axes["split"] for c in cells] == [0, 0, 1, 1, 2, 2]
+    assert [c.spec.data.split for c in cells] == [0, 0, 1, 1, 2, 2]
+    assert all("split=" in c.cell_id for c in cells)
+    assert len({c.cell_id for c in cells}) == 6
+
+
+def test_split_axis_needs_a_split_field(tmp_path: Path) -> None:
+    p = _spec(tmp_path, "{kind: teacher, n_train: 5}", "{split: [0, 1]}")
+    with pytest.raises(SpecError, match="sweep.split"):
+        load_spec(p)
+
+
+def test_teacher_data_from_prior_weights() -> None:
+    spec = TeacherData(kind="teacher", n_train=100, n_test=500, noise=0.1, seed=3)
+    a, b = load_teacher(spec, 0), load_teacher(spec, 1)  # own seed: same data
+    np.testing.assert_array_equal(a.x_train, b.x_train)
+    assert a.x_train.shape == (100, 1) and a.x_test.shape == (500, 1) and a.n_classes == 0
+    assert np.abs(a.x_train).max() <= 2.0
+    w = a.true_params
+    assert w["layer0.weight"].shape == (50, 1) and w["layer1.weight"].shape == (1, 50)
+    f = np.tanh(a.x_test @ w["layer0.weight"].T + w["layer0.bias"]) @ w["layer1.weight"].T
+    resid = a.y_test - (f[:, 0] + w["layer1.bias"][0])
+    assert resid.std() == pytest.approx(0.1, rel=0.15)
+    assert abs(resid.mean()) < 0.03
+    assert np.concatenate([v.ravel() for v in w.values()]).std() == pytest.approx(
+        1.0, rel=0.25
+    )  # weights from the N(0, 1) prior
+    c = load_teacher(TeacherData(kind="teacher", n_train=5), 1)
+    assert c.x_train.shape == (5, 1)
+    assert not np.array_equal(c.true_params["layer0.weight"], w["layer0.weight"])
+    np.testing.assert_array_equal(teacher_params(1, 50, 1.0, 3)["layer0.bias"], w["layer0.bias"])
+
+
+def test_true_weights_initialize_the_variational_means(tmp_path: Path) -> None:
+    p = tmp_path / "t.yaml"
+    p.write_text("""\
+name: t
+data: {kind: teacher, n_train: 25, seed: 2}
+model: {kind: mlp, depth: 1, width: 50, activation: tanh}
+likelihood: {kind: gaussian, noise: 0.1}
+inference:
+  - {name: MF, kind: svi, guide: {kind: mean_field, init_loc: teacher, init_scale: 0.0001},
+     steps: 1, lr: 1.0e-9}
+""")
+    spec = load_spec(p)
+    ds = zoo.data.load(spec.data, spec.seed)
+    model = zoo.models.build(spec, ds)
+    runtime = Runtime.cpu()
+    data = ds.to_torch(runtime)
+    res = fit(spec.inference[0], model, data, seed=spec.seed, runtime=runtime)
+    med = res.posterior.median()
+    for site, w in ds.true_params.items():
+        np.testing.assert_allclose(med[site].numpy(), w, atol=1e-6)
+    bad = load_spec(p)  # a model of another width: clear error naming the field
+    bad = bad.model_copy(update={"model": bad.model.model_copy(update={"width": 10})})
+    with pytest.raises(ValueError, match="init_loc"):
+        fit(bad.inference[0], zoo.models.build(bad, ds), data, seed=bad.seed, runtime=runtime)
+    torch.manual_seed(0)
+
+
+def test_bad_uci_input_exits_2_naming_the_field(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    for data, field in (("{kind: uci, name: wine}", "data.name"),
+                        ("{kind: uci, name: boston, split: -1}", "data.split")):  # fmt: skip
+        p = _spec(tmp_path, data, "{}")
+        r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
+                           capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
+    p = tmp_path / "t.yaml"
+    p.write_text(
+        _spec(tmp_path, "{kind: uci, name: boston}", "{}")
+        .read_text()
+        .replace("guide: {kind: mean_field}", "guide: {kind: mean_field, init_loc: teacher}")
+    )
+    with pytest.raises(SpecError, match="init_loc: 'teacher' needs data.*data.kind teacher"):
+        load_spec(p)

@@ -1,0 +1,115 @@
+"""Every entry of zoo.inference's tables works: each method fits, each guide builds.
+
+Parametrized over :data:`zoo.inference.METHODS` and :data:`zoo.inference.guides.GUIDES`
+(``tests/test_conformance_tables.py`` checks that every member of the spec's unions has
+an entry; this checks what each entry returns). A table entry without an example section
+below fails here by name.
+"""
+
+from __future__ import annotations
+
+import pyro
+import pytest
+import torch
+
+import guides
+import zoo.data
+import zoo.models
+from zoo.inference import METHODS, Fit, Hooks, Posterior, fit
+from zoo.inference.guides import GUIDES
+from zoo.runtime import Runtime
+from zoo.spec.base import kind_of
+from zoo.spec.load import load_spec
+from zoo.spec.sections.inference import SVIMethod
+
+SPEC = """\
+name: conformance
+seed: 4
+data: {kind: two_moons, n_train: 40, n_test: 30, noise: 0.1}
+model: {kind: mlp, depth: 1, width: 3}
+inference:
+  - {name: svi, kind: svi, guide: {kind: mean_field}, steps: 6, batch_size: 20, predictive_samples: 3}
+  - {name: map, kind: map, steps: 6}
+  - {name: mle, kind: mle, steps: 6, eval_every: 2}
+  - {name: nuts, kind: nuts, init_from: svi, warmup: 6, draws: 4, max_tree_depth: 3}
+  - {name: hmc, kind: hmc, warmup: 6, draws: 4, num_steps: 2, chains: 2}
+studies: []
+"""
+
+#: An example of every guide section, as it appears in a spec.
+GUIDE_EXAMPLES = [
+    {"kind": "mean_field", "local_reparam": True},
+    {"kind": "k_tied", "rank": 1},
+    {"kind": "matrix_normal", "row_cov": "full"},
+    {"kind": "full_rank", "blocks": "global"},
+    {"kind": "fixed_variance", "scale": 0.1},
+]
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    p = tmp_path_factory.mktemp("conf") / "s.yaml"
+    p.write_text(SPEC)
+    return load_spec(p)
+
+
+def _setup(spec):
+    rt = Runtime.cpu()
+    ds = zoo.data.load(spec.data, spec.seed)
+    return zoo.models.build(spec, ds), ds.to_torch(rt), rt
+
+
+def test_every_method_has_an_example(spec):
+    assert {type(m) for m in spec.inference} == set(METHODS)
+
+
+@pytest.mark.parametrize("cls", list(METHODS), ids=kind_of)  # every registered method
+def test_method_fits_and_gives_a_posterior(spec, cls):
+    method = next((m for m in spec.inference if type(m) is cls), None)
+    assert method is not None, f"add an example of the {kind_of(cls)!r} method to SPEC above"
+    model, data, rt = _setup(spec)
+    others = {m.name: m for m in spec.inference}
+    res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
+    assert isinstance(res, Fit) and isinstance(res.posterior, Posterior)
+    assert res.seconds >= 0 and res.predictive_draws >= 1
+    draws = res.posterior.sample(3, seed=1)
+    again = res.posterior.sample(3, seed=1)
+    sites = model.site_info()
+    for site, (shape, _) in sites.items():
+        assert draws[site].shape[1:] == shape and draws[site].shape[0] <= 3
+        assert torch.equal(draws[site], again[site])  # same seed, same draws
+    assert set(res.posterior.median()) >= set(sites)
+    assert all(not isinstance(v, torch.Tensor) for v in res.stats.values())
+    if getattr(method, "init_from", "prior") != "prior":
+        assert res.init is not None and "init_seconds" in res.stats
+
+
+def test_fit_rejects_an_unknown_section(spec):
+    model, data, rt = _setup(spec)
+    with pytest.raises(TypeError, match="register one in zoo.inference.METHODS"):
+        fit(spec.model, model, data, seed=0, runtime=rt)
+
+
+def test_every_guide_has_an_example():
+    assert {type(_guide_section(g)) for g in GUIDE_EXAMPLES} == set(GUIDES)
+
+
+@pytest.mark.parametrize("guide", GUIDE_EXAMPLES, ids=lambda g: g["kind"])
+def test_guide_builds_declares_std_params_and_trains(spec, guide):
+    method = spec.method("svi").model_copy(update={"guide": _guide_section(guide),
+                                                   "scale_lr": 0.05})  # fmt: skip
+    model, data, rt = _setup(spec)
+    pyro.clear_param_store()
+    starts = []
+    res = fit(method, model, data, seed=0, runtime=rt, hooks=Hooks(on_start=starts.append))
+    (g,) = starts
+    assert res.posterior.guide is g
+    containers = guides.std_param_containers(g)  # declared, so scale_lr and studies work
+    assert isinstance(containers, frozenset)
+    for site, (shape, _) in model.site_info().items():
+        loc, scale = g.loc_scale(site)
+        assert loc.shape == shape and scale.shape == shape and bool((scale > 0).all())
+
+
+def _guide_section(guide):
+    return SVIMethod(name="x", kind="svi", guide=guide, steps=1).guide

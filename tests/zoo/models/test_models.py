@@ -1,0 +1,148 @@
+"""The compiled Pyro model: site names and shapes, priors, and the pure apply()."""
+
+from __future__ import annotations
+
+import math
+
+import pyro
+import pytest
+import torch
+
+import zoo.data
+import zoo.models
+from zoo.models import BayesianLeNet, BayesianNet
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
+from zoo.models.priors import he_prior
+from zoo.spec.load import load_spec
+
+
+def _trace(model, x, y, n_total=None):
+    return pyro.poutine.trace(model).get_trace(x, y, n_total)
+
+
+def _latent(tr):
+    return {n: s for n, s in tr.nodes.items()
+            if s["type"] == "sample" and not s["is_observed"] and hasattr(s["fn"], "batch_shape")}  # fmt: skip
+
+
+@pytest.mark.parametrize("depth", [0, 1, 3])
+def test_site_names_and_shapes(depth: int) -> None:
+    model = BayesianMLP(5, [7] * depth, CategoricalLikelihood(3))
+    x, y = torch.randn(4, 5), torch.randint(0, 3, (4,))
+    sites = _latent(_trace(model, x, y))
+    dims = [5, *[7] * depth, 3]
+    expected = {}
+    for i in range(depth + 1):
+        expected[f"layer{i}.weight"] = (dims[i + 1], dims[i])
+        expected[f"layer{i}.bias"] = (dims[i + 1],)
+    assert {n: tuple(s["value"].shape) for n, s in sites.items()} == expected
+    assert model.num_params == sum((a + 1) * b for a, b in zip(dims[:-1], dims[1:], strict=True))
+
+
+def test_priors_normal_and_he(tiny_spec) -> None:
+    model = BayesianMLP(4, [10], CategoricalLikelihood(2), weight_prior=he_prior())
+    tr = _trace(model, torch.randn(3, 4), torch.zeros(3, dtype=torch.long))
+    w0 = tr.nodes["layer0.weight"]["fn"].base_dist
+    w1 = tr.nodes["layer1.weight"]["fn"].base_dist
+    assert torch.allclose(w0.scale, torch.tensor(math.sqrt(2 / 4)))
+    assert torch.allclose(w1.scale, torch.tensor(math.sqrt(2 / 10)))
+    spec = load_spec(
+        tiny_spec,
+        ["prior={kind: normal, scale: 0.5, bias: {kind: normal, scale: 2.0}}", "sweep.seed=[0]",
+         "sweep.model.depth=[2]"],
+    )  # fmt: skip
+    cell = spec.cells()[0]
+    m = zoo.models.build(cell.spec, zoo.data.load(cell.spec.data, cell.spec.seed))
+    assert m.prior_params["layer1.weight"] == (0.0, 0.5)
+    assert m.prior_params["layer1.bias"] == (0.0, 2.0)
+
+
+def test_data_plate_scales_minibatch_likelihood() -> None:
+    model = BayesianMLP(2, [3], CategoricalLikelihood(2))
+    x, y = torch.randn(10, 2), torch.randint(0, 2, (10,))
+    tr = _trace(model, x, y, n_total=1000)
+    tr.compute_log_prob()
+    obs = tr.nodes["obs"]
+    assert obs["scale"] == pytest.approx(100.0)
+    assert obs["value"].shape == (10,)
+
+
+def test_apply_matches_forward_and_batches() -> None:
+    torch.manual_seed(0)
+    model = BayesianMLP(3, [4, 4], GaussianLikelihood(0.3), act="tanh")
+    x, y = torch.randn(6, 3), torch.randn(6)
+    tr = _trace(model, x, y)
+    params = {n: s["value"] for n, s in _latent(tr).items()}
+    out = tr.nodes["_RETURN"]["value"]
+    assert torch.allclose(model.apply(x, params), out, atol=1e-6)
+    # batched over S draws: stack the same draw twice
+    stacked = {k: torch.stack([v, v]) for k, v in params.items()}
+    assert torch.allclose(model.apply(x, stacked)[1], out, atol=1e-6)
+    ll = model.log_likelihood(x, y, params)
+    tr.compute_log_prob()
+    assert torch.allclose(ll, tr.nodes["obs"]["log_prob"], atol=1e-6)
+
+
+def test_learned_noise_site() -> None:
+    model = BayesianMLP(2, [], GaussianLikelihood(None, prior_scale=0.5))
+    tr = _trace(model, torch.randn(5, 2), torch.randn(5))
+    assert "noise" in _latent(tr)
+    assert tr.nodes["noise"]["fn"].scale == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
+def test_activations(act: str) -> None:
+    model = BayesianMLP(2, [3], CategoricalLikelihood(2), act=act, negative_slope=0.2)
+    x = torch.tensor([[-1.0, 2.0]])
+    params = {n: torch.ones_like(s["value"]) for n, s in
+              _latent(_trace(model, x, torch.zeros(1, dtype=torch.long))).items()}  # fmt: skip
+    out = model.apply(x, params)
+    pre = torch.tensor(2.0)  # -1 + 2 + bias 1
+    h = {"relu": pre, "leaky_relu": pre, "tanh": torch.tanh(pre), "linear": pre}[act]
+    assert torch.allclose(out, (3 * h + 1).expand(1, 2))
+    x2 = torch.tensor([[-3.0, 0.0]])  # pre-activation -2
+    out2 = model.apply(x2, params)
+    h2 = {"relu": 0.0, "leaky_relu": -0.4, "tanh": math.tanh(-2.0), "linear": -2.0}[act]
+    assert torch.allclose(out2, torch.full((1, 2), 3 * h2 + 1), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "net",
+    [
+        lambda: BayesianMLP(5, [7, 3], CategoricalLikelihood(4)),
+        lambda: BayesianMLP(5, [], GaussianLikelihood(None)),
+        lambda: BayesianLeNet(36, CategoricalLikelihood(3), conv=(2,), dense=5, pool=False),
+    ],
+    ids=["mlp", "linear", "lenet"],
+)
+def test_networks_are_bayesian_nets_with_consistent_sites(net) -> None:
+    net = net()
+    assert isinstance(net, BayesianNet)
+    info = net.site_info()
+    assert list(info) == [s for pair in net.layer_sites() for s in pair]
+    assert set(info) == set(net.prior_params)
+    assert net.num_params == sum(math.prod(shape) for shape, _ in info.values())
+    x = torch.randn(3, net.dims[0])
+    y = torch.zeros(3, dtype=torch.long) if net.likelihood.out_dim > 1 else torch.randn(3)
+    sites = _latent(_trace(net, x, y))
+    for site, (shape, _) in info.items():
+        assert tuple(sites[site]["value"].shape) == shape
+
+
+def test_mlp_site_info_fan_ins() -> None:
+    info = BayesianMLP(5, [7], CategoricalLikelihood(2)).site_info()
+    assert info == {"layer0.weight": ((7, 5), 5), "layer0.bias": ((7,), 5),
+                    "layer1.weight": ((2, 7), 7), "layer1.bias": ((2,), 7)}  # fmt: skip
+
+
+def test_build_errors_name_the_field(tiny_spec) -> None:
+    spec = load_spec(tiny_spec, ["sweep.seed=[0]", "sweep.model.depth=[2]"])
+    spec = spec.cells()[0].spec
+    ds = zoo.data.load(spec.data, spec.seed)
+    small = spec.model_copy(update={"model": spec.model.model_copy(
+        update={"width": None, "param_budget": 3})})  # fmt: skip
+    with pytest.raises(ValueError, match="model.param_budget"):
+        zoo.models.build(small, ds)
+    with pytest.raises(TypeError, match="no builder for str"):
+        zoo.models.build(spec.model_copy(update={"model": "mlp"}), ds)

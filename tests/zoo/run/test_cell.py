@@ -1,0 +1,121 @@
+"""run_cell: the per-cell flow, its outputs, and studies that leave the numbers alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import zoo.data
+import zoo.models
+from zoo.inference import METHODS, Hooks, combine_hooks, fit
+from zoo.run.cell import CellOutput, run_cell
+from zoo.run.evaluate import OUTPUTS
+from zoo.runtime import Runtime
+from zoo.spec.load import load_spec
+
+SPEC = """\
+name: cell
+seed: 2
+data: {kind: two_moons, n_train: 60, n_test: 40, noise: 0.1}
+model: {kind: mlp, depth: 2, width: 4, activation: linear}
+inference:
+  - {name: mfvi, kind: svi, guide: {kind: mean_field}, pretrain_epochs: 1, steps: 15,
+     batch_size: 20, predictive_samples: 5}
+  - {name: map, kind: map, steps: 10}
+  - {name: mle, kind: mle, steps: 10, eval_every: 2}
+  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 10, draws: 6, chains: 2,
+     vectorize_chains: true, max_tree_depth: 3, predictive_draws: 5}
+  - {name: hmc, kind: hmc, warmup: 10, draws: 6, num_steps: 2, predictive_draws: 5}
+STUDIES
+"""
+STUDIES = """\
+studies:
+  - {kind: price_of_mean_field, methods: [nuts], gaussian_fit: {cov: empirical},
+     kl_target_draws: 40}
+  - {kind: ktied, methods: [mfvi], truncation_ranks: [1], truncation_draws: 3,
+     snr_steps: [15], snr_window: 3, elbo_steps: [5], elbo_draws: 2}
+  - {kind: pruning, draws: 4, trajectory_every: 5, trajectory_draws: 2}
+  - {kind: product_matrix, draws: 20}
+"""
+
+
+def _cells(tmp_path: Path, studies: str = STUDIES):
+    p = tmp_path / "s.yaml"
+    p.write_text(SPEC.replace("STUDIES", studies))
+    return {c.method.name: c for c in load_spec(p).cells()}
+
+
+def _plain(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if not k.endswith("_seconds")}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory):
+    """Every cell of SPEC with its studies and without any."""
+    tmp = tmp_path_factory.mktemp("cell")
+    with_, without = _cells(tmp), _cells(tmp, "studies: []")
+    rt = Runtime.cpu()
+    return {name: (run_cell(with_[name], rt), run_cell(without[name], rt)) for name in with_}
+
+
+def test_run_cell_returns_metrics_and_artifacts(outputs):
+    for name, (out, _) in outputs.items():
+        assert isinstance(out, CellOutput)
+        assert {"width", "n_params", "n_train", "accuracy", "nll", "fit_seconds"} <= set(
+            out.metrics
+        )
+        assert not any(k.startswith("_") for k in out.metrics), name
+        assert all(isinstance(v, bytes) for v in out.artifacts.values())
+    assert set(outputs["mfvi"][0].artifacts) == {".nc", ".ktied.npz", ".pruning.npz",
+                                                 ".product_cov.npz"}  # fmt: skip
+    assert outputs["map"][0].artifacts == {}
+    assert set(outputs["nuts"][0].artifacts) == {".nc", ".pruning.npz"}
+    assert {"neg_elbo", "final_loss", "n_var_params"} <= set(outputs["mfvi"][0].metrics)
+    assert {"best_step", "final_loss"} <= set(outputs["mle"][0].metrics)
+    assert {"agreement_vi", "max_r_hat", "n_divergent", "kl_diag_full", "draws_per_chain"} <= \
+        set(outputs["nuts"][0].metrics)  # fmt: skip
+    assert "agreement_vi" not in outputs["hmc"][0].metrics  # started from the prior
+
+
+def test_studies_do_not_change_the_cells_numbers(outputs):
+    for name, (with_, without) in outputs.items():
+        a, b = _plain(with_.metrics), _plain(without.metrics)
+        if name == "nuts":  # the stopping rule draws on: other draws, other numbers
+            assert a["draws_per_chain"] >= b["draws_per_chain"] == 6
+            continue
+        assert set(b) <= set(a), name
+        for k, v in b.items():
+            assert a[k] == v or (v != v and a[k] != a[k]), (name, k)
+
+
+def test_run_cell_is_deterministic(tmp_path):
+    cell = _cells(tmp_path)["mfvi"]
+    a, b = (run_cell(cell, Runtime.cpu()).metrics for _ in range(2))
+    assert _plain(a) == _plain(b)
+
+
+def test_every_method_posterior_has_an_evaluation(tmp_path):
+    cells = _cells(tmp_path, "studies: []")
+    assert {type(c.method) for c in cells.values()} == set(METHODS)
+    for cell in cells.values():
+        spec, rt = cell.spec, Runtime.cpu()
+        ds = zoo.data.load(spec.data, spec.seed)
+        res = fit(cell.method, zoo.models.build(spec, ds), ds.to_torch(rt), seed=spec.seed,
+                  runtime=rt, others={m.name: m for m in spec.inference})  # fmt: skip
+        assert type(res.posterior) in OUTPUTS
+
+
+def test_combine_hooks_calls_each_in_order_and_keeps_one_stopping_rule():
+    seen = []
+    a = Hooks(on_step=lambda s, g, loss: seen.append(("a", s)), stop_when=lambda d: True,
+              max_draws=9)  # fmt: skip
+    b = Hooks(on_step=lambda s, g, loss: seen.append(("b", s)), on_start=seen.append)
+    h = combine_hooks([a, b])
+    h.on_step(3, None, 0.5)
+    h.on_start("guide")
+    assert seen == [("a", 3), ("b", 3), "guide"]
+    assert h.on_grads is None and h.max_draws == 9 and h.stop_when({}) is True
+    assert combine_hooks([]) == Hooks()
+    with pytest.raises(ValueError, match="stopping rule"):
+        combine_hooks([a, a])

@@ -1,0 +1,363 @@
+"""The ``studies`` section: which methods each study records, its errors, the old locations."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.zoo.spec._helpers import errors as _errors
+from tests.zoo.spec._helpers import write as _write
+from zoo.spec import (
+    KTiedStudy,
+    PriceOfMeanFieldStudy,
+    ProductMatrixStudy,
+    PruningStudy,
+    Spec,
+    SpecDeprecationWarning,
+    load_spec,
+)
+
+BASE = """\
+name: t
+data: {kind: two_moons, n_train: 50}
+model: {kind: mlp, depth: 1, width: 4}
+inference:
+  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 5}
+  - {name: map, kind: map, steps: 5}
+  - name: nuts
+    kind: nuts
+    warmup: 5
+    draws: 10
+    chains: 2
+    vectorize_chains: true
+"""
+
+
+def _load_warning_free(path: Path) -> Spec:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        return load_spec(path)
+
+
+# --------------------------------------------------------------------------- applying
+
+
+def test_studies_apply_to_their_families(tmp_path: Path) -> None:
+    text = BASE + "studies:\n  - {kind: pruning}\n  - {kind: price_of_mean_field}\n"
+    spec = _load_warning_free(_write(tmp_path, text))
+    kinds = {m.name: [s.kind for s in spec.studies_for(m)] for m in spec.inference}
+    assert kinds == {"mfvi": ["pruning"], "map": [], "nuts": ["pruning", "price_of_mean_field"]}
+    for cell in spec.cells():
+        assert cell.studies == spec.studies_for(cell.method)
+    assert isinstance(spec.studies[0], PruningStudy)
+    assert isinstance(spec.studies[1], PriceOfMeanFieldStudy)
+
+
+def test_methods_narrow_a_study(tmp_path: Path) -> None:
+    text = BASE.replace("  - {name: map", "  - {name: kt, kind: svi, guide: {kind: k_tied}, "
+                        "steps: 5}\n  - {name: map") + (
+        "studies:\n  - {kind: ktied, methods: [kt], snr_steps: [2]}\n")  # fmt: skip
+    spec = _load_warning_free(_write(tmp_path, text))
+    by = {c.method.name: c.studies for c in spec.cells()}
+    assert by["mfvi"] == [] and [s.kind for s in by["kt"]] == ["ktied"]
+    assert isinstance(by["kt"][0], KTiedStudy) and by["kt"][0].snr_steps == [2]
+
+
+def test_product_matrix_needs_a_linear_network(tmp_path: Path) -> None:
+    text = BASE + "studies:\n  - {kind: product_matrix, draws: 50}\n"
+    text = text.replace("width: 4}", "width: 4, activation: linear}")
+    spec = _load_warning_free(_write(tmp_path, text))
+    assert [type(s) for s in spec.studies_for(spec.method("mfvi"))] == [ProductMatrixStudy]
+    # swept over the activation: only the linear cells record it
+    text = text.replace("studies:", "sweep:\n  model.activation: [linear, relu]\nstudies:")
+    cells = _load_warning_free(_write(tmp_path, text)).cells()
+    assert {
+        (c.spec.model.activation, c.method.name): bool(c.studies)
+        for c in cells
+        if c.method.name == "mfvi"
+    } == {("linear", "mfvi"): True, ("relu", "mfvi"): False}
+
+
+def test_price_of_mean_field_draws_cap(tmp_path: Path) -> None:
+    text = BASE.replace("    vectorize_chains: true\n", "    vectorize_chains: true\n") + (
+        "studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
+        "kl_target_draws: 100}\n")  # fmt: skip
+    spec = _load_warning_free(_write(tmp_path, text))
+    nuts = spec.method("nuts")
+    (study,) = spec.studies_for(nuts)
+    assert study.draws_cap(nuts) == 40
+    assert study.model_copy(update={"max_draws": 25}).draws_cap(nuts) == 25
+    assert PriceOfMeanFieldStudy(kind="price_of_mean_field").draws_cap(nuts) == 10
+
+
+# --------------------------------------------------------------------------- errors
+
+STUDY_ERRORS = [
+    (
+        "unknown method",
+        "studies:\n  - {kind: pruning, methods: [mfvi, nope]}\n",
+        "14:37",
+        ["studies[0].methods[1]", "'nope' is not an inference method", "'mfvi', 'map', 'nuts'"],
+    ),
+    (
+        "wrong family",
+        "studies:\n  - {kind: ktied, methods: [nuts]}\n",
+        "14:29",
+        ["studies[0].methods[0]", "the ktied study applies to svi methods", "'nuts' is a nuts"],
+    ),
+    (
+        "point method",
+        "studies:\n  - {kind: pruning, methods: [map]}\n",
+        "14:31",
+        ["applies to sampler or svi methods; 'map' is a map method"],
+    ),
+    (
+        "unknown study kind",
+        "studies:\n  - {kind: prunning}\n",
+        "14:12",
+        ["studies[0].kind", "did you mean 'pruning'"],
+    ),
+    (
+        "unknown study key",
+        "studies:\n  - {kind: pruning, draw: 5}\n",
+        "14:21",
+        ["studies[0].draw", "did you mean 'draws'"],
+    ),
+    (
+        "applies to no cell",
+        "studies:\n  - {kind: product_matrix}\n",
+        "14:5",
+        ["studies[0]", "records no cell", "linear network (model.activation: linear)"],
+    ),
+    (
+        "two of a kind on one method",
+        "studies:\n  - {kind: pruning}\n  - {kind: pruning, methods: [nuts]}\n",
+        "15:5",
+        ["studies[1]", "method 'nuts' already has a pruning study (studies[0])"],
+    ),
+    (
+        "kl target on one chain",
+        "studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
+        "kl_target_draws: 100}\n",
+        "11:13",
+        ["inference[2].chains", "needs vectorize_chains: true and chains >= 2", "(studies[0])"],
+    ),
+    (
+        "kl target with ledoit-wolf",
+        "studies:\n  - {kind: price_of_mean_field, kl_target_draws: 100}\n",
+        "14:5",
+        ["studies[0]", "set gaussian_fit.cov: empirical"],
+    ),
+    (
+        "max_draws below draws",
+        "studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
+        "kl_target_draws: 100, max_draws: 5}\n",
+        "10:12",
+        ["inference[2].draws", "max_draws (5) must be >= draws (10)"],
+    ),
+    (
+        "max_draws without a target",
+        "studies:\n  - {kind: price_of_mean_field, max_draws: 5}\n",
+        "14:5",
+        ["max_draws applies only with kl_target_draws"],
+    ),
+]
+
+
+@pytest.mark.parametrize("case", STUDY_ERRORS, ids=[c[0] for c in STUDY_ERRORS])
+def test_study_errors_point_at_their_line(tmp_path: Path, case) -> None:
+    _, studies, where, fragments = case
+    text = BASE + studies
+    if "one chain" in case[0]:
+        text = text.replace("chains: 2\n", "chains: 1\n")
+    p = _write(tmp_path, text)
+    msgs = _errors(p)
+    joined = "\n".join(msgs)
+    for frag in fragments:
+        assert frag in joined, joined
+    assert msgs[0].startswith(f"{p}:{where}:"), joined
+
+
+def test_study_errors_all_at_once(tmp_path: Path) -> None:
+    text = BASE + "studies:\n  - {kind: ktied, methods: [nuts, nope]}\n"
+    text = text.replace("width: 4}", "width: 4}\nlikelihood: {kind: gaussian}")
+    msgs = _errors(_write(tmp_path, text))
+    assert len(msgs) == 3, msgs
+    assert [m.split(": ")[1] for m in msgs] == [
+        "likelihood.kind", "studies[0].methods[0]", "studies[0].methods[1]"]  # fmt: skip
+
+
+def test_lenet_with_a_sampler_fails_at_validation(tmp_path: Path) -> None:
+    text = BASE.replace("model: {kind: mlp, depth: 1, width: 4}", "model: {kind: lenet}")
+    text = text.replace("n_train: 50}", "n_train: 50}\nstudies: []")
+    p = _write(tmp_path, text)
+    msgs = _errors(p)
+    assert msgs == [
+        f"{p}:9:11: inference[2].kind: 'nuts' cannot sample a lenet network (the samplers' "
+        "flat potential covers model kinds ['mlp']); use a method of kind map or mle or svi, "
+        "or another model"
+    ]
+
+
+def test_runtime_section(tmp_path: Path) -> None:
+    spec = _load_warning_free(_write(tmp_path, BASE + "studies: []\n"))
+    assert (spec.runtime.device, spec.runtime.dtype, spec.runtime.threads) == (
+        "cpu", "float32", None)  # fmt: skip
+    text = BASE + "studies: []\nruntime: {device: cuda:1, dtype: float64, threads: 2}\n"
+    spec = _load_warning_free(_write(tmp_path, text))
+    assert (spec.runtime.device, spec.runtime.dtype, spec.runtime.threads) == (
+        "cuda:1", "float64", 2)  # fmt: skip
+    p = _write(tmp_path, BASE + "studies: []\nruntime: {device: gpu, dtype: float16}\n")
+    msgs = _errors(p)
+    assert msgs[0].startswith(f"{p}:14:19: runtime.device: device 'gpu': give cpu, cuda")
+    assert msgs[1].startswith(f"{p}:14:31: runtime.dtype: 'float16' is not allowed")
+
+
+# --------------------------------------------------------------------------- old locations
+
+OLD = """\
+name: t
+data: {kind: two_moons, n_train: 50}
+model: {kind: mlp, depth: 1, width: 4, activation: linear}
+inference:
+  - name: mfvi
+    kind: svi
+    guide: {kind: mean_field}
+    steps: 5
+    ktied: {snr_steps: [2, 3]}
+  - {name: map, kind: map, steps: 5}
+  - name: nuts
+    kind: nuts
+    warmup: 5
+    draws: 10
+    chains: 2
+    vectorize_chains: true
+    gaussian_fit: {cov: empirical}
+    kl_target_draws: 100
+    max_draws: 30
+metrics:
+  names: [accuracy]
+  pruning: {draws: 7}
+  product_matrix_draws: 40
+"""
+
+NEW = """\
+name: t
+data: {kind: two_moons, n_train: 50}
+model: {kind: mlp, depth: 1, width: 4, activation: linear}
+inference:
+  - name: mfvi
+    kind: svi
+    guide: {kind: mean_field}
+    steps: 5
+  - {name: map, kind: map, steps: 5}
+  - name: nuts
+    kind: nuts
+    warmup: 5
+    draws: 10
+    chains: 2
+    vectorize_chains: true
+studies:
+  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, kl_target_draws: 100,
+     max_draws: 30}
+  - {kind: ktied, snr_steps: [2, 3]}
+  - {kind: pruning, draws: 7}
+  - {kind: product_matrix, draws: 40}
+metrics:
+  names: [accuracy]
+"""
+
+
+def _load_old(path: Path, overrides=()) -> tuple[Spec, list[str]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        spec = load_spec(path, overrides)
+    assert all(issubclass(w.category, SpecDeprecationWarning) for w in caught)
+    return spec, [str(w.message) for w in caught]
+
+
+def test_old_locations_move_into_studies(tmp_path: Path) -> None:
+    p = _write(tmp_path, OLD)
+    old, msgs = _load_old(p)
+    new = _load_warning_free(_write(tmp_path, NEW, "new.yaml"))
+    assert old == new
+    assert [c.cell_id for c in old.cells()] == [c.cell_id for c in new.cells()]
+    assert msgs == [
+        f"{p}:17:5: inference[2].gaussian_fit, kl_target_draws, max_draws: deprecated "
+        "location, read as studies[0] for now (it stops validating in the next release); "
+        "write it as studies: [{kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
+        "kl_target_draws: 100, max_draws: 30}]",
+        f"{p}:9:5: inference[0].ktied: deprecated location, read as studies[1] for now (it "
+        "stops validating in the next release); write it as studies: [{kind: ktied, "
+        "snr_steps: [2, 3]}]",
+        f"{p}:22:3: metrics.pruning: deprecated location, read as studies[2] for now (it "
+        "stops validating in the next release); write it as studies: [{kind: pruning, "
+        "draws: 7}]",
+        f"{p}:23:3: metrics.product_matrix_draws: deprecated location, read as studies[3] for "
+        "now (it stops validating in the next release); write it as studies: [{kind: "
+        "product_matrix, draws: 40}]",
+    ]
+
+
+def test_old_sampler_without_studies_keeps_the_price_of_mean_field(tmp_path: Path) -> None:
+    old_text = BASE
+    new_text = BASE + "studies:\n  - {kind: price_of_mean_field}\n"
+    p = _write(tmp_path, old_text)
+    old, msgs = _load_old(p)
+    assert old == _load_warning_free(_write(tmp_path, new_text, "new.yaml"))
+    assert len(msgs) == 1 and msgs[0].startswith(f"{p}:8:5: inference[2]: a sampler records ")
+    assert "write studies: [{kind: price_of_mean_field}]" in msgs[0]
+    # with a studies key the spec is in the new form: the sampler records what it says
+    assert _load_warning_free(_write(tmp_path, BASE + "studies: []\n", "n2.yaml")).studies == []
+
+
+def test_old_locations_per_method_settings(tmp_path: Path) -> None:
+    text = BASE.replace("steps: 5}\n  - {name: map", "steps: 5, ktied: {snr_steps: [2]}}\n"
+                        "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 5, "
+                        "ktied: {snr_steps: [3]}}\n  - {name: map")  # fmt: skip
+    spec, msgs = _load_old(_write(tmp_path, text))
+    kt = [s for s in spec.studies if isinstance(s, KTiedStudy)]
+    assert [(s.methods, s.snr_steps) for s in kt] == [(["mfvi"], [2]), (["kt"], [3])]
+    assert len(msgs) == 3  # two ktied keys and the sampler's implicit study
+
+
+def test_old_nulls_are_dropped_with_a_message(tmp_path: Path) -> None:
+    text = (BASE + "studies: []\nmetrics: {pruning: null, product_matrix_draws: null}\n").replace(
+        "steps: 5}\n  - {name: map", "steps: 5, ktied: null}\n  - {name: map"
+    )
+    p = _write(tmp_path, text)
+    spec, msgs = _load_old(p)
+    assert spec.studies == []
+    assert [m.split(": ")[:2] for m in msgs] == [
+        [f"{p}:5:66", "inference[0].ktied"],
+        [f"{p}:14:11", "metrics.pruning"],
+        [f"{p}:14:26", "metrics.product_matrix_draws"],
+    ]
+    assert all("null does nothing: remove it" in m for m in msgs)
+
+
+def test_errors_inside_old_locations_point_at_them(tmp_path: Path) -> None:
+    text = OLD.replace("ktied: {snr_steps: [2, 3]}", "ktied: {snr_window: 1}").replace(
+        "pruning: {draws: 7}", "pruning: {draw: 7}"
+    )
+    p = _write(tmp_path, text)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an invalid spec raises before any deprecation
+        msgs = _errors(p)
+    assert msgs[0].startswith(f"{p}:9:25: inference[0].ktied.snr_window: Input should be "
+                              "greater than or equal to 2")  # fmt: skip
+    assert msgs[1].startswith(f"{p}:22:13: metrics.pruning.draw: unknown key 'draw'; did you "
+                              "mean 'draws'?")  # fmt: skip
+    text = OLD.replace("chains: 2\n", "chains: 1\n")
+    msgs = _errors(_write(tmp_path, text))
+    assert msgs[0].startswith(f"{p}:15:13: inference[2].chains: kl_target_draws extends")
+
+
+def test_old_locations_through_model_validate_warn() -> None:
+    data = yaml.safe_load(BASE) | {"studies": [], "metrics": {"pruning": {}}}
+    with pytest.warns(SpecDeprecationWarning, match=r"^metrics\.pruning: deprecated location"):
+        spec = Spec.model_validate(data)
+    assert [s.kind for s in spec.studies] == ["pruning"]

@@ -1,0 +1,147 @@
+"""MNIST-family data sets from IDX files (MNIST, Fashion-MNIST), gzipped or not.
+
+The IDX format (LeCun et al.): a big-endian header ``0, 0, dtype code, ndim``, then
+``ndim`` big-endian uint32 dimensions, then the data in C order. MNIST and Fashion-MNIST
+use unsigned bytes (code 0x08): images ``(n, 28, 28)`` and labels ``(n,)``.
+
+:func:`load_idx` follows Swiatkowski et al. (2020, D.1): pixels scaled to [-1, 1], the last
+10,000 training examples held out as the validation set.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+
+from zoo.data.dataset import Dataset
+from zoo.spec.sections.data import IdxData
+
+__all__ = [
+    "IDX_FILES",
+    "DataFilesMissing",
+    "check_idx_dir",
+    "find_idx_file",
+    "load_idx",
+    "read_idx",
+]
+
+#: The four files of an MNIST-family directory (each may also end in ``.gz``).
+IDX_FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+
+_DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+class DataFilesMissing(FileNotFoundError):
+    """The data files of a spec are not where the spec says; the message says how to get them."""
+
+
+def read_idx(path: str | Path) -> np.ndarray:
+    """Read one IDX file (``.gz`` is decompressed) into an array of its stored shape.
+
+    Raises
+    ------
+    ValueError
+        If the header is not IDX or the size does not match the header.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        raw = fh.read()
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES:
+        raise ValueError(f"{path}: not an IDX file (bad magic number {raw[:4]!r})")
+    ndim = raw[3]
+    dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
+    dtype = np.dtype(_DTYPES[raw[2]])
+    offset = 4 + 4 * ndim
+    n = int(np.prod(dims)) if dims else 1
+    if len(raw) - offset != n * dtype.itemsize:
+        raise ValueError(
+            f"{path}: header says shape {dims} ({n * dtype.itemsize} bytes of data) but the "
+            f"file has {len(raw) - offset}; the file is truncated or corrupt"
+        )
+    return np.frombuffer(raw, dtype, count=n, offset=offset).reshape(dims)
+
+
+def _how_to_get(directory: Path) -> str:
+    return (
+        f"the IDX files {', '.join(IDX_FILES)} (each optionally .gz) are expected in "
+        f"{directory}. Fashion-MNIST: `apt-get install dataset-fashion-mnist` (installs them "
+        "under /usr/share/datasets/fashion-mnist). MNIST: download the four IDX files from "
+        "http://yann.lecun.com/exdb/mnist/ (or a mirror) into one directory and set data.dir "
+        "to it"
+    )
+
+
+def find_idx_file(directory: str | Path, stem: str) -> Path:
+    """The path of ``stem`` or ``stem.gz`` in ``directory`` (the plain file first).
+
+    Raises
+    ------
+    DataFilesMissing
+        With a message that says where the files are expected and how to get them.
+    """
+    directory = Path(directory)
+    for name in (stem, stem + ".gz"):
+        if (directory / name).is_file():
+            return directory / name
+    what = "directory does not exist" if not directory.is_dir() else f"{stem}[.gz] is missing"
+    raise DataFilesMissing(f"data.dir: {what}; {_how_to_get(directory)}")
+
+
+def check_idx_dir(directory: str | Path) -> None:
+    """Raise :class:`DataFilesMissing` unless all four IDX files are in ``directory``."""
+    for stem in IDX_FILES:
+        find_idx_file(directory, stem)
+
+
+def _scale(images: np.ndarray, pixel_range: str) -> np.ndarray:
+    x = images.reshape(len(images), -1).astype(np.float32) / 255.0
+    return x * 2.0 - 1.0 if pixel_range == "minus_one_one" else x
+
+
+def load_idx(spec: IdxData, seed: int) -> Dataset:
+    """Train, validation and test splits of an MNIST-family directory.
+
+    Images are flattened to ``(n, rows * cols)`` float32 in [-1, 1] (or [0, 1]); labels are
+    int64. The last ``spec.validation`` training examples are the validation split; of the
+    rest, a seeded random subset of ``spec.n_train`` is trained on if given.
+
+    Raises
+    ------
+    DataFilesMissing
+        If a file is missing (the message says where and how to get it).
+    ValueError
+        If ``spec.validation`` leaves no training examples, or images and labels disagree.
+    """
+    d = Path(spec.dir)
+    arrays = [read_idx(find_idx_file(d, stem)) for stem in IDX_FILES]
+    xtr, ytr, xte, yte = arrays
+    for x, y, split in ((xtr, ytr, "train"), (xte, yte, "t10k")):
+        if len(x) != len(y):
+            raise ValueError(f"data.dir: {d}: {len(x)} {split} images but {len(y)} labels")
+    n_fit = len(xtr) - spec.validation
+    if n_fit <= 0:
+        raise ValueError(
+            f"data.validation: {spec.validation} leaves no training examples of {len(xtr)}; "
+            "lower it"
+        )
+    x_all = _scale(xtr, spec.pixel_range)
+    y_all = ytr.astype(np.int64)
+    x_fit, y_fit = x_all[:n_fit], y_all[:n_fit]
+    if spec.n_train is not None and spec.n_train < n_fit:
+        rng = np.random.default_rng(spec.seed if spec.seed is not None else seed)
+        keep = np.sort(rng.choice(n_fit, size=spec.n_train, replace=False))
+        x_fit, y_fit = x_fit[keep], y_fit[keep]
+    n_test = len(xte) if spec.n_test is None else min(spec.n_test, len(xte))
+    n_classes = int(max(y_all.max(), yte.max())) + 1
+    return Dataset(
+        x_fit, y_fit, _scale(xte[:n_test], spec.pixel_range), yte[:n_test].astype(np.int64),
+        n_classes, x_val=x_all[n_fit:], y_val=y_all[n_fit:],
+    )  # fmt: skip

@@ -1,0 +1,50 @@
+"""The UCI train/test protocol: seeded split indices and standardization on the train part.
+
+Shared by the ``uci`` loader and the ``csv`` loader when it is given a ``split``: split
+``k`` is a random permutation seeded by ``k`` (and the number of rows) alone, so every
+method and seed of a sweep sees the same split ``k``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zoo.data.dataset import Dataset
+
+__all__ = ["split_indices", "standardize_split"]
+
+
+def split_indices(n: int, split: int, test_fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
+    """Train and test indices of UCI split number ``split`` (a permutation seeded by it).
+
+    Returns
+    -------
+    train, test : ndarray of int
+        Disjoint, together ``range(n)``, ``len(test) = round(test_fraction * n)`` (at least
+        1); the same ``(n, split, test_fraction)`` always gives the same indices.
+    """
+    perm = np.random.default_rng([split, n]).permutation(n)
+    n_test = max(1, int(round(test_fraction * n)))
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def standardize_split(
+    x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, standardize: bool = True
+) -> Dataset:
+    """A regression :class:`Dataset`, inputs and targets standardized on ``train`` only.
+
+    Metrics in original units undo the target scaling through ``y_shift`` and ``y_scale``.
+    """
+    x = np.asarray(x, np.float64)
+    y = np.asarray(y, np.float64)
+    xtr, xte = x[train], x[test]
+    shift, scale = 0.0, 1.0
+    if standardize:
+        mu, sd = xtr.mean(0), xtr.std(0)
+        sd[sd == 0] = 1.0
+        xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
+        shift, scale = float(y[train].mean()), float(y[train].std() or 1.0)
+    return Dataset(
+        xtr.astype(np.float32), ((y[train] - shift) / scale).astype(np.float32),
+        xte.astype(np.float32), ((y[test] - shift) / scale).astype(np.float32), 0, shift, scale,
+    )  # fmt: skip

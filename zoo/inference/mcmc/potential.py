@@ -1,0 +1,252 @@
+"""The potential energy of a :class:`~zoo.models.mlp.BayesianMLP` as one function of a flat vector.
+
+:class:`FlatPotential` is :math:`U(z) = -\\log p(z \\mid x, y) + c` as one function of a flat
+unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as
+:math:`\\log\\sigma` with its Jacobian), computed from the network function and the Normal
+prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.driver`
+call :meth:`FlatPotential.value_and_grad` once per leapfrog step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import pyro
+import torch
+import torch.nn.functional as F
+
+from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
+
+__all__ = ["FlatPotential"]
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+class FlatPotential:
+    """Potential energy of a BayesianMLP posterior over a flat unconstrained vector.
+
+    .. math:: U(z) = -\\Big(\\sum_s \\log \\mathcal N(\\theta_s; m_s, s_s^2)
+              + \\log p(\\sigma) + \\log\\sigma
+              + \\sum_n \\log p(y_n \\mid x_n, \\theta, \\sigma)\\Big),
+              \\quad z = (\\mathrm{vec}\\,\\theta, \\log\\sigma)
+
+    Parameters
+    ----------
+    model : BayesianMLP
+    x, y : Tensor
+        The full training set (no minibatching in MCMC).
+    """
+
+    def __init__(self, model: BayesianMLP, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.model = model
+        self.x = torch.as_tensor(x)
+        self._xt: torch.Tensor | None = None  # x transposed, made on first batched use
+        lik = model.likelihood
+        cat = isinstance(lik, CategoricalLikelihood)
+        self.y = torch.as_tensor(y).long() if cat else torch.as_tensor(y, dtype=self.x.dtype)
+        self.site_shapes: dict[str, tuple[int, ...]] = {}
+        for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
+            self.site_shapes[f"layer{i}.weight"] = (fo, fi)
+            self.site_shapes[f"layer{i}.bias"] = (fo,)
+        self.n_weights = model.num_params
+        self.learned_noise = isinstance(lik, GaussianLikelihood) and lik.noise is None
+        if self.learned_noise:
+            self.site_shapes["noise"] = ()
+        self.site_slices: dict[str, slice] = {}
+        pos = 0
+        for name, shape in self.site_shapes.items():
+            self.site_slices[name] = slice(pos, pos + math.prod(shape))
+            pos += math.prod(shape)
+        self.dim = pos
+        # prior over the weights, hoisted: loc, precision and normalizing constant
+        loc, scale = [], []
+        for name in model.prior_params:
+            n = math.prod(self.site_shapes[name])
+            loc += [model.prior_params[name][0]] * n
+            scale += [model.prior_params[name][1]] * n
+        self._loc = torch.tensor(loc, dtype=self.x.dtype)
+        sc = torch.tensor(scale, dtype=torch.float64)
+        self._prec = (1 / sc**2).to(self.x.dtype)
+        self._const = float(-(sc.log().sum() + 0.5 * _LOG_2PI * len(scale)))
+        self._zero_loc = bool((self._loc == 0).all())
+        self._uniform_prec = (
+            float(self._prec[0]) if bool((self._prec == self._prec[0]).all()) else None
+        )
+        if self.learned_noise:
+            s = lik.prior_scale
+            self._noise_const = math.log(2) - 0.5 * _LOG_2PI - math.log(s)
+            self._noise_prec = 1 / s**2
+        self._sizes = [sl.stop - sl.start for sl in self.site_slices.values()]
+        self._wshapes = [self.site_shapes[w] for w, _ in model.layer_sites()]
+        # constants of U left out of _energy: prior normalizers and the Gaussian's
+        self._offset = -self._const
+        if isinstance(lik, GaussianLikelihood):
+            n = len(self.y)
+            s = 1.0 if self.learned_noise else float(lik.noise)
+            self._offset += n * (math.log(s) + 0.5 * _LOG_2PI)
+        if self.learned_noise:
+            self._offset -= self._noise_const
+
+    # --- parameter maps ------------------------------------------------------------------
+    def unravel(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``{site: constrained tensor}``, shapes ``batch + site_shape``, from ``batch + (D,)``."""
+        batch = z.shape[:-1]
+        out = {
+            n: z[..., sl].reshape(batch + self.site_shapes[n]) for n, sl in self.site_slices.items()
+        }
+        if self.learned_noise:
+            out["noise"] = out["noise"].exp()
+        return out
+
+    def ravel(self, params: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Inverse of :meth:`unravel`: flat unconstrained ``z`` of shape ``batch + (D,)``."""
+        missing = [n for n in self.site_slices if n not in params]
+        if missing:
+            raise KeyError(f"params lack sites {missing}; expected {list(self.site_slices)}")
+        first = torch.as_tensor(params[next(iter(self.site_shapes))])
+        batch = first.shape[: first.dim() - 2]
+        parts = []
+        for name, shape in self.site_shapes.items():
+            v = torch.as_tensor(params[name], dtype=self.x.dtype)
+            if name == "noise":
+                v = v.log()
+            if tuple(v.shape[len(batch) :]) != shape:
+                raise ValueError(
+                    f"site {name!r} has shape {tuple(v.shape)}, expected batch + {shape}"
+                )
+            parts.append(v.reshape(batch + (-1,)))
+        return torch.cat(parts, -1)
+
+    # --- energy ---------------------------------------------------------------------------
+    def _log_prior(self, z: torch.Tensor) -> torch.Tensor:
+        zw = z[..., : self.n_weights]
+        d = zw if self._zero_loc else zw - self._loc
+        if self._uniform_prec is None:
+            quad = (d * d * self._prec).sum(-1)
+        else:  # one dot product in the sampler's unbatched case
+            quad = self._uniform_prec * (d.dot(d) if z.dim() == 1 else (d * d).sum(-1))
+        lp = self._const - 0.5 * quad
+        if self.learned_noise:  # HalfNormal on sigma = exp(z_n), plus log|d sigma / d z_n| = z_n
+            zn = z[..., -1]
+            lp = lp + self._noise_const - 0.5 * self._noise_prec * (2 * zn).exp() + zn
+        return lp
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        """U(z) for ``z`` of shape ``batch + (D,)``, through ``model.log_likelihood``."""
+        with pyro.validation_enabled(False):
+            ll = self.model.log_likelihood(self.x, self.y, self.unravel(z)).sum(-1)
+        return -(ll + self._log_prior(z))
+
+    def _energy(self, z: torch.Tensor) -> torch.Tensor:
+        """U(z) - c for one flat z with few autograd nodes: one split, fused bias and loss."""
+        parts = z.split(self._sizes)
+        h = self.x
+        for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
+            h = F.linear(h, w.view(self._wshapes[i]), b)
+            if i < self.model.depth:
+                h = self.model.act(h)
+        lik = self.model.likelihood
+        if isinstance(lik, CategoricalLikelihood):
+            nll = F.cross_entropy(h, self.y, reduction="sum")
+        elif isinstance(lik, GaussianLikelihood):
+            sq = F.mse_loss(h.squeeze(-1), self.y, reduction="sum")
+            if self.learned_noise:  # N log sigma, the prior on sigma and the Jacobian
+                zn, n = parts[-1].squeeze(), len(self.y)
+                nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
+                nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
+            else:
+                nll = sq * (0.5 / float(lik.noise) ** 2)
+        else:
+            with pyro.validation_enabled(False):
+                nll = -lik.log_prob(h, self.y, self.unravel(z)).sum()
+        zw = z[: self.n_weights] if self.learned_noise else z
+        d = zw if self._zero_loc else zw - self._loc
+        if self._uniform_prec is None:
+            return nll + 0.5 * (d * d * self._prec).sum()
+        return nll + (0.5 * self._uniform_prec) * d.dot(d)
+
+    def value_and_grad(self, z: torch.Tensor) -> tuple[float, torch.Tensor]:
+        """``(U(z), dU/dz)`` for one flat ``z`` of shape ``(D,)``: one forward, one backward.
+
+        Known likelihoods (categorical, Gaussian) use fused losses; constants are added as a
+        Python float. Equal to :meth:`__call__` (which follows the model) up to rounding.
+        """
+        z = z.detach().requires_grad_(True)
+        u = self._energy(z)
+        (g,) = torch.autograd.grad(u, z)
+        return u.item() + self._offset, g
+
+    def _energy_batch(self, z: torch.Tensor) -> torch.Tensor:
+        """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``."""
+        c = z.shape[0]
+        parts = z.split(self._sizes, -1)
+        if self._xt is None:
+            self._xt = self.x.T.contiguous()
+        # Units x points layout, h of shape (C, units, N): W (out, in) @ h (in, N) per chain.
+        # With N the long dimension of every product this is 1.6 to 2.6 times faster than
+        # (C, N, units) @ W^T for widths 4 to 21 (and needs no transpose for the loss).
+        h = self._xt.expand(c, *self._xt.shape)
+        for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
+            w = w.view(c, *self._wshapes[i])
+            h = torch.baddbmm(b.unsqueeze(2), w, h)
+            if i < self.model.depth:
+                h = self.model.act(h)
+        lik = self.model.likelihood
+        if isinstance(lik, CategoricalLikelihood):  # classes in dim 1: vectorized over N
+            y = self.y.expand(c, -1)
+            nll = F.cross_entropy(h, y, reduction="none").sum(1)
+        else:  # Gaussian (value_and_grad_batch checked the kind)
+            res = h.squeeze(1) - self.y
+            sq = (res * res).sum(1)
+            if self.learned_noise:  # as in _energy
+                zn, n = z[:, -1], len(self.y)
+                nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
+                nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
+            else:
+                nll = sq * (0.5 / float(lik.noise) ** 2)
+        zw = z[:, : self.n_weights] if self.learned_noise else z
+        d = zw if self._zero_loc else zw - self._loc
+        if self._uniform_prec is None:
+            return nll + 0.5 * (d * d * self._prec).sum(-1)
+        return nll + (0.5 * self._uniform_prec) * (d * d).sum(-1)
+
+    def value_and_grad_batch(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(U(z), dU/dz)`` for ``C`` flat vectors ``z`` of shape ``(C, D)`` at once.
+
+        One forward and one backward for all rows (``torch.baddbmm`` per layer on activations
+        of shape ``(C, units, N)``, the loss on logits of shape ``(C, K, N)``, which torch's softmax vectorizes over the N points: 1.5
+        to 4 times faster than over ``(C * N, K)`` for K = 2 to 10), so C chains of a small
+        network cost little more than one. Rows do not interact: a non-finite row leaves the others unchanged.
+
+        Returns
+        -------
+        u : Tensor
+            ``U`` per row, float64, shape ``(C,)``; the same constants as :meth:`value_and_grad`.
+        grad : Tensor
+            ``dU/dz``, shape ``(C, D)``, the dtype of ``z``.
+        """
+        if z.dim() != 2 or z.shape[1] != self.dim:
+            raise ValueError(f"z has shape {tuple(z.shape)}; expected (chains, {self.dim})")
+        lik = self.model.likelihood
+        if not isinstance(lik, CategoricalLikelihood | GaussianLikelihood):
+            pairs = [self.value_and_grad(zc) for zc in z]  # unknown likelihood: row by row
+            return torch.tensor([u for u, _ in pairs], dtype=torch.float64), torch.stack(
+                [g for _, g in pairs]
+            )
+        z = z.detach().requires_grad_(True)
+        u = self._energy_batch(z)
+        (g,) = torch.autograd.grad(u.sum(), z)
+        return u.detach().double() + self._offset, g
+
+    def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
+        """A flat ``z`` drawn from the prior."""
+        zw = self._loc + torch.randn(self.n_weights, generator=gen) * self._prec.rsqrt()
+        if not self.learned_noise:
+            return zw
+        sigma = torch.randn(1, generator=gen).abs() / math.sqrt(self._noise_prec)
+        return torch.cat([zw, sigma.log()])
+
+
+# --- functional core ----------------------------------------------------------------------

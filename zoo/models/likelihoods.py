@@ -1,0 +1,110 @@
+"""Observation models: ``sample`` inside the data plate, ``log_prob`` as a pure function.
+
+Observations are the site ``obs`` inside the plate ``data``, which supports minibatches:
+pass ``n_total`` (the training-set size) and the likelihood is scaled by
+``n_total / len(x)``. A learned Gaussian noise is the site ``noise``.
+
+Add a likelihood: its section in the spec's likelihood union, a class here, an entry in
+:data:`LIKELIHOODS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pyro
+import pyro.distributions as dist
+import torch
+
+from zoo.spec.base import registered
+from zoo.spec.sections.models import CategoricalLikelihood as CategoricalSection
+from zoo.spec.sections.models import GaussianLikelihood as GaussianSection
+
+__all__ = [
+    "LIKELIHOODS",
+    "CategoricalLikelihood",
+    "GaussianLikelihood",
+    "Likelihood",
+    "build_likelihood",
+]
+
+
+class Likelihood:
+    """Observation model: ``sample`` inside the data plate, ``log_prob`` as a pure function."""
+
+    out_dim: int
+
+    def sample(self, out: torch.Tensor, y: torch.Tensor | None, n_total: int) -> None:
+        raise NotImplementedError
+
+    def log_prob(
+        self, out: torch.Tensor, y: torch.Tensor, params: Mapping[str, torch.Tensor]
+    ) -> torch.Tensor:
+        raise NotImplementedError
+
+
+def _data_plate(n: int, n_total: int | None) -> pyro.plate:
+    # The batch is already the subsample; `subsample` tells the plate which size it stands for
+    # so the likelihood is scaled by n_total / n (no random indices are drawn).
+    size = n if n_total is None else n_total
+    return pyro.plate("data", size=size, subsample=torch.arange(n))
+
+
+class CategoricalLikelihood(Likelihood):
+    """y ~ Categorical(softmax(f(x)))."""
+
+    def __init__(self, n_classes: int) -> None:
+        self.out_dim = n_classes
+
+    def sample(self, out, y, n_total):
+        with _data_plate(out.shape[-2], n_total):
+            pyro.sample("obs", dist.Categorical(logits=out), obs=y)
+
+    def log_prob(self, out, y, params):
+        return dist.Categorical(logits=out).log_prob(y)
+
+
+class GaussianLikelihood(Likelihood):
+    """y ~ N(f(x), noise^2); noise fixed, or the site ``noise`` ~ HalfNormal(prior_scale)."""
+
+    def __init__(self, noise: float | None, prior_scale: float = 1.0) -> None:
+        self.out_dim = 1
+        self.noise = noise
+        self.prior_scale = prior_scale
+
+    def sample(self, out, y, n_total):
+        if self.noise is None:
+            noise = pyro.sample("noise", dist.HalfNormal(torch.tensor(self.prior_scale)))
+        else:
+            noise = torch.tensor(self.noise)
+        with _data_plate(out.shape[-2], n_total):
+            pyro.sample("obs", dist.Normal(out.squeeze(-1), noise), obs=y)
+
+    def log_prob(self, out, y, params):
+        noise = params["noise"] if self.noise is None else torch.tensor(self.noise)
+        if noise.dim() > 0:
+            noise = noise.reshape(noise.shape + (1,) * (out.dim() - 1 - noise.dim()))
+        return dist.Normal(out.squeeze(-1), noise).log_prob(y)
+
+
+#: Likelihood section class -> ``(section, ds) -> Likelihood`` (``ds`` a :class:`~zoo.data.Dataset`,
+#: which gives the number of classes).
+LIKELIHOODS: dict[type, Callable[[Any, Any], Likelihood]] = {
+    CategoricalSection: lambda lik, ds: CategoricalLikelihood(ds.n_classes),
+    GaussianSection: lambda lik, ds: GaussianLikelihood(
+        None if lik.noise == "learned" else float(lik.noise), lik.noise_prior_scale
+    ),
+}
+
+
+def build_likelihood(section: Any, ds: Any) -> Likelihood:
+    """The :class:`Likelihood` of a spec's ``likelihood`` section for data set ``ds``.
+
+    Raises
+    ------
+    TypeError
+        If no entry of :data:`LIKELIHOODS` is registered for the section's class.
+    """
+    make = registered(LIKELIHOODS, section, "likelihood", "zoo.models.likelihoods.LIKELIHOODS")
+    return make(section, ds)

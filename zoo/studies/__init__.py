@@ -1,0 +1,31 @@
+"""Studies: what a cell records beyond its predictive metrics, as plug-ins.
+
+:data:`STUDIES` maps a study section class of the spec's ``studies:`` list
+(:mod:`zoo.spec.sections.studies`) to its :class:`~zoo.studies.base.Study`: ``probe(section,
+ctx)`` gives a cell's :class:`~zoo.studies.base.Probe` (hooks into the fit, then metrics and
+artifacts), ``sections(results, run, spec)`` the report's sections. Add a study: its section
+in :mod:`zoo.spec.sections.studies`, a folder here with its probe and report sections, and
+one entry below (``tests/zoo/studies/test_studies_conformance.py`` fails until it is there).
+
+Dependency rule: studies import :mod:`zoo.spec`, :mod:`zoo.data`, :mod:`zoo.models`,
+:mod:`zoo.inference`, :mod:`zoo.runtime` and :mod:`reports`, never :mod:`zoo.run`.
+"""
+
+from zoo.spec.sections.studies import (
+    KTiedStudy,
+    PriceOfMeanFieldStudy,
+    ProductMatrixStudy,
+    PruningStudy,
+)
+from zoo.studies import ktied, price_of_mf, product_matrix, pruning
+from zoo.studies.base import ArtifactReader, CellContext, Probe, Study, StudyPlugin
+
+__all__ = ["STUDIES", "ArtifactReader", "CellContext", "Probe", "Study", "StudyPlugin"]
+
+#: Study section class -> the study.
+STUDIES: dict[type, Study] = {
+    PriceOfMeanFieldStudy: price_of_mf.STUDY,
+    KTiedStudy: ktied.STUDY,
+    PruningStudy: pruning.STUDY,
+    ProductMatrixStudy: product_matrix.STUDY,
+}

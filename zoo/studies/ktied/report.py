@@ -1,0 +1,287 @@
+"""Report sections of the k-tied study (Swiatkowski et al. 2020), from the cells' artifacts.
+
+Reads the cells' ``.ktied.npz`` artifacts (written by :mod:`zoo.studies.ktied.probe`) and builds
+:class:`reports.render.Section` objects: spectra of the posterior mean and std matrices
+(Figure 3), post-training rank-k truncation (Tables 2 and 3), parameter counts (Figure 6
+left), gradient SNR at chosen steps (Figure 6 top right), -ELBO at chosen steps (Figure 6
+bottom right, Figure 7) and heat maps of a std matrix and its low-rank approximations
+(Figure 4). The math is in :mod:`reports.spectrum`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from reports.render import Section
+from reports.spectrum import elbo_curve_figure, heatmap_figure, spectrum_figure
+from zoo.spec.sections.studies import KTiedStudy
+from zoo.studies.base import ArtifactReader
+from zoo.studies.ktied.probe import ARTIFACT, load_artifact
+
+__all__ = ["ktied_sections"]
+
+_TRUNC_COLS = ["neg_elbo", "nll", "accuracy", "brier", "ece", "clamped_entries"]
+
+
+def _f(v: Any, digits: int = 4) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return ""
+    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+def _axis_value(v: Any) -> str:
+    """A sweep value as in the spec (a results column with missing values stores ints as floats)."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _load(run: ArtifactReader, results, spec) -> list[tuple[str, int, str, dict, dict]]:
+    """(label, seed, cell id, record, arrays) of every ok cell with a k-tied artifact.
+
+    The label is the method name plus the cell's values of the other sweep axes (e.g.
+    ``k_tied rank=2``), so cells of one method swept over a setting stay apart.
+    """
+    out = []
+    axes = [a for a in spec.sweep if a != "seed" and a in results.columns]
+    ok = results[results["status"] == "ok"] if "status" in results.columns else results
+    for _, r in ok.iterrows():
+        data = run.read_artifact(str(r["cell_id"]), ARTIFACT)
+        if data is not None:
+            rec, arrays = load_artifact(data)
+            extra = [f"{a.split('.')[-1]}={_axis_value(r[a])}" for a in axes if r[a] == r[a]]
+            label = " ".join([str(r["method"]), *extra])
+            out.append((label, int(r["seed"]), str(r["cell_id"]), rec, arrays))
+    return out
+
+
+def _label(method: str, seed: int, seeds: set[int]) -> str:
+    return method if len(seeds) == 1 else f"{method} (seed {seed})"
+
+
+def _spectrum_section(cells, seeds):
+    header = ["method", "layer", "shape", "mean top-1", "mean top-2", "std top-1", "std top-2",
+              "std top-1 at init"]  # fmt: skip
+    rows, figs = [], []
+    for method, seed, _, rec, _ in cells:
+        fr = {}
+        for site, info in rec["layers"].items():
+            m, s = np.asarray(info["mean_fractions"]), np.asarray(info["std_fractions"])
+            rows.append([_label(method, seed, seeds), site, "x".join(map(str, info["shape"])),
+                         _f(m[0]), _f(m[:2].sum()), _f(s[0]), _f(s[:2].sum()),
+                         _f(info.get("init_std_top1"))])  # fmt: skip
+            fr[site] = {"posterior mean": m, "posterior std": s}
+        if len(figs) < 4:
+            figs.append((f"spectrum_{method.replace(' ', '_').replace('=', '')}_seed{seed}",
+                         spectrum_figure(fr, title=f"fraction of variance per singular value: "
+                                                   f"{_label(method, seed, seeds)}")))  # fmt: skip
+    paras = [
+        "Fraction of variance explained by each singular value, gamma_k^2 / sum gamma^2, of "
+        "each layer's matrix of posterior means and of posterior standard deviations "
+        "(Swiatkowski et al. 2020, Figure 3; uncentred, as in the paper). Conv kernels are "
+        "viewed as (filters, in x kh x kw). A k-tied guide's std matrix has rank <= k by "
+        "construction; the mean-field rows are the observation. 'std top-1 at init' is the "
+        "same fraction for the std matrix before the first step: the mean-field guide starts "
+        "with every std equal to init_scale (a rank-1 matrix, fraction 1), so a top-1 "
+        "fraction near 1 after training says little unless training moved the stds; the "
+        "truncation table below is the test of whether the structure matters.",
+    ]
+    return Section("k-tied study: spectra of posterior means and standard deviations", paras,
+                   (header, rows), figs)  # fmt: skip
+
+
+def _truncation_section(cells, seeds):
+
+    header = ["method", "std matrices", *_TRUNC_COLS, "NLL vs none"]
+    rows, checks = [], []
+    for method, seed, _, rec, _ in cells:
+        trunc = rec.get("truncation") or {}
+        if not trunc:
+            continue
+        base = trunc["none"]["nll"]
+        for k in sorted(trunc, key=lambda k: -1 if k == "none" else int(k)):
+            res = trunc[k]
+            rel = (res["nll"] - base) / abs(base) if k != "none" else 0.0
+            rows.append([_label(method, seed, seeds),
+                         "no truncation" if k == "none" else f"rank-{k} truncation",
+                         *[_f(res.get(c)) for c in _TRUNC_COLS], f"{100 * rel:+.2f}%"])  # fmt: skip
+            if k != "none":
+                checks.append(f"{_label(method, seed, seeds)}: rank-{k} NLL {res['nll']:.4f} vs "
+                              f"{base:.4f} untruncated ({100 * rel:+.2f}%)")  # fmt: skip
+    if not rows:
+        return None
+    floor = cells[0][3].get("kl_std_floor")
+    paras = [
+        "Post-training rank-k truncation (Tables 2 and 3 of the paper): every weight std "
+        "matrix is replaced by its rank-k SVD approximation clamped at 0, biases and means "
+        "are kept, and the posterior is evaluated on the test set like the method itself "
+        "with the same weight-noise draws for every row. NLL, accuracy, Brier and ECE are "
+        "those of the predictive mixture over the draws (the paper averages per-draw "
+        "metrics); -ELBO per example is the expected NLL under q plus KL(q || prior) / "
+        f"n_train, with clamped stds counted as {floor:g} inside the KL (clamped_entries "
+        "says how many).",
+        "; ".join(checks) + ".",
+    ]
+    return Section("k-tied study: post-training low-rank truncation", paras, (header, rows))
+
+
+def _counts_section(cells, results, seeds):
+    nvar = dict(zip(results["cell_id"], results.get("n_var_params", [None] * len(results)),
+                    strict=True))  # fmt: skip
+    header = ["method", "variational parameters", "std parameters (weights)",
+              "std parameters if mean field"]  # fmt: skip
+    rows = []
+    for method, seed, cid, rec, _ in cells:
+        std = sum(i["std_params"] for i in rec["layers"].values())
+        mf = sum(i["std_params_mean_field"] for i in rec["layers"].values())
+        v = nvar.get(cid)
+        rows.append([_label(method, seed, seeds), _f(int(v)) if v == v and v is not None else "",
+                     str(std), str(mf)])  # fmt: skip
+    paras = ["Variational parameter counts (Figure 6 left, Table 1): a k-tied std matrix of "
+             "an m x n layer has k(m + n) parameters instead of mn."]  # fmt: skip
+    return Section("k-tied study: parameter counts", paras, (header, rows))
+
+
+def _snr_section(cells, seeds):
+
+    header = ["method", "layer", "step", "mean SNR", "median SNR"]
+    rows, curves = [], {}
+    window = None
+    for method, seed, _, rec, _ in cells:
+        window = rec.get("snr_window", window)
+        for site, by_step in rec.get("snr", {}).items():
+            for step, s in sorted(by_step.items(), key=lambda kv: int(kv[0])):
+                rows.append([_label(method, seed, seeds), site, step, _f(s["mean"]),
+                             _f(s["median"])])  # fmt: skip
+        sites = [s for s, v in rec.get("snr", {}).items() if v]
+        if len(sites) >= 2:  # the paper's "Dense 2" layer: the second weight site
+            by_step = rec["snr"][sites[1]]
+            st = sorted(by_step, key=int)
+            curves[_label(method, seed, seeds)] = ([int(s) for s in st],
+                                                   [by_step[s]["median"] for s in st])  # fmt: skip
+    if not rows:
+        return None
+    comparison = _snr_comparison(cells, seeds)
+    paras = [
+        f"Gradient signal-to-noise ratio E[g]^2 / Var[g] of each standard-deviation "
+        f"parameter over the last {window} batches before the given step (Figure 6 top "
+        "right): log sigma for mean field (use guide.scale_transform: exp, as the paper "
+        "optimizes log stds), log U and log V for k-tied. Mean over a layer's parameters "
+        "(the paper's summary) and the median. With the closed-form KL, a weight that the "
+        "data barely reaches (into or out of a ReLU unit dead on the batch) has the "
+        "deterministic KL gradient alone, an enormous SNR that dominates the mean of a "
+        "mean-field layer; a tied factor sums such weights with active ones. The median is "
+        "the robust summary. Variance with ddof=0. The paper's footnote writes the "
+        "ratio as E[g^2] / Var[g], which is 1 + this one. Each row's method carries its own "
+        "optimizer settings; SNRs are compared only between fits trained alike, early in "
+        "training while the stds still move (at a stationary point E[g] = 0 and every "
+        "guide sits at the noise floor of the window, about 1/(window - 1)).",
+        *comparison,
+    ]
+    figs = [("snr_layer2", elbo_curve_figure(curves, ylabel="median gradient SNR",
+                                             title="second weight layer", log_y=True))] \
+        if curves else []  # fmt: skip
+    return Section("k-tied study: gradient signal-to-noise ratio", paras, (header, rows), figs)
+
+
+def _optim_key(rec: dict) -> str:
+    o = rec.get("optim") or {}
+    return ", ".join(f"{k} {o[k]}" for k in sorted(o)) if o else ""
+
+
+def _snr_comparison(cells, seeds) -> list[str]:
+    """Per layer and step: is each tied method's SNR above the untied (mean-field) one?
+
+    Only fits with the same optimizer settings (lr, batch size, betas) are compared: the
+    SNR at a step depends on how far the optimizer has moved the stds by then.
+    """
+    groups: dict[str, tuple[list, list]] = {}
+    for c in cells:
+        if any((c[3].get("snr") or {}).values()):  # SNRs recorded at one step or more
+            untied, tied = groups.setdefault(_optim_key(c[3]), ([], []))
+            (untied if c[3].get("rank") is None else tied).append(c)
+    out = []
+    for key, (untied, tied) in groups.items():
+        if not untied or not tied:
+            continue
+        base = untied[0]
+        where = f" (fits with {key})" if key else ""
+        for stat in ("median", "mean"):
+            per_site: dict[str, list[int]] = {}
+            for site, by_step in base[3]["snr"].items():
+                for step, s in by_step.items():
+                    for c in tied:
+                        other = c[3]["snr"].get(site, {}).get(step)
+                        if other is not None:
+                            w = per_site.setdefault(site, [0, 0])
+                            w[0] += other[stat] > s[stat]
+                            w[1] += 1
+            if per_site:
+                wins = sum(w for w, _ in per_site.values())
+                total = sum(t for _, t in per_site.values())
+                by = "; ".join(f"{site} {w}/{t}" for site, (w, t) in per_site.items())
+                out.append(f"{stat} SNR{where}: a tied guide is above "
+                           f"{_label(*base[:2], seeds)} in {wins} of {total} (layer, step, k) "
+                           f"comparisons; by layer: {by}.")  # fmt: skip
+    return out
+
+
+def _elbo_section(cells, seeds):
+
+    curves = {}
+    split = "validation"
+    for method, seed, _, rec, _ in cells:
+        e = rec.get("elbo_steps") or {}
+        if e:
+            split = rec.get("elbo_split", split)
+            st = sorted(e, key=int)
+            curves[_label(method, seed, seeds)] = ([int(s) for s in st], [e[s] for s in st])
+    if not curves:
+        return None
+    steps = sorted({s for st, _ in curves.values() for s in st})
+    header = ["method", *[f"step {s}" for s in steps]]
+    rows = [[lab, *[_f(dict(zip(st, v, strict=True)).get(s)) for s in steps]]
+            for lab, (st, v) in curves.items()]  # fmt: skip
+    paras = [
+        f"-ELBO per example on the {split} split at chosen training steps (Figure 6 "
+        "bottom right, Figure 7): expected NLL under q plus KL(q || prior) / n_train."
+    ]
+    fig = elbo_curve_figure(curves, title=f"-ELBO per example ({split})")
+    return Section("k-tied study: convergence", paras, (header, rows), [("neg_elbo_steps", fig)])
+
+
+def _heatmap_section(cells, spec):
+    site_by_method = {m.name: next((s.heatmap_site for s in spec.studies_for(m)
+                                    if isinstance(s, KTiedStudy)), None)
+                      for m in spec.inference}  # fmt: skip
+    for method, seed, _, rec, arrays in cells:
+        if not rec.get("truncation") or rec.get("rank") is not None:
+            continue  # the heat map is of a mean-field (untied) std matrix
+        site = site_by_method.get(method.split(" ")[0]) or next(iter(rec["layers"]))
+        if f"{site}/std" not in arrays:
+            continue
+        a = arrays[f"{site}/std"]
+        fig = heatmap_figure(a, title=f"posterior std of {site} ({method}, seed {seed})")
+        paras = [f"Heat maps of the posterior standard deviations of {site} "
+                 f"({'x'.join(map(str, a.shape))}, viewed as a matrix) of {method} and of its "
+                 "rank-1 and rank-2 approximations clamped at 0 (Figure 4), on one colour "
+                 "scale."]  # fmt: skip
+        return Section(
+            "k-tied study: std matrix heat maps",
+            paras,
+            None,
+            [(f"heatmap_{method.split(' ')[0]}", fig)],
+        )
+    return None
+
+
+def ktied_sections(results, run: ArtifactReader, spec) -> list:
+    """The k-tied study sections of a run (empty if no cell stored a k-tied artifact)."""
+    cells = _load(run, results, spec)
+    if not cells:
+        return []
+    seeds = {c[1] for c in cells}
+    found = [_spectrum_section(cells, seeds), _truncation_section(cells, seeds),
+             _heatmap_section(cells, spec), _snr_section(cells, seeds),
+             _elbo_section(cells, seeds), _counts_section(cells, results, seeds)]  # fmt: skip
+    return [s for s in found if s is not None]

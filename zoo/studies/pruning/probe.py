@@ -1,0 +1,242 @@
+"""The torch side of the over-pruning study: posterior moments, activations, trajectories.
+
+- :func:`guide_moments`: per-weight posterior means and stds of a fitted guide
+  (``guide.loc_scale``: the guide's parameters for mean-field and fixed-variance guides,
+  the marginals of a full-rank one);
+- :func:`draw_moments`: the same from posterior draws (NUTS/HMC: a moment-matched Gaussian
+  per weight);
+- :func:`pruning_outputs`: per-unit statistics of every hidden layer
+  (:func:`reports.pruning.unit_stats`), the pruned fractions for the cell's metrics and an
+  ``.pruning.npz`` artifact the report reads back;
+- :class:`TrajectoryRecorder`: an ``on_step`` hook of the fit that records KL, -ELBO,
+  expected train NLL and predictive train and test NLL during optimization (their Figure
+  4). It draws with its own seed and restores torch's generator, so the optimization is the
+  same with and without it;
+- :class:`PruningProbe`: the study's probe of one cell (svi or sampler).
+
+MAP and ES are point estimates: they have no posterior std and get no pruning statistics.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyro.distributions as dist
+import torch
+from torch.distributions import kl_divergence
+
+from reports.pruning import PruningRule, pruned_fraction, pruned_units, unit_stats
+from zoo.inference.base import Fit, Hooks
+from zoo.inference.sampling import SampledPosterior
+from zoo.inference.svi import VIPosterior
+from zoo.models.base import BayesianNet
+from zoo.runtime import Runtime
+from zoo.studies.base import CellContext
+
+__all__ = [
+    "ARTIFACT",
+    "PruningProbe",
+    "TrajectoryRecorder",
+    "draw_moments",
+    "guide_moments",
+    "hidden_activations",
+    "pruning_outputs",
+    "rule_of",
+]
+
+#: Suffix of the cell artifact: per-unit statistics, moments, histograms, trajectories.
+ARTIFACT = ".pruning.npz"
+
+Moments = dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def rule_of(p: Any) -> PruningRule:
+    """The :class:`reports.pruning.PruningRule` of a pruning study section."""
+    return PruningRule(p.out_snr_max, p.in_kl_max, p.in_std_ratio_min)
+
+
+def guide_moments(guide: Any, model: BayesianNet) -> Moments:
+    """Posterior mean and marginal std of every weight and bias site of a fitted guide."""
+    out: Moments = {}
+    with torch.no_grad():
+        for w, b in model.layer_sites():
+            for name in (w, b):
+                # unconstrained = constrained for real-valued weights; marginal stds for
+                # full-rank blocks (row norms of the Cholesky factor)
+                loc, scale = guide.loc_scale(name)
+                out[name] = (Runtime.numpy(loc.double()).copy(),
+                             Runtime.numpy(scale.double()).copy())  # fmt: skip
+    return out
+
+
+def draw_moments(draws: Mapping[str, torch.Tensor], model: BayesianNet) -> Moments:
+    """Mean and std over the leading (draw) dimension of every weight and bias site."""
+    out: Moments = {}
+    for w, b in model.layer_sites():
+        for name in (w, b):
+            a = Runtime.numpy(draws[name].double())
+            out[name] = (a.mean(0), a.std(0, ddof=1))
+    return out
+
+
+def hidden_activations(
+    model: BayesianNet, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
+) -> list[torch.Tensor]:
+    """Activations of every hidden layer, each of shape ``(S, len(x), width)``."""
+    acts = []
+    h = x
+    with torch.no_grad():
+        for w, b in model.layer_sites()[:-1]:
+            h = model.act(torch.matmul(h, draws[w].transpose(-1, -2)) + draws[b].unsqueeze(-2))
+            acts.append(h)
+    return acts
+
+
+def pruning_outputs(
+    model: BayesianNet,
+    x_train: torch.Tensor,
+    moments: Moments,
+    draws: Mapping[str, torch.Tensor],
+    spec: Any,
+    trajectory: dict[str, np.ndarray] | None = None,
+) -> tuple[dict[str, float], bytes]:
+    """Pruned fractions (metrics) and the per-unit statistics as ``.npz`` bytes.
+
+    The npz holds, per hidden layer ``k``: the :class:`reports.pruning.UnitStats` fields as
+    ``layer{k}.<field>``, ``layer{k}.pruned``, the incoming/outgoing means and stds
+    (``layer{k}.in_mean`` ...) and a 20-bin histogram of the activations over the training
+    inputs and draws in [-1, 1] (``layer{k}.act_hist``); plus ``traj.<name>`` arrays.
+    """
+    rule = rule_of(spec)
+    acts = hidden_activations(model, x_train, draws)
+    layers, arrays = [], {}
+    for k in range(model.depth):
+        w, b = model.layer_sites()[k]
+        w_next = model.layer_sites()[k + 1][0]
+        a = Runtime.numpy(acts[k].double())
+        st = unit_stats(moments[w], moments[b], moments[w_next], model.prior_params[w],
+                        model.prior_params[b], act_var=a.var(1).mean(0))  # fmt: skip
+        layers.append(st)
+        for field, v in st._asdict().items():
+            arrays[f"layer{k}.{field}"] = v
+        arrays[f"layer{k}.pruned"] = pruned_units(st, rule)
+        arrays[f"layer{k}.in_mean"] = np.column_stack([moments[w][0], moments[b][0]])
+        arrays[f"layer{k}.in_std"] = np.column_stack([moments[w][1], moments[b][1]])
+        arrays[f"layer{k}.out_mean"] = moments[w_next][0]
+        arrays[f"layer{k}.out_std"] = moments[w_next][1]
+        edges = np.linspace(-1.0, 1.0, 21)
+        arrays[f"layer{k}.act_hist"] = np.stack(
+            [np.histogram(np.clip(a[..., j], -1, 1), edges)[0] for j in range(a.shape[-1])]
+        )
+    for name, v in (trajectory or {}).items():
+        arrays[f"traj.{name}"] = v
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
+    metrics = pruned_fraction(layers, rule) if layers else {}
+    return metrics, buf.getvalue()
+
+
+def _kl_to_prior(guide: Any, model: BayesianNet, draws: Mapping[str, torch.Tensor],
+                 rt: Runtime) -> float:  # fmt: skip
+    """KL(q || prior): closed form per weight site, Monte Carlo (``draws``) for the noise."""
+    total = 0.0
+    for name in guide.latent_sites:
+        q = guide.get_posterior(name)
+        if name in model.prior_params:
+            loc, scale = model.prior_params[name]
+            shape = q.event_shape
+            p = dist.Normal(rt.tensor(float(loc)), float(scale)).expand(shape)
+            p = p.to_event(len(shape))
+            try:
+                total += float(kl_divergence(q, p).sum())
+                continue
+            except NotImplementedError:
+                pass
+        else:  # the learned noise: HalfNormal prior
+            p = dist.HalfNormal(rt.tensor(float(model.likelihood.prior_scale)))
+        z = draws[name]
+        total += float((q.log_prob(z) - p.log_prob(z)).mean())
+    return total
+
+
+class TrajectoryRecorder:
+    """``on_step`` hook: KL, -ELBO and NLLs every ``every`` steps (their Figure 4).
+
+    All per-point values; predictive NLLs are in the original units of y (``log y_scale``
+    added), the KL and -ELBO in the model's (standardized) units. Draws use ``seed`` and
+    torch's global generator is restored, so training is unaffected.
+    """
+
+    def __init__(self, ctx: CellContext, every: int, n_draws: int, seed: int) -> None:
+        self.model, self.ctx = ctx.model, ctx
+        self.every, self.n_draws, self.seed = every, n_draws, seed
+        self.rows: list[tuple[float, ...]] = []
+
+    def on_step(self, step: int, guide: Any, loss: float) -> None:
+        if (step + 1) % self.every != 0 and step != 0:
+            return
+        data = self.ctx.data
+        xtr, ytr, xte, yte = data.x_train, data.y_train, data.x_test, data.y_test
+        post = VIPosterior(guide, (xtr[:1],))
+        draws = post.sample(self.n_draws, seed=self.seed)  # restores the global generator
+        with torch.no_grad():
+            ll_tr = self.model.log_likelihood(xtr, ytr, draws).double()
+            ll_te = self.model.log_likelihood(xte, yte, draws).double()
+            kl = _kl_to_prior(guide, self.model, draws, self.ctx.runtime)
+        n = len(xtr)
+        log_s = math.log(self.n_draws)
+        log_scale = math.log(self.ctx.ds.y_scale)
+        exp_nll = -float(ll_tr.sum(1).mean()) / n
+        nll_tr = -float((torch.logsumexp(ll_tr, 0) - log_s).mean()) + log_scale
+        nll_te = -float((torch.logsumexp(ll_te, 0) - log_s).mean()) + log_scale
+        self.rows.append((step + 1, kl / n, exp_nll + kl / n, exp_nll, nll_tr, nll_te, loss))
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """``step, kl, neg_elbo, exp_nll_train, nll_train, nll_test, loss`` as arrays."""
+        names = ("step", "kl", "neg_elbo", "exp_nll_train", "nll_train", "nll_test", "loss")
+        a = np.array(self.rows, dtype=np.float64).reshape(-1, len(names))
+        return {k: a[:, i] for i, k in enumerate(names)}
+
+
+#: Posterior class -> its per-weight (mean, std): a guide's own, or moments of all draws.
+#: Point estimates have none, and get no pruning statistics.
+MOMENTS = {
+    VIPosterior: lambda post, model: guide_moments(post.guide, model),
+    SampledPosterior: lambda post, model: draw_moments(post.all(), model),
+}
+
+
+class PruningProbe:
+    """The over-pruning study of one cell: trajectories during an svi fit, stats after it.
+
+    ``finish`` takes the posterior's moments (:data:`MOMENTS`) and ``section.draws`` draws
+    (seed ``seed + 4``) for the activation variances; trajectories use seed ``seed + 5``.
+    """
+
+    def __init__(self, section: Any, ctx: CellContext) -> None:
+        self.section, self.ctx = section, ctx
+        self.trajectory: TrajectoryRecorder | None = None
+        if section.trajectory_every:
+            self.trajectory = TrajectoryRecorder(ctx, section.trajectory_every,
+                                                 section.trajectory_draws, ctx.seed + 5)  # fmt: skip
+
+    @property
+    def hooks(self) -> Hooks:
+        return Hooks(on_step=self.trajectory.on_step if self.trajectory is not None else None)
+
+    def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """Pruned fractions and ``{ARTIFACT: npz}``; nothing for a point estimate."""
+        moments = MOMENTS.get(type(fit.posterior))
+        if moments is None:
+            return {}, {}
+        traj = self.trajectory.arrays() if self.trajectory is not None and \
+            self.trajectory.rows else None  # fmt: skip
+        draws = fit.posterior.sample(self.section.draws, self.ctx.seed + 4)
+        metrics, data = pruning_outputs(self.ctx.model, self.ctx.data.x_train,
+                                        moments(fit.posterior, self.ctx.model), draws,
+                                        self.section, traj)  # fmt: skip
+        return metrics, {ARTIFACT: data}
