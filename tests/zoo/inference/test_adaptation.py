@@ -27,8 +27,8 @@ from zoo.inference.mcmc.adaptation import (
     window_adaptation,
 )
 from zoo.inference.mcmc.batched import BatchMetric, leapfrog_batch
-from zoo.inference.mcmc.sequential import _Chain
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.sequential import _Chain
 from zoo.models.likelihoods import GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
