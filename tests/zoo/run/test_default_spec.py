@@ -19,7 +19,7 @@ import xarray as xr
 from zoo.cli import main
 from zoo.spec.load import load_spec
 
-SPEC = Path(__file__).resolve().parents[2] / "specs" / "two_moons_depth.yaml"
+SPEC = Path(__file__).resolve().parents[3] / "specs" / "two_moons_depth.yaml"
 
 
 @pytest.mark.slow
@@ -27,13 +27,14 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     spec = load_spec(SPEC)
     sampler = next(m for m in spec.inference if m.kind in ("nuts", "hmc"))
     assert sampler.init_from == "mfvi"
+    study = next(i for i, s in enumerate(spec.studies) if s.kind == "price_of_mean_field")
     out = tmp_path / "run"
     depths = [min(spec.sweep["model.depth"]), max(spec.sweep["model.depth"])]
     args = ["run", str(SPEC), "--out", str(out), "--no-progress",
             "--set", f"sweep.model.depth={depths}", "--set", "sweep.seed=[0]",
             "--set", f"inference.{sampler.name}.warmup=60",
             "--set", f"inference.{sampler.name}.draws=60",
-            "--set", f"inference.{sampler.name}.max_draws=120"]  # fmt: skip
+            "--set", f"studies.{study}.max_draws=120"]  # fmt: skip
     assert main(args) == 0
     res = pd.read_csv(out / "results.csv")
     assert len(res) == 4 and (res["status"] == "ok").all()
