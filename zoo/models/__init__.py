@@ -13,7 +13,7 @@ three.
 from __future__ import annotations
 
 from zoo.models.base import BayesianNet, SiteInfo
-from zoo.models.build import BUILDERS, NetParts, build
+from zoo.models.build import BUILDERS, NetParts, build, width_warnings
 from zoo.models.lenet import BayesianLeNet
 from zoo.models.likelihoods import (
     LIKELIHOODS,
@@ -43,4 +43,5 @@ __all__ = [
     "he_prior",
     "normal_prior",
     "prior_fns",
+    "width_warnings",
 ]

@@ -25,6 +25,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from zoo.spec.base import Section
+from zoo.spec.sections.bounds import MAX_DRAWS, MAX_STEPS, MAX_WIDTH, Real
 
 __all__ = [
     "GaussianFitSpec",
@@ -36,9 +37,11 @@ __all__ = [
 ]
 
 
-def _positive_sorted(v: list[int], what: str) -> list[int]:
+def _positive_sorted(v: list[int], what: str, most: int) -> list[int]:
     if any(k < 1 for k in v):
         raise ValueError(f"{what} must be >= 1, got {v}")
+    if any(k > most for k in v):
+        raise ValueError(f"{what} must be <= {most}, got {max(v)}")
     return sorted(set(v))
 
 
@@ -80,7 +83,7 @@ class GaussianFitSpec(Section):
     cov: Literal["empirical", "ledoit_wolf"] = Field(
         "ledoit_wolf", description="Covariance estimate: sample covariance or Ledoit-Wolf."
     )
-    jitter: float = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
+    jitter: Real = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
 
 
 class PriceOfMeanFieldStudy(_Study):
@@ -100,6 +103,7 @@ class PriceOfMeanFieldStudy(_Study):
     kl_target_draws: int | None = Field(
         None,
         gt=1,
+        le=MAX_DRAWS,
         description="Stopping rule for the KL report: after `draws` draws per chain, go on in "
         "rounds of 25 until the draws are worth this many independent draws to the "
         "covariance estimate (the shift null's kl_null_draws, reports.kl_null), or until "
@@ -108,7 +112,10 @@ class PriceOfMeanFieldStudy(_Study):
         "gaussian_fit.cov: empirical; null: exactly `draws` draws.",
     )
     max_draws: int | None = Field(
-        None, gt=0, description="Cap on draws per chain with kl_target_draws; null: 4 x draws."
+        None,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Cap on draws per chain with kl_target_draws; null: 4 x draws.",
     )
 
     @model_validator(mode="after")
@@ -169,20 +176,25 @@ class KTiedStudy(_Study):
         "clamped at 0); each is evaluated like the method itself. Empty: none.",
     )
     truncation_draws: int = Field(
-        100, gt=0, description="Posterior draws per truncated (and untruncated) evaluation."
+        100,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Posterior draws per truncated (and untruncated) evaluation.",
     )
     snr_steps: list[int] = Field(
         default_factory=list,
         description="Training steps (1-based) at which the gradient SNR E[g]^2 / Var[g] of "
         "the std parameters is taken over the last snr_window batches.",
     )
-    snr_window: int = Field(10, ge=2, description="Batches in the SNR window (paper: 10).")
+    snr_window: int = Field(
+        10, ge=2, le=10_000, description="Batches in the SNR window (paper: 10)."
+    )
     elbo_steps: list[int] = Field(
         default_factory=list,
         description="Training steps (1-based) at which -ELBO per example is evaluated on the "
         "validation split (the test split if the data has none).",
     )
-    elbo_draws: int = Field(4, gt=0, description="Weight draws per -ELBO evaluation.")
+    elbo_draws: int = Field(4, gt=0, le=MAX_DRAWS, description="Weight draws per -ELBO evaluation.")
     heatmap_site: str | None = Field(
         None,
         description="Weight site whose std matrix and its rank-1 and rank-2 approximations "
@@ -192,12 +204,12 @@ class KTiedStudy(_Study):
     @field_validator("truncation_ranks")
     @classmethod
     def _ranks(cls, v: list[int]) -> list[int]:
-        return _positive_sorted(v, "truncation_ranks")
+        return _positive_sorted(v, "truncation_ranks", MAX_WIDTH)
 
     @field_validator("snr_steps", "elbo_steps")
     @classmethod
     def _steps(cls, v: list[int]) -> list[int]:
-        return _positive_sorted(v, "steps")
+        return _positive_sorted(v, "steps", MAX_STEPS)
 
 
 # --------------------------------------------------------------------------- pruning
@@ -217,27 +229,30 @@ class PruningStudy(_Study):
     families: ClassVar[frozenset[str]] = frozenset({"svi", "sampler"})
 
     kind: Literal["pruning"] = Field(description="Study kind.")
-    out_snr_max: float = Field(
+    out_snr_max: Real = Field(
         2.0, gt=0, description="Outgoing weights count as near zero when |mean|/std is below "
         "this (2: zero inside the central ~95% interval).",
     )  # fmt: skip
-    in_kl_max: float = Field(
+    in_kl_max: Real = Field(
         0.1, gt=0, description="Incoming weights sit at the prior when their mean KL "
         "(nats per weight) to it is at most this.",
     )  # fmt: skip
-    in_std_ratio_min: float = Field(
+    in_std_ratio_min: Real = Field(
         0.8, gt=0, le=1, description="... and their mean std is at least this fraction of "
         "the prior std (their code: within 20%).",
     )  # fmt: skip
     draws: int = Field(
-        50, gt=1, description="Posterior draws for the activation variances (and NUTS stats)."
+        50,
+        gt=1,
+        le=MAX_DRAWS,
+        description="Posterior draws for the activation variances (and NUTS stats).",
     )
     trajectory_every: int = Field(
-        0, ge=0, description="Record KL, ELBO, train and test NLL of svi methods every this "
+        0, ge=0, le=MAX_STEPS, description="Record KL, ELBO, train and test NLL of svi methods every this "
         "many steps (their Figure 4); 0 records none.",
     )  # fmt: skip
     trajectory_draws: int = Field(
-        20, gt=0, description="Posterior draws per trajectory point (fixed seed, so the "
+        20, gt=0, le=MAX_DRAWS, description="Posterior draws per trajectory point (fixed seed, so the "
         "optimization itself is unchanged).",
     )  # fmt: skip
 
@@ -256,7 +271,9 @@ class ProductMatrixStudy(_Study):
     families: ClassVar[frozenset[str]] = frozenset({"svi"})
 
     kind: Literal["product_matrix"] = Field(description="Study kind.")
-    draws: int = Field(10_000, ge=2, description="Posterior draws of the product matrix.")
+    draws: int = Field(
+        10_000, ge=2, le=MAX_DRAWS, description="Posterior draws of the product matrix."
+    )
 
     def applies_to_model(self, model: Any) -> bool:
         return bool(getattr(model, "linear", False))
