@@ -54,7 +54,7 @@ Outputs = tuple[dict[str, Any], dict[str, bytes]]
 def predictive_probs(model: BayesianNet, x: torch.Tensor, draws: Draws) -> np.ndarray:
     """Posterior predictive class probabilities at ``x``, (len(x), n_classes), float64."""
     with torch.no_grad():
-        logp = torch.log_softmax(model.apply(x, draws), -1)
+        logp = model.likelihood.class_log_probs(model.apply(x, draws))
         return Runtime.numpy((torch.logsumexp(logp, 0) - np.log(logp.shape[0])).exp().double())
 
 
@@ -68,7 +68,7 @@ def evaluate(
     with torch.no_grad():  # in chunks of inputs: (draws, n, width) activations can be large
         out = torch.cat([model.apply(xc, draws) for xc in x_test.split(2000)], -2)
     if ds.n_classes > 0:
-        logp = Runtime.numpy(torch.log_softmax(out, -1)).astype(np.float64)
+        logp = Runtime.numpy(model.likelihood.class_log_probs(out)).astype(np.float64)
         res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)
     else:
         noise = Runtime.numpy(draws["noise"])[:, None] if "noise" in draws else \
@@ -103,7 +103,7 @@ def posterior_datatree(
         out = model.apply(x, draws)
         loglik = model.likelihood.log_prob(out, y, draws)
         if ds.n_classes > 0:
-            probs = torch.softmax(out, -1)
+            probs = model.likelihood.class_log_probs(out).exp()
             pp = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=gen)
             pp = pp.reshape(probs.shape[:-1])
         else:
