@@ -17,6 +17,7 @@ from zoo.models.build import BUILDERS, NetParts, build, width_warnings
 from zoo.models.lenet import BayesianLeNet
 from zoo.models.likelihoods import (
     LIKELIHOODS,
+    BernoulliLikelihood,
     CategoricalLikelihood,
     GaussianLikelihood,
     Likelihood,
@@ -32,6 +33,7 @@ __all__ = [
     "BayesianLeNet",
     "BayesianMLP",
     "BayesianNet",
+    "BernoulliLikelihood",
     "CategoricalLikelihood",
     "GaussianLikelihood",
     "Likelihood",

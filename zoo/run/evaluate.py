@@ -87,7 +87,7 @@ LIBRARY_SAMPLER = ("bnn-zoo", _library_version("bnn-zoo"))
 def predictive_probs(model: BayesianNet, x: torch.Tensor, draws: Draws) -> np.ndarray:
     """Posterior predictive class probabilities at ``x``, (len(x), n_classes), float64."""
     with torch.no_grad():
-        logp = torch.log_softmax(model.apply(x, draws), -1)
+        logp = model.likelihood.class_log_probs(model.apply(x, draws))
         return Runtime.numpy((torch.logsumexp(logp, 0) - np.log(logp.shape[0])).exp().double())
 
 
@@ -101,7 +101,7 @@ def evaluate(
     with torch.no_grad():  # in chunks of inputs: (draws, n, width) activations can be large
         out = torch.cat([model.apply(xc, draws) for xc in x_test.split(2000)], -2)
     if ds.n_classes > 0:
-        logp = Runtime.numpy(torch.log_softmax(out, -1)).astype(np.float64)
+        logp = Runtime.numpy(model.likelihood.class_log_probs(out)).astype(np.float64)
         res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)
     else:
         noise = Runtime.numpy(draws["noise"])[:, None] if "noise" in draws else \
@@ -161,7 +161,7 @@ def pointwise(
             out = model.apply(xc, draws)
             logliks.append(model.likelihood.log_prob(out, yc, draws))
             if n_classes > 0:  # inverse CDF: the first class whose cumulative probability > u
-                cdf = torch.softmax(out, -1).cumsum(-1)
+                cdf = model.likelihood.class_log_probs(out).exp().cumsum(-1)
                 rep = (cdf < uc.unsqueeze(-1).to(cdf.dtype)).sum(-1).clamp(max=n_classes - 1)
             else:
                 sd = draws["noise"][:, None] if "noise" in draws else model.likelihood.noise

@@ -164,10 +164,16 @@ class Spec(Section):
         task, lik = self.data.task, self.likelihood
         if lik.task != task:
             fits = [kind_of(m) for m in union_members(LikelihoodSpec)
-                    if getattr(m, "task", None) == task]  # fmt: skip
+                    if getattr(m, "task", None) == task and m.n_classes is None]  # fmt: skip
             want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
             return [("likelihood.kind", f"{lik.kind!r} does not fit {task} data "
                                         f"({self.data.kind}){want}")]  # fmt: skip
+        if lik.n_classes is not None and self.data.n_classes not in (None, lik.n_classes):
+            fits = [kind_of(m) for m in union_members(LikelihoodSpec)
+                    if m.task == task and m.n_classes is None]  # fmt: skip
+            want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
+            return [("likelihood.kind", f"{lik.kind!r} needs {lik.n_classes} classes; "
+                                        f"{self.data.kind} data has {self.data.n_classes}{want}")]  # fmt: skip
         bad = [m for m in self.metrics.names or [] if m not in lik.metrics]
         if bad:
             return [("metrics.names", f"{bad} do not apply to {lik.kind} likelihoods; "

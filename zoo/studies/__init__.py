@@ -13,11 +13,12 @@ Dependency rule: studies import :mod:`zoo.spec`, :mod:`zoo.data`, :mod:`zoo.mode
 
 from zoo.spec.sections.studies import (
     KTiedStudy,
+    LaplaceStudy,
     PriceOfMeanFieldStudy,
     ProductMatrixStudy,
     PruningStudy,
 )
-from zoo.studies import ktied, price_of_mf, product_matrix, pruning
+from zoo.studies import ktied, laplace, price_of_mf, product_matrix, pruning
 from zoo.studies.base import ArtifactReader, CellContext, Probe, Study, StudyPlugin
 
 __all__ = ["STUDIES", "ArtifactReader", "CellContext", "Probe", "Study", "StudyPlugin"]
@@ -28,4 +29,5 @@ STUDIES: dict[type, Study] = {
     KTiedStudy: ktied.STUDY,
     PruningStudy: pruning.STUDY,
     ProductMatrixStudy: product_matrix.STUDY,
+    LaplaceStudy: laplace.STUDY,
 }

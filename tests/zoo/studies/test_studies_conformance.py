@@ -32,6 +32,7 @@ studies:
      elbo_steps: [6], elbo_draws: 2}
   - {kind: pruning, draws: 4, trajectory_every: 4, trajectory_draws: 2}
   - {kind: product_matrix, draws: 20}
+  - {kind: laplace, refine_steps: 5}
 """
 
 

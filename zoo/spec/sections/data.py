@@ -1,8 +1,9 @@
 """Spec sections for data sets: one pydantic model per ``data.kind``.
 
 Each section declares its ``task`` (``"classification"`` or ``"regression"``; a CSV file
-says it in a field) and ``has_teacher`` (the data comes with the weights that generated
-it). No torch import here.
+says it in a field), ``n_classes`` where it is known before loading (None: known only from
+the files) and ``has_teacher`` (the data comes with the weights that generated it). No
+torch import here.
 """
 
 from __future__ import annotations
@@ -28,12 +29,14 @@ __all__ = [
 
 class _Data(Section):
     has_teacher: ClassVar[bool] = False
+    n_classes: ClassVar[int | None] = None
 
 
 class TwoMoonsData(_Data):
     """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
 
     task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = 2
 
     kind: Literal["two_moons"] = Field(description="Data set kind.")
     n_train: int = Field(1000, gt=0, le=MAX_POINTS, description="Number of training points.")
@@ -48,6 +51,7 @@ class DigitsData(_Data):
     """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
 
     task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = 10
 
     kind: Literal["digits"] = Field(description="Data set kind.")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")

@@ -2,7 +2,8 @@
 
 A network section declares ``samplable`` (whether the samplers of :mod:`zoo.inference.mcmc`
 can run on it) and ``linear`` (no nonlinearity: the product matrix exists); a likelihood
-declares the ``task`` it fits and the test ``metrics`` that apply to it. No torch import here.
+declares the ``task`` it fits, the number of classes it needs (``n_classes``, None: any) and
+the test ``metrics`` that apply to it. No torch import here.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from zoo.spec.base import Section
 from zoo.spec.sections.bounds import MAX_DEPTH, MAX_PARAMS, MAX_WIDTH, Real, finite_float32
 
 __all__ = [
+    "BernoulliLikelihood",
     "BiasPriorSpec",
     "CategoricalLikelihood",
     "GaussianLikelihood",
@@ -325,15 +327,33 @@ class CategoricalLikelihood(Section):
     """Categorical likelihood on softmax outputs (classification)."""
 
     task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = None
     metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
 
     kind: Literal["categorical"] = Field(description="Likelihood kind.")
+
+
+class BernoulliLikelihood(Section):
+    """Bernoulli likelihood on one logit (binary classification): p(y = 1) = sigmoid(f(x)).
+
+    The network has one output unit. Unlike a 2-logit softmax, whose likelihood is
+    unchanged when the same constant is added to both logits (so each hidden unit's summed
+    output weights are unidentified), every direction of the output layer here is seen by
+    the data.
+    """
+
+    task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = 2
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
+
+    kind: Literal["bernoulli"] = Field(description="Likelihood kind.")
 
 
 class GaussianLikelihood(Section):
     """Gaussian likelihood (regression) with fixed or learned noise standard deviation."""
 
     task: ClassVar[str] = "regression"
+    n_classes: ClassVar[int | None] = None
     metrics: ClassVar[tuple[str, ...]] = ("rmse", "nll")
 
     kind: Literal["gaussian"] = Field(description="Likelihood kind.")
@@ -354,4 +374,6 @@ class GaussianLikelihood(Section):
         return v
 
 
-LikelihoodSpec = Annotated[CategoricalLikelihood | GaussianLikelihood, Field(discriminator="kind")]
+LikelihoodSpec = Annotated[
+    CategoricalLikelihood | GaussianLikelihood | BernoulliLikelihood, Field(discriminator="kind")
+]

@@ -11,7 +11,11 @@
 - ``pruning``: per-unit pruning statistics, pruned fractions and optimization trajectories
   (Trippe & Turner 2018);
 - ``product_matrix``: the covariance of the product matrix W_L ... W_1 of a deep linear
-  network (Farquhar, Smith & Gal 2020).
+  network (Farquhar, Smith & Gal 2020);
+- ``laplace``: the price of mean field with no sampling: at a mode (a MAP estimate, or an
+  MF-VI mean refined to a mode), KL(q_diag || q_full) and W2 for the Laplace Gaussian
+  q_full = N(mode, H^-1), H the Hessian or generalized Gauss-Newton of the negative log
+  posterior.
 
 Each study says which method families it applies to (``families``) and, where it needs one,
 which networks (:meth:`applies_to_model`); ``methods`` narrows it to named methods of the
@@ -30,6 +34,7 @@ from zoo.spec.sections.bounds import MAX_DRAWS, MAX_STEPS, MAX_WIDTH, Real
 __all__ = [
     "GaussianFitSpec",
     "KTiedStudy",
+    "LaplaceStudy",
     "PriceOfMeanFieldStudy",
     "ProductMatrixStudy",
     "PruningStudy",
@@ -282,7 +287,48 @@ class ProductMatrixStudy(_Study):
         return "svi methods on a linear network (model.activation: linear)"
 
 
+# --------------------------------------------------------------------------- Laplace
+
+
+class LaplaceStudy(_Study):
+    """The price of mean field for the Laplace approximation at a mode: no sampling.
+
+    At the mode m of the posterior over all weights and biases (the point of a ``map`` or
+    ``mle`` method, or the posterior mean of an svi method, refined by ``refine_steps``
+    full-batch L-BFGS iterations on the negative log posterior), with H its Hessian
+    (``curvature: hessian``) or generalized Gauss-Newton matrix J^T Lambda J plus the prior
+    precision (``curvature: ggn``): q_full = N(m, H^-1), q_diag the KL-closest diagonal
+    Gaussian (precisions H_ii), KL(q_diag || q_full) = (sum_i log H_ii - log det H) / 2 and
+    the closed-form W2 between them, for the whole network and per layer (MacKay 1992;
+    Farquhar, Smith & Gal 2020 measure the same KL on HMC draws). A learned noise is held at
+    its estimate.
+    """
+
+    families: ClassVar[frozenset[str]] = frozenset({"point", "svi"})
+
+    kind: Literal["laplace"] = Field(description="Study kind.")
+    curvature: Literal["ggn", "hessian"] = Field(
+        "ggn",
+        description="H: the generalized Gauss-Newton matrix (positive definite at any point) "
+        "or the exact Hessian of the negative log posterior (positive definite only at a "
+        "strict local minimum; otherwise the KL is NaN and laplace_min_eig says why).",
+    )
+    refine_steps: int = Field(
+        100,
+        ge=0,
+        description="Full-batch L-BFGS iterations (float64, strong Wolfe line search) from "
+        "the method's point (MAP estimate, svi posterior mean) to the mode; 0 uses the "
+        "point as it is (laplace_grad_norm then says how far from a mode it is).",
+    )
+    max_params: int = Field(
+        5000,
+        gt=0,
+        description="Cells of networks with more weights and biases than this record no "
+        "Laplace metrics (H has D^2 entries and its factorization costs D^3).",
+    )
+
+
 StudySpec = Annotated[
-    PriceOfMeanFieldStudy | KTiedStudy | PruningStudy | ProductMatrixStudy,
+    PriceOfMeanFieldStudy | KTiedStudy | PruningStudy | ProductMatrixStudy | LaplaceStudy,
     Field(discriminator="kind"),
 ]

@@ -8,7 +8,7 @@ records (Farquhar, Smith & Gal 2020):
   Gaussian fit of the section's ``gaussian_fit``;
 - the shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL the same chains
   would show with independent parameters, and the excess over it;
-- for a classifier, ``kl_output_columns``: the KLs of the output layer's columns, block by
+- for a softmax classifier (more than one output), ``kl_output_columns``: the KLs of the output layer's columns, block by
   block, the part that the softmax's invariance to shifting all logits alone explains;
 - with ``kl_target_draws``, the stopping rule of the sampler (``Hooks.stop_when``): draw
   until the draws are worth that many independent draws to the covariance estimate.
@@ -100,6 +100,6 @@ class PriceOfMeanFieldProbe:
                              reps=8, seed=seed + 3)  # fmt: skip
         out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess,
                    kl_null_draws=null.iid_draws)  # fmt: skip
-        if self.ctx.ds.n_classes > 1:
+        if self.ctx.ds.n_classes > 1 and self.ctx.model.dims[-1] > 1:  # softmax, not one logit
             out["kl_output_columns"] = kl_output_columns(flat, gf)
         return out, {}
