@@ -92,16 +92,20 @@ def summarize(
             \operatorname{sd}(x) = \sqrt{\frac{1}{n-1} \sum_i (x_i - \bar x)^2},
 
         which is NaN when :math:`n_m \le 1`. If no row is ``ok`` the frame is empty but has
-        these columns.
+        these columns; so it is for ``results`` without rows (no cell stored yet), whose
+        columns may be missing.
 
     Raises
     ------
     KeyError
-        If a metric or ``by`` column is missing from ``results``.
+        If a metric or ``by`` column is missing from a ``results`` that has rows.
     ValueError
         If a metric column holds non-numeric values, or ``by`` overlaps ``metrics``.
     """
     metrics = list(metrics)
+    if len(results) == 0:  # no cell stored yet: the empty table, whatever its columns
+        wanted = [c for c in [*metrics, *(by or [])] if c not in results.columns]
+        results = results.reindex(columns=[*results.columns, *wanted])
     missing = [m for m in metrics if m not in results.columns]
     if missing:
         raise KeyError(

@@ -279,6 +279,9 @@ def _print_summary(out: Path) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return
     df = pd.read_csv(path)
+    if df.empty:  # no cell stored, or none ok
+        print(f"no finished cell to summarize yet (zoo status {out} lists the cells)")
+        return
     hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
     cols = [c for c in df.columns if not c.endswith("_sem") and c not in hidden]
     if "n" in df.columns:  # a count that equals n on every row says nothing more

@@ -136,8 +136,9 @@ class _Run:
     def __init__(self, root: Path) -> None:
         self.root = root
 
-    def artifact_path(self, cell_id: str, suffix: str) -> Path:
-        return self.root / f"{cell_id}{suffix}"
+    def read_artifact(self, cell_id: str, suffix: str) -> bytes | None:
+        path = self.root / f"{cell_id}{suffix}"
+        return path.read_bytes() if path.is_file() else None
 
 
 def _write_cell(path: Path, post: dict, depth: np.ndarray, max_tree_depth: int) -> None:

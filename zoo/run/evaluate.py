@@ -10,10 +10,15 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
 - a point estimate has nothing more;
 - a sampler's draws are the sampler's evaluation: convergence diagnostics of the stored
   posterior (worst r_hat with two or more chains, smallest bulk and tail ESS, which gates
-  failed: :func:`reports.diagnostics.diagnostic_gates`), mean leapfrog steps, adapted step
-  size, all draws as the ArviZ file and, when the chains started from a variational method,
-  the agreement and total variation distance between its predictive distribution and the
-  sampler's.
+  failed: :func:`reports.diagnostics.diagnostic_gates` with the method's own
+  ``max_tree_depth``; for NUTS ``n_max_tree_depth``, the transitions that reached it), mean
+  leapfrog steps, adapted step size, all draws as the ArviZ file and, when the chains
+  started from a variational method, the agreement and total variation distance between
+  its predictive distribution and the sampler's.
+
+A metric that does not apply to a cell is None (JSON null, blank in results.csv): r_hat
+with one chain, tree statistics a sampler does not record. NaN always means a numerical
+failure (a sampler that never moved, say), and the run marks the cell for it.
 
 The ArviZ file (:func:`posterior_datatree`, schema in :mod:`zoo.run.arviz_io`) holds the
 posterior and sampler statistics; for the TRAINING points the posterior was fitted to, the
@@ -280,18 +285,21 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         out["tv_vi"] = predictive_tv(vi_probs, probs)
     stats = fit.sample_stats
     dt = _archive(ctx, post.all(), post.chains, sampled=True, sample_stats=stats)
-    gates = diagnostic_gates(dt)
+    # the limit from the method itself: the gate must not depend on the file's attributes
+    gates = diagnostic_gates(dt, max_tree_depth=getattr(ctx.cell.method, "max_tree_depth", None))
     out.update(
-        max_r_hat=gates.max_r_hat if gates.max_r_hat is not None else float("nan"),
+        max_r_hat=gates.max_r_hat,  # None (not applicable) with one chain
         min_ess_bulk=gates.min_ess_bulk,
         min_ess_tail=gates.min_ess_tail,
         ess_bulk_q05=gates.ess_bulk_quantiles[0],
         ess_bulk_q50=gates.ess_bulk_quantiles[1],
         worst_ess_bulk=gates.worst_ess_bulk[0][0] if gates.worst_ess_bulk else "",
-        mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else float("nan"),
-        step_size=float(np.median(stats["step_size"])) if "step_size" in stats else float("nan"),
+        mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else None,
+        step_size=float(np.median(stats["step_size"])) if "step_size" in stats else None,
         gates_failed=",".join(gates.failed),
     )
+    if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
+        out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}
 
 

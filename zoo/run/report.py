@@ -21,6 +21,7 @@ run store (:class:`zoo.run.store.RunStore`), the directory's only writer.
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from pathlib import Path
@@ -48,7 +49,8 @@ TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds"]
 #: Numeric columns that describe a setting rather than a result: kept out of the table.
 _SETTINGS = {"n_train", "final_loss", "jitter", "dim", "n_draws", "shrinkage", "w_diag",
              "w_full", "w_diag_self", "w_full_self", "w_draws", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
-             "mean_tree_steps", "step_size", "max_r_hat", "min_ess_bulk", "n_divergent"}  # fmt: skip
+             "mean_tree_steps", "step_size", "max_r_hat", "min_ess_bulk", "n_divergent",
+             "n_max_tree_depth"}  # fmt: skip
 #: Sampled cells whose trace and rank plots are drawn: the worst ones.
 MAX_TRACE_PLOTS = 3
 #: Headline sentences: one per figure metric, for the first this many.
@@ -188,17 +190,27 @@ def run_settings(spec: Spec, results: pd.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------- diagnostics
 
 
-def _read_diagnostic_groups(path: Path) -> xr.DataTree:
+def _read_diagnostic_groups(data: bytes) -> xr.DataTree:
     """The ``posterior`` and ``sample_stats`` groups and root attributes of a cell's file.
 
     Only these are loaded: the test-set groups of a sampled cell are far larger.
     """
-    with xr.open_datatree(path, engine="h5netcdf") as dt:
+    with xr.open_datatree(io.BytesIO(data), engine="h5netcdf") as dt:
         groups = {"/": xr.Dataset(attrs=dict(dt.attrs))}
         for g in ("posterior", "sample_stats"):
             if g in dt.children:
                 groups[g] = dt[g].to_dataset().load()
         return xr.DataTree.from_dict(groups)
+
+
+def _recorded(row: pd.Series, column: str) -> str:
+    """A metric of a results.csv row: ``n/a`` when blank (None: it does not apply), ``NaN``
+    only when the cell's record lists it as non-finite."""
+    v = row.get(column)
+    if v is None or (isinstance(v, float) and v != v):
+        named = row.get("nonfinite")
+        return "NaN" if isinstance(named, str) and column in named.split(",") else "n/a"
+    return _fmt(v)
 
 
 def _badness(d: Diagnostics) -> tuple:
@@ -267,16 +279,19 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
     trees: dict[str, xr.DataTree] = {}
     unread = []
     for cid in sampled["cell_id"]:
-        path = run.artifact_path(cid, ".nc")
         method = methods.get(cid, samplers.get(str(sampled.set_index("cell_id").at[cid, "method"])))
+        data = run.read_artifact(cid, ".nc")  # None: missing, or damaged (checksum)
+        if data is None:
+            unread.append(f"cells/{cid}.nc (missing or damaged)")
+            continue
         try:
-            dt = _read_diagnostic_groups(path)
+            dt = _read_diagnostic_groups(data)
             gates[cid] = diagnostic_gates(
                 dt, max_tree_depth=getattr(method, "max_tree_depth", None)
             )
             trees[cid] = dt
-        except (OSError, ValueError, KeyError) as e:
-            unread.append(f"{cid} ({type(e).__name__})")
+        except Exception as e:  # a damaged file of any kind is named, not raised
+            unread.append(f"cells/{cid}.nc (cannot be read: {type(e).__name__})")
 
     conv_cols = ["max_r_hat", "min_ess_bulk", "min_ess_tail", "ess_bulk_q05", "worst param"]
     samp_cols = ["divergent", "at max tree depth", "mean steps", "step size", "gates failed"]
@@ -285,13 +300,15 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
         key = [_fmt(r[a]) for a in axes]
         d = gates.get(r["cell_id"])
         if d is None:  # the file could not be read: the record's numbers
-            conv.append(key + [_fmt(r.get(c)) for c in conv_cols[:4]]
+            conv.append(key + [_recorded(r, c) for c in conv_cols[:4]]
                         + [_fmt(r.get("worst_ess_bulk"))])  # fmt: skip
-            samp.append(key + [_fmt(r.get("n_divergent")), "?", _fmt(r.get("mean_tree_steps")),
-                               _fmt(r.get("step_size")), _fmt(r.get("gates_failed"))])  # fmt: skip
+            hits = r.get("n_max_tree_depth")  # NUTS cells record it; blank (NaN) for others
+            samp.append(key + [_fmt(r.get("n_divergent")), "?" if pd.isna(hits) else _fmt(hits),
+                               _fmt(r.get("mean_tree_steps")), _fmt(r.get("step_size")),
+                               _fmt(r.get("gates_failed"))])  # fmt: skip
             continue
         worst = (d.worst_r_hat or d.worst_ess_bulk)[:1]
-        conv.append(key + [_fmt(d.max_r_hat if d.max_r_hat is not None else float("nan")),
+        conv.append(key + ["n/a" if d.max_r_hat is None else _fmt(d.max_r_hat),
                            _fmt(d.min_ess_bulk), _fmt(d.min_ess_tail),
                            _fmt(d.ess_bulk_quantiles[0]),
                            worst[0][0] if worst else ""])  # fmt: skip
@@ -318,7 +335,9 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
     paras += _advice(gates, len(gates))
     if unread:
         paras.append(f"{len(unread)} of {n} sampled cells' ArviZ files could not be read; their "
-                     f"rows show the numbers of the cell record: {', '.join(unread)}.")  # fmt: skip
+                     f"rows show the numbers of the cell record: {', '.join(unread)}. Deleting a "
+                     "damaged file's cell record (cells/<cell id>.json) makes `zoo run DIR` "
+                     "compute that cell again.")  # fmt: skip
     figs = []
     worst_cells = sorted(gates, key=lambda c: _badness(gates[c]))[:MAX_TRACE_PLOTS]
     for cid in worst_cells:
@@ -378,9 +397,11 @@ def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
         row.update(cell_id=rec["cell_id"], status=rec["status"], error=rec["error"],
                    nonfinite=_nonfinite_names(rec))  # fmt: skip
         rows.append(row)
+    if not rows:  # no cell stored yet: the columns all the same
+        return pd.DataFrame(columns=[*axes, *BOOKKEEPING])
     results = pd.DataFrame(rows)
     metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
-    return results[[*axes, *metric_cols, *BOOKKEEPING]] if rows else results
+    return results[[*axes, *metric_cols, *BOOKKEEPING]]
 
 
 def _nonfinite_note(results: pd.DataFrame, metrics: list[str]) -> str | None:
@@ -438,7 +459,11 @@ def build_report(out: RunStore | str | os.PathLike[str], spec: Spec) -> dict[str
     if spec.description:
         notes.append(f"The spec's description, as written (the settings above are the ones "
                      f"run): {' '.join(spec.description.split())}")  # fmt: skip
-    notes.append(f"{len(results)} cells stored of {len(spec.cells())} in the spec.")
+    if have_rows:
+        notes.append(f"{len(results)} cells stored of {len(spec.cells())} in the spec.")
+    else:
+        notes.append(f"No cell is stored yet (0 of {len(spec.cells())} in the spec): `zoo run "
+                     f"{store.root}` computes them and writes this report again.")  # fmt: skip
     note = _nonfinite_note(results, table_metrics) if have_rows else None
     if note:
         notes.append(note)

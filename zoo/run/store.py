@@ -205,7 +205,8 @@ class RunDir:
         info = files.get(suffix) if isinstance(files, dict) else None
         if isinstance(info, dict) and _digest(data) != {**_digest(data), **info}:
             self._note(f"{CELLS}/{cell_id}{suffix}: its contents differ from what was "
-                       "stored (damaged); the cell counts as pending")  # fmt: skip
+                       f"stored (damaged); delete {CELLS}/{cell_id}{RECORD} to compute the "
+                       "cell again")  # fmt: skip
             return None
         return data
 
