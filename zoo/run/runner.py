@@ -60,7 +60,7 @@ from zoo.run.report import build_report as _build_report
 from zoo.run.store import OutdatedRunDir, RunDirError, RunStore, check_version
 from zoo.runtime import Runtime
 from zoo.spec import Spec
-from zoo.studies.product_matrix.simulate import run_simulation
+from zoo.studies import SIMULATIONS
 
 __all__ = [
     "STATUS_EVERY",
@@ -459,7 +459,7 @@ def run_spec(
             if fresh:
                 store.clear_cells()
             if spec.simulation is not None:  # no cells: seconds of numpy
-                run_simulation(spec, store, log=log)
+                SIMULATIONS[type(spec.simulation)](spec, store, log=log)
                 return RunOutcome(out_dir, 1, 1, 0, 0)
             return _run_cells(spec, store, stopper, executor=executor, workers=workers,
                               address=address, retry_failed=retry_failed, progress=progress,
@@ -588,7 +588,7 @@ def build_report(
     """
     store = out_dir if isinstance(out_dir, RunStore) else RunStore(out_dir)
     if spec.simulation is not None:
-        return run_simulation(spec, store, log=lambda msg: None)
+        return SIMULATIONS[type(spec.simulation)](spec, store, log=lambda msg: None)
     files = _build_report(store, spec)
     for problem in store.problems():
         (log or (lambda msg: None))(f"zoo: damaged file: {problem}")

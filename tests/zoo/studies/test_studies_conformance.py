@@ -33,6 +33,7 @@ studies:
   - {kind: pruning, draws: 4, trajectory_every: 4, trajectory_draws: 2}
   - {kind: product_matrix, draws: 20}
   - {kind: laplace, refine_steps: 5}
+  - {kind: predictive, draws: 20, ood_points: 30}
 """
 
 

@@ -15,7 +15,11 @@
 - ``laplace``: the price of mean field with no sampling: at a mode (a MAP estimate, or an
   MF-VI mean refined to a mode), KL(q_diag || q_full) and W2 for the Laplace Gaussian
   q_full = N(mode, H^-1), H the Hessian or generalized Gauss-Newton of the negative log
-  posterior.
+  posterior;
+- ``predictive``: the price of mean field in predictions: on a sampler's cell, the
+  predictive distributions of q_diag, q_full (the Gaussian fits to the draws), the MF-VI
+  posterior the chains started from and the draws themselves, compared on the test set and
+  on out-of-distribution inputs (total variation, agreement, KL; NLL, ECE, entropy).
 
 Each study says which method families it applies to (``families``) and, where it needs one,
 which networks (:meth:`applies_to_model`); ``methods`` narrows it to named methods of the
@@ -35,6 +39,7 @@ __all__ = [
     "GaussianFitSpec",
     "KTiedStudy",
     "LaplaceStudy",
+    "PredictiveStudy",
     "PriceOfMeanFieldStudy",
     "ProductMatrixStudy",
     "PruningStudy",
@@ -328,7 +333,68 @@ class LaplaceStudy(_Study):
     )
 
 
+# --------------------------------------------------------------------------- predictive
+
+
+class PredictiveStudy(_Study):
+    """The price of mean field in predictions, on a sampler's cell.
+
+    The draws' posterior predictive is the reference. Against it, on the test set and on
+    out-of-distribution inputs: the predictive of q_full (the Gaussian fit to the draws of
+    all weights and biases, as in ``price_of_mean_field``), of q_diag (its KL-closest
+    diagonal Gaussian), of q_marg (the diagonal Gaussian with the draws' marginal
+    variances) and of the variational posterior the chains started from (``init_from``),
+    each by its mean total variation, agreement of the predicted class and KL(samples ||
+    approximation); on the test set also each one's NLL and ECE. Classification only.
+    """
+
+    families: ClassVar[frozenset[str]] = frozenset({"sampler"})
+
+    kind: Literal["predictive"] = Field(description="Study kind.")
+    gaussian_fit: GaussianFitSpec = Field(
+        default_factory=GaussianFitSpec, description="How q_full is fitted to the draws."
+    )
+    draws: int = Field(
+        500,
+        ge=2,
+        le=MAX_DRAWS,
+        description="Weight draws per predictive: of each approximation, and of the sampler "
+        "(evenly thinned over all chains).",
+    )
+    ood: Literal["auto", "far", "noise"] = Field(
+        "auto",
+        description="Out-of-distribution inputs: 'far', points in random directions from the "
+        "training inputs' mean at ood_radius times their RMS distance from it (a ring for "
+        "two moons); 'noise', every input uniform in its training range (noise images); "
+        "'auto': far for at most 10 input features, noise above.",
+    )
+    ood_points: int = Field(500, gt=0, le=100_000, description="Number of OOD inputs.")
+    ood_radius: tuple[Real, Real] = Field(
+        (3.0, 5.0),
+        description="Range of the 'far' radius, in units of the training inputs' RMS "
+        "distance from their mean (uniform in it).",
+    )
+    max_params: int = Field(
+        5000,
+        gt=0,
+        description="Cells of networks with more weights and biases than this record nothing "
+        "(q_full has D^2 entries and its Cholesky factor costs D^3).",
+    )
+
+    @field_validator("ood_radius")
+    @classmethod
+    def _radius(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= v[1]:
+            raise ValueError(f"ood_radius must be [low, high] with 0 < low <= high, got {v}")
+        return v
+
+
 StudySpec = Annotated[
-    PriceOfMeanFieldStudy | KTiedStudy | PruningStudy | ProductMatrixStudy | LaplaceStudy,
+    PriceOfMeanFieldStudy
+    | KTiedStudy
+    | PruningStudy
+    | ProductMatrixStudy
+    | LaplaceStudy
+    | PredictiveStudy,
     Field(discriminator="kind"),
 ]
