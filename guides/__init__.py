@@ -10,6 +10,14 @@ Every guide declares the containers of its standard-deviation parameters
 (``AutoMeanField.std_params == {"scales"}``); :func:`is_std_param` and
 :func:`std_param_names` answer for any guide, and ``guide.loc_scale(site)`` gives the
 marginal location and standard deviation of q at a site (unconstrained space).
+
+The guides follow Pyro's conventions (``median(*args)``, ``quantiles(qs, *args)``,
+``get_posterior()`` for the joint of the flat unconstrained latent, ``create_plates``),
+and differ from Pyro's autoguides on purpose in two places: the default ``init_loc_fn``
+is ``init_to_median`` (the default of Pyro's ``AutoContinuous`` guides; Pyro's
+``AutoNormal`` uses ``init_to_feasible``, which starts every weight of a layer at zero),
+and the second positional argument, where there is one, is structural (``rank``,
+``row_cov``, ``blocks``, ``scale``), not ``init_loc_fn``: pass that by keyword.
 """
 
 from guides.distributions import KTiedNormal, MatrixNormal

@@ -9,7 +9,7 @@ import pyro
 import torch
 from pyro.infer.autoguide.initialization import init_to_median
 
-from guides._base import LatentSite, check_scale
+from guides._base import LatentSite, check_scale, check_structural
 from guides.mean_field import AutoMeanField
 
 __all__ = ["AutoFixedVarianceNormal"]
@@ -40,9 +40,11 @@ class AutoFixedVarianceNormal(AutoMeanField):
         A Pyro model.
     scale : float or dict of str to float
         Standard deviation of every unconstrained coordinate, or one per latent site (the
-        dict must name every latent site and nothing else).
+        dict must name every latent site and nothing else). This second positional
+        argument is structural, unlike Pyro's ``AutoNormal(model, init_loc_fn)``.
     init_loc_fn : callable, default ``init_to_median``
-        Per-site initialisation of :math:`\mu`.
+        Per-site initialisation of :math:`\mu`, as in :class:`~guides.AutoMeanField` (not
+        Pyro's ``AutoNormal`` default ``init_to_feasible``, on purpose: see there).
     create_plates : callable, optional
         As in :class:`~guides.AutoMeanField`.
 
@@ -71,6 +73,7 @@ class AutoFixedVarianceNormal(AutoMeanField):
         init_loc_fn: Callable[[dict], torch.Tensor] = init_to_median,
         create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None = None,
     ) -> None:
+        check_structural(scale, "AutoFixedVarianceNormal", "scale")
         if isinstance(scale, Mapping):
             self.fixed_scale: float | dict[str, float] = {
                 str(k): check_scale(v, f"scale[{k!r}]") for k, v in scale.items()

@@ -7,26 +7,42 @@ by site from real conditional distributions so that closed-form KLs apply.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any, ClassVar
 
 import pyro
+import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import TorchDistribution
 from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroModule, PyroParam
-from torch.distributions import Independent, MultivariateNormal, Normal, register_kl
+from torch.distributions import (
+    Distribution,
+    Independent,
+    MultivariateNormal,
+    Normal,
+    TransformedDistribution,
+    register_kl,
+)
 from torch.distributions.utils import _standard_normal
 
-from guides._base import LatentSite, PerSiteGuide, check_init_scale
+from guides._base import (
+    LatentSite,
+    PerSiteGuide,
+    check_init_scale,
+    check_structural,
+    site_plates,
+)
 from guides.distributions import _unwrap_independent
 
 __all__ = ["AutoFullRankNormal", "FullRankNormal"]
 
 _EMPTY = torch.Size()
+_LOG_2PI = math.log(2 * math.pi)
 
 
 class FullRankNormal(TorchDistribution):
@@ -36,16 +52,35 @@ class FullRankNormal(TorchDistribution):
 
         \operatorname{vec}(W) \sim \mathcal{N}(\mu, L L^\top),
 
-    where :math:`W` has shape ``event_shape`` and :math:`D = \prod` ``event_shape``.
+    where :math:`W` has shape ``coupled_shape + event_shape`` and :math:`D` entries.
+
+    With ``coupled_shape == ()`` (the default) this is a plain multivariate Normal whose
+    event has shape ``event_shape``. A non-empty ``coupled_shape`` declares the rightmost
+    *batch* dims of :math:`W` (e.g. the dims of the plates a latent site lies in) whose
+    elements are correlated: they are batch dims for Pyro (the distribution can be sampled
+    inside those plates), and :meth:`log_prob`, :meth:`entropy` and the registered KL
+    divergences are split over them by the chain rule,
+
+    .. math::
+
+        \log q(W) = \sum_i \log q(W_i \mid W_{<i}),
+
+    element :math:`i` of the coupled dims taking the terms of its coordinates (as
+    :math:`L` is lower triangular and the coordinates of one element are contiguous in
+    row-major order, these are exactly the conditional densities); summed over the
+    coupled dims they give the joint values. Expanding the distribution adds independent
+    copies on the left of the coupled dims, never inside them.
 
     Parameters
     ----------
     loc : torch.Tensor
-        Shape ``batch_shape + (D,)``.
+        Shape ``outer + (D,)``.
     scale_tril : torch.Tensor
-        Lower-triangular with positive diagonal, shape ``batch_shape + (D, D)``.
+        Lower-triangular with positive diagonal, shape ``outer + (D, D)``.
     event_shape : torch.Size
-        Shape of one draw (``()`` needs ``D == 1``).
+        Shape of one element (``()`` for scalar elements).
+    coupled_shape : torch.Size, default ()
+        Correlated batch dims; ``D = prod(coupled_shape) * prod(event_shape)``.
     """
 
     arg_constraints = {
@@ -59,30 +94,38 @@ class FullRankNormal(TorchDistribution):
         loc: torch.Tensor,
         scale_tril: torch.Tensor,
         event_shape: Sequence[int] = _EMPTY,
+        coupled_shape: Sequence[int] = _EMPTY,
         validate_args: bool | None = None,
     ) -> None:
         event_shape = torch.Size(event_shape)
-        if event_shape.numel() != loc.shape[-1]:
+        coupled_shape = torch.Size(coupled_shape)
+        size = coupled_shape.numel() * event_shape.numel()
+        if size != loc.shape[-1]:
             raise ValueError(
-                f"event_shape {tuple(event_shape)} has {event_shape.numel()} entries but loc "
-                f"has {loc.shape[-1]} in its last dim"
+                f"coupled_shape {tuple(coupled_shape)} and event_shape {tuple(event_shape)} "
+                f"have {size} entries but loc has {loc.shape[-1]} in its last dim"
             )
         self.base = MultivariateNormal(loc, scale_tril=scale_tril, validate_args=False)
-        super().__init__(self.base.batch_shape, event_shape, validate_args=validate_args)
+        self.coupled_shape = coupled_shape
+        # the last (value, standard normals) drawn, shared with expanded copies
+        self._draws: list[tuple[torch.Tensor, torch.Tensor] | None] = [None]
+        super().__init__(
+            self.base.batch_shape + coupled_shape, event_shape, validate_args=validate_args
+        )
 
     @property
     def loc(self) -> torch.Tensor:
-        """Flat mean, shape ``batch_shape + (D,)``."""
+        """Flat mean, shape ``outer + (D,)``."""
         return self.base.loc
 
     @property
     def scale_tril(self) -> torch.Tensor:
-        """Cholesky factor :math:`L`, shape ``batch_shape + (D, D)``."""
+        """Cholesky factor :math:`L`, shape ``outer + (D, D)``."""
         return self.base.scale_tril
 
     @property
     def covariance_matrix(self) -> torch.Tensor:
-        """:math:`L L^\\top`, shape ``batch_shape + (D, D)``."""
+        """:math:`L L^\\top`, shape ``outer + (D, D)``."""
         return self.base.covariance_matrix
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
@@ -90,11 +133,15 @@ class FullRankNormal(TorchDistribution):
         return constraints.independent(constraints.real, len(self.event_shape))
 
     def _unflatten(self, flat: torch.Tensor) -> torch.Tensor:
-        return flat.reshape(flat.shape[:-1] + self.event_shape)
+        return flat.reshape(flat.shape[:-1] + self.coupled_shape + self.event_shape)
 
     def _flatten(self, value: torch.Tensor) -> torch.Tensor:
-        k = len(self.event_shape)
+        k = len(self.coupled_shape) + len(self.event_shape)
         return value.reshape(value.shape[: value.dim() - k] + (-1,))
+
+    def _split(self, terms: torch.Tensor) -> torch.Tensor:
+        """Sum per-coordinate terms (``... + (D,)``) over each element of the coupled dims."""
+        return terms.reshape(terms.shape[:-1] + self.coupled_shape + (-1,)).sum(-1)
 
     @property
     def mean(self) -> torch.Tensor:
@@ -110,10 +157,19 @@ class FullRankNormal(TorchDistribution):
 
     def expand(self, batch_shape: Sequence[int], _instance: Any = None) -> FullRankNormal:
         batch_shape = torch.Size(batch_shape)
+        n = len(batch_shape) - len(self.coupled_shape)
+        if n < 0 or batch_shape[n:] != self.coupled_shape:
+            raise ValueError(
+                f"FullRankNormal with coupled_shape {tuple(self.coupled_shape)} cannot be "
+                f"expanded to batch_shape {tuple(batch_shape)}: the coupled dims must stay "
+                "the rightmost batch dims, unchanged"
+            )
         d = self.base.loc.shape[-1]
-        loc = self.base.loc.expand(batch_shape + (d,))
-        tril = self.base.scale_tril.expand(batch_shape + (d, d))
-        return FullRankNormal(loc, tril, self.event_shape, validate_args=False)
+        loc = self.base.loc.expand(batch_shape[:n] + (d,))
+        tril = self.base.scale_tril.expand(batch_shape[:n] + (d, d))
+        new = FullRankNormal(loc, tril, self.event_shape, self.coupled_shape, validate_args=False)
+        new._draws = self._draws
+        return new
 
     def rsample(self, sample_shape: Sequence[int] = _EMPTY) -> torch.Tensor:
         # as MultivariateNormal.rsample (same random numbers), keeping the standard-normal
@@ -123,14 +179,53 @@ class FullRankNormal(TorchDistribution):
         eps = _standard_normal(shape, dtype=self.base.loc.dtype, device=self.base.loc.device)
         flat = self.base.loc + (self.base.scale_tril @ eps.unsqueeze(-1)).squeeze(-1)
         value = self._unflatten(flat)
-        self.last_draw = (value, eps)
+        self._draws[0] = (value, eps)
         return value
 
+    def whiten(self, value: torch.Tensor) -> torch.Tensor:
+        r"""The standard-normal draw :math:`\varepsilon = L^{-1}(\operatorname{vec}(W) - \mu)`.
+
+        Shape ``value``'s batch dims (without the coupled dims) ``+ (D,)``. The draw kept
+        by the last :meth:`rsample` (of this distribution or of an expanded copy) is reused
+        when ``value`` is its result.
+        """
+        last = self._draws[0]
+        if last is not None and last[0] is value:
+            return last[1]
+        diff = self._flatten(value) - self.base.loc
+        tril = self.base.scale_tril
+        d = diff.shape[-1]
+        if tril.dim() == 2:  # one factor: solve for all batch elements at once
+            flat = diff.reshape(-1, d).mT
+            eps = torch.linalg.solve_triangular(tril, flat, upper=False).mT
+            return eps.reshape(diff.shape)
+        batch = torch.broadcast_shapes(diff.shape[:-1], tril.shape[:-2])
+        tril = tril.expand(batch + (d, d))
+        diff = diff.expand(batch + (d,)).unsqueeze(-1)
+        return torch.linalg.solve_triangular(tril, diff, upper=False).squeeze(-1)
+
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        return self.base.log_prob(self._flatten(value))
+        eps = self.whiten(value)
+        log_diag = self.base.scale_tril.diagonal(dim1=-2, dim2=-1).log()
+        return self._split(-0.5 * eps.pow(2) - log_diag - 0.5 * _LOG_2PI)
 
     def entropy(self) -> torch.Tensor:
-        return self.base.entropy()
+        log_diag = self.base.scale_tril.diagonal(dim1=-2, dim2=-1).log()
+        return self._split(0.5 * (1 + _LOG_2PI) + log_diag.expand(self.base.loc.shape))
+
+
+def _base_value(fn: Distribution, value: torch.Tensor) -> torch.Tensor:
+    """The draw of the base distribution under ``fn``'s (cached) transforms.
+
+    For a value that ``fn`` drew itself, the caches give back the very tensor the base
+    distribution drew; for a replayed value the transforms are inverted.
+    """
+    while isinstance(fn, Independent):
+        fn = fn.base_dist
+    if isinstance(fn, TransformedDistribution):
+        for transform in reversed(fn.transforms):
+            value = transform.inv(value)
+    return value
 
 
 def _normal_parts(p: Normal | Independent) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -144,21 +239,32 @@ def _normal_parts(p: Normal | Independent) -> tuple[torch.Tensor, torch.Tensor, 
 def _kl_full_rank_diag(q: FullRankNormal, p: Normal | Independent) -> torch.Tensor:
     r""":math:`\mathrm{KL}(\mathcal{N}(\mu, LL^\top) \,\|\, \prod_i \mathcal{N}(m_i, s_i^2))`.
 
-    Equal to :math:`\tfrac12 \sum_i [((LL^\top)_{ii} + (\mu_i - m_i)^2) / s_i^2 - 1 + \log
-    s_i^2] - \sum_i \log L_{ii}`; the prior's event dims must be trailing dims of ``q``'s.
+    Equal to :math:`\sum_i \big(\tfrac12 [((LL^\top)_{ii} + (\mu_i - m_i)^2) / s_i^2 - 1 +
+    \log s_i^2] - \log L_{ii}\big)`; the prior's event dims must be trailing dims of
+    ``q``'s. With coupled dims the terms of each element's coordinates are summed apart:
+    element :math:`i` gets :math:`\mathbb{E}_q\,\mathrm{KL}(q(W_i \mid W_{<i}) \,\|\,
+    p(W_i))` (its conditional mean varies with :math:`W_{<i}` by the earlier columns of
+    its rows of :math:`L`, which the full row norms count), so the sum over elements is
+    the joint KL (the chain rule).
     """
     p_loc, p_scale, p_event = _normal_parts(p)
     k = len(q.event_shape)
     if p_event > k:
         raise NotImplementedError
-    shape = q.batch_shape + q.event_shape
-    flat = q.batch_shape + (-1,)
-    p_loc = torch.broadcast_to(p_loc, shape).reshape(flat)
-    p_var = torch.broadcast_to(p_scale, shape).reshape(flat).pow(2)
-    tril = q.base.scale_tril
-    quad = (tril.pow(2).sum(-1) + (q.base.loc - p_loc).pow(2)) / p_var
-    log_det_q = 2 * tril.diagonal(dim1=-2, dim2=-1).log().sum(-1)
-    return 0.5 * (quad - 1 + p_var.log()).sum(-1) - 0.5 * log_det_q
+    full = torch.broadcast_shapes(q.batch_shape + q.event_shape, p.batch_shape + p.event_shape)
+    c = len(q.coupled_shape)
+    outer = full[: len(full) - k - c]
+    if full[len(outer) :] != q.coupled_shape + q.event_shape:
+        raise NotImplementedError
+    flat = outer + (-1,)
+    p_loc = torch.broadcast_to(p_loc, full).reshape(flat)
+    p_var = torch.broadcast_to(p_scale, full).reshape(flat).pow(2)
+    d = q.base.loc.shape[-1]
+    tril = q.base.scale_tril.expand(outer + (d, d))
+    loc = q.base.loc.expand(outer + (d,))
+    quad = (tril.pow(2).sum(-1) + (loc - p_loc).pow(2)) / p_var
+    log_diag = tril.diagonal(dim1=-2, dim2=-1).log()
+    return q._split(0.5 * (quad - 1 + p_var.log()) - log_diag)
 
 
 register_kl(FullRankNormal, Normal)(_kl_full_rank_diag)
@@ -167,14 +273,14 @@ register_kl(FullRankNormal, Independent)(_kl_full_rank_diag)
 
 @register_kl(FullRankNormal, MultivariateNormal)
 def _kl_full_rank_mvn(q: FullRankNormal, p: MultivariateNormal) -> torch.Tensor:
-    if len(q.event_shape) != 1:
+    if len(q.event_shape) != 1 or q.coupled_shape:
         raise NotImplementedError
     return torch.distributions.kl_divergence(q.base, p)
 
 
 @register_kl(FullRankNormal, FullRankNormal)
 def _kl_full_rank_full_rank(q: FullRankNormal, p: FullRankNormal) -> torch.Tensor:
-    if q.event_shape != p.event_shape:
+    if q.event_shape != p.event_shape or q.coupled_shape or p.coupled_shape:
         raise NotImplementedError
     return torch.distributions.kl_divergence(q.base, p.base)
 
@@ -196,13 +302,19 @@ class AutoFullRankNormal(PerSiteGuide):
     declare dims as event dims with ``.to_event()`` to correlate them.
 
     ``blocks="global"`` is one Gaussian :math:`q(w) = \mathcal{N}(\mu, LL^\top)` over all
-    sites concatenated in model order (Pyro's ``AutoMultivariateNormal``). It is sampled
+    sites concatenated in model order, Pyro's ``AutoMultivariateNormal``. It is sampled
     site by site from the exact conditionals
     :math:`q(w_s \mid w_{<s}) = \mathcal{N}(\mu_s + L_{s,<s}\,\varepsilon_{<s},\ L_{ss}
     L_{ss}^\top)`, with :math:`\varepsilon_{<s} = L_{<s,<s}^{-1}(w_{<s} - \mu_{<s})`, so
     every site has a real distribution object and :class:`~pyro.infer.TraceMeanField_ELBO`
     adds the conditional closed-form KLs, whose sum is an unbiased estimate of the joint
-    KL (the chain rule of the KL divergence). Sites inside plates are not supported.
+    KL (the chain rule of the KL divergence). A site inside plates is sampled inside them
+    from a :class:`FullRankNormal` whose plate dims are ``coupled_shape``: its elements
+    stay correlated, and its density and KL are split over them by the same chain rule, so
+    enumeration and plate-aware ELBOs see the usual batch shapes. As for Pyro's
+    ``AutoContinuous`` guides, the model's structure must be fixed and the plates must
+    not be subsampled (one joint covariance has no per-minibatch part): a site in a
+    subsampled plate is refused with an error, and a model without latent sites too.
 
     Each site is a :class:`FullRankNormal` (pushed through ``biject_to(support)`` for
     constrained sites), with closed-form KLs registered against (Independent) Normal,
@@ -213,9 +325,13 @@ class AutoFullRankNormal(PerSiteGuide):
     model : callable
         A Pyro model.
     blocks : {"site", "global"}, default "site"
-        One covariance block per site, or one over everything.
+        One covariance block per site, or one over everything. This second positional
+        argument is structural, unlike Pyro's ``AutoMultivariateNormal(model,
+        init_loc_fn)``: pass ``init_loc_fn`` by keyword.
     init_loc_fn : callable, default ``init_to_median``
-        Per-site initialisation of :math:`\mu` (see :class:`~guides.AutoMeanField`).
+        Per-site initialisation of :math:`\mu` (see :class:`~guides.AutoMeanField`): the
+        default of Pyro's ``AutoMultivariateNormal`` too, not ``AutoNormal``'s
+        ``init_to_feasible``.
     init_scale : float, default 0.1
         Initial :math:`s` (every entry), with :math:`C = I`.
     max_block_dim : int, default 10000
@@ -236,6 +352,11 @@ class AutoFullRankNormal(PerSiteGuide):
     raw storage of :math:`C` is a full :math:`D \times D` matrix whose upper triangle is
     unused; :attr:`num_variational_params` counts the free numbers only,
     :math:`D + D(D+1)/2` per block.
+
+    ``get_posterior()`` (no argument, or the model's arguments, as Pyro calls it) is the
+    joint over the flat unconstrained latent: for "global" exactly Pyro's
+    ``MultivariateNormal(loc, scale_tril)``; ``get_posterior(name)`` is one site's
+    (marginal) distribution.
 
     References
     ----------
@@ -259,6 +380,7 @@ class AutoFullRankNormal(PerSiteGuide):
         max_block_dim: int = 10_000,
         create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None = None,
     ) -> None:
+        check_structural(blocks, "AutoFullRankNormal", "blocks")
         if blocks not in ("site", "global"):
             raise ValueError(f"blocks must be 'site' or 'global', got {blocks!r}")
         init_scale = check_init_scale(init_scale)
@@ -286,26 +408,46 @@ class AutoFullRankNormal(PerSiteGuide):
         self.scale_trils = PyroModule()
         self._init_locs: list[torch.Tensor] = []
         self._offsets: dict[str, tuple[int, int]] = {}
-        super()._setup_prototype(*args, **kwargs)
-        if self.blocks == "global":
-            init = torch.cat(self._init_locs)
-            d = init.numel()
-            self._check_block("all sites", d)
-            self.loc = PyroParam(init, constraints.real_vector)
-            self.scale = PyroParam(torch.full_like(init, self.init_scale),
-                                   constraints.softplus_positive)  # fmt: skip
-            self.scale_tril = PyroParam(torch.eye(d, dtype=init.dtype),
-                                        constraints.unit_lower_cholesky)  # fmt: skip
-        del self._init_locs
+        try:
+            super()._setup_prototype(*args, **kwargs)
+            if self.blocks == "global":
+                self._init_global_params()
+        except BaseException:
+            self.prototype_trace = None  # the next call traces the model again
+            self._latent_sites = None
+            raise
+        finally:
+            del self._init_locs
+
+    def _init_global_params(self) -> None:
+        if not self._init_locs:
+            raise RuntimeError(
+                f"{type(self).__name__}(blocks='global') found no latent variables; "
+                "Use an empty guide instead"
+            )
+        init = torch.cat(self._init_locs)
+        d = init.numel()
+        self._check_block("all sites", d)
+        eye = torch.eye(d, dtype=init.dtype, device=init.device)
+        self.loc = PyroParam(init, constraints.real_vector)
+        self.scale = PyroParam(torch.full_like(init, self.init_scale),
+                               constraints.softplus_positive)  # fmt: skip
+        self.scale_tril = PyroParam(eye, constraints.unit_lower_cholesky)
 
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
         if self.blocks == "global":
-            if info.frames:
-                plates = ", ".join(repr(f.name) for f in info.frames)
+            if info.is_subsampled:
+                plates = ", ".join(
+                    f"{f.name!r} (size {f.full_size}, subsample size {f.size})"
+                    for f in info.frames
+                    if (f.full_size or f.size) != f.size
+                )
                 raise ValueError(
-                    f"AutoFullRankNormal(blocks='global') does not support site {info.name!r}"
-                    f" inside plate(s) {plates}: a joint covariance over local latents "
-                    "cannot be subsampled. Use blocks='site' (one block per plate element)."
+                    f"AutoFullRankNormal(blocks='global') cannot sample site {info.name!r}: "
+                    f"it lies in the subsampled plate(s) {plates}, and one joint covariance "
+                    "over all coordinates has no per-minibatch part. Use blocks='site' (one "
+                    "block per plate element), or an AutoGuideList with a global part for "
+                    "the other sites."
                 )
             start = sum(t.numel() for t in self._init_locs)
             self._offsets[info.name] = (start, start + init_loc.numel())
@@ -314,7 +456,8 @@ class AutoFullRankNormal(PerSiteGuide):
         batch = info.unconstrained_batch_shape
         d = info.unconstrained_event_shape.numel()
         self._check_block(repr(info.name), d)
-        tril = torch.eye(d, dtype=init_loc.dtype).expand(batch + (d, d)).clone()
+        eye = torch.eye(d, dtype=init_loc.dtype, device=init_loc.device)
+        tril = eye.expand(batch + (d, d)).clone()
         loc = init_loc.reshape(batch + (d,))
         scale = torch.full_like(loc, self.init_scale)
         deep_setattr(self.locs, info.name, PyroParam(loc, constraints.real_vector, 1))
@@ -355,37 +498,61 @@ class AutoFullRankNormal(PerSiteGuide):
         shape = info.unconstrained_shape
         return loc.reshape(shape), tril.pow(2).sum(-1).sqrt().reshape(shape)
 
+    def _site_scale_tril(self, info: LatentSite) -> torch.Tensor:
+        _, tril = self._site_params(info.name)
+        d = tril.shape[-1]
+        return torch.block_diag(*tril.reshape(-1, d, d))
+
+    def _joint_posterior(self) -> dist.TorchDistribution:
+        if self.blocks == "site":
+            return super()._joint_posterior()
+        self._require_setup()
+        return dist.MultivariateNormal(self.loc, scale_tril=self._global_tril)
+
     def forward(self, *args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
         """Sample every latent site; same ``*args, **kwargs`` as the model."""
-        if self.blocks == "site" or self.prototype_trace is None:
+        if self.prototype_trace is None:
+            self._setup_prototype(*args, **kwargs)
+        if self.blocks == "site":
             return super().forward(*args, **kwargs)
+        plates = self._create_plates(*args, **kwargs)
         loc, tril = self.loc, self._global_tril
+        # standard-normal draws of the sites so far, flat (last dim); the dims before it are
+        # the batch dims of the draws laid out as Pyro's plates lay out batch dims (size 1
+        # at the dims of the model's plates, particle dims of outer plates on the left)
         eps_prev: torch.Tensor | None = None
         result = {}
         for name, info in self._require_setup().items():
             start, end = self._offsets[name]
+            coupled = info.unconstrained_batch_shape
             cond_loc = loc[start:end]
             if eps_prev is not None:
-                cond_loc = cond_loc + (tril[start:end, :start] @ eps_prev.unsqueeze(-1)).squeeze(-1)
-            block = tril[start:end, start:end]
-            q = FullRankNormal(cond_loc, block, info.unconstrained_shape, validate_args=False)
-            value = pyro.sample(name, info.constrain(q))
+                outer = eps_prev.shape[:-1]
+                outer = outer[: max(len(outer) - len(coupled), 0)]  # drop the plate dims
+                eps = eps_prev.reshape(outer + (start,))
+                cond_loc = cond_loc + (tril[start:end, :start] @ eps.unsqueeze(-1)).squeeze(-1)
+            q = FullRankNormal(
+                cond_loc,
+                tril[start:end, start:end],
+                info.unconstrained_event_shape,
+                coupled,
+                validate_args=False,
+            )
+            fn = info.constrain(q)
+            with site_plates(info, plates):
+                value = pyro.sample(name, fn)
             result[name] = value
-            # recover this block's standard-normal draw from the value (exact under replay)
-            u = info.transform.inv(value) if info.is_constrained else value
-            last = getattr(q, "last_draw", None)
-            if last is not None and last[0] is u:  # drawn here: reuse its standard normals
-                eps = last[1]
-            else:  # replayed or conditioned value: recover them
-                eps = torch.linalg.solve_triangular(
-                    block, (u.reshape(u.shape[: u.dim() - len(info.unconstrained_shape)] + (-1,))
-                            - cond_loc).unsqueeze(-1), upper=False,
-                ).squeeze(-1)  # fmt: skip
+            u = _base_value(fn, value)
+            # this block's standard normals (reused when drawn here, solved when replayed)
+            eps = q.whiten(u)
+            eps = eps.reshape(eps.shape[:-1] + (1,) * len(coupled) + eps.shape[-1:])
             if eps_prev is not None:
                 batch = torch.broadcast_shapes(eps_prev.shape[:-1], eps.shape[:-1])
                 eps = torch.cat(
                     [eps_prev.expand(batch + (start,)), eps.expand(batch + eps.shape[-1:])], -1
                 )
+            while eps.dim() > 1 and eps.shape[0] == 1:  # leading 1s: no batch dims of a site
+                eps = eps[0]
             eps_prev = eps
         return result
 

@@ -15,7 +15,7 @@ from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroParam
 
-from guides._base import LatentSite, _LocScaleGuide, check_init_scale
+from guides._base import LatentSite, _LocScaleGuide, check_init_scale, check_structural
 from guides.distributions import KTiedNormal, matrix_shape
 
 __all__ = ["AutoKTiedNormal", "is_matrix_site"]
@@ -123,9 +123,12 @@ class AutoKTiedNormal(_MatrixSiteGuide):
     rank : int, default 2
         :math:`k \ge 1`. Ranks :math:`\ge \min(m, n)` are allowed: they span every
         positive standard-deviation matrix that a rank-``min(m, n)`` product can, and in
-        particular reach the mean-field optimum in the tests.
+        particular reach the mean-field optimum in the tests. This second positional
+        argument is structural, unlike Pyro's ``AutoNormal(model, init_loc_fn)``: pass
+        ``init_loc_fn`` by keyword.
     init_loc_fn : callable, default ``init_to_median``
-        Initialisation of the means, as in :class:`~guides.AutoMeanField`.
+        Initialisation of the means, as in :class:`~guides.AutoMeanField` (not Pyro's
+        ``AutoNormal`` default ``init_to_feasible``, on purpose: see there).
     init_scale : float, default 0.1
         :math:`\sigma_0`. As in Appendix D.4 of the paper, :math:`\tilde U, \tilde V`
         start at :math:`\tfrac12(\log\sigma_0 - \log k)` plus
@@ -164,6 +167,7 @@ class AutoKTiedNormal(_MatrixSiteGuide):
         init_scale: float = 0.1,
         create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None = None,
     ) -> None:
+        check_structural(rank, "AutoKTiedNormal", "rank")
         if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
             raise ValueError(f"rank must be a positive int (k of the k-tied Normal), got {rank!r}")
         self.rank = rank

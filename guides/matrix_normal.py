@@ -16,7 +16,7 @@ from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroParam
 from torch.distributions.utils import vec_to_tril_matrix
 
-from guides._base import LatentSite
+from guides._base import LatentSite, check_structural
 from guides.distributions import MatrixNormal, matrix_shape
 from guides.k_tied import _MatrixSiteGuide, is_matrix_site
 
@@ -85,8 +85,11 @@ class AutoMatrixNormal(_MatrixSiteGuide):
         A Pyro model.
     row_cov, col_cov : {"diag", "full"}, default "diag"
         Structure of :math:`U` (among the m rows) and :math:`V` (among the n columns).
+        These positional arguments are structural, unlike Pyro's ``AutoNormal(model,
+        init_loc_fn)``: pass ``init_loc_fn`` by keyword.
     init_loc_fn : callable, default ``init_to_median``
-        Initialisation of the means, as in :class:`~guides.AutoMeanField`.
+        Initialisation of the means, as in :class:`~guides.AutoMeanField` (not Pyro's
+        ``AutoNormal`` default ``init_to_feasible``, on purpose: see there).
     init_scale : float, default 0.1
         Every marginal standard deviation starts at this value (:math:`s = \log`
         ``init_scale``, :math:`L_r = I`, :math:`L_c = I`).
@@ -126,6 +129,7 @@ class AutoMatrixNormal(_MatrixSiteGuide):
         create_plates: Callable[..., pyro.plate | Sequence[pyro.plate]] | None = None,
     ) -> None:
         for field, value in (("row_cov", row_cov), ("col_cov", col_cov)):
+            check_structural(value, "AutoMatrixNormal", field)
             if value not in _COV_KINDS:
                 raise ValueError(f"{field} must be one of {list(_COV_KINDS)}, got {value!r}")
         self.row_cov = row_cov
@@ -159,6 +163,19 @@ class AutoMatrixNormal(_MatrixSiteGuide):
         row, col = self._scale_trils(info)
         row_var, col_var = row.pow(2).sum(-1), col.pow(2).sum(-1)
         return (row_var.unsqueeze(-1) * col_var.unsqueeze(-2)).sqrt()
+
+    def _site_scale_tril(self, info: LatentSite) -> torch.Tensor | None:
+        r"""Block-diagonal :math:`A \otimes B` over the site's batch dims (matrix sites).
+
+        Row-major flattening of :math:`W` puts :math:`W_{ij}` at :math:`i n + j`, where the
+        covariance is :math:`U \otimes V`, whose Cholesky factor is :math:`A \otimes B`.
+        """
+        if not is_matrix_site(info):
+            return super()._site_scale_tril(info)
+        row, col = self._scale_trils(info)
+        m, n = row.shape[-1], col.shape[-1]
+        kron = row[..., :, None, :, None] * col[..., None, :, None, :]
+        return torch.block_diag(*kron.reshape(-1, m * n, m * n))
 
     def get_covariances(self, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         r"""Row and column covariances :math:`(U, V)` of a matrix site (full size).

@@ -55,8 +55,12 @@ class AutoMeanField(_LocScaleGuide):
         Per-site initialisation of :math:`\mu` (in constrained space, then mapped to
         unconstrained space). The default, the median of 15 prior draws, gives weights
         small random means (about 0.3 prior standard deviations) that break the symmetry
-        between hidden units, and stays finite for heavy-tailed priors.
-        ``init_to_feasible`` (Pyro's ``AutoNormal`` default) puts every mean at zero.
+        between hidden units, and stays finite for heavy-tailed priors. It differs on
+        purpose from Pyro's ``AutoNormal``, whose default ``init_to_feasible`` puts every
+        unconstrained mean at zero: all hidden units of a layer would then start equal
+        (pass ``init_loc_fn=init_to_feasible`` for Pyro's behaviour). It is the default of
+        Pyro's ``AutoContinuous`` guides (``AutoDiagonalNormal``,
+        ``AutoMultivariateNormal``).
     init_scale : float, default 0.1
         Initial standard deviation :math:`\sigma` of every unconstrained coordinate.
     scale_transform : {"softplus", "exp"}, default "softplus"
@@ -68,6 +72,15 @@ class AutoMeanField(_LocScaleGuide):
 
     Notes
     -----
+    Every setting but ``model`` is keyword-only: Pyro's ``AutoNormal(model, init_loc_fn)``
+    takes ``init_loc_fn`` second, while the guides of this package that have a second
+    positional argument use it for their structure (``AutoKTiedNormal(model, rank)``,
+    ``AutoMatrixNormal(model, row_cov, col_cov)``, ``AutoFullRankNormal(model, blocks)``,
+    ``AutoFixedVarianceNormal(model, scale)``), so a function passed there is refused with
+    a message. ``get_posterior()`` (Pyro's call, no argument or the model's arguments) is
+    ``Normal(loc, scale).to_event(1)`` over the flat unconstrained latent, as for Pyro's
+    ``AutoDiagonalNormal``; ``get_posterior(name)`` is one site's distribution.
+
     Parameters are created on the first call, which traces the model. They are
     registered as ``AutoMeanField.locs.<site>`` (:math:`\mu`) and
     ``AutoMeanField.scales.<site>`` (:math:`\sigma`; the param store and ``state_dict``

@@ -5,16 +5,33 @@ bulk and tail effective sample sizes and the rank-normalized split :math:`\hat R
 (Vehtari et al. 2021). :math:`\hat R` compares chains, so with one chain (a variational
 posterior or a single NUTS chain) it is reported as missing and never gates.
 
-Gates (defaults follow Vehtari et al.): every :math:`\hat R \le 1.01` (two or more chains),
-every bulk ESS :math:`\ge 100`, and no divergent transition.
+Gates (defaults follow Vehtari et al. and Stan's ``diagnose``):
 
-Trace and rank plots are drawn with matplotlib's object-oriented API (arviz-plots does not
-work with this environment's matplotlib/xarray); the figure is returned, never saved here
-(:mod:`reports.render` renders them to PNG bytes).
+- ``r_hat``: every :math:`\hat R \le 1.01` (two or more chains). A non-finite
+  :math:`\hat R` fails: arviz-stats gives NaN or inf for a parameter that does not move
+  within its chains, i.e. a sampler that never moved;
+- ``ess_bulk``: every bulk ESS :math:`\ge 100`; a parameter whose draws are constant within
+  every chain fails (arviz-stats would give it a full ESS, its ranks being all tied);
+- ``divergences``: no divergent transition (``sample_stats.diverging``);
+- ``tree_depth``: no NUTS transition at the maximum tree depth. As Stan counts them, a
+  transition hit the limit when its ``tree_depth`` reached ``max_tree_depth`` (its
+  trajectory was cut at :math:`2^D - 1` leapfrog steps before it could make a U-turn).
+  This is about efficiency rather than validity, and a sign of a badly adapted step size or
+  mass matrix, or of strong correlations.
+
+Plots (:func:`trace_rank_figure`) show the worst-mixing parameters of a posterior: the
+trace of every chain and the rank-ECDF difference of every chain with a simultaneous 95%
+band (Säilynoja, Bürkner & Vehtari 2022), which stays readable with many chains where rank
+histograms overlap. They are drawn with matplotlib's object-oriented API: arviz-plots 0.8
+does not import with matplotlib 3.11, and pinning matplotlib below 3.11 for two figure kinds
+would constrain every user's environment. The figure is returned, never saved here
+(:mod:`reports.render` renders figures to PNG bytes).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -23,14 +40,28 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
-from scipy.stats import rankdata
+from scipy.stats import binom, rankdata
 
 from reports.draws import param_labels
 
-__all__ = ["Diagnostics", "posterior_summary", "diagnostic_gates", "trace_rank_figure"]
+__all__ = [
+    "Diagnostics",
+    "diagnostic_gates",
+    "ecdf_band",
+    "posterior_summary",
+    "rank_ecdf_difference",
+    "trace_rank_figure",
+    "tree_depth_hits",
+    "worst_params",
+]
 
 _SAMPLE_DIMS = ("chain", "draw")
 _N_WORST = 5
+#: Names of the per-transition tree depth in ``sample_stats`` (ours and arviz-base's
+#: NumPyro converter first, then Stan's and PyMC's).
+_TREE_DEPTH_NAMES = ("tree_depth", "treedepth__", "treedepth", "depth")
+#: Names of the per-transition number of leapfrog steps (used when no tree depth is stored).
+_N_STEPS_NAMES = ("n_steps", "num_steps", "n_leapfrog__", "n_leapfrog")
 
 
 def _posterior(dt: xr.DataTree | xr.Dataset) -> xr.Dataset:
@@ -96,21 +127,33 @@ class Diagnostics:
     n_chains, n_draws, n_params : int
         Posterior size: chains, draws per chain, scalar parameters.
     max_r_hat : float or None
-        Largest :math:`\\hat R`; ``None`` with fewer than two chains.
+        Largest :math:`\\hat R` (NaN when some parameter has no finite one); ``None`` with
+        fewer than two chains.
     min_ess_bulk, min_ess_tail : float
-        Smallest bulk and tail ESS over all parameters.
+        Smallest bulk and tail ESS over all parameters (NaN when some are not finite).
     ess_bulk_quantiles : tuple of float
-        5%, 50% and 95% quantiles of the bulk ESS over parameters.
+        5%, 50% and 95% quantiles of the finite bulk ESS over parameters.
     r_hat_quantiles : tuple of float or None
         Same for :math:`\\hat R`; ``None`` with fewer than two chains.
     worst_r_hat : tuple of (str, float)
-        Up to five parameters with the largest :math:`\\hat R` (empty with one chain).
+        Up to five parameters with the largest :math:`\\hat R`, non-finite ones first (empty
+        with one chain).
     worst_ess_bulk : tuple of (str, float)
-        Up to five parameters with the smallest bulk ESS.
+        Up to five parameters with the smallest bulk ESS, non-finite ones first.
+    n_nonfinite_r_hat, n_nonfinite_ess : int
+        Parameters whose :math:`\\hat R` (two or more chains) or bulk ESS is NaN or inf.
     n_divergent : int or None
         Divergent transitions (``sample_stats.diverging``); ``None`` when not recorded.
+    n_transitions : int
+        Transitions after warm-up: chains times draws.
+    max_tree_depth : int or None
+        The sampler's tree-depth limit, when known.
+    n_max_tree_depth : int or None
+        Transitions whose tree depth reached ``max_tree_depth``; ``None`` when the tree
+        depth or its limit is not recorded (HMC, variational draws).
     failed : tuple of str
-        Names of the failed gates: ``"r_hat"``, ``"ess_bulk"``, ``"divergences"``.
+        Names of the failed gates: ``"r_hat"``, ``"ess_bulk"``, ``"divergences"``,
+        ``"tree_depth"``.
     messages : tuple of str
         One human-readable line per failed gate.
     r_hat_max, ess_min : float
@@ -132,6 +175,11 @@ class Diagnostics:
     messages: tuple[str, ...]
     r_hat_max: float
     ess_min: float
+    n_nonfinite_r_hat: int = 0
+    n_nonfinite_ess: int = 0
+    n_transitions: int = 0
+    max_tree_depth: int | None = None
+    n_max_tree_depth: int | None = None
 
     @property
     def passed(self) -> bool:
@@ -150,78 +198,184 @@ class Diagnostics:
 
 
 def _quantiles(x: np.ndarray) -> tuple[float, float, float]:
-    q = np.nanquantile(x, [0.05, 0.5, 0.95])
+    x = x[np.isfinite(x)]
+    if not x.size:
+        return (float("nan"),) * 3
+    q = np.quantile(x, [0.05, 0.5, 0.95])
     return (float(q[0]), float(q[1]), float(q[2]))
 
 
+def _extreme(x: np.ndarray, largest: bool) -> float:
+    """Largest (or smallest) value, NaN as soon as one value is not finite."""
+    if not np.all(np.isfinite(x)):
+        return float("nan")
+    return float(np.max(x) if largest else np.min(x))
+
+
 def _worst(summary: pd.DataFrame, column: str, largest: bool) -> tuple[tuple[str, float], ...]:
-    col = summary[column].dropna()
-    picked = col.nlargest(_N_WORST) if largest else col.nsmallest(_N_WORST)
-    return tuple((str(k), float(v)) for k, v in picked.items())
+    """Up to five worst parameters by ``column``; non-finite values count as the worst."""
+    col = summary[column].astype(float)
+    key = col.where(np.isfinite(col), np.inf if largest else -np.inf)
+    order = key.sort_values(ascending=not largest, kind="stable").index[:_N_WORST]
+    return tuple((str(k), float(col[k])) for k in order)
 
 
-def diagnostic_gates(
-    dt: xr.DataTree, *, r_hat_max: float = 1.01, ess_min: float = 100
-) -> Diagnostics:
-    """Check a posterior against the :math:`\\hat R`, ESS and divergence gates.
+def _stat(dt: Any, names: Sequence[str]) -> np.ndarray | None:
+    """The first of ``names`` found in ``dt.sample_stats``, as an array, or None."""
+    if not isinstance(dt, xr.DataTree) or "sample_stats" not in dt.children:
+        return None
+    stats = dt["sample_stats"]
+    for name in names:
+        if name in stats.data_vars:
+            return np.asarray(stats[name].values)
+    return None
+
+
+def _settings_max_tree_depth(dt: Any) -> int | None:
+    """``max_tree_depth`` from the tree's attributes (root ``settings``, or sample_stats)."""
+    if not isinstance(dt, xr.DataTree):
+        return None
+    places = [dt.attrs.get("settings"), dt.attrs]
+    if "sample_stats" in dt.children:
+        places.append(dt["sample_stats"].attrs)
+    for place in places:
+        if isinstance(place, str):
+            try:
+                place = json.loads(place)
+            except ValueError:
+                continue
+        if isinstance(place, dict) and place.get("max_tree_depth") is not None:
+            try:
+                return int(place["max_tree_depth"])
+            except (TypeError, ValueError):
+                continue
+    return None
+
+
+def tree_depth_hits(dt: xr.DataTree, max_tree_depth: int | None = None) -> tuple[int, int] | None:
+    """How many transitions reached the maximum tree depth, of how many.
 
     Parameters
     ----------
     dt : xarray.DataTree
-        A tree with a ``posterior`` group and optionally ``sample_stats.diverging``.
+        A tree whose ``sample_stats`` holds the per-transition ``tree_depth`` (or, failing
+        that, the leapfrog steps ``n_steps``).
+    max_tree_depth : int, optional
+        The sampler's limit :math:`D`; by default read from the tree's ``settings``
+        attribute (as the run stores it) or ``sample_stats.attrs``.
+
+    Returns
+    -------
+    tuple of (int, int) or None
+        ``(hits, transitions)``: transitions with ``tree_depth >= D`` (Stan's count; from
+        the steps alone, ``n_steps >= 2**D - 1``). None when the stats or :math:`D` are not
+        recorded (HMC has no tree depth).
+    """
+    depth_limit = max_tree_depth if max_tree_depth is not None else _settings_max_tree_depth(dt)
+    if depth_limit is None:
+        return None
+    depth = _stat(dt, _TREE_DEPTH_NAMES)
+    if depth is not None:
+        return int(np.count_nonzero(depth >= depth_limit)), int(depth.size)
+    steps = _stat(dt, _N_STEPS_NAMES)
+    if steps is not None:
+        return int(np.count_nonzero(steps >= 2**depth_limit - 1)), int(steps.size)
+    return None
+
+
+def diagnostic_gates(
+    dt: xr.DataTree,
+    *,
+    r_hat_max: float = 1.01,
+    ess_min: float = 100,
+    max_tree_depth: int | None = None,
+) -> Diagnostics:
+    """Check a posterior against the :math:`\\hat R`, ESS, divergence and tree-depth gates.
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A tree with a ``posterior`` group and optionally ``sample_stats`` (``diverging``,
+        ``tree_depth``).
     r_hat_max : float, default 1.01
-        Fail when any :math:`\\hat R` exceeds it (only with two or more chains).
+        Fail when any :math:`\\hat R` exceeds it or is not finite (two or more chains).
     ess_min : float, default 100
-        Fail when any bulk ESS is below it.
+        Fail when any bulk ESS is below it or is not finite.
+    max_tree_depth : int, optional
+        The NUTS tree-depth limit; by default read from the tree (:func:`tree_depth_hits`).
+        Fail when any transition reached it.
 
     Returns
     -------
     Diagnostics
-        NaN statistics (constant parameters) are ignored by the extremes and quantiles.
+        The extremes are NaN when some parameter's statistic is not finite; the quantiles
+        are over the finite values.
     """
     ds = _posterior(dt)
     summary = posterior_summary(ds)
     n_chains, n_draws = int(ds.sizes["chain"]), int(ds.sizes["draw"])
-    rhat = summary["r_hat"].to_numpy()
-    multi = n_chains >= 2 and bool(np.any(np.isfinite(rhat)))
-    ess_bulk = summary["ess_bulk"].to_numpy()
+    # a parameter that never moved within any chain: arviz-stats gives it a NaN or inf
+    # r_hat but a full ESS (its ranks are all tied), so its ESS is set to NaN here
+    _, spread = _flatten(ds, (ds.max(dim="draw") - ds.min(dim="draw")).max(dim="chain"))
+    stuck = ~(spread > 0)
+    summary.loc[stuck, ["ess_bulk", "ess_tail"]] = np.nan
+    rhat = summary["r_hat"].to_numpy(dtype=float)
+    multi = n_chains >= 2
+    ess_bulk = summary["ess_bulk"].to_numpy(dtype=float)
 
-    n_divergent = None
-    if isinstance(dt, xr.DataTree) and "sample_stats" in dt.children:
-        stats = dt["sample_stats"]
-        if "diverging" in stats.data_vars:
-            n_divergent = int(np.count_nonzero(stats["diverging"].values))
+    diverging = _stat(dt, ("diverging", "diverging__"))
+    n_divergent = None if diverging is None else int(np.count_nonzero(diverging))
+    hits = tree_depth_hits(dt, max_tree_depth) if isinstance(dt, xr.DataTree) else None
+    depth_limit = max_tree_depth if max_tree_depth is not None else _settings_max_tree_depth(dt)
 
     failed, messages = [], []
-    max_r_hat = float(np.nanmax(rhat)) if multi else None
+    n_params = len(summary)
+    max_r_hat = _extreme(rhat, largest=True) if multi else None
     worst_r_hat = _worst(summary, "r_hat", largest=True) if multi else ()
     worst_ess = _worst(summary, "ess_bulk", largest=False)
-    min_ess_bulk = float(np.nanmin(ess_bulk))
-    if max_r_hat is not None and max_r_hat > r_hat_max:
-        failed.append("r_hat")
-        n_bad = int(np.sum(rhat > r_hat_max))
-        messages.append(
-            f"r_hat: {n_bad} of {len(rhat)} parameters above {r_hat_max} "
-            f"(max {max_r_hat:.4g} at {worst_r_hat[0][0]})"
-        )
-    if min_ess_bulk < ess_min:
+    min_ess_bulk = _extreme(ess_bulk, largest=False)
+    bad_rhat = ~np.isfinite(rhat)
+    bad_ess = ~np.isfinite(ess_bulk)
+    n_nonfinite_r_hat = int(bad_rhat.sum()) if multi else 0
+    n_nonfinite_ess = int(bad_ess.sum())
+    if multi:
+        with np.errstate(invalid="ignore"):
+            n_bad = int(np.sum(bad_rhat | (rhat > r_hat_max)))
+        if n_bad:
+            failed.append("r_hat")
+            worst = worst_r_hat[0]
+            line = (f"r_hat: {n_bad} of {n_params} parameters above {r_hat_max} or not finite "
+                    f"(worst {worst[1]:.4g} at {worst[0]})")  # fmt: skip
+            if n_nonfinite_r_hat:
+                line += (f"; {n_nonfinite_r_hat} have no finite r_hat: they did not move "
+                         "within their chains (a sampler that never moved)")  # fmt: skip
+            messages.append(line)
+    with np.errstate(invalid="ignore"):
+        n_bad = int(np.sum(bad_ess | (ess_bulk < ess_min)))
+    if n_bad:
         failed.append("ess_bulk")
-        n_bad = int(np.sum(ess_bulk < ess_min))
-        messages.append(
-            f"ess_bulk: {n_bad} of {len(ess_bulk)} parameters below {ess_min} "
-            f"(min {min_ess_bulk:.4g} at {worst_ess[0][0]})"
-        )
+        worst = worst_ess[0]
+        line = (f"ess_bulk: {n_bad} of {n_params} parameters below {ess_min:g} or not finite "
+                f"(worst {worst[1]:.4g} at {worst[0]})")  # fmt: skip
+        if n_nonfinite_ess:
+            line += f"; {n_nonfinite_ess} never moved within any chain (constant draws)"
+        messages.append(line)
     if n_divergent:
         failed.append("divergences")
         messages.append(f"divergences: {n_divergent} of {n_chains * n_draws} transitions")
+    if hits is not None and hits[0] > 0:
+        failed.append("tree_depth")
+        messages.append(
+            f"tree_depth: {hits[0]} of {hits[1]} transitions hit max_tree_depth ({depth_limit})"
+        )
 
     return Diagnostics(
         n_chains=n_chains,
         n_draws=n_draws,
-        n_params=len(summary),
+        n_params=n_params,
         max_r_hat=max_r_hat,
         min_ess_bulk=min_ess_bulk,
-        min_ess_tail=float(np.nanmin(summary["ess_tail"].to_numpy())),
+        min_ess_tail=_extreme(summary["ess_tail"].to_numpy(dtype=float), largest=False),
         ess_bulk_quantiles=_quantiles(ess_bulk),
         r_hat_quantiles=_quantiles(rhat) if multi else None,
         worst_r_hat=worst_r_hat,
@@ -231,72 +385,183 @@ def diagnostic_gates(
         messages=tuple(messages),
         r_hat_max=float(r_hat_max),
         ess_min=float(ess_min),
+        n_nonfinite_r_hat=n_nonfinite_r_hat,
+        n_nonfinite_ess=n_nonfinite_ess,
+        n_transitions=n_chains * n_draws,
+        max_tree_depth=depth_limit if hits is not None else None,
+        n_max_tree_depth=hits[0] if hits is not None else None,
     )
 
 
-def _pick_params(ds: xr.Dataset, n_params: int, seed: int) -> list[tuple[str, str, tuple]]:
-    """Seeded choice of scalar parameters, weights preferred: (variable, label, index)."""
-    entries = []
+# --------------------------------------------------------------------------- plots
+
+
+def worst_params(summary: pd.DataFrame, n: int) -> list[str]:
+    """Labels of the ``n`` worst-mixing parameters of a :func:`posterior_summary`.
+
+    With :math:`\\hat R` (two or more chains) the largest :math:`\\hat R` first, else the
+    smallest bulk ESS first; non-finite values count as the worst, ties go to the smaller
+    ESS.
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        Output of :func:`posterior_summary`.
+    n : int
+        How many labels.
+
+    Returns
+    -------
+    list of str
+    """
+    rhat = summary["r_hat"].astype(float)
+    ess = summary["ess_bulk"].astype(float)
+    # one chain: every r_hat is NaN, so all tie and the ESS decides
+    rhat_key = rhat.where(np.isfinite(rhat), np.inf).to_numpy()
+    ess_key = ess.where(np.isfinite(ess), -np.inf).to_numpy()
+    order = np.lexsort((ess_key, -rhat_key))
+    return [str(summary.index[i]) for i in order[:n]]
+
+
+def ecdf_band(
+    n_draws: int, grid: np.ndarray, prob: float = 0.95, n_sim: int = 1000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Simultaneous band of the ECDF of ``n_draws`` uniform values on ``grid``.
+
+    The simulation method of Säilynoja, Bürkner & Vehtari (2022): the pointwise binomial
+    band :math:`[F^{-1}_{\\mathrm{Bin}(n, z)}(\\gamma/2), F^{-1}_{\\mathrm{Bin}(n, z)}(1 -
+    \\gamma/2)] / n` with :math:`\\gamma` chosen by simulation so that a whole ECDF of
+    uniform draws stays inside with probability ``prob``. For the fractional ranks of one
+    chain among several, whose draws are taken without replacement, the band is
+    conservative.
+
+    Parameters
+    ----------
+    n_draws : int
+        Sample size :math:`n`.
+    grid : numpy.ndarray
+        Evaluation points in (0, 1).
+    prob : float, default 0.95
+        Simultaneous coverage.
+    n_sim, seed : int
+        Simulated uniform samples and their seed.
+
+    Returns
+    -------
+    lower, upper : numpy.ndarray
+        ECDF bounds at ``grid``.
+    """
+    grid = np.asarray(grid, dtype=float)
+    rng = np.random.default_rng(seed)
+    u = np.sort(rng.random((n_sim, n_draws)), axis=1)
+    counts = np.stack([np.searchsorted(row, grid, side="right") for row in u])
+    lo_tail = binom.cdf(counts, n_draws, grid)
+    hi_tail = binom.sf(counts - 1, n_draws, grid)
+    two_sided = np.minimum(1.0, 2 * np.minimum(lo_tail, hi_tail)).min(axis=1)
+    gamma = float(np.quantile(two_sided, 1 - prob))
+    lower = binom.ppf(gamma / 2, n_draws, grid) / n_draws
+    upper = binom.ppf(1 - gamma / 2, n_draws, grid) / n_draws
+    return lower, upper
+
+
+def rank_ecdf_difference(values: np.ndarray, n_grid: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """Per-chain ECDF of the fractional ranks minus the uniform CDF.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Draws of one parameter, shape ``(chain, draw)``.
+    n_grid : int, default 50
+        Evaluation points :math:`z_k = k / (n_{\\mathrm{grid}} + 1)`.
+
+    Returns
+    -------
+    grid : numpy.ndarray
+        Shape ``(n_grid,)``.
+    diff : numpy.ndarray
+        Shape ``(chain, n_grid)``: :math:`F_c(z) - z`, with :math:`F_c` the ECDF of chain
+        :math:`c`'s ranks among all draws divided by their number. Near zero when the chains
+        mix; a chain above the others sits low, one below sits high.
+    """
+    values = np.asarray(values, dtype=float)
+    grid = np.arange(1, n_grid + 1) / (n_grid + 1)
+    u = rankdata(values.ravel()).reshape(values.shape) / values.size
+    ecdf = (u[:, :, None] <= grid[None, None, :]).mean(axis=1)
+    return grid, ecdf - grid[None, :]
+
+
+def _param_index(ds: xr.Dataset) -> dict[str, tuple[str, tuple]]:
+    out = {}
     for name, da in ds.data_vars.items():
         shape = tuple(da.sizes[d] for d in da.dims if d not in _SAMPLE_DIMS)
-        labels = param_labels(str(name), shape)
-        entries.extend(
-            (str(name), lab, i) for lab, i in zip(labels, np.ndindex(*shape), strict=True)
-        )
-    weights = [e for e in entries if e[0].endswith(".weight")]
-    pool = weights if len(weights) >= n_params else entries
-    n = min(n_params, len(pool))
-    chosen = np.random.default_rng(seed).choice(len(pool), size=n, replace=False)
-    return [pool[i] for i in sorted(chosen)]
+        for lab, i in zip(param_labels(str(name), shape), np.ndindex(*shape), strict=True):
+            out[lab] = (str(name), i)
+    return out
 
 
-def trace_rank_figure(dt: xr.DataTree, n_params: int = 4, seed: int = 0) -> Figure:
-    """Trace plots and rank histograms of a few randomly chosen parameters.
+def trace_rank_figure(
+    dt: xr.DataTree, n_params: int = 4, *, params: Sequence[str] | None = None
+) -> Figure:
+    """Trace plots and rank-ECDF differences of the worst-mixing parameters.
 
     Parameters
     ----------
     dt : xarray.DataTree
         A tree with a ``posterior`` group.
     n_params : int, default 4
-        Number of scalar parameters (rows); weights (``*.weight`` sites) are preferred.
-    seed : int, default 0
-        Seed of the parameter choice.
+        Number of scalar parameters (rows), the worst-mixing ones (:func:`worst_params`).
+    params : sequence of str, optional
+        Labels (``layer0.weight[1,0]``) to draw instead.
 
     Returns
     -------
     matplotlib.figure.Figure
-        One row per parameter: the trace of every chain (left) and the histogram of each
-        chain's ranks within the pooled draws (right; flat near ``draws / bins`` when the
-        chains mix, dashed line).
+        One row per parameter, titled with its :math:`\\hat R` and bulk ESS: the trace of
+        every chain (left) and each chain's rank-ECDF difference (right;
+        :func:`rank_ecdf_difference`) with the simultaneous 95% band of mixed chains
+        (:func:`ecdf_band`, grey).
     """
     if n_params < 1:
         raise ValueError(f"n_params must be at least 1, got {n_params}")
     ds = _posterior(dt)
-    picked = _pick_params(ds, n_params, seed)
+    summary = posterior_summary(ds)
     n_chains, n_draws = int(ds.sizes["chain"]), int(ds.sizes["draw"])
-    n_bins = int(max(1, min(20, n_draws // 5)))
-    fig = Figure(figsize=(10, 2.0 * len(picked) + 0.6), layout="constrained")
+    index = _param_index(ds)
+    if params is None:
+        picked = worst_params(summary, n_params)
+    else:
+        unknown = [p for p in params if p not in index]
+        if unknown:
+            raise KeyError(f"parameter(s) {unknown} not in the posterior")
+        picked = list(params)
+    n_grid = int(min(50, max(5, n_draws)))
+    grid = np.arange(1, n_grid + 1) / (n_grid + 1)
+    lower, upper = ecdf_band(n_draws, grid)
+    fig = Figure(figsize=(10, 2.1 * len(picked) + 0.8), layout="constrained")
     axes = fig.subplots(len(picked), 2, squeeze=False)
     colors = [f"C{c % 10}" for c in range(n_chains)]
-    for row, (name, label, index) in enumerate(picked):
+    for row, label in enumerate(picked):
+        name, i = index[label]
         da = ds[name].transpose("chain", "draw", ...)
-        values = np.asarray(da.values[(slice(None), slice(None), *index)], dtype=float)
+        values = np.asarray(da.values[(slice(None), slice(None), *i)], dtype=float)
         ax_t, ax_r = axes[row]
         for c in range(n_chains):
             ax_t.plot(values[c], lw=0.6, alpha=0.8, color=colors[c], label=f"chain {c}")
-        ax_t.set_ylabel(label, fontsize=8)
-        ranks = rankdata(values.ravel()).reshape(values.shape)
-        edges = np.linspace(0.5, values.size + 0.5, n_bins + 1)
+        rh, ess = summary.loc[label, "r_hat"], summary.loc[label, "ess_bulk"]
+        stat = f"ESS {ess:.3g}" if n_chains < 2 else f"R-hat {rh:.3g}, ESS {ess:.3g}"
+        ax_t.set_title(f"{label}: {stat}", fontsize=9, loc="left")
+        ax_t.set_ylabel("value", fontsize=8)
+        _, diff = rank_ecdf_difference(values, n_grid)
+        ax_r.fill_between(grid, lower - grid, upper - grid, color="0.85", lw=0,
+                          label="95% band of mixed chains")  # fmt: skip
         for c in range(n_chains):
-            counts, _ = np.histogram(ranks[c], bins=edges)
-            ax_r.stairs(counts, edges, baseline=None, color=colors[c], lw=1.0)
-        ax_r.axhline(n_draws / n_bins, color="0.4", ls="--", lw=0.8)
-        ax_r.set_ylim(bottom=0)
-        ax_r.set_yticks([])
-    axes[0, 0].set_title("trace")
-    axes[0, 1].set_title("rank histogram per chain")
-    axes[-1, 0].set_xlabel("draw")
-    axes[-1, 1].set_xlabel("rank among all draws")
-    if n_chains > 1:
+            ax_r.plot(grid, diff[c], color=colors[c], lw=1.0)
+        ax_r.axhline(0.0, color="0.4", lw=0.6)
+        ax_r.set_ylabel("ECDF - uniform", fontsize=8)
+    axes[-1, 0].set_xlabel("draw (after warm-up)")
+    axes[-1, 1].set_xlabel("fractional rank among all chains' draws")
+    axes[0, 1].set_title("rank ECDF difference per chain", fontsize=9)
+    axes[0, 1].legend(fontsize=7, loc="upper right")
+    if 1 < n_chains <= 8:
         axes[0, 0].legend(fontsize=7, loc="upper right", ncols=min(n_chains, 4))
     return fig

@@ -566,7 +566,8 @@ def diag_vs_full(
         ``w_diag``, ``w_full``, ``w_error``, ``w_diag_self``, ``w_full_self`` and
         ``w_excess`` from :func:`wasserstein_error` and ``w_draws``, the number of draws they
         used; and
-        ``cov_method``, ``jitter``, ``shrinkage`` (NaN for empirical), ``n_draws``, ``dim``.
+        ``cov_method``, ``jitter``, ``shrinkage`` (None, not applicable, for empirical),
+        ``n_draws``, ``dim``.
     """
     fit = fit_gaussian(draws, cov=cov, jitter=jitter)
     var = closest_diagonal(fit.cov)
@@ -594,7 +595,7 @@ def diag_vs_full(
     out.update(
         cov_method=fit.cov_method,
         jitter=fit.jitter,
-        shrinkage=float("nan") if fit.shrinkage is None else fit.shrinkage,
+        shrinkage=fit.shrinkage,
         n_draws=fit.n_draws,
         dim=fit.dim,
     )

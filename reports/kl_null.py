@@ -60,11 +60,11 @@ class KLNull(NamedTuple):
         ``kl - null_mean``.
     reps : int
         Number of shifted copies.
-    iid_draws : float
+    iid_draws : float or None
         How many independent Gaussian draws would give ``null_mean`` as the estimator's
         expected bias (:func:`reports.gaussian.iid_equivalent_draws`): the KL's own effective
-        sample size. NaN unless ``cov="empirical"`` (the closed form is for the sample
-        covariance).
+        sample size. None (not applicable) unless ``cov="empirical"`` and two or more
+        parameters (the closed form is for the sample covariance).
     """
 
     kl: float
@@ -72,7 +72,7 @@ class KLNull(NamedTuple):
     null_sd: float
     excess: float
     reps: int
-    iid_draws: float = float("nan")
+    iid_draws: float | None = None
 
 
 def shift_draws(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -147,7 +147,7 @@ def kl_shift_null(
     kl = kl_of(x)
     mean = float(null.mean())
     d = x.shape[-1]
-    n_eq = iid_equivalent_draws(mean, d) if cov == "empirical" and d >= 2 else float("nan")
+    n_eq = iid_equivalent_draws(mean, d) if cov == "empirical" and d >= 2 else None
     return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps, n_eq)
 
 

@@ -1,13 +1,27 @@
 r"""Function-space comparisons of two predictive distributions on the same test points.
 
-NumPy only; nothing here knows about Pyro or torch.
+Each function takes class probabilities of shape ``(N, C)``, one row per input point, e.g.
+the posterior predictive of a sampler (the reference) and of an approximation to it.
+:func:`compare_predictives` gives the three comparisons of the predictive study
+(:mod:`zoo.studies.predictive`) at once. NumPy only; nothing here knows about Pyro or torch.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["predictive_agreement", "predictive_tv"]
+__all__ = [
+    "compare_predictives",
+    "predictive_agreement",
+    "predictive_entropy",
+    "predictive_kl",
+    "predictive_tv",
+]
+
+#: Floor on the probabilities of the approximation inside :func:`predictive_kl`: a class the
+#: reference gives mass to and the approximation gives (numerically) none costs
+#: ``-log(KL_FLOOR)`` ~ 690 nats instead of an infinite KL.
+KL_FLOOR = 1e-300
 
 
 def _pair(p1: np.ndarray, p2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -57,3 +71,70 @@ def predictive_tv(p1: np.ndarray, p2: np.ndarray) -> float:
     """
     p1, p2 = _pair(p1, p2)
     return float(np.mean(0.5 * np.sum(np.abs(p1 - p2), axis=1)))
+
+
+def predictive_kl(p_ref: np.ndarray, p: np.ndarray) -> float:
+    r"""Mean KL divergence from a reference predictive distribution to another.
+
+    .. math::
+
+        \frac1N \sum_n \sum_c p^{\mathrm{ref}}_{nc}
+        \bigl(\log p^{\mathrm{ref}}_{nc} - \log p_{nc}\bigr) \ge 0
+
+    Classes with :math:`p^{\mathrm{ref}}_{nc} = 0` contribute 0; ``p`` is floored at
+    :data:`KL_FLOOR` so that the result stays finite.
+
+    Parameters
+    ----------
+    p_ref : np.ndarray
+        Reference class probabilities (e.g. the sampler's), shape ``(N, C)``.
+    p : np.ndarray
+        Class probabilities of the approximation, same shape.
+
+    Returns
+    -------
+    float
+        In nats.
+    """
+    p_ref, p = _pair(p_ref, p)
+    ratio = np.log(np.maximum(p_ref, KL_FLOOR)) - np.log(np.maximum(p, KL_FLOOR))
+    terms = np.where(p_ref > 0, p_ref * ratio, 0.0)
+    return float(np.mean(np.maximum(np.sum(terms, axis=1), 0.0)))
+
+
+def predictive_entropy(p: np.ndarray) -> float:
+    r"""Mean entropy of predictive distributions, :math:`-\frac1N\sum_n\sum_c p_{nc}\log p_{nc}`.
+
+    Parameters
+    ----------
+    p : np.ndarray
+        Class probabilities, shape ``(N, C)``.
+
+    Returns
+    -------
+    float
+        In nats, between 0 and ``log C``.
+    """
+    p, _ = _pair(p, p)
+    return float(np.mean(-np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), 1)))
+
+
+def compare_predictives(p_ref: np.ndarray, p: np.ndarray) -> dict[str, float]:
+    """Total variation, agreement and KL of ``p`` against the reference ``p_ref``.
+
+    Parameters
+    ----------
+    p_ref, p : np.ndarray
+        Class probabilities, shape ``(N, C)``; ``p_ref`` is the reference (the samples).
+
+    Returns
+    -------
+    dict
+        ``tv`` (:func:`predictive_tv`), ``agree`` (:func:`predictive_agreement`) and ``kl``
+        (:func:`predictive_kl`, KL(p_ref || p)).
+    """
+    return {
+        "tv": predictive_tv(p_ref, p),
+        "agree": predictive_agreement(p_ref, p),
+        "kl": predictive_kl(p_ref, p),
+    }

@@ -11,7 +11,9 @@ conventions:
   :data:`METRIC_COLUMNS`.
 
 :func:`summarize` averages the metrics over one axis (by default ``seed``) and reports the
-standard error of the mean. Nothing here writes files (the run store does).
+standard error of the mean and how many finite values each mean is over: a NaN or infinite
+value never enters a mean silently, it lowers ``<metric>_n`` below the group's ``n``, and
+:func:`nonfinite_values` lists it. Nothing here writes files (the run store does).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOKKEEPING_COLUMNS", "METRIC_COLUMNS", "summarize"]
+__all__ = ["BOOKKEEPING_COLUMNS", "METRIC_COLUMNS", "nonfinite_values", "summarize"]
 
 #: Columns that describe how a cell ran rather than what it is; never used as group keys.
 BOOKKEEPING_COLUMNS: tuple[str, ...] = (
     "cell_id",
     "status",
     "error",
+    "nonfinite",
     "time_s",
     "started_at",
     "finished_at",
@@ -53,7 +56,7 @@ METRIC_COLUMNS: tuple[str, ...] = (
 def summarize(
     results: pd.DataFrame,
     metrics: list[str],
-    over: str = "seed",
+    over: str | None = "seed",
     by: list[str] | None = None,
 ) -> pd.DataFrame:
     r"""Mean and standard error of metrics over repeats, one row per group.
@@ -65,8 +68,9 @@ def summarize(
         ``status == "ok"`` are summarized.
     metrics : list of str
         Metric columns to summarize; each must exist and hold numbers (or NaN).
-    over : str, default "seed"
-        The repeat axis averaged out. It is never a group key.
+    over : str or None, default "seed"
+        The repeat axis averaged out. It is never a group key. None averages nothing: with
+        the default ``by`` every row is its own group (``n`` is 1).
     by : list of str, optional
         Group-key columns. By default every column of ``results`` that is not in
         ``metrics``, not ``over``, not in :data:`BOOKKEEPING_COLUMNS` and not in
@@ -76,10 +80,11 @@ def summarize(
     Returns
     -------
     pd.DataFrame
-        The ``by`` columns, then ``<metric>_mean`` and ``<metric>_sem`` for each metric, then
-        ``n`` (rows in the group). Rows are sorted by the group keys (missing keys last) and
-        the index is a fresh ``RangeIndex``. With :math:`n_m` the number of non-missing
-        values of metric :math:`m` in the group,
+        The ``by`` columns, then ``<metric>_mean``, ``<metric>_sem`` and ``<metric>_n`` for
+        each metric, then ``n`` (rows in the group). Rows are sorted by the group keys
+        (missing keys last) and the index is a fresh ``RangeIndex``. With :math:`n_m` =
+        ``<metric>_n`` the number of finite values of metric :math:`m` in the group (NaN and
+        :math:`\pm\infty` are left out of the mean and counted out of :math:`n_m`),
 
         .. math::
 
@@ -87,16 +92,20 @@ def summarize(
             \operatorname{sd}(x) = \sqrt{\frac{1}{n-1} \sum_i (x_i - \bar x)^2},
 
         which is NaN when :math:`n_m \le 1`. If no row is ``ok`` the frame is empty but has
-        these columns.
+        these columns; so it is for ``results`` without rows (no cell stored yet), whose
+        columns may be missing.
 
     Raises
     ------
     KeyError
-        If a metric or ``by`` column is missing from ``results``.
+        If a metric or ``by`` column is missing from a ``results`` that has rows.
     ValueError
         If a metric column holds non-numeric values, or ``by`` overlaps ``metrics``.
     """
     metrics = list(metrics)
+    if len(results) == 0:  # no cell stored yet: the empty table, whatever its columns
+        wanted = [c for c in [*metrics, *(by or [])] if c not in results.columns]
+        results = results.reindex(columns=[*results.columns, *wanted])
     missing = [m for m in metrics if m not in results.columns]
     if missing:
         raise KeyError(
@@ -122,11 +131,13 @@ def summarize(
     ok = ok.copy()
     for m in metrics:
         try:
-            ok[m] = pd.to_numeric(ok[m], errors="raise").astype(float)
+            values = pd.to_numeric(ok[m], errors="raise").astype(float)
         except (ValueError, TypeError) as exc:
             raise ValueError(f"metric column {m!r} holds non-numeric values: {exc}") from None
+        ok[m] = values.where(np.isfinite(values))  # inf leaves the mean like NaN, counted
 
-    out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in ("mean", "sem")] + ["n"]
+    stats = ("mean", "sem", "n")
+    out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in stats] + ["n"]
     if ok.empty:
         return pd.DataFrame({c: pd.Series(dtype=results[c].dtype) for c in by}).reindex(
             columns=out_cols
@@ -138,21 +149,68 @@ def summarize(
         std = grouped[metrics].std(ddof=1)
         count = grouped[metrics].count()
         size = grouped.size()
-        out = pd.DataFrame(index=mean.index)
     else:
         frame = ok[metrics]
         mean = frame.mean().to_frame().T
         std = frame.std(ddof=1).to_frame().T
         count = frame.count().to_frame().T
         size = pd.Series([len(ok)])
-        out = pd.DataFrame(index=mean.index)
 
+    columns: dict[str, np.ndarray] = {}
     for m in metrics:
-        out[f"{m}_mean"] = mean[m].to_numpy(dtype=float)
+        columns[f"{m}_mean"] = mean[m].to_numpy(dtype=float)
         n_m = count[m].to_numpy(dtype=float)
         with np.errstate(divide="ignore", invalid="ignore"):
             sem = std[m].to_numpy(dtype=float) / np.sqrt(n_m)
-        out[f"{m}_sem"] = np.where(n_m > 1, sem, np.nan)
-    out["n"] = size.to_numpy(dtype=np.int64)
-    out = out.reset_index(drop=not by)
+        columns[f"{m}_sem"] = np.where(n_m > 1, sem, np.nan)
+        columns[f"{m}_n"] = n_m.astype(np.int64)
+    columns["n"] = size.to_numpy(dtype=np.int64)
+    out = pd.DataFrame(columns, index=mean.index).reset_index(drop=not by)
     return out[out_cols].reset_index(drop=True)
+
+
+def nonfinite_values(results: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """The NaN or infinite values of ``metrics`` in the ``ok`` rows, one row per value.
+
+    A NaN in a column of a metric that a row's method does not compute (a sampler's
+    diagnostics on a variational row) is not a non-finite value. With a ``nonfinite`` column
+    (the cell record's comma-separated list of its non-finite metrics), the values it names
+    are listed; without it, every infinite value and every NaN of an ``ok`` row in a metric
+    that another row of the same ``method`` has as a finite value.
+
+    Parameters
+    ----------
+    results : pd.DataFrame
+        One row per cell (``status``, ``cell_id``, ``method``, ``nonfinite`` optional).
+    metrics : list of str
+        Metric columns to check.
+
+    Returns
+    -------
+    pd.DataFrame
+        Columns ``cell_id`` (or the row index), ``metric`` and ``value``.
+    """
+    ok = results[results["status"] == "ok"] if "status" in results.columns else results
+    rows = []
+    for idx, r in ok.iterrows():
+        named = None
+        if "nonfinite" in ok.columns:
+            listed = r["nonfinite"]
+            named = set(str(listed).split(",")) if isinstance(listed, str) else set()
+        for m in metrics:
+            if m not in ok.columns:
+                continue
+            v = pd.to_numeric(pd.Series([r[m]]), errors="coerce").iloc[0]
+            if np.isfinite(v):
+                continue
+            if named is not None:
+                if m not in named:
+                    continue
+            elif not np.isinf(v):
+                peers = (
+                    ok[m] if "method" not in ok.columns else ok.loc[ok["method"] == r["method"], m]
+                )
+                if not np.isfinite(pd.to_numeric(peers, errors="coerce")).any():
+                    continue  # the method does not compute this metric
+            rows.append({"cell_id": r.get("cell_id", idx), "metric": m, "value": float(v)})
+    return pd.DataFrame(rows, columns=["cell_id", "metric", "value"])

@@ -14,11 +14,13 @@ union                       table
 ``InferenceSpec``           ``zoo.inference.METHODS``
 ``GuideSpec``               ``zoo.inference.guides.GUIDES``
 ``StudySpec``               ``zoo.studies.STUDIES``
+``SimulationSpec``          ``zoo.studies.SIMULATIONS``
 ==========================  ======================================
 
 Each data loader also loads a tiny data set of its kind here: consistent shapes, dtypes
 and the task its section declares; each model builder builds a tiny network that is a
-:class:`~zoo.models.base.BayesianNet` with consistent sites.
+:class:`~zoo.models.base.BayesianNet` with consistent sites; each simulation runs a tiny
+example end to end.
 """
 
 from __future__ import annotations
@@ -35,11 +37,13 @@ from typing import Any, get_args
 import numpy as np
 import pytest
 import torch
+import yaml
 from pydantic import BaseModel
 
 import zoo.data
 import zoo.models
 import zoo.spec.sections
+from zoo.cli import main
 from zoo.data import Dataset
 from zoo.models.base import BayesianNet
 from zoo.models.priors import prior_fn
@@ -54,6 +58,7 @@ TABLES: dict[str, tuple[str, str]] = {
     "InferenceSpec": ("zoo.inference", "METHODS"),
     "GuideSpec": ("zoo.inference.guides", "GUIDES"),
     "StudySpec": ("zoo.studies", "STUDIES"),
+    "SimulationSpec": ("zoo.studies", "SIMULATIONS"),
 }
 
 
@@ -251,3 +256,35 @@ def test_each_prior_gives_a_normal_per_fan_in(cls: type[BaseModel]) -> None:
     for fan_in in (1, 7, 100):
         loc, scale = fn(fan_in)
         assert math.isfinite(loc) and scale > 0
+
+
+# --------------------------------------------------------------------------- simulations
+
+#: A tiny section of each simulation kind (seconds). A new simulation kind needs one here.
+TINY_SIMULATIONS: dict[str, dict[str, Any]] = {
+    "product_matrix": {"width": 2, "depths": [1, 2], "n_draws": 200},
+    "gaussian": {
+        "dims": [6],
+        "condition": 10,
+        "chains": 4,
+        "groups": 2,
+        "warmup": 50,
+        "draws": 60,
+        "null_reps": 2,
+    },
+}
+
+
+@pytest.mark.parametrize("cls", _members(_union("SimulationSpec")), ids=lambda c: c.__name__)
+def test_each_simulation_runs_a_tiny_example(cls: type[BaseModel], tmp_path: Path) -> None:
+    kind = _kind(cls)
+    assert kind in TINY_SIMULATIONS, f"add a tiny {kind!r} section to TINY_SIMULATIONS"
+    spec = tmp_path / "sim.yaml"
+    spec.write_text(
+        yaml.safe_dump(
+            {"name": "tiny", "seed": 0, "simulation": {"kind": kind, **TINY_SIMULATIONS[kind]}}
+        )
+    )
+    assert main(["run", str(spec), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
+    assert (tmp_path / "run" / "results.csv").is_file()
+    assert (tmp_path / "run" / "report.md").is_file()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -33,7 +34,9 @@ examples:
   zoo report runs/mine                                rebuild tables and report from cells
   zoo schema > spec.schema.json                       JSON Schema for editor completion
 
-exit status: 0 ok, 1 some cells failed, 2 bad input (nothing computed is lost)
+exit status: 0 ok, 1 some cells failed (or could not be stored), 2 bad input (nothing
+computed is lost), 130 stopped by Ctrl-C, 143 stopped by SIGTERM (finished cells are kept;
+`zoo run DIR` resumes)
 """
 
 
@@ -61,7 +64,13 @@ def _parser() -> argparse.ArgumentParser:
             default=[],
             metavar="FIELD.PATH=VALUE",
             help="override a spec field (value parsed as YAML); repeatable, e.g. "
-            "--set model.depth=3 --set 'sweep.seed=[0, 1]'",
+            "--set model.depth=3 --set 'sweep.seed=[0, 1]'. Methods by name: "
+            "--set inference.nuts.draws=100; drop one: --set inference.nuts=null; keep "
+            "some: --set 'inference=[mfvi]' (a dropped method's sweep axes go too). A field "
+            "that a sweep axis varies is set through the axis (--set 'sweep.model.depth=[3]'); "
+            "--set sweep.seed=null drops an axis. To change a section's kind, replace the "
+            "section: --set 'data={kind: digits}'. A relative data path given here is "
+            "relative to the working directory (in the spec file: to the spec file)",
         )
 
     r = sub.add_parser("run", help="run every cell of a spec and write the report",
@@ -142,8 +151,9 @@ def _load(path: str | Path, overrides: list[str] = (), *, warn: bool = True):
 
 
 def _cmd_run(a: argparse.Namespace) -> int:
+    from zoo.run.executors import WorkerStartError
     from zoo.run.runner import default_out_dir, run_spec, spec_runtime
-    from zoo.run.store import RunStore
+    from zoo.run.store import RunDirError
     from zoo.runtime import RuntimeUnavailable
 
     if a.workers is not None and a.workers < 1:
@@ -174,25 +184,44 @@ def _cmd_run(a: argparse.Namespace) -> int:
     except RuntimeUnavailable as e:
         raise UsageError(str(e)) from None
     _check_data(spec)
-    if a.fresh:
-        RunStore(out).clear_cells()
+    _check_widths(spec)
     what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
     on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
     print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
-    res = run_spec(spec, out, executor=a.executor, workers=a.workers, address=a.address,
-                   retry_failed=a.retry_failed, progress=not a.no_progress,
-                   runtime=runtime)  # fmt: skip
-    print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
-    _print_summary(out)
+    try:  # --fresh deletes only in a run directory, under its lock (checked first)
+        res = run_spec(spec, out, executor=a.executor, workers=a.workers, address=a.address,
+                       retry_failed=a.retry_failed, progress=not a.no_progress,
+                       runtime=runtime, fresh=a.fresh)  # fmt: skip
+    except RunDirError as e:
+        raise UsageError(str(e)) from None
+    except WorkerStartError as e:  # the cells stay pending; a resume runs them
+        print(f"zoo: {e}; rerun with --workers 1 to run the cells in this process",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    if not res.report_error:
+        print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
+        _print_summary(out)
+    code = 0
     if res.n_failed:
         print(f"zoo: {res.n_failed} of {res.n_cells} cells failed; see {out / 'results.csv'} "
               f"and rerun them with: zoo run {out} --retry-failed", file=sys.stderr)  # fmt: skip
-        return 1
-    return 0
+        code = 1
+    if res.n_unsaved or res.report_error:
+        print(f"zoo: {res.n_unsaved} computed cells could not be stored in {out}"
+              + (f" (saved to {res.rescued_to})" if res.rescued_to else "")
+              + ("; the report was not written" if res.report_error else ""),
+              file=sys.stderr)  # fmt: skip
+        code = 1
+    return code
 
 
-def _check_data(spec) -> None:
-    """Missing data files are bad input (exit 2), found before any cell runs."""
+def _check_data(spec, *, missing_ok: bool = False) -> None:
+    """Data that cannot be trained on is bad input (exit 2), found before any cell runs.
+
+    Loads each distinct data section once (with its first cell's seed) through the checks
+    of ``zoo.data.load``. With ``missing_ok`` (``zoo validate``) files that are not on this
+    machine only give a note: they are checked again when the run starts.
+    """
     import zoo.data
 
     seen = set()
@@ -201,9 +230,46 @@ def _check_data(spec) -> None:
         if repr(section) not in seen:
             seen.add(repr(section))
             try:
-                zoo.data.check(section)
-            except FileNotFoundError as e:
+                zoo.data.check(section, cell.spec.seed)
+            except zoo.data.DataFilesMissing as e:
+                if not missing_ok:
+                    raise UsageError(str(e)) from None
+                print(f"zoo: note: {e} (checked again when the run starts)", file=sys.stderr)
+            except zoo.data.DataError as e:
                 raise UsageError(str(e)) from None
+
+
+def _check_widths(spec) -> None:
+    """Warn (stderr) about degenerate networks; a network that cannot be built is exit 2.
+
+    One line per distinct network and data set, for its first cell. The widths are the
+    spec's arithmetic (``MLPModel.network_warnings``, as in ``zoo.models.width_warnings``),
+    so ``zoo validate`` still imports no torch.
+    """
+    import zoo.data
+
+    groups: dict[tuple[str, str], list] = {}
+    for cell in spec.cells() if spec.simulation is None else []:
+        groups.setdefault((repr(cell.spec.data), repr(cell.spec.model)), []).append(cell)
+    shapes: dict[str, tuple[int, int] | None] = {}
+    for (data_key, _), group in groups.items():
+        cell = group[0]
+        if data_key not in shapes:
+            try:
+                ds = zoo.data.load(cell.spec.data, cell.spec.seed)
+                shapes[data_key] = (ds.in_dim, ds.n_classes)
+            except (zoo.data.DataFilesMissing, OSError, ValueError):
+                shapes[data_key] = None  # _check_data has said what is wrong with the data
+        if shapes[data_key] is None:
+            continue
+        try:
+            lines = cell.spec.model.network_warnings(*shapes[data_key])
+        except ValueError as e:
+            raise UsageError(f"cell {cell.cell_id}: {e}") from None
+        n = len(group) - 1
+        more = f" (and {n} more cell{'s' if n > 1 else ''} with this network)" if n else ""
+        for line in lines:
+            print(f"warning: cell {cell.cell_id}: {line}{more}", file=sys.stderr)
 
 
 def _print_summary(out: Path) -> None:
@@ -213,10 +279,17 @@ def _print_summary(out: Path) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return
     df = pd.read_csv(path)
+    if df.empty:  # no cell stored, or none ok
+        print(f"no finished cell to summarize yet (zoo status {out} lists the cells)")
+        return
     hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
     cols = [c for c in df.columns if not c.endswith("_sem") and c not in hidden]
-    with pd.option_context("display.width", 120, "display.max_columns", 20):
-        print(df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if "n" in df.columns:  # a count that equals n on every row says nothing more
+        cols = [c for c in cols if not (c.endswith("_n") and df[c].equals(df["n"]))]
+    width = shutil.get_terminal_size((100, 24)).columns  # COLUMNS, the terminal, or 100
+    text = df[cols].to_string(index=False, float_format=lambda v: f"{v:.4g}", line_width=width)
+    # column blocks wrap at the width; a single cell wider than it is cut
+    print("\n".join(ln if len(ln) <= width else ln[: width - 1] + "…" for ln in text.splitlines()))
 
 
 def _cmd_validate(a: argparse.Namespace) -> int:
@@ -226,10 +299,15 @@ def _cmd_validate(a: argparse.Namespace) -> int:
     for path in a.specs:
         try:
             spec = _load(path, a.overrides)
+            _check_data(spec, missing_ok=True)
+            _check_widths(spec)
             print(f"{path}: ok ({len(spec.cells())} cells)")
         except SpecError as e:
             bad += 1
             print("\n".join(e.messages), file=sys.stderr)
+        except UsageError as e:  # data that cannot be trained on
+            bad += 1
+            print(f"zoo: {path}: {e}", file=sys.stderr)
     return 2 if bad else 0
 
 
@@ -258,7 +336,10 @@ def _sites(cell) -> list[str]:
     import zoo.models
     from zoo.run.runner import spec_runtime
 
-    ds = zoo.data.load(cell.spec.data, cell.spec.seed)
+    try:
+        ds = zoo.data.load(cell.spec.data, cell.spec.seed)
+    except zoo.data.DataError as e:
+        raise UsageError(str(e)) from None
     model = zoo.models.build(cell.spec, ds)
     runtime = spec_runtime(cell.spec, "cpu")
     x = runtime.tensor(ds.x_train[:2])
@@ -328,7 +409,10 @@ def _cmd_report(a: argparse.Namespace) -> int:
     from zoo.run.runner import build_report
 
     spec = _run_dir_spec(a.run_dir)
-    build_report(a.run_dir, spec)
+    try:
+        build_report(a.run_dir, spec, log=lambda msg: print(msg, file=sys.stderr))
+    except OSError as e:
+        raise UsageError(f"cannot write the report in {a.run_dir}: {e.strerror or e}") from None
     print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
     _print_summary(a.run_dir)
     return 0
@@ -338,13 +422,18 @@ def _cmd_status(a: argparse.Namespace) -> int:
     from zoo.run.store import RunDir
 
     spec = _run_dir_spec(a.run_dir)
-    stored = {r["cell_id"]: r["status"] for r in RunDir(a.run_dir).records()}
+    run = RunDir(a.run_dir)
+    stored = {r["cell_id"]: r for r in run.records()}  # damaged records are left out
     counts = {"ok": 0, "failed": 0, "pending": 0}
     for c in spec.cells():
-        st = stored.get(c.cell_id, "pending")
+        rec = stored.get(c.cell_id, {})
+        st = rec.get("status", "pending")
         counts[st] = counts.get(st, 0) + 1
         if st != "ok":
-            print(f"{st:<8} {c.cell_id}")
+            note = "  (its worker died; a resume runs it again)" if rec.get("retry") else ""
+            print(f"{st:<8} {c.cell_id}{note}")
+    for problem in run.problems():
+        print(f"zoo: damaged file: {problem}", file=sys.stderr)
     print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
     return 0
 
@@ -392,10 +481,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `zoo show SPEC | head`
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    except KeyboardInterrupt:
-        print("\nzoo: interrupted; finished cells are kept, rerun with the same --out to "
-              "resume", file=sys.stderr)  # fmt: skip
-        return 130
+    except KeyboardInterrupt as e:  # the runner's RunInterrupted has said what was kept
+        signum = getattr(e, "signum", None)
+        if signum is None:
+            print("\nzoo: interrupted; finished cells are kept, rerun with the same --out to "
+                  "resume", file=sys.stderr)  # fmt: skip
+        return 128 + (signum or 2)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,13 @@ same model without the local latent.
 
 from __future__ import annotations
 
+import ast
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyro
 import pyro.distributions as dist
@@ -51,18 +54,18 @@ from tests.guides._models import (
     regression_model,
 )
 
-N, B, OUT, IN = 12, 5, 2, 3
+N, B, OUT, IN, G = 12, 5, 2, 3, 2
 
 
 def _latent_numel(local: bool) -> int:
-    return OUT * IN + OUT + 1 + (N if local else 0)
+    return OUT * IN + OUT + 1 + G + (N if local else 0)
 
 
 def _full_rank_site_count(local: bool) -> int:
     def block(d: int) -> int:
         return d + d * (d + 1) // 2
 
-    return block(OUT * IN) + block(OUT) + block(1) + (N * block(1) if local else 0)
+    return block(OUT * IN) + block(OUT) + block(1) + G * block(1) + (N * block(1) if local else 0)
 
 
 def _full_rank_global_count(local: bool) -> int:
@@ -108,24 +111,29 @@ def _data() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def make_model(local: bool) -> Callable:
-    """Matrix weight, vector bias, positive noise; optionally a local latent per point."""
+    """Matrix weight, vector bias, positive noise, a group effect per element of a plate
+    that is not subsampled; optionally a local latent per point of the subsampled data
+    plate. The priors follow the data's dtype and device."""
 
     def model(x: torch.Tensor, y: torch.Tensor | None = None) -> None:
-        w = pyro.sample("w", dist.Normal(0.0, 1.0).expand([OUT, IN]).to_event(2))
-        b = pyro.sample("b", dist.Normal(0.0, 1.0).expand([OUT]).to_event(1))
-        sigma = pyro.sample("sigma", dist.HalfNormal(1.0))
-        f = (x @ w.transpose(-1, -2) + b).sum(-1)
-        with pyro.plate("data", N, subsample_size=B) as i:
+        zero, one = x.new_zeros(()), x.new_ones(())
+        w = pyro.sample("w", dist.Normal(zero, one).expand([OUT, IN]).to_event(2))
+        b = pyro.sample("b", dist.Normal(zero, one).expand([OUT]).to_event(1))
+        sigma = pyro.sample("sigma", dist.HalfNormal(one))
+        with pyro.plate("groups", G):
+            g = pyro.sample("g", dist.Normal(zero, one))
+        f = (x @ w.transpose(-1, -2) + b).sum(-1) + g.sum(-1, keepdim=True)
+        with pyro.plate("data", N, subsample_size=B, device=x.device) as i:
             mean = f[..., i]
             if local:
-                mean = mean + pyro.sample("z", dist.Normal(0.0, 0.5))
+                mean = mean + pyro.sample("z", dist.Normal(zero, 0.5 * one))
             pyro.sample("y", dist.Normal(mean, sigma), obs=None if y is None else y[i])
 
     return model
 
 
 def _shapes(local: bool) -> dict[str, tuple[int, ...]]:
-    shapes = {"w": (OUT, IN), "b": (OUT,), "sigma": ()}
+    shapes = {"w": (OUT, IN), "b": (OUT,), "sigma": (), "g": (G,)}
     if local:
         shapes["z"] = (N,)
     return shapes
@@ -191,6 +199,113 @@ def test_state_dict_round_trip_and_param_count(name, tmp_path):
     count = params if case.count is None else case.count(case.local)
     assert guide.num_variational_params == count
     assert guide.num_variational_params <= params
+
+
+# --------------------------------------------------------------------------------------
+# Device and dtype: a model on any device and dtype gets guide tensors of the same.
+# --------------------------------------------------------------------------------------
+
+_NO_CUDA = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="no CUDA device (torch.cuda.is_available() is False)"
+)
+# (device, dtype of the model and data, torch's default dtype and device while the guide
+# runs). The defaults differ from the model's, so a tensor made without dtype= or device=
+# stands out: on the CPU a default device of "meta" plays the part of the CPU default
+# under a CUDA model (a tensor made without device= lands on "meta" and meets the model's
+# CPU tensors), so that the check runs on machines without a GPU too.
+RUNTIMES = [
+    pytest.param(("cpu", torch.float64, torch.float32, "cpu"), id="cpu-float64"),
+    pytest.param(("cpu", torch.float32, torch.float64, "cpu"), id="cpu-float32-default-float64"),
+    pytest.param(("cpu", torch.float32, torch.float32, "meta"), id="cpu-default-device-meta"),
+    pytest.param(("cuda", torch.float32, torch.float32, "cpu"), id="cuda-float32", marks=_NO_CUDA),
+    pytest.param(("cuda", torch.float64, torch.float32, "cpu"), id="cuda-float64", marks=_NO_CUDA),
+]
+
+
+@contextmanager
+def _defaults(dtype: torch.dtype, device: str) -> Iterator[None]:
+    old_dtype, old_device = torch.get_default_dtype(), torch.get_default_device()
+    torch.set_default_dtype(dtype)
+    torch.set_default_device(device)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(old_dtype)
+        torch.set_default_device(old_device)
+
+
+@pytest.mark.parametrize("runtime", RUNTIMES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_device_and_dtype(name, runtime):
+    device, dtype, default_dtype, default_device = runtime
+    case = CASES[name]
+
+    def check(t: torch.Tensor, what: str) -> None:
+        assert t.dtype == dtype and t.device.type == device, (what, t.dtype, t.device)
+
+    # Pyro's automatic plates draw minibatch indices on the default device, which under
+    # "meta" hold no data: that runtime leaves out the local latent of the subsampled plate.
+    local = case.local and default_device != "meta"
+    x, y = (t.to(device=device, dtype=dtype) for t in _data())
+    with _defaults(default_dtype, default_device):
+        model = make_model(local)
+        guide = case.make(model)
+        for elbo in (
+            TraceMeanField_ELBO(),
+            Trace_ELBO(num_particles=3, vectorize_particles=True, max_plate_nesting=1),
+        ):
+            svi = SVI(model, guide, Adam({"lr": 0.02}), elbo)
+            assert all(math.isfinite(svi.step(x, y)) for _ in range(2)), elbo
+        for param_name, param in guide.named_parameters():
+            check(param, param_name)
+        trace = poutine.trace(guide).get_trace(x, y)
+        shapes = _shapes(local)
+        trace.compute_log_prob(lambda site, _: site in shapes)  # not the plates' sites
+        for site in shapes:
+            check(trace.nodes[site]["value"], site)
+            check(trace.nodes[site]["log_prob"], f"log_prob of {site}")
+        median = guide.median(x)
+        for site in shapes:
+            check(median[site], f"median of {site}")
+        if case.has_quantiles:
+            for site, q in guide.quantiles([0.25, 0.75], x).items():
+                check(q, f"quantiles of {site}")
+        if isinstance(guide, PerSiteGuide):
+            for site, (loc, scale) in guide.loc_scales().items():
+                check(loc, f"loc of {site}")
+                check(scale, f"scale of {site}")
+            joint = guide.get_posterior(x, y)
+            check(joint.mean, "joint posterior mean")
+            check(joint.rsample(), "joint posterior draw")
+            check(guide.get_posterior("w").rsample(), "draw of get_posterior('w')")
+        pred = Predictive(model, guide=guide, num_samples=3)(x)
+        for site, value in pred.items():
+            check(value, f"Predictive {site}")
+
+
+def test_guides_make_tensors_with_device_and_dtype():
+    # A tensor made from sizes alone (torch.eye(d), torch.zeros(shape), ...) lands on the
+    # default device with the default dtype, not the model's: every such call in guides/
+    # names both (device=, dtype=, or **opts holding them), or builds on an existing tensor
+    # (torch.full_like, x.new_zeros, ...).
+    constructors = {"eye", "zeros", "ones", "full", "empty", "arange", "linspace", "tensor",
+                    "as_tensor", "randn", "rand", "randint", "normal", "_standard_normal"}  # fmt: skip
+    offenders = []
+    for path in sorted(Path(guides.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            owner = getattr(func.value, "id", None) if isinstance(func, ast.Attribute) else None
+            if name not in constructors or (owner is not None and owner != "torch"):
+                continue
+            keywords = {k.arg for k in node.keywords}
+            if None in keywords:  # **opts: checked where opts is built
+                continue
+            if not {"device", "dtype"} <= keywords:
+                offenders.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
+    assert not offenders, "tensor constructors without device= and dtype=:\n" + "\n".join(offenders)
 
 
 # --------------------------------------------------------------------------------------
@@ -379,6 +494,7 @@ def test_auto_guide_list_asks_its_parts():
         "AutoGuideList.0.log_v.w",
         "AutoGuideList.1.scales.b",
         "AutoGuideList.1.scales.sigma",
+        "AutoGuideList.1.scales.g",
     }
     assert std_param_names(guide) == expected
     assert {n for n in pyro.get_param_store().keys() if is_std_param(guide, n)} == expected

@@ -136,7 +136,10 @@ def test_global_conditionals_give_the_joint_density():
 
 def test_errors_name_the_site_and_the_fix():
     x, y = torch.randn(10, 3), torch.randn(10)
-    with pytest.raises(ValueError, match="does not support site 'z' inside plate"):
+    with pytest.raises(
+        ValueError,
+        match=r"cannot sample site 'z': .* subsampled plate\(s\) 'data' \(size 10, subsample",
+    ):
         AutoFullRankNormal(model_with_plate, "global")(x, y)
     pyro.clear_param_store()
     with pytest.raises(ValueError, match="block of 'w' has D = 6 .* AutoMatrixNormal"):

@@ -151,7 +151,7 @@ def test_median_quantiles_posterior_and_predictive():
     assert isinstance(post, TransformedDistribution)
     assert post.sample((100,)).min() > 0
     assert guide.get_posterior("z").batch_shape == (N_SUB,)
-    with pytest.raises(KeyError, match="unknown latent site 'nope'"):
+    with pytest.raises(ValueError, match="no latent site 'nope'; latent sites are"):
         guide.get_posterior("nope")
 
     # Automatic plates: shapes follow the minibatch.

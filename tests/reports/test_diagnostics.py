@@ -8,13 +8,23 @@ import pytest
 from arviz_base import from_dict
 from matplotlib.figure import Figure
 
-from reports.diagnostics import diagnostic_gates, posterior_summary, trace_rank_figure
+from reports.diagnostics import (
+    diagnostic_gates,
+    ecdf_band,
+    posterior_summary,
+    rank_ecdf_difference,
+    trace_rank_figure,
+    tree_depth_hits,
+    worst_params,
+)
 
 
-def _tree(posterior, diverging=None):
+def _tree(posterior, diverging=None, **stats):
     data = {"posterior": posterior}
     if diverging is not None:
-        data["sample_stats"] = {"diverging": diverging}
+        stats["diverging"] = diverging
+    if stats:
+        data["sample_stats"] = stats
     dims = {"layer0.weight": ["layer0_out", "layer0_in"], "layer0.bias": ["layer0_out"]}
     return from_dict(data, dims={k: v for k, v in dims.items() if k in posterior})
 
@@ -121,21 +131,114 @@ def test_thresholds_are_configurable():
 
 def test_trace_rank_figure_returns_unsaved_figure(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    fig = trace_rank_figure(_tree(_iid(3, 80, seed=7)), n_params=3, seed=1)
+    fig = trace_rank_figure(_tree(_iid(3, 80, seed=7)), n_params=3)
     assert isinstance(fig, Figure)
     axes = fig.get_axes()
     assert len(axes) == 6
-    labels = [ax.get_ylabel() for ax in axes[::2]]
-    assert all(lab.startswith("layer0.weight[") for lab in labels)  # weights preferred
     assert len(axes[0].get_lines()) == 3  # one trace per chain
+    assert len(axes[1].get_lines()) == 3 + 1  # one ECDF difference per chain, and zero
     assert list(tmp_path.iterdir()) == []
-    # seeded choice; more rows than parameters is capped
-    again = trace_rank_figure(_tree(_iid(3, 80, seed=7)), n_params=3, seed=1)
-    assert [ax.get_ylabel() for ax in again.get_axes()[::2]] == labels
+    # more rows than parameters is capped
     assert len(trace_rank_figure(_tree({"a": np.zeros((1, 30))}), n_params=4).get_axes()) == 2
+    chosen = trace_rank_figure(_tree(_iid(2, 50)), params=["noise", "layer0.bias[1]"])
+    assert [ax.get_title(loc="left").split(":")[0] for ax in chosen.get_axes()[::2]] == [
+        "noise",
+        "layer0.bias[1]",
+    ]
+    with pytest.raises(KeyError, match="nope"):
+        trace_rank_figure(_tree(_iid(2, 50)), params=["nope"])
+
+
+def test_trace_rank_figure_shows_the_worst_mixing_parameters():
+    # Of 10 parameters, two mix badly: one weight whose chain 1 sits elsewhere and a sticky
+    # AR(1) bias (both r_hat > 1.1, iid ones ~ 1.00 +- 0.005); they are the first two rows
+    # whatever the seed of the draws, the larger r_hat first.
+    for seed in range(3):
+        post = _iid(4, 200, seed=seed)
+        post["layer0.weight"][1, :, 2, 1] += 4.0
+        post["layer0.bias"][:, :, 0] = _ar1(0.995, 4, 200, seed=seed)
+        fig = trace_rank_figure(_tree(post), n_params=3)
+        rows = [ax.get_title(loc="left").split(":")[0] for ax in fig.get_axes()[::2]]
+        assert set(rows[:2]) == {"layer0.weight[2,1]", "layer0.bias[0]"}, rows
+        rhat = posterior_summary(_tree(post))["r_hat"]
+        assert rhat[rows[0]] >= rhat[rows[1]] >= rhat[rows[2]]
+    # one chain: no r_hat, the smallest ESS first
+    post = _iid(1, 400, seed=4)
+    post["noise"] = _ar1(0.99, 1, 400, seed=5)
+    assert worst_params(posterior_summary(_tree(post)), 1) == ["noise"]
+
+
+def test_rank_ecdf_band_has_its_coverage_and_flags_a_shifted_chain():
+    # The simultaneous band holds a whole ECDF of n uniforms with probability 0.95: over
+    # 2000 fresh samples (seeds other than the band's) the coverage has sd 0.005; allow 0.02.
+    n, grid = 150, np.arange(1, 41) / 41
+    lower, upper = ecdf_band(n, grid)
+    rng = np.random.default_rng(123)
+    u = np.sort(rng.random((2000, n)), axis=1)
+    ecdf = np.stack([np.searchsorted(row, grid, side="right") / n for row in u])
+    inside = np.all((ecdf >= lower) & (ecdf <= upper), axis=1).mean()
+    assert inside == pytest.approx(0.95, abs=0.02)
+    # mixed chains: each stays inside with probability >= 0.95 (ranks drawn without
+    # replacement vary less than the band assumes); 4 x 200 chains, sd of the rate ~ 0.008
+    g = rank_ecdf_difference(x := rng.normal(size=(4, n)), n_grid=40)[0]
+    assert np.allclose(g, grid)
+    outside = []
+    for _ in range(200):
+        _, diff = rank_ecdf_difference(rng.normal(size=(4, n)), n_grid=40)
+        outside += np.any((diff < lower - g) | (diff > upper - g), axis=1).tolist()
+    assert np.mean(outside) < 0.05 + 0.025
+    # four chains, chain 2 shifted by one sd: it leaves the band, further than any other
+    x[2] += 1.0
+    _, diff = rank_ecdf_difference(x, n_grid=40)
+    assert np.any((diff[2] < lower - g) | (diff[2] > upper - g))
+    assert np.abs(diff).max(axis=1).argmax() == 2
+    assert diff[2].max() < 0.0 < diff[[0, 1, 3]].max()  # the high chain's ranks come late
 
 
 def test_missing_posterior_group_is_a_clear_error():
     dt = from_dict({"observed_data": {"y": np.zeros(3)}})
     with pytest.raises(ValueError, match="no posterior group"):
         posterior_summary(dt)
+
+
+def test_a_sampler_that_never_moved_fails_the_r_hat_and_ess_gates():
+    # Two chains that never left their starting point: arviz-stats gives NaN r_hat and ESS
+    # for every parameter. Those must fail the gates, not drop out of them.
+    start = _iid(1, 1, seed=8)
+    post = {k: np.repeat(v, 50, axis=1).repeat(2, axis=0) for k, v in start.items()}
+    d = diagnostic_gates(_tree(post))
+    assert {"r_hat", "ess_bulk"} <= set(d.failed)
+    assert np.isnan(d.max_r_hat) and np.isnan(d.min_ess_bulk)
+    assert d.n_nonfinite_r_hat == d.n_params == d.n_nonfinite_ess
+    assert "never moved" in d.messages[0] and "10 of 10" in d.messages[0]
+    json.dumps(d.as_dict())
+    # one stuck parameter among mixed ones is enough; the others' numbers stay readable
+    post = _iid(4, 400, seed=9)
+    post["noise"] = np.zeros((4, 400))
+    d = diagnostic_gates(_tree(post))
+    assert d.failed == ("r_hat", "ess_bulk")
+    assert d.worst_r_hat[0][0] == "noise" and np.isnan(d.worst_r_hat[0][1])
+    assert d.r_hat_quantiles[2] < 1.01 and d.ess_bulk_quantiles[0] > 1000
+    assert "1 of 10" in d.messages[0] and d.n_nonfinite_r_hat == 1
+
+
+def test_tree_depth_gate_counts_transitions_at_the_limit():
+    rng = np.random.default_rng(10)
+    depth = rng.integers(1, 6, size=(4, 300))  # depths 1..5
+    hits = int((depth >= 5).sum())
+    dt = _tree(_iid(4, 300), diverging=np.zeros((4, 300), bool), tree_depth=depth)
+    d = diagnostic_gates(dt, max_tree_depth=5)
+    assert d.failed == ("tree_depth",)
+    assert (d.n_max_tree_depth, d.n_transitions, d.max_tree_depth) == (hits, 1200, 5)
+    assert d.messages == (f"tree_depth: {hits} of 1200 transitions hit max_tree_depth (5)",)
+    assert diagnostic_gates(dt, max_tree_depth=6).passed  # nothing reached 6
+    # the limit as the run stores it: the method's settings in the root attributes
+    dt.attrs["settings"] = json.dumps({"kind": "nuts", "max_tree_depth": 5})
+    assert diagnostic_gates(dt).n_max_tree_depth == hits
+    # only leapfrog steps recorded: a full tree of depth D has 2^D - 1 steps
+    steps = _tree(_iid(2, 10), n_steps=np.array([[31, 7] * 5, [31] * 10]))
+    assert tree_depth_hits(steps, max_tree_depth=5) == (15, 20)
+    # HMC (no tree depth) and variational draws: no gate
+    hmc = _tree(_iid(2, 50), diverging=np.zeros((2, 50), bool))
+    assert tree_depth_hits(hmc, 5) is None
+    assert diagnostic_gates(hmc, max_tree_depth=5).n_max_tree_depth is None

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.render import figure_name, plot_metric_vs, render_report
+from reports.render import figure_name, headline, plot_metric_vs, render_report
 from reports.tables import summarize
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -185,3 +185,140 @@ def test_reports_package_writes_no_files():
     for path in Path(reports.__file__).parent.glob("*.py"):
         hits = [ln for ln in path.read_text().splitlines() if pattern.search(ln)]
         assert not hits, f"{path.name} writes files: {hits}"
+
+
+# ---------------------------------------------------------------- results for people
+
+
+def _kl_results(seeds=(0, 1, 2), w_excess=True) -> pd.DataFrame:
+    """nuts: kl 12 +- ... at depth 1 falling to 5 at depth 4; mfvi has no kl (NaN)."""
+    rows = []
+    kl = {1: [10.0, 12.0, 14.0], 4: [4.0, 5.0, 6.0]}
+    for depth in (1, 4):
+        for method in ("mfvi", "nuts"):
+            for i, seed in enumerate(seeds):
+                row = {"method": method, "seed": seed, "model.depth": depth, "status": "ok",
+                       "cell_id": f"{method}{depth}{seed}", "accuracy": 0.8 + 0.01 * i,
+                       "kl_diag_full": kl[depth][i % 3] if method == "nuts" else np.nan,
+                       "w_error": -0.1 * depth if method == "nuts" else np.nan}  # fmt: skip
+                if w_excess:
+                    row["w_excess"] = 0.5 * depth if method == "nuts" else np.nan
+                rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _summary(results, metrics):
+    return summarize(results, metrics, by=["method", "model.depth"])
+
+
+def test_headline_states_the_result_computed_from_the_numbers():
+    res = _kl_results()
+    s = _summary(res, ["kl_diag_full", "accuracy"])
+    # kl of nuts: 10, 12, 14 -> 12 +- 2/sqrt(3); 4, 5, 6 -> 5 +- 1/sqrt(3)
+    assert headline(s, "kl_diag_full", "model.depth", "method") == (
+        "KL(q_diag ‖ q_full) [nats] of nuts falls from 12 ± 1.2 at depth 1 to 5 ± 0.58 at "
+        "depth 4 (mean ± 1 s.e. over 3 seeds)."
+    )
+    # accuracy is the same at both depths: within 2 s.e., said so, for each method
+    text = headline(s, "accuracy", "model.depth", "method")
+    assert text.startswith("test accuracy of mfvi changes by less than 2 s.e.: 0.81 ± 0.0058 at "
+                           "depth 1, 0.81 ± 0.0058 at depth 4; of nuts changes by less")  # fmt: skip
+    # other numbers, another sentence: nothing is hard-coded
+    res.loc[(res["method"] == "nuts") & (res["model.depth"] == 4), "kl_diag_full"] += 20
+    rises = headline(_summary(res, ["kl_diag_full"]), "kl_diag_full", "model.depth", "method")
+    assert "rises from 12 ± 1.2 at depth 1 to 25 ± 0.58 at depth 4" in rises
+    # a categorical x: the mean per value (0.80, 0.81, 0.82 twice: sd 0.0089, s.e. 0.0037)
+    by_method = summarize(res, ["accuracy"], by=["method"])
+    assert headline(by_method, "accuracy", "method", "method") == (
+        "test accuracy: mfvi 0.81 ± 0.0037, nuts 0.81 ± 0.0037 (mean ± 1 s.e. over 6 seeds)."
+    )
+    assert headline(s, "nope", "model.depth", "method") is None
+
+
+def _figures(monkeypatch):
+    import reports.render as render
+
+    drawn = []
+    real = render.figure_png
+
+    def keep(fig):
+        drawn.append(fig)
+        return real(fig)
+
+    monkeypatch.setattr(render, "figure_png", keep)
+    return drawn
+
+
+def test_figures_are_titled_for_people_with_units_error_bars_and_seeds(monkeypatch):
+    drawn = _figures(monkeypatch)
+    res = _kl_results()
+    written = render_report(title="t", spec_text=None, results=res,
+                            summary=_summary(res, ["kl_diag_full"]), x="model.depth",
+                            hue="method", metrics=["kl_diag_full"])  # fmt: skip
+    (ax,) = drawn[0].get_axes()
+    assert ax.get_ylabel() == "KL(q_diag ‖ q_full) [nats]"
+    assert ax.get_xlabel() == "hidden layers (model.depth)"
+    title = " ".join(ax.get_title().split())
+    assert "KL(q_diag ‖ q_full) vs depth" in title and "mean ± 1 s.e. over 3 seeds" in title
+    assert len(ax.collections[-1].get_offsets()) == 6  # each seed's value: 2 depths x 3
+    md = written["report.md"].decode()
+    assert "*KL(q_diag ‖ q_full) [nats] against hidden layers (model.depth): mean ± 1 s.e." in md
+    # six seeds: means only
+    drawn.clear()
+    many = _kl_results(seeds=range(6))
+    plot_metric_vs(_summary(many, ["kl_diag_full"]), "model.depth", "kl_diag_full", "method",
+                   results=many)  # fmt: skip
+    assert not [c for c in drawn[0].get_axes()[0].collections if len(c.get_offsets()) == 12]
+
+
+def test_w_error_is_never_plotted_alone(monkeypatch):
+    drawn = _figures(monkeypatch)
+    res = _kl_results()
+    render_report(title="t", spec_text=None, results=res,
+                  summary=_summary(res, ["w_error", "w_excess"]), x="model.depth", hue="method",
+                  metrics=["w_error"])  # fmt: skip
+    left, right = drawn[0].get_axes()  # beside its bias-corrected companion
+    assert "Wasserstein error" in left.get_ylabel() and "Wasserstein excess" in right.get_ylabel()
+    drawn.clear()
+    alone = _kl_results(w_excess=False)
+    plot_metric_vs(_summary(alone, ["w_error"]), "model.depth", "w_error", "method")
+    (ax,) = drawn[0].get_axes()  # no companion: the label says what it is
+    assert "biased below 0" in ax.get_ylabel().replace("\n", " ")
+
+
+def test_wide_summary_tables_are_split_and_non_finite_means_marked():
+    res = _kl_results()
+    metrics = [f"m{i}" for i in range(12)]
+    res = res.assign(**{m: np.arange(len(res), dtype=float) + i for i, m in enumerate(metrics)})
+    res.loc[0, "m0"] = np.nan  # mfvi, depth 1, seed 0
+    summary = summarize(res, [*metrics, "kl_diag_full"], by=["method", "model.depth"])
+    md = render_report(title="t", spec_text=None, results=res, summary=summary,
+                       x="model.depth", hue="method", metrics=[],
+                       table_metrics=["kl_diag_full", *metrics])["report.md"].decode()  # fmt: skip
+    headers = [ln for ln in md.splitlines() if ln.startswith("| method | model.depth |")]
+    assert len(headers) == 3  # 13 metrics, at most 5 per table
+    assert all(ln.count("|") - 1 <= 2 + 5 + 1 for ln in headers)
+    assert {m for ln in headers for m in ln.split(" | ")} >= {*metrics, "kl_diag_full"}
+    # the mean over the finite values only, marked, and the mark explained
+    assert "| mfvi | 1 | - | 1.5 ± 0.5 [2/3] | 2 ± 0.58 |" in md and "the k finite values" in md
+    # a table of sampler-only metrics has no rows for the method without them
+    md = render_report(title="t", spec_text=None, results=res, summary=summary,
+                       x="model.depth", hue="method", metrics=[],
+                       table_metrics=["kl_diag_full"])["report.md"].decode()  # fmt: skip
+    assert "| nuts | 1 |" in md and "| mfvi |" not in md
+
+
+def test_any_categorical_x_is_drawn_as_categories(monkeypatch):
+    drawn = _figures(monkeypatch)
+    res = _kl_results().assign(**{"data.path": lambda d: np.where(d["seed"] == 1, "/a/x.csv",
+                                                                  "/b/y.csv")})  # fmt: skip
+    for x in ("method", "data.path"):
+        by = list(dict.fromkeys(["method", x]))
+        written = render_report(title="t", spec_text=None, results=res,
+                                summary=summarize(res, ["accuracy"], by=by), x=x, hue="method",
+                                metrics=["accuracy"])  # fmt: skip
+        assert f"figures/{figure_name('accuracy', x)}" in written
+        ax = drawn[-1].get_axes()[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == (
+            ["mfvi", "nuts"] if x == "method" else ["/a/x.csv", "/b/y.csv"]
+        )

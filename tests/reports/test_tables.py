@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.tables import summarize
+from reports.tables import nonfinite_values, summarize
 
 
 def _results() -> pd.DataFrame:
@@ -32,8 +32,10 @@ def test_summarize_default_groups_mean_sem_n_and_order():
         "method",
         "accuracy_mean",
         "accuracy_sem",
+        "accuracy_n",
         "nll_mean",
         "nll_sem",
+        "nll_n",
         "n",
     ]
     # sorted by (model.depth, method); the failed row is excluded
@@ -64,7 +66,8 @@ def test_summarize_single_repeat_has_nan_sem():
 def test_summarize_unlisted_known_metric_does_not_split_groups():
     df = _results().assign(neg_elbo=np.arange(7.0))
     out = summarize(df, ["accuracy"])
-    assert list(out.columns) == ["model.depth", "method", "accuracy_mean", "accuracy_sem", "n"]
+    cols = ["model.depth", "method", "accuracy_mean", "accuracy_sem", "accuracy_n", "n"]
+    assert list(out.columns) == cols
     assert out["n"].tolist() == [2, 1, 3]
 
 
@@ -88,7 +91,8 @@ def test_summarize_all_failed_is_empty_with_columns():
     df = _results().assign(status="failed")
     out = summarize(df, ["accuracy"])
     assert out.empty
-    assert list(out.columns) == ["model.depth", "method", "accuracy_mean", "accuracy_sem", "n"]
+    cols = ["model.depth", "method", "accuracy_mean", "accuracy_sem", "accuracy_n", "n"]
+    assert list(out.columns) == cols
 
 
 def test_summarize_errors_name_the_column():
@@ -99,3 +103,32 @@ def test_summarize_errors_name_the_column():
     bad = _results().assign(accuracy="n/a")
     with pytest.raises(ValueError, match="accuracy"):
         summarize(bad, ["accuracy"])
+
+
+def test_summarize_counts_the_finite_values_behind_each_mean():
+    # An ok cell with a NaN or infinite metric must not vanish into the mean unnoticed: the
+    # mean and s.e. are over the finite values and <metric>_n says how many there were.
+    df = _results()
+    df.loc[df["cell_id"] == "c1", "nll"] = np.nan
+    df.loc[df["cell_id"] == "c2", "nll"] = np.inf
+    out = summarize(df, ["accuracy", "nll"])
+    row = out.iloc[2]  # depth 2 / mf: nll 1.0, NaN, inf
+    assert (row["n"], row["nll_n"], row["accuracy_n"]) == (3, 1, 3)
+    assert row["nll_mean"] == 1.0 and math.isnan(row["nll_sem"])
+    assert out["nll_n"].tolist() == [2, 1, 1] and out["accuracy_n"].tolist() == [2, 1, 3]
+    # no repeat axis: one row per cell
+    per_cell = summarize(df, ["nll"], over=None, by=["model.depth", "method", "seed"])
+    assert len(per_cell) == 6 and (per_cell["n"] == 1).all()
+    assert per_cell["nll_n"].tolist() == [1, 1, 1, 1, 0, 0]
+
+
+def test_nonfinite_values_names_computed_nan_and_inf_not_missing_metrics():
+    df = _results().assign(kl=[np.nan] * 5 + [2.0, np.nan])  # only nuts computes kl
+    df.loc[df["cell_id"] == "c1", "nll"] = np.nan
+    df.loc[df["cell_id"] == "c4", "accuracy"] = -np.inf
+    bad = nonfinite_values(df, ["accuracy", "nll", "kl"])
+    assert bad.values.tolist() == [["c1", "nll", pytest.approx(np.nan, nan_ok=True)],
+                                   ["c4", "accuracy", -np.inf]]  # fmt: skip
+    # the cell record's own list wins: a NaN it does not name is a metric not computed
+    df["nonfinite"] = ["", "", "", "", "accuracy", "", ""]
+    assert nonfinite_values(df, ["accuracy", "nll", "kl"])["cell_id"].tolist() == ["c4"]

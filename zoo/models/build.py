@@ -21,9 +21,17 @@ from zoo.models.likelihoods import Likelihood, build_likelihood
 from zoo.models.mlp import BayesianMLP
 from zoo.models.priors import PriorFn, prior_fns
 from zoo.spec.base import registered
-from zoo.spec.sections.models import LeNetModel, MLPModel, width_from_budget
+from zoo.spec.sections.models import LeNetModel, MLPModel
 
-__all__ = ["BUILDERS", "NetParts", "build", "build_lenet", "build_mlp", "mlp_widths"]
+__all__ = [
+    "BUILDERS",
+    "NetParts",
+    "build",
+    "build_lenet",
+    "build_mlp",
+    "mlp_widths",
+    "width_warnings",
+]
 
 
 class NetParts(NamedTuple):
@@ -47,20 +55,50 @@ class NetParts(NamedTuple):
 def mlp_widths(section: MLPModel, in_dim: int, out_dim: int) -> list[int]:
     """Hidden widths of an mlp section: ``width`` repeated, or the largest in the budget.
 
+    The rule is the section's (:meth:`MLPModel.hidden_widths`), so ``zoo validate`` can
+    compute the same widths without torch.
+
     Raises
     ------
     ValueError
-        Naming ``model.param_budget`` if even width 1 does not fit.
+        Naming ``model.param_budget`` if even width 1 does not fit (or the network exceeds
+        the bounds of :mod:`zoo.spec.sections.bounds`).
     """
-    if section.depth == 0:
-        return []
-    if section.width is not None:
-        return [section.width] * section.depth
-    try:
-        w = width_from_budget(in_dim, out_dim, section.depth, section.param_budget)
-    except ValueError as e:
-        raise ValueError(f"model.param_budget: {e}") from None
-    return [w] * section.depth
+    return section.hidden_widths(in_dim, out_dim)
+
+
+def width_warnings(cell: Any, data_shape: tuple[int, int]) -> list[str]:
+    """Warnings about a degenerate network of ``cell`` on data of ``data_shape``.
+
+    A hidden layer narrower than 3 units or than the classes is a bottleneck no training
+    removes (``param_budget: 100`` on digits gives width 1; depth 8 at a 100-parameter
+    budget on two moons gives width 2); see :meth:`MLPModel.network_warnings`. Pure
+    arithmetic on the spec: nothing is built.
+
+    Parameters
+    ----------
+    cell : zoo.spec.Cell
+        The cell (its ``spec.model`` and ``cell_id`` are used).
+    data_shape : (int, int)
+        ``(in_dim, n_classes)`` of the data set, ``n_classes`` 0 for regression
+        (:attr:`Dataset.in_dim`, :attr:`Dataset.n_classes`).
+
+    Returns
+    -------
+    list of str
+        ``"cell <id>: <what is degenerate>; <what to change>"``, empty when nothing is.
+
+    Raises
+    ------
+    ValueError
+        If the network cannot be built at all (a parameter budget below width 1, images
+        that shrink to nothing, more parameters than one machine holds); the message
+        names the field.
+    """
+    in_dim, n_classes = data_shape
+    return [
+        f"cell {cell.cell_id}: {w}" for w in cell.spec.model.network_warnings(in_dim, n_classes)
+    ]
 
 
 def build_mlp(section: MLPModel, ds: Dataset, parts: NetParts) -> BayesianMLP:

@@ -4,6 +4,10 @@ Observations are the site ``obs`` inside the plate ``data``, which supports mini
 pass ``n_total`` (the training-set size) and the likelihood is scaled by
 ``n_total / len(x)``. A learned Gaussian noise is the site ``noise``.
 
+A classification likelihood also gives :meth:`Likelihood.class_log_probs`, the log class
+probabilities ``(..., n_classes)`` of the network outputs, which evaluation and the studies
+use instead of assuming a softmax (a Bernoulli network has one output and two classes).
+
 Add a likelihood: its section in the spec's likelihood union, a class here, an entry in
 :data:`LIKELIHOODS`.
 """
@@ -16,13 +20,16 @@ from typing import Any
 import pyro
 import pyro.distributions as dist
 import torch
+import torch.nn.functional as F
 
 from zoo.spec.base import registered
+from zoo.spec.sections.models import BernoulliLikelihood as BernoulliSection
 from zoo.spec.sections.models import CategoricalLikelihood as CategoricalSection
 from zoo.spec.sections.models import GaussianLikelihood as GaussianSection
 
 __all__ = [
     "LIKELIHOODS",
+    "BernoulliLikelihood",
     "CategoricalLikelihood",
     "GaussianLikelihood",
     "Likelihood",
@@ -42,6 +49,10 @@ class Likelihood:
         self, out: torch.Tensor, y: torch.Tensor, params: Mapping[str, torch.Tensor]
     ) -> torch.Tensor:
         raise NotImplementedError
+
+    def class_log_probs(self, out: torch.Tensor) -> torch.Tensor:
+        """Log class probabilities ``(..., n_classes)`` of outputs ``out`` (classification)."""
+        raise TypeError(f"{type(self).__name__} is not a classification likelihood")
 
 
 def _data_plate(n: int, n_total: int | None) -> pyro.plate:
@@ -63,6 +74,35 @@ class CategoricalLikelihood(Likelihood):
 
     def log_prob(self, out, y, params):
         return dist.Categorical(logits=out).log_prob(y)
+
+    def class_log_probs(self, out):
+        return torch.log_softmax(out, -1)
+
+
+class BernoulliLikelihood(Likelihood):
+    """y ~ Bernoulli(sigmoid(f(x))) on one output unit (binary classification).
+
+    Labels are the classes 0 and 1 (integers in the data, cast to the logits' dtype here);
+    :meth:`class_log_probs` gives ``(log(1 - p), log p)``, so predictive metrics see two
+    classes as with a softmax.
+    """
+
+    def __init__(self) -> None:
+        self.out_dim = 1
+
+    def sample(self, out, y, n_total):
+        f = out.squeeze(-1)
+        with _data_plate(out.shape[-2], n_total):
+            pyro.sample("obs", dist.Bernoulli(logits=f), obs=None if y is None else y.to(f.dtype))
+
+    def log_prob(self, out, y, params):
+        f = out.squeeze(-1)
+        return -F.binary_cross_entropy_with_logits(
+            f, y.to(f.dtype).expand(f.shape), reduction="none"
+        )
+
+    def class_log_probs(self, out):
+        return torch.cat([F.logsigmoid(-out), F.logsigmoid(out)], -1)
 
 
 class GaussianLikelihood(Likelihood):
@@ -88,10 +128,20 @@ class GaussianLikelihood(Likelihood):
         return dist.Normal(out.squeeze(-1), noise).log_prob(y)
 
 
+def _bernoulli(ds: Any) -> BernoulliLikelihood:
+    if ds.n_classes != 2:
+        raise ValueError(
+            f"likelihood.kind: 'bernoulli' needs binary labels; the data has "
+            f"{ds.n_classes or 'no'} classes (use kind categorical or gaussian)"
+        )
+    return BernoulliLikelihood()
+
+
 #: Likelihood section class -> ``(section, ds) -> Likelihood`` (``ds`` a :class:`~zoo.data.Dataset`,
 #: which gives the number of classes).
 LIKELIHOODS: dict[type, Callable[[Any, Any], Likelihood]] = {
     CategoricalSection: lambda lik, ds: CategoricalLikelihood(ds.n_classes),
+    BernoulliSection: lambda lik, ds: _bernoulli(ds),
     GaussianSection: lambda lik, ds: GaussianLikelihood(
         None if lik.noise == "learned" else float(lik.noise), lik.noise_prior_scale
     ),

@@ -1,11 +1,66 @@
-"""Posterior draws -> ArviZ :class:`xarray.DataTree`, and netCDF bytes to and from it.
+"""Posterior draws -> ArviZ :class:`xarray.DataTree`, and compact netCDF bytes to and from it.
 
-A cell's posterior is stored as one DataTree with the groups ArviZ expects
-(``posterior``, ``sample_stats``, ``log_likelihood``, ``posterior_predictive``,
-``observed_data``), built with :func:`arviz_base.from_dict` so that arviz-stats
-(``ess``, ``rhat``, ``summary``, ``loo``) works on it directly. NUTS posteriors have
-``(chain, draw)`` sample dimensions; a variational posterior is ``S`` guide draws stored as
-one chain.
+A cell's posterior is stored as one DataTree that follows ArviZ's schema, so that
+arviz-stats works on it directly: ``ess``, ``rhat`` and ``summary`` on the posterior, and
+``loo``, ``waic``, ``compare`` and ``loo_pit`` on the data the posterior was fitted to.
+
+Groups
+------
+``posterior``
+    One variable per site, ``(chain, draw, ...)``, Pyro site names (dots kept).
+``sample_stats``
+    Sampler statistics, ``(chain, draw)`` (samplers only). NUTS: ``lp``, ``step_size``,
+    ``energy``, ``n_steps``, ``tree_depth``, ``diverging``, ``acceptance_rate``; HMC: the
+    same without ``tree_depth``.
+``log_likelihood``
+    ``y``: ``(chain, draw, obs_id)``, the pointwise log p(y_i | x_i, draw) of the TRAINING
+    points the posterior was fitted to: what PSIS-LOO needs.
+``posterior_predictive``
+    ``y``: ``(chain, draw, obs_id, ...)``, one replicated training target per draw.
+``observed_data``
+    ``y``: ``(obs_id, ...)``, the training targets.
+``constant_data``
+    ``x``: ``(obs_id, x_dim_1, ...)``, the training inputs (left out above
+    :data:`MAX_INPUT_VALUES` values).
+``predictions``
+    ``y``: ``(chain, draw, test_id, ...)``, one predictive draw per posterior draw at the
+    held-out TEST inputs.
+``predictions_constant_data``
+    ``x``: ``(test_id, x_dim_1, ...)`` and ``y``: ``(test_id, ...)``, the test inputs and
+    the test targets the predictions are scored against.
+``log_likelihood_test``
+    ``y``: ``(chain, draw, test_id)``, the pointwise log p(y*_j | x*_j, draw) of the TEST
+    points. Not an ArviZ group (ArviZ's schema has none for held-out log-likelihoods);
+    nothing in arviz-stats reads it, so ``loo``, ``waic`` and ``compare`` never see
+    held-out data.
+
+The training and test observation dimensions have different names (``obs_id``,
+``test_id``), so xarray never matches point ``i`` of one set with point ``i`` of the
+other. :func:`heldout_lpd` sums the test-set log predictive density,
+``sum_j log mean_s p(y*_j | x*_j, theta_s)``: the held-out counterpart of what
+``arviz_stats.loo(dt)`` estimates for the training points by leave-one-out.
+
+Draws
+-----
+Sampler posteriors have ``(chain, draw)`` sample dimensions. A variational posterior is
+``S`` independent draws from the guide, stored as one chain ``(1, S)``: arviz-base's
+``from_numpyro_svi`` uses a single ``sample`` dimension instead, but arviz-stats 0.8's
+``loo`` requires ``chain`` and ``draw``, so the root attribute ``draws_kind`` says which
+kind a file holds: ``"mcmc"`` (autocorrelated, several chains) or
+``"independent guide draws"`` (i.i.d. from the variational approximation q; with one chain
+``loo`` uses relative efficiency 1, and the LOO estimate is that of q's predictive; a
+correction to the exact posterior, ``arviz_stats.loo_approximate_posterior``, would need
+log p and log q per draw, which are not stored).
+
+Attributes
+----------
+The root holds ``inference_library`` and ``inference_library_version`` (as arviz-base's
+converters set them: ``"pyro"`` for variational fits, ``"bnn-zoo"`` for this package's own
+samplers), ``draws_kind``, and the method name and settings; every group repeats the
+inference library attributes, as ``from_numpyro`` does. netCDF attributes must be strings,
+numbers or 1-D arrays, so any other value (dicts, lists, booleans, ``None``) is stored as a
+JSON string and its key listed in the root attribute ``json_attrs``; :func:`datatree_attrs`
+decodes them again.
 
 Naming
 ------
@@ -16,13 +71,21 @@ layer so that the unit axes line up across sites:
 - ``layer{i}.weight`` of shape ``(out, in)``: ``("layer{i}_out", "layer{i}_in")``;
 - ``layer{i}.bias`` of shape ``(out,)``: ``("layer{i}_out",)``;
 - any other site: ``("{site}_dim_0", "{site}_dim_1", ...)``;
-- test-set variables (``log_likelihood``, ``posterior_predictive``, ``observed_data``,
-  all named ``y``): ``("obs_id", "y_dim_1", ...)``.
+- data variables: ``("obs_id" or "test_id", "{name}_dim_1", ...)``.
 
-Root attributes hold the method name and settings. netCDF attributes must be strings,
-numbers or 1-D arrays, so any other value (dicts, lists, booleans, ``None``) is stored as a
-JSON string and its key listed in the root attribute ``json_attrs``;
-:func:`datatree_attrs` decodes them again.
+Storage
+-------
+Posterior draws and sampler statistics keep their dtype (the numbers the cell's metrics
+were computed from), except that integer statistics take the smallest signed integer type
+that holds them. Log-likelihoods, inputs and real-valued targets and predictive draws are
+float32; class labels (observed and predicted) are int8 up to 128 classes, int16 up to
+32768. :func:`datatree_to_bytes` compresses every variable of 16 KiB or more (zlib level 4
+with the shuffle filter, h5netcdf engine). The training log-likelihood is kept whole
+(``draws x n_train`` float32 values, 4 bytes each before compression), since PSIS-LOO
+needs every draw of every point; the inputs (``constant_data``,
+``predictions_constant_data``) are left out above :data:`MAX_INPUT_VALUES` values (root
+attribute ``constant_data_note`` says so), because an image data set would repeat tens of
+MB of pixels in every cell.
 
 Files: a cell hands its tree over as netCDF bytes (:func:`datatree_to_bytes`) and the run
 store writes them (``cells/<cell id>.nc``); :func:`load_datatree` reads one back.
@@ -35,23 +98,30 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
-from arviz_base import from_dict
+from arviz_base import dict_to_dataset
 
 __all__ = [
+    "DRAWS_GUIDE",
+    "DRAWS_KINDS",
+    "DRAWS_MCMC",
+    "MAX_INPUT_VALUES",
     "SAMPLE_STATS",
-    "site_dims",
-    "posterior_to_datatree",
+    "HeldOut",
     "datatree_attrs",
     "datatree_from_bytes",
     "datatree_to_bytes",
+    "heldout_lpd",
+    "label_dtype",
     "load_datatree",
+    "posterior_to_datatree",
+    "site_dims",
 ]
 
-#: Sample-stat names of arviz-base's NumPyro converter, which the NUTS runner should use.
+#: Sample-stat names of arviz-base's NumPyro converter, which the samplers use.
 SAMPLE_STATS = (
     "lp",
     "step_size",
@@ -61,7 +131,23 @@ SAMPLE_STATS = (
     "energy",
     "acceptance_rate",
 )
+#: ``draws_kind`` of a sampler's draws.
+DRAWS_MCMC = "mcmc"
+#: ``draws_kind`` of a variational posterior's draws.
+DRAWS_GUIDE = "independent guide draws"
+DRAWS_KINDS = (DRAWS_MCMC, DRAWS_GUIDE)
+#: Inputs with more values than this are left out of ``constant_data`` (4 MiB of float32).
+MAX_INPUT_VALUES = 2**20
+#: Compression of every variable of at least :data:`MIN_COMPRESS_BYTES` in
+#: :func:`datatree_to_bytes` (smaller ones grow from the chunk index HDF5 adds).
+COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
+MIN_COMPRESS_BYTES = 16384
 JSON_ATTRS_KEY = "json_attrs"
+TRAIN_DIM = "obs_id"
+TEST_DIM = "test_id"
+SAMPLE_DIMS = ["chain", "draw"]
+_LIBRARY_KEYS = ("inference_library", "inference_library_version")
+_RESERVED_ATTRS = (JSON_ATTRS_KEY, "draws_kind", *_LIBRARY_KEYS)
 _WEIGHT = re.compile(r"^layer(\d+)\.weight$")
 _BIAS = re.compile(r"^layer(\d+)\.bias$")
 
@@ -88,14 +174,63 @@ def site_dims(name: str, event_ndim: int) -> list[str]:
     return [f"{name}_dim_{k}" for k in range(event_ndim)]
 
 
+def label_dtype(n_classes: int) -> np.dtype:
+    """The smallest signed integer type that holds class labels ``0 .. n_classes - 1``.
+
+    Parameters
+    ----------
+    n_classes : int
+        Number of classes (> 0).
+
+    Returns
+    -------
+    numpy.dtype
+        int8 up to 128 classes, int16 up to 32768, int32 beyond.
+    """
+    if n_classes < 1:
+        raise ValueError(f"n_classes must be >= 1, got {n_classes}")
+    return _smallest_int(0, n_classes - 1)
+
+
+def _smallest_int(lo: int, hi: int) -> np.dtype:
+    for t in (np.int8, np.int16, np.int32, np.int64):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return np.dtype(t)
+    raise ValueError(f"integers {lo}..{hi} do not fit int64")
+
+
+def _compact(arr: np.ndarray) -> np.ndarray:
+    """Integers in the smallest signed type holding them; floats as float32; bools as is."""
+    if arr.dtype.kind in "iu":
+        if arr.size == 0:
+            return arr.astype(np.int8)
+        return arr.astype(_smallest_int(int(arr.min()), int(arr.max())))
+    if arr.dtype.kind == "f":
+        return arr.astype(np.float32)
+    return arr
+
+
+def _labels(arr: np.ndarray, n_classes: int, what: str) -> np.ndarray:
+    """``arr`` as targets: class labels in :func:`label_dtype`, or float32 when real."""
+    if n_classes == 0:
+        return arr.astype(np.float32)
+    bad = (arr != np.round(arr)) | (arr < 0) | (arr >= n_classes)
+    if np.any(bad):
+        raise ValueError(
+            f"{what} holds values that are not class labels 0..{n_classes - 1}, "
+            f"e.g. {arr[bad].flat[0]!r}"
+        )
+    return arr.astype(label_dtype(n_classes))
+
+
 def _encode_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     encoded = []
     for key, value in attrs.items():
         if not isinstance(key, str):
             raise TypeError(f"attribute keys must be strings, got {key!r}")
-        if key == JSON_ATTRS_KEY:
-            raise ValueError(f"attribute name {JSON_ATTRS_KEY!r} is reserved")
+        if key in _RESERVED_ATTRS:
+            raise ValueError(f"attribute name {key!r} is reserved")
         if isinstance(value, np.generic):
             value = value.item()
         if isinstance(value, str | int | float) and not isinstance(value, bool):
@@ -122,7 +257,8 @@ def datatree_attrs(dt: xr.DataTree) -> dict[str, Any]:
     Returns
     -------
     dict
-        The ``attrs`` passed to :func:`posterior_to_datatree`.
+        The ``attrs`` passed to :func:`posterior_to_datatree`, plus ``draws_kind`` and
+        the inference library attributes where they were given.
     """
     attrs = dict(dt.attrs)
     encoded = json.loads(attrs.pop(JSON_ATTRS_KEY, "[]"))
@@ -146,6 +282,64 @@ def _check_sample_shape(
     return arr, arr.shape[:2]
 
 
+class _DataSet:
+    """The groups of one set of observations (training or test) and their checks."""
+
+    def __init__(self, label: str, dim: str, shape: tuple[int, int]):
+        self.label, self.dim, self.shape = label, dim, shape
+        self.n: dict[str, int] = {}  # group -> number of points
+        self.event: tuple[str, tuple[int, ...]] | None = None  # (group, event shape of y)
+
+    def loglik(self, group: str, value: Any) -> np.ndarray:
+        ll, _ = _check_sample_shape(group, "y", value, self.shape, 3)
+        if ll.ndim != 3:
+            raise ValueError(f"{group} must be (chain, draw, n_{self.label}), got {ll.shape}")
+        self.n[group] = ll.shape[2]
+        return ll.astype(np.float32)
+
+    def draws(self, group: str, value: Any, n_classes: int) -> np.ndarray:
+        arr, _ = _check_sample_shape(group, "y", value, self.shape, 3)
+        self.n[group] = arr.shape[2]
+        self._event(group, arr.shape[3:])
+        return _labels(arr, n_classes, group)
+
+    def targets(self, group: str, value: Any, n_classes: int) -> np.ndarray:
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            raise ValueError(f"{group} variable 'y' must have an observation axis, got a scalar")
+        self.n[group] = arr.shape[0]
+        self._event(group, arr.shape[1:])
+        return _labels(arr, n_classes, group)
+
+    def inputs(self, group: str, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        out = {}
+        for name, value in values.items():
+            arr = np.asarray(value)
+            if arr.ndim == 0:
+                raise ValueError(f"{group} variable {name!r} must have an observation axis")
+            self.n[f"{group}.{name}"] = arr.shape[0]
+            out[name] = _compact(arr)
+        return out
+
+    def _event(self, group: str, event: tuple[int, ...]) -> None:
+        if self.event is not None and self.event[1] != event:
+            raise ValueError(
+                f"{group} 'y' has event shape {event}, but {self.event[0]} has {self.event[1]}"
+            )
+        self.event = (group, event)
+
+    def check(self) -> None:
+        if len(set(self.n.values())) > 1:
+            raise ValueError(
+                f"{self.label}-set groups disagree on the number of {self.label} points: "
+                + ", ".join(f"{g}: {n}" for g, n in self.n.items())
+            )
+
+    def dims(self, name: str, arr: np.ndarray, sampled: bool) -> list[str]:
+        lead = 3 if sampled else 1
+        return [self.dim] + [f"{name}_dim_{k}" for k in range(1, arr.ndim - lead + 1)]
+
+
 def posterior_to_datatree(
     draws: Mapping[str, np.ndarray],
     *,
@@ -153,9 +347,17 @@ def posterior_to_datatree(
     log_likelihood: np.ndarray | None = None,
     posterior_predictive: np.ndarray | None = None,
     observed: np.ndarray | None = None,
+    constant_data: Mapping[str, np.ndarray] | None = None,
+    predictions: np.ndarray | None = None,
+    log_likelihood_test: np.ndarray | None = None,
+    predictions_constant_data: Mapping[str, np.ndarray] | None = None,
+    n_classes: int = 0,
+    draws_kind: str | None = None,
+    inference_library: str | None = None,
+    inference_library_version: str | None = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> xr.DataTree:
-    """Build the ArviZ DataTree of one posterior.
+    """Build the ArviZ DataTree of one posterior (groups as in the module docstring).
 
     Parameters
     ----------
@@ -166,11 +368,27 @@ def posterior_to_datatree(
         Sampler statistics of shape ``(chain, draw)``, named as in :data:`SAMPLE_STATS`
         (``diverging`` boolean). Other names are stored too.
     log_likelihood : np.ndarray, optional
-        Pointwise test-set log-likelihood, ``(chain, draw, n_test)``; variable ``y``.
+        Pointwise log-likelihood of the TRAINING points, ``(chain, draw, n_train)``.
     posterior_predictive : np.ndarray, optional
-        Predictive draws on the test set, ``(chain, draw, n_test, ...)``; variable ``y``.
+        Replicated training targets, ``(chain, draw, n_train, ...)``.
     observed : np.ndarray, optional
-        Test targets, ``(n_test, ...)``; ``observed_data`` variable ``y``.
+        Training targets, ``(n_train, ...)``: ``observed_data`` variable ``y``.
+    constant_data : mapping of str to np.ndarray, optional
+        Training inputs by name (``{"x": x_train}``), each ``(n_train, ...)``.
+    predictions : np.ndarray, optional
+        Predictive draws at the TEST inputs, ``(chain, draw, n_test, ...)``.
+    log_likelihood_test : np.ndarray, optional
+        Pointwise log-likelihood of the TEST points, ``(chain, draw, n_test)``.
+    predictions_constant_data : mapping of str to np.ndarray, optional
+        Test inputs and targets by name (``{"x": x_test, "y": y_test}``), each
+        ``(n_test, ...)``; ``y`` is stored as targets (labels when ``n_classes``).
+    n_classes : int
+        Number of classes; targets and predictive draws are then class labels stored in
+        :func:`label_dtype`. 0 (regression): they are real and stored as float32.
+    draws_kind : {"mcmc", "independent guide draws"}, optional
+        Root attribute ``draws_kind``; guide draws must be one chain.
+    inference_library, inference_library_version : str, optional
+        Root and group attributes, as arviz-base's converters set them.
     attrs : mapping of str to any, optional
         Method name and settings, stored on the root (see :func:`datatree_attrs`).
 
@@ -182,64 +400,154 @@ def posterior_to_datatree(
     Raises
     ------
     ValueError
-        If ``draws`` is empty or any array disagrees with the posterior's
-        ``(chain, draw)`` shape.
+        If ``draws`` is empty, any array disagrees with the posterior's ``(chain, draw)``
+        shape, the groups of one set disagree on its number of points or events, a target
+        is not a class label, or ``draws_kind`` is unknown.
     """
     if not draws:
         raise ValueError("draws is empty: a posterior needs at least one site")
     shape = None
-    dims: dict[str, list[str]] = {}
-    posterior = {}
+    groups: dict[str, dict[str, np.ndarray]] = {"posterior": {}}
+    dims: dict[str, dict[str, list[str]]] = {"posterior": {}}
     for name, value in draws.items():
         arr, shape = _check_sample_shape("posterior", name, value, shape, 2)
-        posterior[name] = arr
-        dims[name] = site_dims(name, arr.ndim - 2)
-    data: dict[str, dict[str, np.ndarray]] = {"posterior": posterior}
+        groups["posterior"][name] = arr
+        dims["posterior"][name] = site_dims(name, arr.ndim - 2)
+    assert shape is not None
+    if draws_kind is not None and draws_kind not in DRAWS_KINDS:
+        raise ValueError(f"draws_kind {draws_kind!r}: use one of {list(DRAWS_KINDS)}")
+    if draws_kind == DRAWS_GUIDE and shape[0] != 1:
+        raise ValueError(f"independent guide draws are stored as one chain, got {shape[0]}")
 
     if sample_stats:
-        data["sample_stats"] = {}
+        stats = groups["sample_stats"] = {}
         for name, value in sample_stats.items():
             arr, _ = _check_sample_shape("sample_stats", name, value, shape, 2)
             if arr.ndim != 2:
                 raise ValueError(f"sample_stats {name!r} must be (chain, draw), got {arr.shape}")
-            data["sample_stats"][name] = arr
+            stats[name] = _compact(arr) if arr.dtype.kind in "iu" else arr
 
-    if "y" in dims:
-        raise ValueError("a posterior site may not be named 'y' (reserved for test targets)")
+    train, test = _DataSet("train", TRAIN_DIM, shape), _DataSet("test", TEST_DIM, shape)
     if log_likelihood is not None:
-        ll, _ = _check_sample_shape("log_likelihood", "y", log_likelihood, shape, 3)
-        if ll.ndim != 3:
-            raise ValueError(f"log_likelihood must be (chain, draw, n_test), got {ll.shape}")
-        data["log_likelihood"] = {"y": ll}
-    event_shape = None
+        groups["log_likelihood"] = {"y": train.loglik("log_likelihood", log_likelihood)}
     if posterior_predictive is not None:
-        pp, _ = _check_sample_shape("posterior_predictive", "y", posterior_predictive, shape, 3)
-        data["posterior_predictive"] = {"y": pp}
-        event_shape = pp.shape[2:]
+        pp = train.draws("posterior_predictive", posterior_predictive, n_classes)
+        groups["posterior_predictive"] = {"y": pp}
     if observed is not None:
-        obs = np.asarray(observed)
-        if obs.ndim == 0 or (event_shape is not None and obs.shape != event_shape):
-            raise ValueError(
-                f"observed has shape {obs.shape}, posterior_predictive events {event_shape}"
-            )
-        data["observed_data"] = {"y": obs}
-        event_shape = obs.shape
-    n_tests = {
-        data[g]["y"].shape[0 if g == "observed_data" else 2]
-        for g in ("log_likelihood", "posterior_predictive", "observed_data")
-        if g in data
-    }
-    if len(n_tests) > 1:
-        raise ValueError(f"test-set groups disagree on the number of test points: {n_tests}")
-    y_ndim = 1 if event_shape is None else len(event_shape)
-    dims["y"] = ["obs_id"] + [f"y_dim_{k}" for k in range(1, y_ndim)]
+        groups["observed_data"] = {"y": train.targets("observed_data", observed, n_classes)}
+    if constant_data:
+        groups["constant_data"] = train.inputs("constant_data", constant_data)
+    if predictions is not None:
+        groups["predictions"] = {"y": test.draws("predictions", predictions, n_classes)}
+    if log_likelihood_test is not None:
+        groups["log_likelihood_test"] = {
+            "y": test.loglik("log_likelihood_test", log_likelihood_test)
+        }
+    if predictions_constant_data:
+        pcd = dict(predictions_constant_data)
+        y = pcd.pop("y", None)
+        group = "predictions_constant_data"
+        groups[group] = test.inputs(group, pcd)
+        if y is not None:
+            groups[group]["y"] = test.targets(group, y, n_classes)
+    train.check()
+    test.check()
+    if "y" in groups["posterior"]:
+        raise ValueError("a posterior site may not be named 'y' (reserved for the targets)")
 
-    root = {"/": _encode_attrs(attrs)} if attrs else None
-    return from_dict(data, dims=dims, attrs=root)
+    library = {
+        k: v
+        for k, v in zip(_LIBRARY_KEYS, (inference_library, inference_library_version), strict=True)
+        if v is not None
+    }
+    where = {"log_likelihood": train, "posterior_predictive": train, "observed_data": train,
+             "constant_data": train, "predictions": test, "log_likelihood_test": test,
+             "predictions_constant_data": test}  # fmt: skip
+    nodes = {}
+    for group, data in groups.items():
+        sampled = group not in ("observed_data", "constant_data", "predictions_constant_data")
+        if group in where:
+            dims[group] = {
+                name: where[group].dims(name, arr, sampled) for name, arr in data.items()
+            }
+        nodes[group] = dict_to_dataset(
+            data,
+            attrs=library or None,
+            dims=dims.get(group, {}),
+            sample_dims=SAMPLE_DIMS if sampled else [],
+        )
+    dt = xr.DataTree.from_dict(nodes)
+    root = dict(library)
+    if draws_kind is not None:
+        root["draws_kind"] = draws_kind
+    root.update(_encode_attrs(attrs or {}))
+    dt.attrs = root
+    return dt
+
+
+class HeldOut(NamedTuple):
+    """The test-set log predictive density of a tree (:func:`heldout_lpd`).
+
+    Attributes
+    ----------
+    lpd : float
+        ``sum_j log mean_s p(y*_j | x*_j, theta_s)`` over the test points, in nats.
+    se : float
+        Its standard error over test points, ``sqrt(n) * sd_j(lpd_j)``.
+    n : int
+        Number of test points.
+    pointwise : np.ndarray
+        ``lpd_j``, shape ``(n,)``.
+    """
+
+    lpd: float
+    se: float
+    n: int
+    pointwise: np.ndarray
+
+
+def heldout_lpd(dt: xr.DataTree) -> HeldOut:
+    """Test-set log predictive density from the ``log_likelihood_test`` group.
+
+    The held-out counterpart of ``arviz_stats.loo(dt).elpd`` (which estimates the same sum
+    for the training points by leave-one-out): the log of the posterior predictive density
+    at each test point, averaged over all ``chain x draw`` draws, summed over points.
+
+    Parameters
+    ----------
+    dt : xarray.DataTree
+        A cell's tree with a ``log_likelihood_test`` group.
+
+    Returns
+    -------
+    HeldOut
+        ``lpd``, its standard error, the number of test points and the pointwise values.
+
+    Raises
+    ------
+    KeyError
+        If the tree has no ``log_likelihood_test`` group.
+    """
+    if "log_likelihood_test" not in dt.children:
+        raise KeyError(
+            "the tree has no 'log_likelihood_test' group (a cell file of an older bnn-zoo "
+            "stores the test log-likelihood in 'log_likelihood'; rerun the cell)"
+        )
+    ll = dt["log_likelihood_test"]["y"].transpose("chain", "draw", ...).values
+    ll = ll.reshape(-1, ll.shape[-1]).astype(np.float64)
+    m = ll.max(0)
+    pointwise = m + np.log(np.mean(np.exp(ll - m), 0))
+    n = pointwise.size
+    se = float(np.sqrt(n) * pointwise.std(ddof=1)) if n > 1 else float("nan")
+    return HeldOut(float(pointwise.sum()), se, n, pointwise)
 
 
 def datatree_to_bytes(dt: xr.DataTree) -> bytes:
-    """The netCDF-4 file of ``dt`` as bytes (h5netcdf engine, written in memory).
+    """The netCDF-4 file of ``dt`` as bytes (h5netcdf engine, compressed, written in memory).
+
+    Every data variable of at least :data:`MIN_COMPRESS_BYTES` is compressed with zlib
+    (level 4) after the shuffle filter; a reader needs nothing but h5netcdf (or netCDF4)
+    to open the file.
 
     Parameters
     ----------
@@ -251,8 +559,17 @@ def datatree_to_bytes(dt: xr.DataTree) -> bytes:
     bytes
         What :func:`load_datatree` / :func:`datatree_from_bytes` read back.
     """
+    encoding = {
+        node.path: {
+            name: dict(COMPRESSION)
+            for name, var in node.data_vars.items()
+            if var.ndim and var.nbytes >= MIN_COMPRESS_BYTES
+        }
+        for node in dt.subtree
+    }
+    encoding = {path: enc for path, enc in encoding.items() if enc}
     buf = io.BytesIO()
-    dt.to_netcdf(buf, engine="h5netcdf")
+    dt.to_netcdf(buf, engine="h5netcdf", encoding=encoding)
     return buf.getvalue()
 
 

@@ -10,22 +10,36 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
 - a point estimate has nothing more;
 - a sampler's draws are the sampler's evaluation: convergence diagnostics of the stored
   posterior (worst r_hat with two or more chains, smallest bulk and tail ESS, which gates
-  failed: :func:`reports.diagnostics.diagnostic_gates`), mean leapfrog steps, adapted step
-  size, all draws as the ArviZ file and, when the chains started from a variational method,
-  the agreement and total variation distance between its predictive distribution and the
-  sampler's.
+  failed: :func:`reports.diagnostics.diagnostic_gates` with the method's own
+  ``max_tree_depth``; for NUTS ``n_max_tree_depth``, the transitions that reached it), mean
+  leapfrog steps, adapted step size, all draws as the ArviZ file and, when the chains
+  started from a variational method, the agreement and total variation distance between
+  its predictive distribution and the sampler's.
 
-The ArviZ file (:func:`posterior_datatree`) holds the posterior, the pointwise test
-log-likelihood, one posterior-predictive ``y`` per draw (seed ``seed + 2``), the observed
-data and sampler statistics.
+A metric that does not apply to a cell is None (JSON null, blank in results.csv): r_hat
+with one chain, tree statistics a sampler does not record. NaN always means a numerical
+failure (a sampler that never moved, say), and the run marks the cell for it.
+
+The ArviZ file (:func:`posterior_datatree`, schema in :mod:`zoo.run.arviz_io`) holds the
+posterior and sampler statistics; for the TRAINING points the posterior was fitted to, the
+pointwise log-likelihood (``log_likelihood``, what ``arviz_stats.loo`` reads), one
+replicated target per draw (``posterior_predictive``), the targets (``observed_data``) and
+the inputs (``constant_data``); for the held-out TEST points, one predictive draw per
+posterior draw (``predictions``), the inputs and targets (``predictions_constant_data``)
+and the pointwise log-likelihood (``log_likelihood_test``). The predictive draws use seed
+``seed + 2`` (test points first, then training points). Root attributes say which library
+fitted the posterior (``pyro`` for variational fits, ``bnn-zoo`` for its own samplers) and
+what the draws are (``draws_kind``).
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import pyro
 import torch
 
 from reports.calibration import classification_metrics, regression_metrics
@@ -34,7 +48,13 @@ from reports.predictive import predictive_agreement, predictive_tv
 from zoo.data import Dataset, TorchData
 from zoo.inference import Fit, PointPosterior, SampledPosterior, VIPosterior
 from zoo.models.base import BayesianNet
-from zoo.run.arviz_io import datatree_to_bytes, posterior_to_datatree
+from zoo.run.arviz_io import (
+    DRAWS_GUIDE,
+    DRAWS_MCMC,
+    MAX_INPUT_VALUES,
+    datatree_to_bytes,
+    posterior_to_datatree,
+)
 from zoo.runtime import Runtime
 from zoo.studies.base import CellContext
 
@@ -43,6 +63,7 @@ __all__ = [
     "cell_attrs",
     "evaluate",
     "evaluate_fit",
+    "pointwise",
     "posterior_datatree",
     "predictive_probs",
 ]
@@ -50,11 +71,28 @@ __all__ = [
 Draws = Mapping[str, torch.Tensor]
 Outputs = tuple[dict[str, Any], dict[str, bytes]]
 
+#: Draws x inputs per chunk of the pointwise evaluations of :func:`pointwise`: the network's
+#: activations are (draws, chunk, width), so a chunk of inputs shrinks as the draws grow.
+CHUNK_VALUES = 2**21
+
+
+def _library_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+#: ``(inference_library, inference_library_version)`` of a variational fit (Pyro's SVI) and
+#: of a sampler (this package's own NUTS and HMC).
+LIBRARY_VI = ("pyro", pyro.__version__)
+LIBRARY_SAMPLER = ("bnn-zoo", _library_version("bnn-zoo"))
+
 
 def predictive_probs(model: BayesianNet, x: torch.Tensor, draws: Draws) -> np.ndarray:
     """Posterior predictive class probabilities at ``x``, (len(x), n_classes), float64."""
     with torch.no_grad():
-        logp = torch.log_softmax(model.apply(x, draws), -1)
+        logp = model.likelihood.class_log_probs(model.apply(x, draws))
         return Runtime.numpy((torch.logsumexp(logp, 0) - np.log(logp.shape[0])).exp().double())
 
 
@@ -68,7 +106,7 @@ def evaluate(
     with torch.no_grad():  # in chunks of inputs: (draws, n, width) activations can be large
         out = torch.cat([model.apply(xc, draws) for xc in x_test.split(2000)], -2)
     if ds.n_classes > 0:
-        logp = Runtime.numpy(torch.log_softmax(out, -1)).astype(np.float64)
+        logp = Runtime.numpy(model.likelihood.class_log_probs(out)).astype(np.float64)
         res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)
     else:
         noise = Runtime.numpy(draws["noise"])[:, None] if "noise" in draws else \
@@ -81,6 +119,66 @@ def evaluate(
     return {k: float(res[k]) for k in names if k in res}
 
 
+def pointwise(
+    model: BayesianNet,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    draws: Draws,
+    *,
+    n_classes: int,
+    gen: torch.Generator,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Pointwise log-likelihood and one predictive draw of ``y`` per weight draw at ``x``.
+
+    Parameters
+    ----------
+    model : BayesianNet
+        The network and its likelihood.
+    x, y : torch.Tensor
+        Inputs ``(n, ...)`` and targets ``(n, ...)``.
+    draws : mapping of str to torch.Tensor
+        Weight draws with leading dim ``S``.
+    n_classes : int
+        Number of classes (a categorical draw per point), or 0 (a Gaussian draw with the
+        draw's noise).
+    gen : torch.Generator
+        Draws the predictive ``y``: one uniform (classes, by inverse CDF) or standard
+        normal (regression) per draw and point, all at once before the chunks, so the
+        draws do not depend on the chunk size.
+
+    Returns
+    -------
+    loglik, y_draws : torch.Tensor
+        ``log p(y_i | x_i, draw_s)`` of shape ``(S, n)`` and the predictive draws
+        ``(S, n)``, computed in chunks of at most :data:`CHUNK_VALUES` // S inputs.
+    """
+    n_draws = next(iter(draws.values())).shape[0]
+    size = max(1, min(2000, CHUNK_VALUES // n_draws))
+    # the randomness of all points at once, so the draws do not depend on the chunk size
+    shape, dtype = (n_draws, len(x)), x.dtype if x.is_floating_point() else torch.float64
+    if n_classes > 0:
+        noise = torch.rand(shape, generator=gen, dtype=dtype, device=x.device)
+    else:
+        noise = torch.randn(shape, generator=gen, dtype=dtype, device=x.device)
+    logliks, reps = [], []
+    with torch.no_grad():
+        for xc, yc, uc in zip(x.split(size), y.split(size), noise.split(size, -1), strict=True):
+            out = model.apply(xc, draws)
+            logliks.append(model.likelihood.log_prob(out, yc, draws))
+            if n_classes > 0:  # inverse CDF: the first class whose cumulative probability > u
+                cdf = model.likelihood.class_log_probs(out).exp().cumsum(-1)
+                rep = (cdf < uc.unsqueeze(-1).to(cdf.dtype)).sum(-1).clamp(max=n_classes - 1)
+            else:
+                sd = draws["noise"][:, None] if "noise" in draws else model.likelihood.noise
+                rep = out.squeeze(-1) + sd * uc.to(out.dtype)
+            reps.append(rep)
+    return torch.cat(logliks, -1), torch.cat(reps, -1)
+
+
+def _inputs(x: np.ndarray) -> dict[str, np.ndarray]:
+    return {"x": x} if x.size <= MAX_INPUT_VALUES else {}
+
+
 def posterior_datatree(
     model: BayesianNet,
     ds: Dataset,
@@ -90,37 +188,52 @@ def posterior_datatree(
     chains: int,
     gen: torch.Generator,
     sample_stats: Mapping[str, np.ndarray] | None = None,
+    draws_kind: str | None = None,
+    library: tuple[str, str] | None = None,
     attrs: Mapping[str, Any] | None = None,
 ):
     """The ArviZ DataTree of ``draws`` (leading dim chains x draws, chain-major).
 
-    ``draws[site]`` has shape ``(chains * n, *site_shape)``. The test-set log-likelihood is
-    pointwise per draw; the posterior predictive draws one ``y`` per weight draw from
-    ``gen``.
+    ``draws[site]`` has shape ``(chains * n, *site_shape)``. The log-likelihood is pointwise
+    per draw on the training points (``log_likelihood``) and on the test points
+    (``log_likelihood_test``); the predictive draws one ``y`` per weight draw from ``gen``,
+    first at the test inputs (``predictions``), then at the training inputs
+    (``posterior_predictive``). Inputs of more than
+    :data:`~zoo.run.arviz_io.MAX_INPUT_VALUES` values are left out (root attribute
+    ``constant_data_note``). ``draws_kind`` and ``library`` (name, version) become root
+    attributes (:func:`~zoo.run.arviz_io.posterior_to_datatree`).
     """
-    x, y = data.x_test, data.y_test
-    with torch.no_grad():
-        out = model.apply(x, draws)
-        loglik = model.likelihood.log_prob(out, y, draws)
-        if ds.n_classes > 0:
-            probs = torch.softmax(out, -1)
-            pp = torch.multinomial(probs.reshape(-1, probs.shape[-1]), 1, generator=gen)
-            pp = pp.reshape(probs.shape[:-1])
-        else:
-            noise = draws["noise"][:, None] if "noise" in draws else model.likelihood.noise
-            pp = out.squeeze(-1) + noise * torch.randn(out.shape[:-1], generator=gen,
-                                                       dtype=out.dtype, device=out.device)  # fmt: skip
+    k = ds.n_classes
+    ll_test, pred = pointwise(model, data.x_test, data.y_test, draws, n_classes=k, gen=gen)
+    ll_train, rep = pointwise(model, data.x_train, data.y_train, draws, n_classes=k, gen=gen)
 
     def shaped(t: torch.Tensor) -> np.ndarray:
         a = Runtime.numpy(t)
         return a.reshape((chains, a.shape[0] // chains) + a.shape[1:])
 
+    attrs = dict(attrs or {})
+    left_out = [n for n, x in (("x_train", ds.x_train), ("x_test", ds.x_test))
+                if x.size > MAX_INPUT_VALUES]  # fmt: skip
+    if left_out:
+        attrs["constant_data_note"] = (
+            f"{' and '.join(left_out)} left out (more than {MAX_INPUT_VALUES} values); "
+            "zoo.data.load(spec.data, seed) gives them again"
+        )
+    name, version = library if library is not None else (None, None)
     return posterior_to_datatree(
-        {k: shaped(v) for k, v in draws.items()},
+        {s: shaped(v) for s, v in draws.items()},
         sample_stats=sample_stats,
-        log_likelihood=shaped(loglik),
-        posterior_predictive=shaped(pp),
-        observed=np.asarray(ds.y_test),
+        log_likelihood=shaped(ll_train),
+        posterior_predictive=shaped(rep),
+        observed=np.asarray(ds.y_train),
+        constant_data=_inputs(ds.x_train),
+        predictions=shaped(pred),
+        log_likelihood_test=shaped(ll_test),
+        predictions_constant_data={**_inputs(ds.x_test), "y": np.asarray(ds.y_test)},
+        n_classes=k,
+        draws_kind=draws_kind,
+        inference_library=name,
+        inference_library_version=version,
         attrs=attrs,
     )
 
@@ -141,9 +254,11 @@ def cell_attrs(cell: Any, ds: Dataset) -> dict[str, Any]:
     }
 
 
-def _archive(ctx: CellContext, draws: Draws, chains: int, sample_stats=None):
+def _archive(ctx: CellContext, draws: Draws, chains: int, *, sampled: bool, sample_stats=None):
     return posterior_datatree(ctx.model, ctx.ds, ctx.data, draws, chains=chains,
                               gen=ctx.runtime.generator(ctx.seed + 2), sample_stats=sample_stats,
+                              draws_kind=DRAWS_MCMC if sampled else DRAWS_GUIDE,
+                              library=LIBRARY_SAMPLER if sampled else LIBRARY_VI,
                               attrs=cell_attrs(ctx.cell, ctx.ds))  # fmt: skip
 
 
@@ -151,7 +266,7 @@ def _variational(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
     """The predictive draws as the cell's ArviZ file (one chain), if ``save_draws``."""
     if not fit.save_draws:
         return {}, {}
-    return {}, {".nc": datatree_to_bytes(_archive(ctx, draws, 1))}
+    return {}, {".nc": datatree_to_bytes(_archive(ctx, draws, 1, sampled=False))}
 
 
 def _point(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
@@ -169,19 +284,22 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         out["agreement_vi"] = predictive_agreement(vi_probs, probs)
         out["tv_vi"] = predictive_tv(vi_probs, probs)
     stats = fit.sample_stats
-    dt = _archive(ctx, post.all(), post.chains, stats)
-    gates = diagnostic_gates(dt)
+    dt = _archive(ctx, post.all(), post.chains, sampled=True, sample_stats=stats)
+    # the limit from the method itself: the gate must not depend on the file's attributes
+    gates = diagnostic_gates(dt, max_tree_depth=getattr(ctx.cell.method, "max_tree_depth", None))
     out.update(
-        max_r_hat=gates.max_r_hat if gates.max_r_hat is not None else float("nan"),
+        max_r_hat=gates.max_r_hat,  # None (not applicable) with one chain
         min_ess_bulk=gates.min_ess_bulk,
         min_ess_tail=gates.min_ess_tail,
         ess_bulk_q05=gates.ess_bulk_quantiles[0],
         ess_bulk_q50=gates.ess_bulk_quantiles[1],
         worst_ess_bulk=gates.worst_ess_bulk[0][0] if gates.worst_ess_bulk else "",
-        mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else float("nan"),
-        step_size=float(np.median(stats["step_size"])) if "step_size" in stats else float("nan"),
+        mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else None,
+        step_size=float(np.median(stats["step_size"])) if "step_size" in stats else None,
         gates_failed=",".join(gates.failed),
     )
+    if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
+        out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}
 
 

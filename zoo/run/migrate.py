@@ -16,7 +16,9 @@ and resuming it would recompute everything. Migration renames instead of recompu
    half way is finished by running it again), drop report figures named after old ids, and
    rebuild the tables and report.
 
-Nothing is recomputed and no record is deleted.
+Nothing is recomputed and no record is deleted. A migration holds the run directory's lock
+(:meth:`zoo.run.store.RunStore.lock`) from start to end, so it cannot rename cells under a
+running ``zoo run`` (it is refused with a message), and no run starts while it renames.
 """
 
 from __future__ import annotations
@@ -125,12 +127,23 @@ def migrate_run_dir(
     ------
     ValueError
         ``run_dir`` is not a run directory, or was written by a newer bnn-zoo.
+    zoo.run.store.RunDirBusy
+        A run (or another migration) holds the directory's lock
+        (:meth:`~zoo.run.store.RunStore.lock`); nothing was changed. A dry run takes no lock.
     zoo.spec.load.SpecError
         The stored spec does not validate any more.
     """
     store = RunStore(run_dir)
     if not store.is_run_dir():
         raise ValueError(f"{store.root}: not a run directory (no spec.yaml)")
+    if dry_run:  # reads only, as `zoo status` does
+        return _migrate(store, dry_run=True, log=log)
+    with store.lock():  # no run may use the directory while its cells are renamed
+        return _migrate(store, dry_run=False, log=log)
+
+
+def _migrate(store: RunStore, *, dry_run: bool, log: Callable[[str], None] | None) -> Migration:
+    """The migration of :func:`migrate_run_dir` (called holding the lock, unless dry)."""
     version = store.spec_version()
     if version is not None and version > SPEC_VERSION:
         raise ValueError(f"{store.root} was made by a newer bnn-zoo (spec_version {version}); "

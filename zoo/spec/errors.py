@@ -34,7 +34,10 @@ class SpecError(Exception):
     """A spec that cannot be used; ``messages`` holds one line per problem."""
 
     def __init__(self, messages: Sequence[str]) -> None:
-        self.messages = list(messages)
+        # a message is what the user sees: never none, never blank
+        self.messages = [m for m in messages if str(m).strip()] or [
+            "the spec is not valid (no details were found; please report this)"
+        ]
         super().__init__("\n".join(self.messages))
 
 
@@ -56,9 +59,15 @@ def did_you_mean(word: Any, options: Sequence[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+_NAME = re.compile(r"^[\w\-.]+$")
+
+
 def format_path(path: Sequence[Any]) -> str:
+    """``inference[1].guide.rank``; a key that is not a plain name is quoted."""
     s = ""
     for p in path:
+        if not isinstance(p, int) and not _NAME.match(str(p)):
+            p = repr(str(p))
         s += f"[{p}]" if isinstance(p, int) else (f".{p}" if s else str(p))
     return s or "<spec>"
 
@@ -93,14 +102,20 @@ def locate(root: yaml.Node | None, path: Sequence[Any], *, key: bool = False) ->
     return node
 
 
-def _clean_loc(schema: type[BaseModel], loc: Sequence[Any]) -> list[Any]:
-    """Drop pydantic's discriminator tags (and validator names) from an error location."""
+def _clean_loc(schema: type[BaseModel], loc: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """Drop pydantic's discriminator tags (and validator names) from an error location.
+
+    Returns the path and the section classes that hold its last element (one, when the
+    location names the member of a union by its tag).
+    """
     models: list[type[BaseModel]] = [schema]
     out: list[Any] = []
+    owners: list[type[BaseModel]] = []
     for p in loc:
         if isinstance(p, int):
             out.append(p)
             continue
+        owners = list(models)
         tagged = [m for m in models if kind_of(m) == p]
         field_models = [m for m in models if p in m.model_fields]
         if field_models:
@@ -114,20 +129,47 @@ def _clean_loc(schema: type[BaseModel], loc: Sequence[Any]) -> list[Any]:
         else:
             out.append(p)
             models = []
-    return out
+    return out, owners
 
 
-def _message(schema: type[BaseModel], err: dict[str, Any], path: list[Any]) -> tuple[str, bool]:
+def _join(words: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _unknown_key(schema: type[BaseModel], path: list[Any], owners: Sequence[Any],
+                 kind_set: str | None) -> str:  # fmt: skip
+    """``unknown key`` with the fix: a close name, the allowed keys, or the kind it is of."""
+    name = str(path[-1])
+    strpath = [p for p in path if not isinstance(p, int)]
+    kinds = [kind_of(m) for m in owners]
+    if len(owners) != 1 or kinds[0] is None:  # not one member of a union: the field names
+        options = fields_at(schema, strpath[:-1])
+        close = [o for o in options if o != name]
+        return f"unknown key {name!r}" + (did_you_mean(name, close) or (
+            f"; allowed keys: {', '.join(options)}" if options else ""))  # fmt: skip
+    owner, kind = owners[0], kinds[0]
+    section = format_path([p for p in path[:-1]]) or "the spec"
+    allowed = list(owner.model_fields)
+    msg = f"unknown key {name!r} for {section} of kind {kind!r}"
+    of = [k for m in models_at(schema, strpath[:-1])[0]
+          if name in m.model_fields and (k := kind_of(m)) not in (None, kind)]  # fmt: skip
+    if not of:
+        return msg + (did_you_mean(name, allowed) or f"; allowed keys: {', '.join(allowed)}")
+    msg += f" (a key of kind{'s' if len(of) > 1 else ''} {_join(sorted(of))}; {kind} has "
+    msg += f"{', '.join(allowed)})"
+    if kind_set is not None:
+        return (f"{msg}; --set {kind_set} changed the kind and kept the other keys: "
+                f"replace the whole section instead, e.g. --set '{section}={{kind: {kind}}}'")  # fmt: skip
+    return msg + "; remove it"
+
+
+def _message(schema: type[BaseModel], err: dict[str, Any], path: list[Any],
+             owners: Sequence[Any] = (), kind_set: str | None = None) -> tuple[str, bool]:  # fmt: skip
     """Human message for one pydantic error; the flag says 'point at the key node'."""
     typ = err["type"]
-    strpath = [p for p in path if not isinstance(p, int)]
     if typ == "extra_forbidden":
-        name = str(path[-1])
-        options = fields_at(schema, strpath[:-1])
-        hint = did_you_mean(name, options) or (
-            f"; allowed keys: {', '.join(options)}" if options else ""
-        )
-        return f"unknown key {name!r}{hint}", True
+        return _unknown_key(schema, path, owners, kind_set), True
     if typ == "missing":
         desc = models_at(schema, path)[1]
         return f"required field missing ({desc.rstrip('.')}); add it" if desc else (
@@ -178,22 +220,45 @@ class Reporter:
         The file name printed in front of each position.
     root : yaml.Node or None
         The composed YAML document (positions).
-    overrides : list of (path, value, text)
-        The parsed ``--set`` items; a problem under one of them is reported at it.
+    overrides : list of (path, text)
+        The applied ``--set`` items, their paths with method names (``["inference",
+        "mfvi", "steps"]``); a problem under one of them is reported at it.
     schema : type
         The top-level section class (:class:`zoo.spec.schema.Spec`).
     moved : sequence of (new prefix, old prefix)
         Paths of studies moved from old locations (:attr:`zoo.spec.legacy.Move.paths`).
+    data : dict, optional
+        The spec data validated (its method names stand for indices in ``overrides``).
     """
 
     def __init__(self, fname: str, root: yaml.Node | None,
-                 overrides: list[tuple[str, Any, str]], schema: type[BaseModel],
-                 moved: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]] = ()) -> None:  # fmt: skip
+                 overrides: Sequence[tuple[Sequence[str], str]], schema: type[BaseModel],
+                 moved: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]] = (),
+                 data: Any = None) -> None:  # fmt: skip
         self.fname = fname
         self.root = root
-        self.overrides = overrides
+        self.overrides = [([str(p) for p in parts], text) for parts, text in overrides]
         self.schema = schema
         self.moved = sorted(moved, key=lambda pair: -len(pair[0]))  # longest prefix first
+        self.data = data if isinstance(data, dict) else {}
+
+    def _named(self, path: Sequence[Any]) -> list[str]:
+        """``path`` as strings, a method's index replaced by its name."""
+        out = [str(p) for p in path]
+        methods = self.data.get("inference")
+        if len(path) > 1 and path[0] == "inference" and isinstance(path[1], int):
+            if isinstance(methods, list) and 0 <= path[1] < len(methods):
+                name = methods[path[1]].get("name") if isinstance(methods[path[1]], dict) else None
+                out[1] = name if isinstance(name, str) else out[1]
+        return out
+
+    def kind_set(self, path: Sequence[Any]) -> str | None:
+        """The ``--set`` item that wrote the ``kind`` of the section at ``path``, if any."""
+        target = [*self._named(path), "kind"]
+        for parts, text in reversed(self.overrides):
+            if parts == target:
+                return text
+        return None
 
     def original(self, path: Sequence[Any]) -> list[Any]:
         """Where ``path`` was written: the old key of a study moved from an old location."""
@@ -204,9 +269,10 @@ class Reporter:
 
     def where(self, path: Sequence[Any], *, key: bool = False) -> str:
         """``FILE:LINE:COL`` (or ``--set TEXT``) of the node at ``path`` of the written spec."""
-        for opath, _, text in reversed(self.overrides):
-            op = split_override_path(opath)
-            if [str(p) for p in path[: len(op)]] == op:
+        named = self._named(path)
+        for op, text in reversed(self.overrides):
+            # the override wrote the node, or (two levels deep at least) inside it
+            if named[: len(op)] == op or (len(named) > 1 and op[: len(named)] == named):
                 return f"--set {text}"
         node = locate(self.root, path, key=key)
         if node is None:
@@ -217,21 +283,22 @@ class Reporter:
     def errors(self, exc: ValidationError, *, at: Sequence[Any] = (), label: str = "") -> list[str]:
         """One line per error; ``at``/``label`` report it at a sweep value instead."""
         out = []
-        errs = [(err, _clean_loc(self.schema, err["loc"])) for err in exc.errors()]
+        errs = [(err, *_clean_loc(self.schema, err["loc"])) for err in exc.errors()]
         # a misspelt key also makes its correct name "missing": report only the misspelling
         suggested = set()
-        for err, path in errs:
+        for err, path, _ in errs:
             if err["type"] == "extra_forbidden":
                 options = fields_at(self.schema, [p for p in path[:-1] if not isinstance(p, int)])
                 close = difflib.get_close_matches(str(path[-1]), options, n=1)
                 if close:
                     suggested.add((*map(str, path[:-1]), close[0]))
-        for err, path in errs:
+        for err, path, owners in errs:
             if path == ["sweep"] and not at:
                 continue  # reported with positions by the loader's axis check
             if err["type"] == "missing" and tuple(map(str, path)) in suggested:
                 continue
-            msg, key = _message(self.schema, err, path)
+            kind_set = self.kind_set(path[:-1]) if err["type"] == "extra_forbidden" else None
+            msg, key = _message(self.schema, err, path, owners, kind_set)
             lines = [(path, msg)]
             if not path:  # whole-spec checks: one "PATH: message" line per problem
                 lines = [_blame(self.schema, line) or ([], line) for line in msg.split("\n")]
@@ -247,4 +314,14 @@ class Reporter:
                 else:
                     where, fpath = self.where(p, key=key), format_path(p)
                 out.append(f"{where}: {fpath}: {m}")
+        if not out:  # every error was left to another check: never say nothing
+            for err, path, _ in errs:
+                out.append(f"{self.where(path)}: {format_path(path)}: {one_line_msg(err)}")
         return out
+
+
+def one_line_msg(err: dict[str, Any]) -> str:
+    """pydantic's message of one error, with the input it got."""
+    got = err.get("input")
+    shown = f" (got {got!r:.60})" if not isinstance(got, dict | list) else ""
+    return " ".join(str(err.get("msg", "invalid")).split()) + shown

@@ -13,7 +13,10 @@ what it moved, so that old specs and the resolved ``spec.yaml`` of old run direc
 keep validating for one release. Samplers of a spec without a ``studies`` key keep
 recording the price of mean field: they get a ``price_of_mean_field`` study. Methods with
 the same old settings share one study; one that covers every method it can apply to
-names none (``methods`` left out). No torch import here.
+names none (``methods`` left out). In a spec that has a ``studies`` list (the new form), an
+old setting on a method that a study of its kind already records (e.g. ``--set
+inference.nuts.max_draws=600``) goes into that study, split off for the method if the study
+records others too. No torch import here.
 """
 
 from __future__ import annotations
@@ -68,11 +71,30 @@ def _flow(study: dict[str, Any]) -> str:
     return yaml.safe_dump(study, default_flow_style=True, width=10**6, sort_keys=False).strip()
 
 
+_FAMILIES: dict[str, str | None] = {}
+
+
 def _family(method: Any) -> str | None:
-    if not isinstance(method, dict):
+    kind = method.get("kind") if isinstance(method, dict) else None
+    if not isinstance(kind, str):
         return None
-    cls = member_for_kind(InferenceSpec, method.get("kind"))
-    return getattr(cls, "family", None)
+    if kind not in _FAMILIES:  # migrate runs for every sweep combination: look up once
+        _FAMILIES[kind] = getattr(member_for_kind(InferenceSpec, kind), "family", None)
+    return _FAMILIES[kind]
+
+
+def _old_keys(data: dict[str, Any]) -> bool:
+    """Whether ``data`` may hold a setting at an old location (cheap, before a deep copy)."""
+    methods = data.get("inference") if isinstance(data.get("inference"), list) else []
+    for m in methods:
+        if isinstance(m, dict) and ("ktied" in m or any(k in m for k in _SAMPLER_KEYS)):
+            return True
+    metrics = data.get("metrics")
+    if isinstance(metrics, dict) and ("pruning" in metrics or "product_matrix_draws" in metrics):
+        return True
+    return "studies" not in data and any(
+        _family(m) in PriceOfMeanFieldStudy.families for m in methods
+    )
 
 
 class _Migration:
@@ -93,6 +115,38 @@ class _Migration:
                      **{k: v for k, v in study.items() if k != "kind"}}  # fmt: skip
         self.studies.append(study)
         return len(self.studies) - 1
+
+    def into_given(self, i: int, cls: type, settings: dict[str, Any]) -> int | None:
+        """Put old-location ``settings`` of method ``i`` into the given study of class
+        ``cls`` that records it; the study's index, or None if there is none.
+
+        A study that records other methods too keeps them; method ``i`` gets a copy of it
+        with ``settings`` merged in.
+        """
+        if not isinstance(self.given, list):
+            return None
+        methods = self.data.get("inference") or []
+        name = methods[i].get("name")
+        for k, s in enumerate(self.studies[: self.first_new]):
+            if not isinstance(s, dict) or s.get("kind") != kind_of(cls):
+                continue
+            named = s.get("methods")
+            if named is None:
+                covers = [m.get("name") for m in methods if _family(m) in cls.families]
+            elif isinstance(named, list):
+                covers = list(named)
+            else:
+                continue
+            if name not in covers:
+                continue
+            others = [n for n in covers if n != name]
+            if not others:
+                self.studies[k] = _merged(s, settings)
+                return k
+            self.studies[k] = {**s, "methods": others}
+            self.studies.append(_merged({**s, "methods": [name]}, settings))
+            return len(self.studies) - 1
+        return None
 
     def dropped(self, old: tuple[Any, ...], what: str) -> None:
         self.moves.append(Move(old, f"{_fmt(old)}: deprecated key; null does nothing: remove "
@@ -118,6 +172,17 @@ class _Migration:
             yield k, idx
 
 
+def _merged(base: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``new`` written over it, mappings merged key by key."""
+    out = copy.deepcopy(base)
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _merged(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
 def migrate(data: dict[str, Any]) -> tuple[dict[str, Any], list[Move]]:
     """Spec data with the old study locations moved into ``studies``, and what moved.
 
@@ -136,6 +201,8 @@ def migrate(data: dict[str, Any]) -> tuple[dict[str, Any], list[Move]]:
         "studies" in data and not isinstance(data["studies"], list | None)
     ):
         return data, []  # malformed: validation reports it
+    if not _old_keys(data):
+        return data, []
     d = copy.deepcopy(data)
     mig = _Migration(d)
     methods = d.get("inference") if isinstance(d.get("inference"), list) else []
@@ -161,6 +228,14 @@ def _price_of_mf(mig: _Migration, methods: list[Any]) -> None:
         if not keys and "studies" in mig.data:
             continue  # a new-form spec: the sampler records what its studies say
         settings = {k: m.pop(k) for k in keys}
+        if keys and "studies" in mig.data:
+            k = mig.into_given(i, PriceOfMeanFieldStudy, settings)
+            if k is not None:
+                paths = [(("studies", k, key), ("inference", i, key)) for key in keys]
+                if k >= mig.first_new:  # split off for this method: its errors are here
+                    paths.append((("studies", k), ("inference", i, keys[0])))
+                mig.moved(("inference", i, keys[0]), ", ".join(keys), k, paths)
+                continue
         found[i] = {k: v for k, v in settings.items() if v is not None or k == "gaussian_fit"}
         present[i] = keys
     for k, idx in mig.grouped(found, PriceOfMeanFieldStudy):
@@ -187,7 +262,16 @@ def _ktied(mig: _Migration, methods: list[Any]) -> None:
             del m["ktied"]
             mig.dropped(("inference", i, "ktied"), "the k-tied study")
         elif isinstance(m["ktied"], dict):
-            found[i] = m.pop("ktied")
+            settings = m.pop("ktied")
+            k = mig.into_given(i, KTiedStudy, settings) if "studies" in mig.data else None
+            if k is None:
+                found[i] = settings
+                continue
+            old = ("inference", i, "ktied")
+            paths = [(("studies", k, key), (*old, key)) for key in settings]
+            if k >= mig.first_new:
+                paths.append((("studies", k), old))
+            mig.moved(old, "ktied", k, paths)
     for k, idx in mig.grouped(found, KTiedStudy):
         for i in idx:
             old = ("inference", i, "ktied")

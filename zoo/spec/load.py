@@ -3,12 +3,21 @@
 Every problem is reported as ``FILE:LINE:COL: field.path: message`` (or
 ``--set PATH=VALUE: field.path: message`` for an override), all problems at once, with
 "did you mean ...?" for misspelt keys and kinds. :func:`load_spec` raises
-:class:`~zoo.spec.errors.SpecError`; the CLI prints its messages and exits with status 2.
-Settings at old locations are moved into the new form (:mod:`zoo.spec.legacy`) and each
-gives a :class:`~zoo.spec.errors.SpecDeprecationWarning` at its ``FILE:LINE:COL``.
+:class:`~zoo.spec.errors.SpecError` and nothing else for bad input; the CLI prints its
+messages and exits with status 2. Settings at old locations are moved into the new form
+(:mod:`zoo.spec.legacy`) and each gives a :class:`~zoo.spec.errors.SpecDeprecationWarning`
+at its ``FILE:LINE:COL``.
 
-The YAML is read with ``yaml.SafeLoader`` semantics: plain data only, never arbitrary
-Python objects. No torch import here.
+The YAML is plain JSON data only, within bounds (:mod:`zoo.spec.reader`); so are the file's
+size (:data:`MAX_BYTES`) and the number of sweep combinations (:data:`MAX_COMBINATIONS`),
+so a hostile file is answered within seconds. Overrides: :mod:`zoo.spec.overrides`.
+
+Paths: a relative ``data.path`` or ``data.dir`` written in the spec file (also as values of
+a ``data.path``/``data.dir``/``data`` sweep axis) is relative to the spec file's directory;
+one given with ``--set`` is relative to the working directory, as any path on a command
+line. Both are made absolute at load, so the spec and its cells hold absolute paths: a
+cell id (which hashes them) is the same from whatever directory a run starts, and names
+the file the cell really reads. No torch import here.
 """
 
 from __future__ import annotations
@@ -20,7 +29,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from zoo.spec.errors import (
@@ -30,59 +38,20 @@ from zoo.spec.errors import (
     did_you_mean,
     format_path,
     one_line,
-    split_override_path,
 )
 from zoo.spec.legacy import migrate
+from zoo.spec.overrides import absolute_paths, apply_overrides, parse_overrides
 from zoo.spec.paths import set_path
+from zoo.spec.reader import read_yaml
 from zoo.spec.schema import Spec
 from zoo.spec.sweep import axis_path, axis_problem
 
-__all__ = ["SpecError", "load_spec", "parse_overrides"]
+__all__ = ["MAX_BYTES", "MAX_COMBINATIONS", "SpecError", "load_spec", "parse_overrides"]
 
-
-def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any, str]]:
-    """Parse ``field.path=value`` strings; values are YAML (``3``, ``[1, 2]``, ``relu``).
-
-    Returns
-    -------
-    list of (path, value, original text)
-    """
-    out: list[tuple[str, Any, str]] = []
-    errors: list[str] = []
-    for item in items:
-        key, sep, raw = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            errors.append(f"--set {item}: expected FIELD.PATH=VALUE, e.g. --set model.depth=3")
-            continue
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else None
-        except yaml.YAMLError as e:
-            errors.append(f"--set {item}: the value is not valid YAML ({one_line(e)})")
-            continue
-        out.append((key, value, item))
-    if errors:
-        raise SpecError(errors)
-    return out
-
-
-def _check_duplicates(node: yaml.Node, fname: str, errors: list[str]) -> None:
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[Any, yaml.Node] = {}
-        for k, v in node.value:
-            if isinstance(k, yaml.ScalarNode):
-                if k.value in seen:
-                    first = seen[k.value].start_mark
-                    errors.append(
-                        f"{fname}:{k.start_mark.line + 1}:{k.start_mark.column + 1}: "
-                        f"duplicate key {k.value!r} (first at line {first.line + 1}); "
-                        "keep one of them"
-                    )
-                seen[k.value] = k
-            _check_duplicates(v, fname, errors)
-    elif isinstance(node, yaml.SequenceNode):
-        for v in node.value:
-            _check_duplicates(v, fname, errors)
+#: Largest spec file read (bytes); the shipped specs are a few kB.
+MAX_BYTES = 1 << 20
+#: Most sweep combinations times methods (each is validated at load).
+MAX_COMBINATIONS = 10_000
 
 
 # --------------------------------------------------------------------------- load_spec
@@ -97,6 +66,12 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
         The YAML spec.
     overrides : iterable of str
         ``field.path=value`` items (``--set`` on the command line); values are YAML.
+        Methods are addressed by name (``inference.mfvi.steps=100``);
+        ``inference.NAME=null`` drops a method and ``inference=[NAME, ...]`` keeps the
+        named ones (a mapping in that list adds a method); either drops the dropped
+        methods' sweep axes and their names in ``studies``. ``sweep.AXIS=[...]`` sets a
+        sweep axis and ``sweep.AXIS=null`` drops it. Setting a field that a sweep axis
+        varies is an error that says to set the axis.
 
     Returns
     -------
@@ -110,28 +85,27 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     """
     p = Path(path)
     fname = str(path)
-    if not p.exists():
-        raise SpecError([f"{fname}: no such file; `zoo list` shows the specs shipped in specs/"])
-    if p.is_dir():
-        raise SpecError([f"{fname}: is a directory; give the path of a YAML spec file"])
     try:
-        text = p.read_text(encoding="utf-8")
+        if not p.exists():
+            raise SpecError([f"{fname}: no such file; `zoo list` shows the specs shipped in "
+                             "specs/"])  # fmt: skip
+        if p.is_dir():
+            raise SpecError([f"{fname}: is a directory; give the path of a YAML spec file"])
+        if not p.is_file():  # a device or a pipe: reading it might never end
+            raise SpecError([f"{fname}: not a regular file; give the path of a YAML spec file"])
+        if p.stat().st_size > MAX_BYTES:
+            raise SpecError([f"{fname}: {p.stat().st_size} bytes; a spec file is at most "
+                             f"{MAX_BYTES} bytes"])  # fmt: skip
+        raw = p.read_bytes()
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        why = getattr(e, "strerror", None) or one_line(e)
+        raise SpecError([f"{fname}: cannot read the file ({why})"]) from None
+    try:
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise SpecError([f"{fname}:1:1: not a text file; a spec is a YAML file"]) from None
     parsed = parse_overrides(overrides)
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.MarkedYAMLError as e:
-        m = e.problem_mark or e.context_mark
-        where = f"{fname}:{m.line + 1}:{m.column + 1}" if m else f"{fname}:1:1"
-        ctx = f" ({e.context})" if e.context else ""
-        raise SpecError([f"{where}: YAML syntax error: {e.problem}{ctx}"]) from None
-    except yaml.YAMLError as e:
-        raise SpecError([f"{fname}:1:1: not valid YAML: {one_line(e)}"]) from None
-    errors: list[str] = []
-    if root is not None:
-        _check_duplicates(root, fname, errors)
+    root, data = read_yaml(text, fname)
     if not isinstance(data, dict):
         got = "an empty file" if data is None else f"a {type(data).__name__}"
         raise SpecError(
@@ -140,48 +114,80 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
                 f"inference, ...; got {got} (see specs/two_moons_depth.yaml)"
             ]
         )
-    bad_sets = []
-    for key, value, text in parsed:
-        try:
-            set_path(data, split_override_path(key), value)
-        except KeyError as e:
-            bad_sets.append(f"--set {text}: {e.args[0]}")
-    if bad_sets:
-        raise SpecError(bad_sets)
+    base = p.resolve().parent
+    absolute_paths(data, base)
+    applied = apply_overrides(data, parsed)
     data, moves = migrate(data)
-    rep = Reporter(fname, root, parsed, Spec, [pair for m in moves for pair in m.paths])
-    context = {"base_dir": str(p.resolve().parent)}
-    errors += _sweep_axes(data.get("sweep"), rep)
+    rep = Reporter(fname, root, applied, Spec, [pair for m in moves for pair in m.paths],
+                   data=data)  # fmt: skip
+    context = {"base_dir": str(base)}
+    errors = _sweep_axes(data.get("sweep"), rep)
+    errors += _combinations(data, rep)
+    if errors:  # too many combinations to check each one: say so first
+        raise SpecError(errors)
     try:
         spec = Spec.model_validate(data, context=context)
     except ValidationError as e:
         raise SpecError(errors + rep.errors(e)) from None
-    errors += _check_sweep(spec, data, rep, context)
+    used: set[int] = set()
+    errors += _check_sweep(spec, data, rep, context, used)
     errors += _check_report(spec, rep)
     if not errors:
-        errors += _check_studies(spec, rep)
+        errors += _check_studies(spec, rep, used)
     if errors:
         raise SpecError(errors)
     for move in moves:
-        warnings.warn(f"{rep.where(move.old, key=True)}: {move.message}",
-                      SpecDeprecationWarning, stacklevel=2)  # fmt: skip
+        where = rep.where(move.old, key=True)
+        message = move.message
+        new = next((n for n, o in move.paths if tuple(o) == tuple(move.old)), None)
+        if where.startswith("--set ") and new is not None:
+            value = where.partition("=")[2]
+            message += f"; on the command line: --set {'.'.join(map(str, new))}={value}"
+        warnings.warn(f"{where}: {message}", SpecDeprecationWarning, stacklevel=2)
     return spec
 
 
 def _sweep_axes(sweep: Any, rep: Reporter) -> list[str]:
-    """Axis names and emptiness, reported at the axis' own line."""
-    if not isinstance(sweep, dict):
+    """The sweep's form, axis names and emptiness, reported at the axis' own line."""
+    if sweep is None:
         return []
+    if not isinstance(sweep, dict):
+        return [f"{rep.where(['sweep'])}: sweep: must be a mapping from a field path to its "
+                f"list of values, e.g. sweep: {{seed: [0, 1, 2]}}; got {sweep!r:.60}"]  # fmt: skip
     errors = []
     for key, values in sweep.items():
         problem = axis_problem(Spec, str(key), values)
         if problem:
             errors.append(f"{rep.where(['sweep', str(key)], key=True)}: sweep.{key}: {problem}")
+        elif not isinstance(values, list):
+            errors.append(f"{rep.where(['sweep', str(key)])}: sweep.{key}: an axis is a list "
+                          f"of values, e.g. [{json.dumps(values)[:40]}]; got {values!r:.60}")  # fmt: skip
     return errors
 
 
-def _check_sweep(spec: Spec, data: dict[str, Any], rep: Reporter, context: dict) -> list[str]:
-    """Validate every sweep value where it stands, then every combination."""
+def _combinations(data: dict[str, Any], rep: Reporter) -> list[str]:
+    """At most :data:`MAX_COMBINATIONS` sweep combinations times methods."""
+    sweep = data.get("sweep")
+    if not isinstance(sweep, dict):
+        return []
+    methods = data.get("inference")
+    n = max(1, len(methods) if isinstance(methods, list) else 1)
+    for values in sweep.values():
+        n *= len(values) if isinstance(values, list) else 1
+    if n <= MAX_COMBINATIONS:
+        return []
+    sizes = " x ".join(str(len(v)) for v in sweep.values() if isinstance(v, list))
+    return [f"{rep.where(['sweep'], key=True)}: sweep: {n} combinations ({sizes} axis values "
+            f"x {max(1, len(methods) if isinstance(methods, list) else 1)} methods); at most "
+            f"{MAX_COMBINATIONS}: split the study into several specs"]  # fmt: skip
+
+
+def _check_sweep(spec: Spec, data: dict[str, Any], rep: Reporter, context: dict,
+                 used: set[int]) -> list[str]:  # fmt: skip
+    """Validate every sweep value where it stands, then every combination.
+
+    ``used`` gets the indices of the studies that record a method in some combination.
+    """
     errors: list[str] = []
     base = json.loads(json.dumps({k: v for k, v in data.items() if k != "sweep"}))
     for key, values in spec.sweep.items():
@@ -200,7 +206,10 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: Reporter, context: dict)
         for k, v in zip(keys, combo, strict=True):
             set_path(d, axis_path(k), v)
         try:
-            Spec.model_validate(d, context=context)
+            resolved = Spec.model_validate(d, context=context)
+            for method in resolved.inference:
+                rec = resolved.studies_for(method)
+                used.update(k for k, s in enumerate(resolved.studies) if any(s is t for t in rec))
         except ValidationError as e:
             label = ", ".join(f"{k}={v}" for k, v in zip(keys, combo, strict=True))
             errors += rep.errors(e, at=["sweep"], label=f"sweep cell ({label})")
@@ -209,8 +218,9 @@ def _check_sweep(spec: Spec, data: dict[str, Any], rep: Reporter, context: dict)
 
 
 def _check_report(spec: Spec, rep: Reporter) -> list[str]:
-    # the report averages over seeds, so seed cannot be a plot axis
-    columns = [c for c in dict.fromkeys(["method", *spec.sweep]) if c != "seed"]
+    # the columns of results.csv a figure can use: method, seed (a figure against seed shows
+    # single cells, not means over seeds) and the sweep axes
+    columns = list(dict.fromkeys(["method", "seed", *spec.sweep]))
     errors = []
     for field in ("x", "hue"):
         value = getattr(spec.report, field)
@@ -225,14 +235,13 @@ def _check_report(spec: Spec, rep: Reporter) -> list[str]:
     return errors
 
 
-def _check_studies(spec: Spec, rep: Reporter) -> list[str]:
-    """Each study records at least one cell (its methods, on a network it suits)."""
+def _check_studies(spec: Spec, rep: Reporter, used: set[int]) -> list[str]:
+    """Each study records at least one cell (its methods, on a network it suits).
+
+    ``used``: the indices of the studies that record some cell (:func:`_check_sweep`).
+    """
     if not spec.studies:
         return []
-    used: set[int] = set()
-    for cell in spec.cells():
-        used.update(k for k, s in enumerate(cell.spec.studies)
-                    if any(s is t for t in cell.studies))  # fmt: skip
     errors = []
     for k, s in enumerate(spec.studies):
         if k not in used:

@@ -14,6 +14,7 @@ study's ``families``) instead of listing kinds. Old study locations are moved in
 
 from __future__ import annotations
 
+import re
 import warnings
 from typing import Any
 
@@ -22,6 +23,7 @@ from pydantic import Field, field_validator, model_validator
 from zoo.spec.base import Section, kind_of, union_members
 from zoo.spec.errors import SpecDeprecationWarning
 from zoo.spec.legacy import migrate
+from zoo.spec.sections.bounds import MAX_NAME, MAX_SEED
 from zoo.spec.sections.data import (
     DataSpec,
 )
@@ -39,19 +41,29 @@ from zoo.spec.sections.report import MetricsSpec, ReportSpec
 from zoo.spec.sections.runtime import RuntimeSection
 from zoo.spec.sections.simulation import SimulationSpec
 from zoo.spec.sections.studies import StudySpec
-from zoo.spec.sweep import Cell, axis_problem, cells
+from zoo.spec.sweep import Cell, axis_problem, cells, sweep_problems
 
 __all__ = ["Spec"]
+
+#: A spec name: a single path component that is not "." or "..", without control characters.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 
 
 class Spec(Section):
     """A bnn-zoo experiment."""
 
     name: str = Field(
-        min_length=1, pattern=r"^[A-Za-z0-9_\-.]+$", description="Spec name (run directory)."
+        description="Spec name, the run directory runs/<name>: letters, digits, '_', '-' and "
+        f"'.', starting with a letter or digit, at most {MAX_NAME} characters.",
+        json_schema_extra={"pattern": f"^{_NAME.pattern}$", "maxLength": MAX_NAME},
     )
     description: str = Field("", description="What the experiment shows.")
-    seed: int = Field(0, description="Base seed; a `seed` sweep axis overrides it per cell.")
+    seed: int = Field(
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description=f"Base seed (0 to {MAX_SEED}); a `seed` sweep axis overrides it per cell.",
+    )
     data: DataSpec | None = Field(None, description="Data set (required unless simulation).")
     model: ModelSpec | None = Field(
         None, description="Network family (required unless simulation)."
@@ -96,6 +108,17 @@ class Spec(Section):
             warnings.warn(move.message, SpecDeprecationWarning, stacklevel=2)
         return new
 
+    @field_validator("name")
+    @classmethod
+    def _safe_name(cls, v: str) -> str:
+        if len(v) > MAX_NAME or not _NAME.fullmatch(v):
+            raise ValueError(
+                f"{v[: MAX_NAME + 20]!r}: a spec name names its run directory runs/<name>: use "
+                f"letters, digits, '_', '-' and '.', starting with a letter or digit, at most "
+                f"{MAX_NAME} characters (e.g. two_moons_depth)"
+            )
+        return v
+
     @field_validator("inference")
     @classmethod
     def _unique_names(cls, v: list[Any]) -> list[Any]:
@@ -131,7 +154,8 @@ class Spec(Section):
                 f"{', '.join(missing)}: required (a spec needs data, model and at least one "
                 "inference method; see specs/two_moons_depth.yaml)"
             )
-        problems = [*self._task_problems(), *self._method_problems(), *self._study_problems()]
+        problems = [*self._task_problems(), *self._method_problems(), *self._study_problems(),
+                    *sweep_problems(self)]  # fmt: skip
         if problems:  # one line each, "PATH: message"; the loader reports them at PATH
             raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
         return self
@@ -140,10 +164,16 @@ class Spec(Section):
         task, lik = self.data.task, self.likelihood
         if lik.task != task:
             fits = [kind_of(m) for m in union_members(LikelihoodSpec)
-                    if getattr(m, "task", None) == task]  # fmt: skip
+                    if getattr(m, "task", None) == task and m.n_classes is None]  # fmt: skip
             want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
             return [("likelihood.kind", f"{lik.kind!r} does not fit {task} data "
                                         f"({self.data.kind}){want}")]  # fmt: skip
+        if lik.n_classes is not None and self.data.n_classes not in (None, lik.n_classes):
+            fits = [kind_of(m) for m in union_members(LikelihoodSpec)
+                    if m.task == task and m.n_classes is None]  # fmt: skip
+            want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
+            return [("likelihood.kind", f"{lik.kind!r} needs {lik.n_classes} classes; "
+                                        f"{self.data.kind} data has {self.data.n_classes}{want}")]  # fmt: skip
         bad = [m for m in self.metrics.names or [] if m not in lik.metrics]
         if bad:
             return [("metrics.names", f"{bad} do not apply to {lik.kind} likelihoods; "

@@ -3,7 +3,9 @@
 The one sweep-axis rule: an axis ``inference.<name>.<field>`` belongs to that method (the
 other methods' cells do not repeat over it); every other axis (``model.depth``, ``seed``,
 ``split`` for ``data.split``) applies to every method. A cell is one combination of the
-axes and one method.
+axes and one method. An axis names one setting that changes the numbers (never a whole
+section or method, nor the name, description, report or runtime), and no two values of an
+axis, nor two axes, give the same cells (:func:`axis_problem`, :func:`sweep_problems`).
 
 A cell id is a readable prefix (method and axis values, at most :data:`MAX_SLUG` characters)
 and a hash of the cell's configuration written without defaults, together with
@@ -18,18 +20,22 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_origin
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
-from zoo.spec.paths import path_in_schema, set_path, suggest_path
+from zoo.spec.base import union_members
+from zoo.spec.paths import models_at, parse_path, path_in_schema, set_path, suggest_path
+from zoo.spec.sections.bounds import MAX_AXIS_VALUES, MAX_CELLS
 
 if TYPE_CHECKING:
     from zoo.spec.schema import Spec
 
 __all__ = [
     "AXIS_ALIASES",
+    "MAX_ID",
     "MAX_SLUG",
     "SPEC_VERSION",
     "Cell",
@@ -37,6 +43,7 @@ __all__ = [
     "cell_id",
     "cells",
     "legacy_cell_id",
+    "sweep_problems",
 ]
 
 #: Version of the cell-id rule; 1 was the rule of :func:`legacy_cell_id`.
@@ -45,11 +52,31 @@ SPEC_VERSION = 2
 #: Most characters of the readable part of a cell id (the hash follows it).
 MAX_SLUG = 80
 
+#: Most bytes (= characters: ids are ASCII) of a cell id: slug, ``_`` and 12 hex digits.
+MAX_ID = MAX_SLUG + 1 + 12
+
 #: Sweep axes that stand for a deeper field (the column keeps the short name):
 #: ``split`` is the UCI train/test split index of the data (``data.split``).
 AXIS_ALIASES = {"split": "data.split"}
 
-_UNSWEPT = ("name", "sweep", "inference", "simulation", "runtime")
+#: Top-level sections that are not swept: they do not change a cell's numbers (name,
+#: description, report, runtime), or are not a setting (sweep), or have their own rule
+#: (inference: ``inference.<method>.<field>``), or are no sweep of networks (simulation).
+_UNSWEPT = ("name", "description", "sweep", "inference", "simulation", "report", "runtime")
+
+_WHY_UNSWEPT = {
+    "name": "it does not change the cells' numbers",
+    "description": "it does not change the cells' numbers",
+    "report": "it does not change the cells' numbers",
+    "runtime": "it says where and in which precision all cells run; set it, or run the spec "
+    "once per setting",
+}
+
+#: What the axes can be, for messages.
+_AXES_HELP = (
+    "an axis names one setting, e.g. seed, split, model.depth, data.noise, prior.scale or "
+    "inference.<method name>.<field> (inference.mfvi.lr, inference.kt.guide.rank)"
+)
 
 # what changes a cell's numbers: not its name, description, sweep, report or device
 _CONFIG_FIELDS: dict[str, Any] = {
@@ -63,18 +90,128 @@ _CONFIG_FIELDS: dict[str, Any] = {
 }
 
 
+#: Fields named first in the example of a "whole section" message.
+_EXAMPLES = ("depth", "init_scale", "scale", "noise", "rank", "draws", "cov")
+
+
+def _schema_parts(key: str) -> list[Any]:
+    """The schema path of an axis: aliases resolved, the method name of
+    ``inference.<name>.<field>`` dropped."""
+    parts = parse_path(AXIS_ALIASES.get(key, key))
+    if parts and parts[0] == "inference" and len(parts) >= 2:
+        parts = ["inference", *parts[2:]]
+    return parts
+
+
+def _sections_at(root: type[BaseModel], parts: list[Any]) -> tuple[list[type[BaseModel]], bool]:
+    """The section classes a value at schema path ``parts`` would be (none: a plain value),
+    and whether the path names a list of them rather than one element."""
+    listed = bool(parts) and not isinstance(parts[-1], int)
+    while parts and isinstance(parts[-1], int):  # an element of a list field
+        parts = parts[:-1]
+    out: list[type[BaseModel]] = []
+    for m in models_at(root, parts[:-1])[0]:
+        if parts and parts[-1] in m.model_fields:
+            annotation = m.model_fields[parts[-1]].annotation
+            out.extend(union_members(annotation))
+            listed = listed and get_origin(annotation) is list
+    return out, listed
+
+
+def _value_key(value: Any) -> str:
+    """A canonical text of a sweep value, to find values written twice."""
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
 def axis_problem(root: type[BaseModel], key: str, values: Any) -> str | None:
-    """What is wrong with the sweep axis ``key: values`` of a spec of class ``root``, or None."""
-    if key.split(".")[0] in _UNSWEPT and not key.startswith("inference."):
-        return f"cannot sweep over {key!r}"
+    """What is wrong with the sweep axis ``key: values`` of a spec of class ``root``, or None.
+
+    An axis names one setting that changes the cells' numbers (not a whole section, not
+    the name, description, report or runtime); its values are a list of at most
+    :data:`~zoo.spec.sections.bounds.MAX_AXIS_VALUES` values, none written twice.
+    """
+    top = key.split(".")[0]
+    if top in _UNSWEPT and not key.startswith("inference."):
+        why = _WHY_UNSWEPT.get(top, "it is not a setting of the cells")
+        return f"cannot sweep over {key!r} ({why}); {_AXES_HELP}"
     if key.startswith("inference."):  # a method's own field: inference.<name>.<path>
-        if len(key.split(".")) < 3:
-            return f"sweep axis {key!r}: use inference.<method name>.<field>"
+        if len(key.split(".")) < 3 or not key.split(".")[2]:
+            name = key.split(".")[1] or "<method name>"
+            return (f"sweep axis {key!r} is a whole method; sweep one of its fields: "
+                    f"inference.{name}.<field>, e.g. inference.{name}.lr")  # fmt: skip
     elif key not in AXIS_ALIASES and not path_in_schema(root, key):
-        return f"{key!r} is not a spec field{suggest_path(root, key)}"
-    if isinstance(values, list) and not values:
-        return "the axis is empty; give at least one value"
+        return f"{key!r} is not a spec field{suggest_path(root, key)}; {_AXES_HELP}"
+    parts = _schema_parts(key)
+    if parts[-1] == "kind" and _sections_at(root, parts[:-1])[0]:
+        what = ("give one inference method per kind instead" if parts[0] == "inference"
+                else "write one spec per kind instead")  # fmt: skip
+        return (f"sweep axis {key!r} changes the kind of a section; the kinds have different "
+                f"fields, so one spec cannot hold them: {what}")  # fmt: skip
+    sections, listed = _sections_at(root, parts)
+    if sections:
+        fields = sorted({f for m in sections for f in m.model_fields if f != "kind"})
+        known = [f for f in _EXAMPLES if f in fields] + fields
+        example = f"{key}{'.0' if listed else ''}.{known[0]}" if known else key
+        return (f"sweep axis {key!r} is a whole section; sweep one of its fields instead "
+                f"(e.g. {example}; fields: {', '.join(fields)})")  # fmt: skip
+    if isinstance(values, list):
+        if not values:
+            return "the axis is empty; give at least one value"
+        if len(values) > MAX_AXIS_VALUES:
+            return f"{len(values)} values; an axis has at most {MAX_AXIS_VALUES}"
+        seen: dict[str, int] = {}
+        for i, v in enumerate(values):
+            j = seen.setdefault(_value_key(v), i)
+            if j != i:
+                return (f"value {v!r} is given twice (positions {j} and {i}); each value is "
+                        "one cell: remove the repeat")  # fmt: skip
     return None
+
+
+def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
+    """``(path, message)`` for each problem of the sweep as a whole.
+
+    Two axes that set the same field; more than :data:`MAX_CELLS` cells; and two values of
+    one axis that validate to the same setting (``1`` and ``1.0``, ``0`` and ``"0"``), which
+    would give the same cell twice.
+    """
+    out: list[tuple[str, str]] = []
+    setters: dict[tuple[str, ...], str] = {}
+    for key in spec.sweep:
+        first = setters.setdefault(tuple(axis_path(key)), key)
+        if first != key:
+            out.append((f"sweep.{key}", f"sets the same field as the axis {first!r}; keep one"))
+    n = math.prod(len(v) for v in spec.sweep.values()) * max(len(spec.inference), 1)
+    if n > MAX_CELLS:
+        sizes = " x ".join(f"{len(v)} ({k})" for k, v in spec.sweep.items())
+        out.append(("sweep", f"{n:,} cells ({sizes} x {len(spec.inference)} methods); a spec "
+                    f"has at most {MAX_CELLS:,}: split it into several specs"))  # fmt: skip
+    if out:
+        return out
+    base = _written(spec)
+    for key, values in spec.sweep.items():
+        seen: dict[str, Any] = {}
+        for value in values:
+            d = json.loads(json.dumps(base))
+            set_path(d, axis_path(key), value)
+            try:
+                resolved = type(spec).model_validate(d).model_dump_json()
+            except (ValidationError, KeyError):
+                continue  # the loader reports the value where it stands
+            if resolved in seen:
+                out.append((f"sweep.{key}", f"values {seen[resolved]!r} and {value!r} are the "
+                            "same setting (the same cell twice); remove one"))  # fmt: skip
+                break
+            seen[resolved] = value
+    return out
+
+
+def _written(spec: Spec) -> dict[str, Any]:
+    """The spec as written (fields left at their defaults stay out), without its sweep:
+    what the loader validates each sweep value against, so the cells are what it checked."""
+    d = spec.model_dump(mode="json", exclude_unset=True)
+    d.pop("sweep", None)
+    return d
 
 
 def axis_path(key: str) -> list[str]:
@@ -96,10 +233,9 @@ def cells(spec: Spec) -> list[Cell]:
     """
     keys = list(spec.sweep)
     out: list[Cell] = []
-    base = spec.model_dump(mode="json")
+    base = _written(spec)
     for values in itertools.product(*(spec.sweep[k] for k in keys)):
         d = json.loads(json.dumps(base))
-        d["sweep"] = {}
         for k, val in zip(keys, values, strict=True):
             set_path(d, axis_path(k), val)
         resolved = type(spec).model_validate(d)
@@ -167,21 +303,28 @@ class Cell:
         return f"Cell({self.cell_id})"
 
 
-def _slug(axes: Mapping[str, Any]) -> str:
+def _slug(axes: Mapping[str, Any], *, ascii_only: bool = True) -> str:
+    """The method and ``field=value`` of each axis; other characters than letters, digits
+    and ``=-_.`` become ``-``. Version 1 (``ascii_only=False``) kept non-ASCII letters."""
     parts = [str(axes["method"])]
     for k, v in axes.items():
         if k != "method":
             parts.append(f"{k.split('.')[-1]}={v}")
     slug = "_".join(parts)
-    return "".join(c if c.isalnum() or c in "=-_." else "-" for c in slug)
+    return "".join(c if (c.isascii() or not ascii_only) and (c.isalnum() or c in "=-_.")
+                   else "-" for c in slug)  # fmt: skip
 
 
 def cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
     """The id of a cell with this :meth:`Cell.config` and these axes.
 
-    ``<slug>_<hash>``: the slug is the method and the axis values (cut at
+    ``<slug>_<hash>``: the slug is the method and the axis values in ASCII (cut at
     :data:`MAX_SLUG` characters), the hash the first 12 hex digits of the SHA-256 of the
-    configuration and :data:`SPEC_VERSION`.
+    configuration and :data:`SPEC_VERSION`. An id is ASCII and at most :data:`MAX_ID`
+    bytes, so a cell's files (``<id>.json``, ``<id>.posterior.nc``, the store's temporary
+    ``.<id><suffix>.<random>.tmp``) stay far below the 255 bytes of a file name.
+    Non-ASCII letters (kept by earlier code) are written ``-``; as only such ids, which
+    could exceed a file name, changed, :data:`SPEC_VERSION` stayed.
     """
     payload = json.dumps({"spec_version": SPEC_VERSION, "config": config}, sort_keys=True)
     digest = hashlib.sha256(payload.encode()).hexdigest()[:12]
@@ -196,4 +339,4 @@ def legacy_cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
     first 10 hex digits of the SHA-256 of ``json.dumps(config, sort_keys=True)``.
     """
     digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{_slug(axes)}_{digest}"
+    return f"{_slug(axes, ascii_only=False)}_{digest}"

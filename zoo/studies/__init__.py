@@ -11,16 +11,25 @@ Dependency rule: studies import :mod:`zoo.spec`, :mod:`zoo.data`, :mod:`zoo.mode
 :mod:`zoo.inference`, :mod:`zoo.runtime` and :mod:`reports`, never :mod:`zoo.run`.
 """
 
+from collections.abc import Callable
+from pathlib import Path
+
+from zoo.spec.sections.simulation import GaussianGroundTruthSimulation, ProductMatrixSimulation
 from zoo.spec.sections.studies import (
     KTiedStudy,
+    LaplaceStudy,
+    PredictiveStudy,
     PriceOfMeanFieldStudy,
     ProductMatrixStudy,
     PruningStudy,
 )
-from zoo.studies import ktied, price_of_mf, product_matrix, pruning
+from zoo.studies import ktied, laplace, predictive, price_of_mf, product_matrix, pruning
 from zoo.studies.base import ArtifactReader, CellContext, Probe, Study, StudyPlugin
+from zoo.studies.price_of_mf.ground_truth import run_ground_truth
+from zoo.studies.product_matrix.simulate import run_simulation
 
-__all__ = ["STUDIES", "ArtifactReader", "CellContext", "Probe", "Study", "StudyPlugin"]
+__all__ = ["SIMULATIONS", "STUDIES", "ArtifactReader", "CellContext", "Probe", "Study",
+           "StudyPlugin"]  # fmt: skip
 
 #: Study section class -> the study.
 STUDIES: dict[type, Study] = {
@@ -28,4 +37,12 @@ STUDIES: dict[type, Study] = {
     KTiedStudy: ktied.STUDY,
     PruningStudy: pruning.STUDY,
     ProductMatrixStudy: product_matrix.STUDY,
+    LaplaceStudy: laplace.STUDY,
+    PredictiveStudy: predictive.STUDY,
+}
+
+#: Simulation section class -> ``run(spec, store, log=)``: a run with no cells.
+SIMULATIONS: dict[type, Callable[..., dict[str, Path]]] = {
+    ProductMatrixSimulation: run_simulation,
+    GaussianGroundTruthSimulation: run_ground_truth,
 }

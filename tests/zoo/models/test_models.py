@@ -1,4 +1,5 @@
-"""The compiled Pyro model: site names and shapes, priors, and the pure apply()."""
+"""The compiled Pyro model: site names and shapes, priors, the pure apply(), and the
+warnings about degenerate networks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import torch
 
 import zoo.data
 import zoo.models
+from tests.conftest import SPECS
 from zoo.models import BayesianLeNet, BayesianNet
 from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
@@ -146,3 +148,80 @@ def test_build_errors_name_the_field(tiny_spec) -> None:
         zoo.models.build(small, ds)
     with pytest.raises(TypeError, match="no builder for str"):
         zoo.models.build(spec.model_copy(update={"model": "mlp"}), ds)
+
+
+# --------------------------------------------------------------------------- degenerate networks
+
+
+def _cell(spec_path, overrides):
+    spec = load_spec(spec_path, overrides)
+    return spec.cells()[0]
+
+
+def test_width_warnings_on_a_budget_too_small_for_digits(tiny_spec) -> None:
+    # param_budget 100 on digits: width 1 (accuracy 0.31), below 3, the classes and inputs
+    cell = _cell(tiny_spec, ["data={kind: digits}", "model.param_budget=100",
+                             "sweep.model.depth=[1]", "sweep.seed=[0]"])  # fmt: skip
+    ds = zoo.data.load(cell.spec.data, 0)
+    net = zoo.models.build(cell.spec, ds)
+    assert net.dims == [64, 1, 10]  # the warnings' arithmetic is the network's
+    (w,) = zoo.models.width_warnings(cell, (ds.in_dim, ds.n_classes))
+    assert w.startswith(f"cell {cell.cell_id}: hidden width 1 (from model.param_budget 100 at "
+                        "depth 1) is below 3, the 10 classes and the 64 inputs")  # fmt: skip
+    assert "raise model.param_budget" in w
+
+
+def test_width_warnings_on_deep_two_moons_at_the_shipped_budget() -> None:
+    # the README's --set 'sweep.model.depth=[1,8]': eight ReLU layers of width 2
+    spec = load_spec(SPECS / "two_moons_depth.yaml", ["sweep.model.depth=[1, 8]"])
+    by_depth = {c.spec.model.depth: c for c in spec.cells()}
+    ds = zoo.data.load(by_depth[8].spec.data, 0)
+    assert zoo.models.build(by_depth[8].spec, ds).dims == [2, *[2] * 8, 2]
+    (w,) = zoo.models.width_warnings(by_depth[8], (2, 2))
+    assert "hidden width 2 (from model.param_budget 100 at depth 8) is below 3:" in w
+    assert zoo.models.width_warnings(by_depth[1], (2, 2)) == []  # width 19
+
+
+@pytest.mark.parametrize("name", ["two_moons_depth.yaml", "digits_depth.yaml",
+                                  "overpruning_depth.yaml", "ktied_mlp_fashion.yaml"])  # fmt: skip
+def test_shipped_networks_give_no_warning(name: str) -> None:
+    shapes = {"two_moons": (2, 2), "digits": (64, 10), "uci": (13, 0), "idx": (784, 10)}
+    for cell in load_spec(SPECS / name).cells():
+        assert zoo.models.width_warnings(cell, shapes[cell.spec.data.kind]) == [], cell
+
+
+def test_networks_that_cannot_be_built_are_refused_naming_the_field(tiny_spec) -> None:
+    cell = _cell(tiny_spec, ["model.param_budget=5", "sweep.model.depth=[1]"])
+    with pytest.raises(ValueError, match=r"^model.param_budget: .*width 1 already needs 7"):
+        zoo.models.width_warnings(cell, (2, 2))
+    cell = _cell(tiny_spec, ["model.param_budget=100000000", "sweep.model.depth=[1]"])
+    with pytest.raises(ValueError, match=r"^model.param_budget: .* at most 100000 units"):
+        zoo.models.width_warnings(cell, (2, 2))
+    lenet = ["data={kind: digits}", "model={kind: lenet, dense: 4}", "sweep.model.depth=null"]
+    cell = _cell(tiny_spec, lenet)
+    with pytest.raises(ValueError, match=r"^model: 8x8 images shrink to nothing"):
+        zoo.models.width_warnings(cell, (64, 10))
+    (w,) = zoo.models.width_warnings(cell, (784, 10))
+    assert "dense layer of 4 units (model.dense) is below the 10 classes" in w
+
+
+def test_cli_validate_and_run_warn_and_refuse(tiny_spec, tmp_path, capsys) -> None:
+    from zoo.cli import main
+
+    digits = ["--set", "data={kind: digits}", "--set", "sweep.model.depth=[1]"]
+    assert main(["validate", str(tiny_spec), *digits, "--set", "model.param_budget=100"]) == 0
+    out = capsys.readouterr()
+    assert "ok (2 cells)" in out.out
+    lines = out.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("warning: cell mfvi_depth=1_seed=0_")
+    assert lines[0].endswith("lower model.depth (and 1 more cell with this network)")
+    assert main(["validate", str(tiny_spec), *digits, "--set", "model.param_budget=50"]) == 2
+    err = capsys.readouterr().err
+    assert "model.param_budget: param_budget 50 is too small for depth 1" in err
+    assert "Traceback" not in err
+    # zoo run refuses it before any cell runs
+    out = tmp_path / "run"
+    assert main(["run", str(tiny_spec), *digits, "--set", "model.param_budget=50", "--out",
+                 str(out), "--no-progress"]) == 2  # fmt: skip
+    assert "model.param_budget: param_budget 50" in capsys.readouterr().err
+    assert not (out / "cells").exists() or not any((out / "cells").iterdir())

@@ -1,5 +1,6 @@
-"""Tests for zoo.run.arviz_io: DataTree layout, netCDF round trip and atomic writes."""
+"""Tests for zoo.run.arviz_io: DataTree schema, compact netCDF round trip and atomic writes."""
 
+import io
 import os
 
 import arviz_stats as azs
@@ -8,10 +9,14 @@ import pytest
 import xarray as xr
 
 from zoo.run.arviz_io import (
+    DRAWS_GUIDE,
+    DRAWS_MCMC,
     SAMPLE_STATS,
     datatree_attrs,
     datatree_from_bytes,
     datatree_to_bytes,
+    heldout_lpd,
+    label_dtype,
     load_datatree,
     posterior_to_datatree,
     site_dims,
@@ -24,7 +29,7 @@ def save_datatree(dt, path):
     return write_bytes_atomic(path, datatree_to_bytes(dt))
 
 
-N_CHAIN, N_DRAW, N_TEST = 2, 40, 7
+N_CHAIN, N_DRAW, N_TRAIN, N_TEST = 2, 40, 9, 7
 ATTRS = {
     "method": "nuts",
     "seed": 3,
@@ -57,11 +62,25 @@ def _tree(seed: int = 0, n_chain: int = N_CHAIN) -> xr.DataTree:
     return posterior_to_datatree(
         draws,
         sample_stats=stats,
-        log_likelihood=-rng.exponential(size=(*cd, N_TEST)),
-        posterior_predictive=rng.integers(0, 2, size=(*cd, N_TEST)),
-        observed=rng.integers(0, 2, size=N_TEST),
+        log_likelihood=-rng.exponential(size=(*cd, N_TRAIN)),
+        posterior_predictive=rng.integers(0, 2, size=(*cd, N_TRAIN)),
+        observed=rng.integers(0, 2, size=N_TRAIN),
+        constant_data={"x": rng.normal(size=(N_TRAIN, 2))},
+        predictions=rng.integers(0, 2, size=(*cd, N_TEST)),
+        log_likelihood_test=-rng.exponential(size=(*cd, N_TEST)),
+        predictions_constant_data={
+            "x": rng.normal(size=(N_TEST, 2)),
+            "y": rng.integers(0, 2, size=N_TEST),
+        },  # fmt: skip
+        n_classes=2,
+        draws_kind=DRAWS_MCMC,
+        inference_library="bnn-zoo",
+        inference_library_version="0.1.0",
         attrs=ATTRS,
     )
+
+
+LIBRARY = {"inference_library": "bnn-zoo", "inference_library_version": "0.1.0"}
 
 
 def test_layout_groups_dims_and_names():
@@ -72,6 +91,10 @@ def test_layout_groups_dims_and_names():
         "log_likelihood",
         "posterior_predictive",
         "observed_data",
+        "constant_data",
+        "predictions",
+        "log_likelihood_test",
+        "predictions_constant_data",
     }
     post = dt["posterior"]
     assert post["layer0.weight"].dims == ("chain", "draw", "layer0_out", "layer0_in")
@@ -80,10 +103,89 @@ def test_layout_groups_dims_and_names():
     assert post["noise"].dims == ("chain", "draw")
     assert set(dt["sample_stats"].data_vars) == set(SAMPLE_STATS)
     assert dt["sample_stats"]["diverging"].dtype == bool
+    # the training points: what the posterior was fitted to, and what loo reads
     assert dt["log_likelihood"]["y"].dims == ("chain", "draw", "obs_id")
     assert dt["posterior_predictive"]["y"].dims == ("chain", "draw", "obs_id")
     assert dt["observed_data"]["y"].dims == ("obs_id",)
-    assert datatree_attrs(dt) == ATTRS
+    assert dt["constant_data"]["x"].dims == ("obs_id", "x_dim_1")
+    assert dt["log_likelihood"].sizes["obs_id"] == N_TRAIN
+    # the held-out test points, under another dimension name
+    assert dt["predictions"]["y"].dims == ("chain", "draw", "test_id")
+    assert dt["log_likelihood_test"]["y"].dims == ("chain", "draw", "test_id")
+    assert dt["predictions_constant_data"]["x"].dims == ("test_id", "x_dim_1")
+    assert dt["predictions_constant_data"]["y"].dims == ("test_id",)
+    assert dt["predictions"].sizes["test_id"] == N_TEST
+    assert datatree_attrs(dt) == {**LIBRARY, "draws_kind": "mcmc", **ATTRS}
+    for group in dt.children:  # as arviz-base's converters set them on every group
+        assert LIBRARY.items() <= dt[group].attrs.items(), group
+
+
+def test_compact_dtypes():
+    dt = _tree()
+    assert dt["posterior"]["layer0.weight"].dtype == np.float64  # draws keep their dtype
+    assert dt["sample_stats"]["lp"].dtype == np.float64
+    assert dt["sample_stats"]["tree_depth"].dtype == np.int8
+    assert dt["sample_stats"]["n_steps"].dtype == np.int8
+    for group in ("log_likelihood", "log_likelihood_test"):
+        assert dt[group]["y"].dtype == np.float32
+    for group in ("posterior_predictive", "observed_data", "predictions",
+                  "predictions_constant_data"):  # fmt: skip
+        assert dt[group]["y"].dtype == np.int8, group
+    assert dt["constant_data"]["x"].dtype == np.float32
+    assert [label_dtype(k) for k in (1, 10, 128, 129, 32768, 32769)] == [np.int8] * 3 + [
+        np.int16
+    ] * 2 + [np.int32]
+    # regression: real targets and predictive draws as float32
+    rng = np.random.default_rng(0)
+    reg = posterior_to_datatree(
+        {"w": rng.normal(size=(1, 5))},
+        observed=rng.normal(size=4),
+        posterior_predictive=rng.normal(size=(1, 5, 4)),
+    )
+    assert reg["observed_data"]["y"].dtype == reg["posterior_predictive"]["y"].dtype == np.float32
+    # 300 classes need int16
+    many = posterior_to_datatree(
+        {"w": rng.normal(size=(1, 5))}, observed=np.array([0, 299, 3]), n_classes=300
+    )
+    assert many["observed_data"]["y"].dtype == np.int16
+    assert many["observed_data"]["y"].values.tolist() == [0, 299, 3]
+
+
+def test_file_is_compressed():
+    rng = np.random.default_rng(1)
+    cd = (2, 500)
+    dt = posterior_to_datatree(
+        {"w": rng.normal(size=(*cd, 3))},
+        sample_stats={"diverging": rng.random(cd) < 0.1},
+        log_likelihood=np.log(rng.uniform(0.5, 1, size=(*cd, 100))),
+        posterior_predictive=rng.integers(0, 3, size=(*cd, 100)),
+        observed=rng.integers(0, 3, size=100),
+        n_classes=3,
+    )
+    data = datatree_to_bytes(dt)
+    plain = io.BytesIO()
+    dt.to_netcdf(plain, engine="h5netcdf")
+    assert len(data) < 0.9 * len(plain.getvalue())
+    back = datatree_from_bytes(data)
+    xr.testing.assert_identical(back, dt)
+    enc = back["log_likelihood"]["y"].encoding
+    assert enc.get("zlib") and enc.get("shuffle"), enc
+    assert not back["observed_data"]["y"].encoding.get("zlib")  # 100 bytes: not worth it
+    assert back["posterior_predictive"]["y"].dtype == np.int8
+    assert back["sample_stats"]["diverging"].dtype == bool
+
+
+def test_heldout_lpd_is_the_log_mean_density_of_the_test_group():
+    rng = np.random.default_rng(4)
+    ll = np.log(rng.uniform(0.2, 1.0, size=(2, 50, 3)))
+    dt = posterior_to_datatree({"w": rng.normal(size=(2, 50))}, log_likelihood_test=ll)
+    out = heldout_lpd(dt)
+    expected = np.log(np.exp(ll).reshape(100, 3).mean(0))
+    np.testing.assert_allclose(out.pointwise, expected, rtol=1e-6)
+    assert out.n == 3 and out.lpd == pytest.approx(expected.sum(), rel=1e-6)
+    with pytest.raises(KeyError, match="log_likelihood_test"):
+        heldout_lpd(posterior_to_datatree({"w": rng.normal(size=(2, 50))},
+                                          log_likelihood=ll))  # fmt: skip
 
 
 def test_site_dims_for_other_sites():
@@ -97,7 +199,7 @@ def test_round_trip_is_identical(tmp_path):
     path = save_datatree(dt, tmp_path / "sub" / "cell.nc")
     loaded = load_datatree(path)
     xr.testing.assert_identical(loaded, dt)
-    assert datatree_attrs(loaded) == ATTRS
+    assert datatree_attrs(loaded) == datatree_attrs(dt)
     # loaded fully into memory and closed: the file can be replaced and values still read
     save_datatree(_tree(seed=1), path)
     np.testing.assert_array_equal(
@@ -132,6 +234,10 @@ def test_variational_posterior_is_one_chain():
     dt = posterior_to_datatree({"layer0.weight": rng.normal(size=(1, 100, 4, 2))})
     assert dict(dt["posterior"].sizes) == {"chain": 1, "draw": 100, "layer0_out": 4, "layer0_in": 2}
     assert set(dt.children) == {"posterior"} and dict(dt.attrs) == {}
+    guide = posterior_to_datatree({"w": rng.normal(size=(1, 100))}, draws_kind=DRAWS_GUIDE,
+                                  inference_library="pyro", inference_library_version="1.9.2")  # fmt: skip
+    assert guide.attrs["draws_kind"] == "independent guide draws"
+    assert guide.attrs["inference_library"] == "pyro"
 
 
 def test_multi_output_predictive_gets_extra_dims():
@@ -141,9 +247,14 @@ def test_multi_output_predictive_gets_extra_dims():
         posterior_predictive=rng.normal(size=(1, 5, 4, 2)),
         observed=rng.normal(size=(4, 2)),
         log_likelihood=rng.normal(size=(1, 5, 4)),
+        predictions=rng.normal(size=(1, 5, 3, 2)),
+        predictions_constant_data={"y": rng.normal(size=(3, 2))},
     )
     assert dt["observed_data"]["y"].dims == ("obs_id", "y_dim_1")
+    assert dt["posterior_predictive"]["y"].dims == ("chain", "draw", "obs_id", "y_dim_1")
     assert dt["log_likelihood"]["y"].dims == ("chain", "draw", "obs_id")
+    assert dt["predictions"]["y"].dims == ("chain", "draw", "test_id", "y_dim_1")
+    assert dt["predictions_constant_data"]["y"].dims == ("test_id", "y_dim_1")
 
 
 @pytest.mark.parametrize(
@@ -153,11 +264,22 @@ def test_multi_output_predictive_gets_extra_dims():
         ({"draws": {"a": np.zeros(3)}}, "chain, draw"),
         ({"draws": {"a": np.zeros((2, 5)), "b": np.zeros((1, 5))}}, "'b'"),
         ({"sample_stats": {"lp": np.zeros((2, 4))}}, "'lp'"),
-        ({"log_likelihood": np.zeros((2, 5, 3, 1))}, "n_test"),
-        ({"observed": np.zeros(4), "log_likelihood": np.zeros((2, 5, 3))}, "disagree"),
-        ({"observed": np.zeros(4), "posterior_predictive": np.zeros((2, 5, 3))}, "observed"),
+        ({"log_likelihood": np.zeros((2, 5, 3, 1))}, "n_train"),
+        ({"log_likelihood_test": np.zeros((2, 5, 3, 1))}, "n_test"),
+        ({"observed": np.zeros(4), "log_likelihood": np.zeros((2, 5, 3))}, "train-set .*disagree"),
+        ({"constant_data": {"x": np.zeros((4, 2))}, "observed": np.zeros(3)}, "constant_data"),
+        (
+            {"predictions": np.zeros((2, 5, 4)), "log_likelihood_test": np.zeros((2, 5, 3))},
+            "test-set .*disagree",
+        ),  # fmt: skip
+        ({"observed": np.zeros((3, 2)), "posterior_predictive": np.zeros((2, 5, 3))}, "event"),
+        ({"observed": np.array([0, 2]), "n_classes": 2}, "class labels 0..1"),
+        ({"predictions": np.full((2, 5, 3), 0.5), "n_classes": 2}, "predictions.*0.5"),
         ({"draws": {"y": np.zeros((2, 5))}}, "reserved"),
         ({"attrs": {"json_attrs": "x"}}, "reserved"),
+        ({"attrs": {"draws_kind": "x"}}, "reserved"),
+        ({"draws_kind": "vi"}, "draws_kind"),
+        ({"draws_kind": "independent guide draws"}, "one chain"),
     ],
 )
 def test_bad_input_names_the_problem(kwargs, match):

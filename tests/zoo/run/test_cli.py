@@ -60,14 +60,36 @@ def test_run_writes_the_run_directory(tiny_spec: Path, tmp_path: Path, capsys) -
 
 def test_failing_cell_is_recorded_and_others_go_on(tiny_spec: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    # a budget too small for depth 2 on two moons: that cell fails, depth 1 runs
-    args = ["run", str(tiny_spec), "--out", str(out), "--no-progress",
-            "--set", "model.param_budget=8", "--set", "sweep.seed=[0]"]  # fmt: skip
+    # a learning rate that passes validation (a finite float32) but makes the ELBO blow up
+    # at run time: that cell fails, the other one runs and is stored
+    args = ["run", str(tiny_spec), "--out", str(out), "--no-progress", "--workers", "1",
+            "--set", "sweep.seed=[0]", "--set", "sweep.model.depth=[1]",
+            "--set", "sweep.inference.mfvi.lr=[0.02, 1e30]"]  # fmt: skip
+    assert main(["validate", str(tiny_spec), *args[7:]]) == 0  # nothing to refuse up front
     assert main(args) == 1
     res = pd.read_csv(out / "results.csv")
+    assert list(res["inference.mfvi.lr"]) == [0.02, 1e30]
     assert list(res["status"]) == ["ok", "failed"]
-    assert "param_budget" in res.loc[1, "error"]
+    assert res.loc[0, "accuracy"] > 0.8
+    assert res.loc[1, "error"].split(":")[0] in ("ValueError", "FloatingPointError")
     assert "Failed cells" in (out / "report.md").read_text()
+
+
+def test_report_of_a_run_directory_without_cells(tiny_spec: Path, tmp_path: Path, capsys) -> None:
+    from zoo.run.store import RunStore
+    from zoo.spec.load import load_spec
+
+    store = RunStore(tmp_path / "run")  # a run stopped before its first cell was stored
+    store.prepare()
+    store.write_spec(load_spec(tiny_spec))
+    assert main(["report", str(store.root)]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    assert "no finished cell to summarize yet" in captured.out
+    assert "No cell is stored yet (0 of 4 in the spec)" in (store.root / "report.md").read_text()
+    assert pd.read_csv(store.root / "results.csv").empty
+    summary = pd.read_csv(store.root / "summary.csv")
+    assert summary.empty and {"method", "model.depth", "n"} <= set(summary.columns)
 
 
 def test_show_schema_list(tiny_spec: Path, capsys) -> None:

@@ -53,7 +53,8 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     assert ((sampled["kl_null_draws"] > 0) & (sampled["kl_null_draws"] < n_drawn)).all()
     for cell_id in res["cell_id"]:
         dt = xr.open_datatree(out / "cells" / f"{cell_id}.nc")
-        assert {"posterior", "log_likelihood", "posterior_predictive"} <= set(dt.children)
+        assert {"posterior", "log_likelihood", "posterior_predictive", "predictions",
+                "log_likelihood_test"} <= set(dt.children)  # fmt: skip
         dt.close()
     for fig in spec.report.figures:
         assert (out / "figures" / f"{fig}_vs_model_depth.png").is_file(), fig

@@ -12,7 +12,7 @@ import pytest
 from zoo.cli import main
 from zoo.run import executors
 from zoo.run.migrate import migrate_run_dir
-from zoo.run.store import SPEC_VERSION, RunDir
+from zoo.run.store import LOCK_FILE, SPEC_VERSION, RunDir, RunStore
 from zoo.spec.load import load_spec
 from zoo.spec.sweep import legacy_cell_id
 
@@ -110,3 +110,17 @@ def test_a_record_whose_configuration_differs_is_kept(old_run: Path) -> None:
 def test_migrate_bad_input_exit_2(tmp_path: Path, capsys) -> None:
     assert main(["migrate", str(tmp_path)]) == 2
     assert "not a run directory" in capsys.readouterr().err
+
+
+def test_migrate_refuses_a_directory_a_run_is_using(old_run: Path, capsys) -> None:
+    files = {p: p.read_bytes() for p in old_run.rglob("*") if p.is_file()}
+    with RunStore(old_run).lock():  # what `zoo run` holds for the whole run
+        assert main(["migrate", str(old_run)]) == 2
+        err = capsys.readouterr().err
+        assert f"is using {old_run}" in err and "Traceback" not in err
+        assert main(["migrate", str(old_run), "--dry-run"]) == 0  # reads only, as status does
+    lock = old_run / LOCK_FILE
+    assert {p: p.read_bytes() for p in old_run.rglob("*") if p.is_file() and p != lock} == files
+    assert RunDir(old_run).spec_version() is None  # nothing renamed
+    assert main(["migrate", str(old_run)]) == 0  # once the run is over
+    assert RunDir(old_run).spec_version() == SPEC_VERSION

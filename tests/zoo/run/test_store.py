@@ -99,3 +99,60 @@ def test_tables_files_and_rename(tmp_path):
     assert json.loads(store.record_path("new_2").read_text())["cell_id"] == "new_2"
     store.clear_cells()
     assert not store.cells_dir.exists()
+
+
+def test_damaged_records_and_artifacts_are_pending_and_named(tmp_path):
+    store = RunStore(tmp_path)
+    store.prepare()
+    store.write_cell({"cell_id": "a_1", "status": "ok", "error": "", "metrics": {"x": 1}},
+                     {".nc": b"0123456789"})  # fmt: skip
+    rec = json.loads(store.record_path("a_1").read_text())
+    assert rec["files"][".nc"]["size"] == 10 and len(rec["files"][".nc"]["sha256"]) == 64
+    assert store.status("a_1") == "ok" and store.read_artifact("a_1", ".nc") == b"0123456789"
+    store.artifact_path("a_1", ".nc").write_bytes(b"0123456780")  # same size, other bytes
+    assert store.read_artifact("a_1", ".nc") is None
+    store.artifact_path("a_1", ".nc").write_bytes(b"01234")  # truncated
+    assert store.status("a_1") == "pending" and store.records() == []
+    cases = {
+        "b_1": {"cell_id": "b_1"},  # no status
+        "c_1": {"cell_id": "c_1", "status": "ok"},  # no metrics
+        "d_1": {"cell_id": "other", "status": "ok", "metrics": {}},  # another cell's record
+        "e_1": {"cell_id": "e_1", "status": "failed", "error": 5, "metrics": {}},
+    }
+    for cid, bad in cases.items():
+        store.record_path(cid).write_text(json.dumps(bad))
+        assert store.status(cid) == "pending"
+    problems = "\n".join(store.problems())
+    for cid in ["a_1", *cases]:
+        assert f"cells/{cid}" in problems
+    assert "truncated" in problems and "names cell 'other'" in problems
+    # an old record without a list of files is read as it is, with defaults filled in
+    store.record_path("f_1").write_text(json.dumps({"cell_id": "f_1", "status": "failed"}))
+    assert store.record("f_1") == {"cell_id": "f_1", "status": "failed", "metrics": {},
+                                   "error": ""}  # fmt: skip
+
+
+def test_target_checks_and_lock(tmp_path):
+    from zoo.run.store import RunDirBusy, RunDirError
+
+    RunStore(tmp_path / "new").check_target()  # missing: fine
+    (tmp_path / "empty").mkdir()
+    RunStore(tmp_path / "empty").check_target()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(RunDirError, match="is a file"):
+        RunStore(tmp_path / "f").check_target()
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "spec.yaml").write_text("mine: 1\n")  # not written by zoo
+    with pytest.raises(RunDirError, match="not a zoo run directory"):
+        RunStore(tmp_path / "user").check_target()
+    run = RunStore(tmp_path / "run")
+    with run.lock():
+        run.check_writable()
+        run.prepare()
+        run.write_spec_text("name: x\n")
+        with pytest.raises(RunDirBusy, match=f"another zoo run \\(pid {os.getpid()}\\)"):
+            with RunStore(tmp_path / "run").lock():
+                pass
+    run.check_target()  # a run directory (its lock file and spec.yaml) is fine
+    with RunStore(tmp_path / "run").lock():  # released
+        pass

@@ -46,7 +46,9 @@ def test_simulation_spec_rejects_data_and_bad_depths(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="simulation spec has no data"):
         load_spec(spec)
     spec.write_text(SIM.replace("[1, 2, 3]", "[0, 2]"))
-    with pytest.raises(SpecError, match=r"simulation.depths.*>= 1"):
+    with pytest.raises(
+        SpecError, match=r"simulation.depths: depths must lie in 1\.\.1000, got \[0, 2\]"
+    ):
         load_spec(spec)
     spec.write_text("name: nothing\n")
     with pytest.raises(SpecError, match="data, model, inference: required"):

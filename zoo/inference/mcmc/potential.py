@@ -16,7 +16,7 @@ import pyro
 import torch
 import torch.nn.functional as F
 
-from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
 __all__ = ["FlatPotential"]
@@ -44,7 +44,7 @@ class FlatPotential:
         self.x = torch.as_tensor(x)
         self._xt: torch.Tensor | None = None  # x transposed, made on first batched use
         lik = model.likelihood
-        cat = isinstance(lik, CategoricalLikelihood)
+        cat = isinstance(lik, CategoricalLikelihood)  # class indices; Bernoulli 0/1 as floats
         self.y = torch.as_tensor(y).long() if cat else torch.as_tensor(y, dtype=self.x.dtype)
         self.site_shapes: dict[str, tuple[int, ...]] = {}
         for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
@@ -150,6 +150,8 @@ class FlatPotential:
         lik = self.model.likelihood
         if isinstance(lik, CategoricalLikelihood):
             nll = F.cross_entropy(h, self.y, reduction="sum")
+        elif isinstance(lik, BernoulliLikelihood):
+            nll = F.binary_cross_entropy_with_logits(h.squeeze(-1), self.y, reduction="sum")
         elif isinstance(lik, GaussianLikelihood):
             sq = F.mse_loss(h.squeeze(-1), self.y, reduction="sum")
             if self.learned_noise:  # N log sigma, the prior on sigma and the Jacobian
@@ -170,7 +172,7 @@ class FlatPotential:
     def value_and_grad(self, z: torch.Tensor) -> tuple[float, torch.Tensor]:
         """``(U(z), dU/dz)`` for one flat ``z`` of shape ``(D,)``: one forward, one backward.
 
-        Known likelihoods (categorical, Gaussian) use fused losses; constants are added as a
+        Known likelihoods (categorical, Bernoulli, Gaussian) use fused losses; constants are added as a
         Python float. Equal to :meth:`__call__` (which follows the model) up to rounding.
         """
         z = z.detach().requires_grad_(True)
@@ -197,6 +199,10 @@ class FlatPotential:
         if isinstance(lik, CategoricalLikelihood):  # classes in dim 1: vectorized over N
             y = self.y.expand(c, -1)
             nll = F.cross_entropy(h, y, reduction="none").sum(1)
+        elif isinstance(lik, BernoulliLikelihood):  # one logit: h is (C, 1, N)
+            nll = F.binary_cross_entropy_with_logits(
+                h.squeeze(1), self.y.expand(c, -1), reduction="none"
+            ).sum(1)
         else:  # Gaussian (value_and_grad_batch checked the kind)
             res = h.squeeze(1) - self.y
             sq = (res * res).sum(1)
@@ -230,7 +236,7 @@ class FlatPotential:
         if z.dim() != 2 or z.shape[1] != self.dim:
             raise ValueError(f"z has shape {tuple(z.shape)}; expected (chains, {self.dim})")
         lik = self.model.likelihood
-        if not isinstance(lik, CategoricalLikelihood | GaussianLikelihood):
+        if not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood):
             pairs = [self.value_and_grad(zc) for zc in z]  # unknown likelihood: row by row
             return torch.tensor([u for u, _ in pairs], dtype=torch.float64), torch.stack(
                 [g for _, g in pairs]

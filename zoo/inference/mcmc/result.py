@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.progress import progress_bar as _progress_bar
 
 # FlatPotential re-exported
 
@@ -108,7 +109,6 @@ def check_init(pot: FlatPotential, z: torch.Tensor, where: str) -> None:
     )
 
 
-def progress_bar(total: int, desc: str):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, leave=False, unit="draw", dynamic_ncols=True, disable=None)
+def progress_bar(total: int, desc: str, warmup: int = 0):
+    """A bar of ``total`` draws, the first ``warmup`` of them warm-up."""
+    return _progress_bar(total, desc, unit="draw", warmup=warmup)

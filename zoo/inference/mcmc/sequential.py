@@ -150,7 +150,7 @@ def run_sequential(pot: FlatPotential, transition: Callable, method: str, *, see
                        adapt_mass_matrix)  # fmt: skip
         z = z_init.clone() if z_init is not None else pot.prior_draw(chain.gen)
         check_init(pot, z, "init" if init is not None else "a prior draw (init=None)")
-        bar = progress_bar(warmup + draws, f"{method} chain {c}") if progress else None
+        bar = progress_bar(warmup + draws, f"{method} chain {c}", warmup) if progress else None
         try:
             torch.set_num_threads(threads)
             rec, tw = chain.run(z, draws, flat[c], bar)

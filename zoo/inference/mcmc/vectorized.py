@@ -144,7 +144,7 @@ def run_vectorized(pot: FlatPotential, transition: Callable, method: str, *, see
     flat = torch.empty(chains, cap, pot.dim, dtype=pot.x.dtype)
     saved = torch.get_num_threads()
     threads = saved if threads is None else threads
-    bar = progress_bar(warmup + cap, f"{method} {chains} chains") if progress else None
+    bar = progress_bar(warmup + cap, f"{method} {chains} chains", warmup) if progress else None
     try:
         torch.set_num_threads(threads)
         stats, t_warm, kept, steps = _sample_batched(pot, transition, ad, warmup,

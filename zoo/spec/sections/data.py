@@ -1,8 +1,9 @@
 """Spec sections for data sets: one pydantic model per ``data.kind``.
 
 Each section declares its ``task`` (``"classification"`` or ``"regression"``; a CSV file
-says it in a field) and ``has_teacher`` (the data comes with the weights that generated
-it). No torch import here.
+says it in a field), ``n_classes`` where it is known before loading (None: known only from
+the files) and ``has_teacher`` (the data comes with the weights that generated it). No
+torch import here.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from zoo.spec.base import Section
+from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real
 
 __all__ = [
     "CsvData",
@@ -27,30 +29,36 @@ __all__ = [
 
 class _Data(Section):
     has_teacher: ClassVar[bool] = False
+    n_classes: ClassVar[int | None] = None
 
 
 class TwoMoonsData(_Data):
     """Two interleaving half circles (sklearn ``make_moons``), binary classification."""
 
     task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = 2
 
     kind: Literal["two_moons"] = Field(description="Data set kind.")
-    n_train: int = Field(1000, gt=0, description="Number of training points.")
-    n_test: int = Field(1000, gt=0, description="Number of test points.")
-    noise: float = Field(0.1, ge=0, description="Standard deviation of Gaussian noise added.")
-    seed: int | None = Field(None, description="Seed of the data draw; null uses the cell's seed.")
+    n_train: int = Field(1000, gt=0, le=MAX_POINTS, description="Number of training points.")
+    n_test: int = Field(1000, gt=0, le=MAX_POINTS, description="Number of test points.")
+    noise: Real = Field(0.1, ge=0, description="Standard deviation of Gaussian noise added.")
+    seed: int | None = Field(
+        None, ge=0, le=MAX_SEED, description="Seed of the data draw; null uses the cell's seed."
+    )
 
 
 class DigitsData(_Data):
     """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
 
     task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = 10
 
     kind: Literal["digits"] = Field(description="Data set kind.")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
     seed: int | None = Field(
-        None, description="Seed of the train/test split; null uses the cell's seed."
-    )
+        None, ge=0, le=MAX_SEED, description="Seed of the train/test split; null uses the "
+        "cell's seed.",
+    )  # fmt: skip
 
 
 class CsvData(_Data):
@@ -62,20 +70,30 @@ class CsvData(_Data):
     task: Literal["classification", "regression"] = Field(
         "regression", description="Classification (integer labels) or regression."
     )
-    delimiter: str = Field(",", description="Field delimiter.")
+    delimiter: str = Field(",", description="Field delimiter: one character (e.g. ',', ';', tab).")
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
     standardize: bool = Field(
         True, description="Standardize inputs (and regression targets) on the training split."
     )
     seed: int | None = Field(
-        None, description="Seed of the train/test split; null uses the cell's seed."
-    )
+        None, ge=0, le=MAX_SEED, description="Seed of the train/test split; null uses the "
+        "cell's seed.",
+    )  # fmt: skip
     split: int | None = Field(
         None,
         ge=0,
+        le=MAX_SEED,
         description="UCI protocol (regression): split k is a permutation seeded by k alone "
         "(overrides seed), so a `split` sweep axis gives the same splits to every method.",
     )
+
+    @field_validator("delimiter")
+    @classmethod
+    def _one_character(cls, v: str) -> str:
+        if len(v) != 1 or v in '\r\n"' or (not v.isprintable() and v != "\t"):
+            raise ValueError(f"delimiter {v!r}: give one printable character such as ',', ';' "
+                             "or a tab (not a quote or a line break)")  # fmt: skip
+        return v
 
     @field_validator("path")
     @classmethod
@@ -104,7 +122,10 @@ class UciData(_Data):
     kind: Literal["uci"] = Field(description="Data set kind.")
     name: Literal["boston", "concrete"] = Field(description="Which UCI set.")
     split: int = Field(
-        0, ge=0, description="Split index (the UCI protocol uses 20: sweep split: [0, ..., 19])."
+        0,
+        ge=0,
+        le=MAX_SEED,
+        description="Split index (the UCI protocol uses 20: sweep split: [0, ..., 19]).",
     )
     test_fraction: float = Field(0.1, gt=0, lt=1, description="Fraction held out for testing.")
     standardize: bool = Field(
@@ -124,19 +145,22 @@ class TeacherData(_Data):
     has_teacher: ClassVar[bool] = True
 
     kind: Literal["teacher"] = Field(description="Data set kind.")
-    n_train: int = Field(25, gt=0, description="Training points (the paper: 5, 25, 100).")
-    n_test: int = Field(200, gt=0, description="Test points.")
-    in_dim: int = Field(1, gt=0, description="Input dimension.")
-    width: int = Field(50, gt=0, description="Hidden tanh units of the teacher.")
-    prior_scale: float = Field(1.0, gt=0, description="Std of the teacher's weight prior.")
-    noise: float = Field(0.1, gt=0, description="Std of the Gaussian observation noise.")
+    n_train: int = Field(
+        25, gt=0, le=MAX_POINTS, description="Training points (the paper: 5, 25, 100)."
+    )
+    n_test: int = Field(200, gt=0, le=MAX_POINTS, description="Test points.")
+    in_dim: int = Field(1, gt=0, le=MAX_WIDTH, description="Input dimension.")
+    width: int = Field(50, gt=0, le=MAX_WIDTH, description="Hidden tanh units of the teacher.")
+    prior_scale: Real = Field(1.0, gt=0, description="Std of the teacher's weight prior.")
+    noise: Real = Field(0.1, gt=0, description="Std of the Gaussian observation noise.")
     x_dist: Literal["uniform", "normal"] = Field(
         "uniform", description="Inputs Uniform(-x_range, x_range) or Normal(0, x_range^2)."
     )
-    x_range: float = Field(2.0, gt=0, description="Half-width (uniform) or std (normal).")
+    x_range: Real = Field(2.0, gt=0, description="Half-width (uniform) or std (normal).")
     seed: int | None = Field(
-        None, description="Seed of the teacher's weights and data; null uses the cell's seed."
-    )
+        None, ge=0, le=MAX_SEED,
+        description="Seed of the teacher's weights and data; null uses the cell's seed.",
+    )  # fmt: skip
 
 
 class IdxData(_Data):
@@ -159,24 +183,30 @@ class IdxData(_Data):
     validation: int = Field(
         10000,
         ge=0,
+        le=MAX_POINTS,
         description="The last this-many training examples form the validation set "
         "(Swiatkowski et al. 2020, D.1); they are not trained on.",
     )
     n_train: int | None = Field(
         None,
         gt=0,
+        le=MAX_POINTS,
         description="Train on a seeded random subset of this size of the remaining "
         "training examples; null uses all of them.",
     )
     n_test: int | None = Field(
-        None, gt=0, description="Evaluate on the first this-many test examples; null: all."
+        None,
+        gt=0,
+        le=MAX_POINTS,
+        description="Evaluate on the first this-many test examples; null: all.",
     )
     pixel_range: Literal["minus_one_one", "zero_one"] = Field(
         "minus_one_one", description="Scale pixels to [-1, 1] (the paper's MLP) or [0, 1]."
     )
     seed: int | None = Field(
-        None, description="Seed of the n_train subset; null uses the cell's seed."
-    )
+        None, ge=0, le=MAX_SEED, description="Seed of the n_train subset; null uses the "
+        "cell's seed.",
+    )  # fmt: skip
 
     @field_validator("dir")
     @classmethod

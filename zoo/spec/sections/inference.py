@@ -26,6 +26,16 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, model_validator
 
 from zoo.spec.base import Section
+from zoo.spec.sections.bounds import (
+    MAX_CHAINS,
+    MAX_DRAWS,
+    MAX_EPOCHS,
+    MAX_NAME,
+    MAX_POINTS,
+    MAX_STEPS,
+    MAX_WIDTH,
+    Real,
+)
 from zoo.spec.sections.studies import GaussianFitSpec  # lived here while samplers held it
 
 __all__ = [
@@ -44,14 +54,19 @@ __all__ = [
     "SVIMethod",
 ]
 
-_NAME = Field(min_length=1, pattern=r"^[A-Za-z0-9_\-]+$", description="Method name (unique).")
+_NAME = Field(
+    min_length=1,
+    max_length=MAX_NAME,
+    pattern=r"^[A-Za-z0-9_\-]+$",
+    description="Method name (unique): letters, digits, '_' and '-'.",
+)
 
 
 # --------------------------------------------------------------------------- guides
 
 
 class _Guide(Section):
-    init_scale: float = Field(1e-3, gt=0, description="Initial posterior standard deviation.")
+    init_scale: Real = Field(1e-3, gt=0, description="Initial posterior standard deviation.")
     init_loc: Literal["he", "prior", "zero", "teacher"] = Field(
         "he",
         description="Initial means: He-normal draws, prior draws, zeros, or the weights "
@@ -75,7 +90,9 @@ class KTiedGuide(_Guide):
     """k-tied Normal on every weight matrix, std matrix U V^T of rank k (Swiatkowski et al.)."""
 
     kind: Literal["k_tied"] = Field(description="Guide kind.")
-    rank: int = Field(2, ge=1, description="k: rank of the matrix of standard deviations.")
+    rank: int = Field(
+        2, ge=1, le=MAX_WIDTH, description="k: rank of the matrix of standard deviations."
+    )
     local_reparam: bool = Field(
         False, description="Sample pre-activations instead of weights (Kingma et al. 2015)."
     )
@@ -102,7 +119,7 @@ class FixedVarianceGuide(Section):
     """Mean-field with fixed, not learned, standard deviations (Trippe & Turner's GD)."""
 
     kind: Literal["fixed_variance"] = Field(description="Guide kind.")
-    scale: float = Field(gt=0, description="The fixed posterior standard deviation.")
+    scale: Real = Field(gt=0, description="The fixed posterior standard deviation.")
     init_loc: Literal["he", "prior", "zero", "teacher"] = Field(
         "he",
         description="Initial means: He-normal draws, prior draws, zeros, or the weights "
@@ -129,17 +146,20 @@ class _Method(Section):
 
 class _Optimized(_Method):
     epochs: int | None = Field(
-        None, gt=0, description="Passes over the training data (give epochs or steps)."
+        None, gt=0, le=MAX_EPOCHS, description="Passes over the training data (give epochs "
+        "or steps).",
+    )  # fmt: skip
+    steps: int | None = Field(
+        None, gt=0, le=MAX_STEPS, description="Optimizer steps (give epochs or steps)."
     )
-    steps: int | None = Field(None, gt=0, description="Optimizer steps (give epochs or steps).")
     batch_size: int | None = Field(
-        None, gt=0, description="Minibatch size; null uses the full training set."
+        None, gt=0, le=MAX_POINTS, description="Minibatch size; null uses the full training set."
     )
-    lr: float = Field(1e-2, gt=0, description="Adam learning rate.")
-    lr_decay: float = Field(
+    lr: Real = Field(1e-2, gt=0, description="Adam learning rate.")
+    lr_decay: Real = Field(
         1.0, gt=0, le=1, description="Total multiplicative learning-rate decay over training."
     )
-    betas: tuple[float, float] = Field(
+    betas: tuple[Real, Real] = Field(
         (0.9, 0.999),
         description="Adam's (beta1, beta2); Trippe & Turner (2018) use (0.9, 0.99).",
     )
@@ -166,8 +186,8 @@ class SVIMethod(_Optimized):
     name: str = _NAME
     kind: Literal["svi"] = Field(description="Inference kind.")
     guide: GuideSpec = Field(description="Variational family.")
-    kl_weight: float = Field(1.0, ge=0, description="Weight of the KL term (1 is the ELBO).")
-    scale_lr: float | None = Field(
+    kl_weight: Real = Field(1.0, ge=0, description="Weight of the KL term (1 is the ELBO).")
+    scale_lr: Real | None = Field(
         None,
         gt=0,
         description="Adam learning rate of the standard-deviation parameters (log sigma, "
@@ -175,23 +195,30 @@ class SVIMethod(_Optimized):
         "larger one reaches the converged stds in fewer steps while lr keeps the means stable.",
     )
     kl_warmup_steps: int = Field(
-        0, ge=0, description="Anneal the KL weight linearly from 0 over this many steps."
+        0,
+        ge=0,
+        le=MAX_STEPS,
+        description="Anneal the KL weight linearly from 0 over this many steps.",
     )
     kl_warmup_every: int = Field(
         1,
         ge=1,
+        le=MAX_STEPS,
         description="Raise the annealed KL weight step-wise every this many batches "
         "(Swiatkowski et al. 2020, D.4: 100); 1 raises it every batch.",
     )
     closed_form_kl: bool = Field(
         True, description="Use TraceMeanField_ELBO (analytic KL) instead of Trace_ELBO."
     )
-    num_particles: int = Field(1, gt=0, description="ELBO samples per step.")
+    num_particles: int = Field(1, gt=0, le=10_000, description="ELBO samples per step.")
     pretrain_epochs: int = Field(
-        0, ge=0, description="Epochs of maximum-likelihood training of the means first."
+        0,
+        ge=0,
+        le=MAX_EPOCHS,
+        description="Epochs of maximum-likelihood training of the means first.",
     )
     predictive_samples: int = Field(
-        100, gt=0, description="Posterior draws for predictive metrics."
+        100, gt=0, le=MAX_DRAWS, description="Posterior draws for predictive metrics."
     )
     save_draws: bool = Field(
         True,
@@ -222,9 +249,12 @@ class MLEMethod(_Optimized):
         0.1, gt=0, lt=1, description="Fraction of the training set held out for stopping."
     )
     patience: int = Field(
-        20, ge=1, description="Stop after this many evaluations without improvement."
+        20, ge=1, le=MAX_STEPS, description="Stop after this many evaluations without "
+        "improvement.",
+    )  # fmt: skip
+    eval_every: int = Field(
+        10, ge=1, le=MAX_STEPS, description="Optimizer steps between evaluations."
     )
-    eval_every: int = Field(10, ge=1, description="Optimizer steps between evaluations.")
 
 
 # --------------------------------------------------------------------------- samplers
@@ -235,10 +265,15 @@ class _Sampler(_Method):
     needs_samplable_model: ClassVar[bool] = True
 
     name: str = _NAME
-    warmup: int = Field(200, ge=0, description="Warmup (adaptation) iterations per chain.")
-    draws: int = Field(500, gt=0, description="Kept draws per chain.")
+    warmup: int = Field(
+        200, ge=0, le=MAX_DRAWS, description="Warmup (adaptation) iterations per chain."
+    )
+    draws: int = Field(500, gt=0, le=MAX_DRAWS, description="Kept draws per chain.")
     chains: int = Field(
-        1, ge=1, description="Chains, run one after the other (unless vectorize_chains)."
+        1,
+        ge=1,
+        le=MAX_CHAINS,
+        description="Chains, run one after the other (unless vectorize_chains).",
     )
     vectorize_chains: bool = Field(
         False,
@@ -249,7 +284,7 @@ class _Sampler(_Method):
     target_accept: float = Field(
         0.8, gt=0, lt=1, description="Target acceptance probability of step-size adaptation."
     )
-    step_size: float | None = Field(
+    step_size: Real | None = Field(
         None, gt=0, description="Initial step size; null finds one heuristically."
     )
     init_from: str = Field(
@@ -258,8 +293,18 @@ class _Sampler(_Method):
         "whose posterior mean starts the chains (refitted in this cell, same seed).",
     )
     predictive_draws: int = Field(
-        200, gt=0, description="Draws (evenly thinned) used for the predictive metrics."
+        200,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Draws (evenly thinned) used for the predictive metrics.",
     )
+
+    @model_validator(mode="after")
+    def _kept_draws(self):
+        if self.draws * self.chains > MAX_DRAWS:
+            raise ValueError(f"draws x chains = {self.draws * self.chains:,} kept draws; at most "
+                             f"{MAX_DRAWS:,} fit one machine: lower draws or chains")  # fmt: skip
+        return self
 
 
 class NUTSMethod(_Sampler):
@@ -285,7 +330,7 @@ class HMCMethod(_Sampler):
     """HMC with a fixed number of leapfrog steps and adapted step size (hamiltorch-style)."""
 
     kind: Literal["hmc"] = Field(description="Inference kind.")
-    num_steps: int = Field(20, ge=1, description="Leapfrog steps per draw.")
+    num_steps: int = Field(20, ge=1, le=10_000, description="Leapfrog steps per draw.")
     adapt_mass_matrix: bool = Field(False, description="Also adapt a diagonal mass matrix.")
 
 

@@ -2,18 +2,22 @@
 
 A network section declares ``samplable`` (whether the samplers of :mod:`zoo.inference.mcmc`
 can run on it) and ``linear`` (no nonlinearity: the product matrix exists); a likelihood
-declares the ``task`` it fits and the test ``metrics`` that apply to it. No torch import here.
+declares the ``task`` it fits, the number of classes it needs (``n_classes``, None: any) and
+the test ``metrics`` that apply to it. No torch import here.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from zoo.spec.base import Section
+from zoo.spec.sections.bounds import MAX_DEPTH, MAX_PARAMS, MAX_WIDTH, Real, finite_float32
 
 __all__ = [
+    "BernoulliLikelihood",
     "BiasPriorSpec",
     "CategoricalLikelihood",
     "GaussianLikelihood",
@@ -78,27 +82,98 @@ class MLPModel(Section):
     samplable: ClassVar[bool] = True
 
     kind: Literal["mlp"] = Field(description="Model kind.")
-    depth: int = Field(ge=0, description="Number of hidden layers (0: linear model).")
+    depth: int = Field(
+        ge=0, le=MAX_DEPTH, description=f"Number of hidden layers (0: linear model; at most "
+        f"{MAX_DEPTH}).",
+    )  # fmt: skip
     width: int | None = Field(
-        None, gt=0, description="Units per hidden layer. Give width or param_budget, not both."
-    )
+        None, gt=0, le=MAX_WIDTH, description=f"Units per hidden layer (at most {MAX_WIDTH}). "
+        "Give width or param_budget, not both.",
+    )  # fmt: skip
     param_budget: int | None = Field(
         None,
         gt=0,
-        description="Use the largest width whose weights+biases fit in this budget.",
+        le=MAX_PARAMS,
+        description="Use the largest width whose weights+biases fit in this budget (at most "
+        f"{MAX_PARAMS}).",
     )
     activation: Literal["relu", "leaky_relu", "tanh", "linear"] = Field(
         "relu", description="Hidden-layer nonlinearity."
     )
-    negative_slope: float = Field(
-        0.01, ge=0, description="Slope of leaky_relu for negative inputs."
-    )
+    negative_slope: Real = Field(0.01, ge=0, description="Slope of leaky_relu for negative inputs.")
+
+    @field_validator("width")
+    @classmethod
+    def _fits(cls, v: int | None, info: ValidationInfo) -> int | None:
+        depth = info.data.get("depth")
+        if v is not None and depth:
+            n = mlp_num_params(1, 1, depth, v)
+            if n > MAX_PARAMS:
+                raise ValueError(
+                    f"depth {depth} of width {v} has {n:,} or more weights and biases; at "
+                    f"most {MAX_PARAMS:,} fit one machine: lower model.depth or model.width"
+                )
+        return v
 
     @model_validator(mode="after")
     def _width_xor_budget(self) -> MLPModel:
         if self.depth > 0 and (self.width is None) == (self.param_budget is None):
             raise ValueError("give exactly one of model.width and model.param_budget")
         return self
+
+    def hidden_widths(self, in_dim: int, out_dim: int) -> list[int]:
+        """Hidden widths for ``in_dim`` inputs and ``out_dim`` outputs: ``width`` repeated, or
+        the largest in ``param_budget`` (:func:`width_from_budget`).
+
+        Raises
+        ------
+        ValueError
+            Naming the field, if even width 1 exceeds the budget, or the network exceeds
+            the bounds of :mod:`zoo.spec.sections.bounds`.
+        """
+        if self.depth == 0:
+            widths: list[int] = []
+        elif self.width is not None:
+            widths = [self.width] * self.depth
+        else:
+            try:
+                w = width_from_budget(in_dim, out_dim, self.depth, self.param_budget)
+            except ValueError as e:
+                raise ValueError(f"model.param_budget: {e}") from None
+            if w > MAX_WIDTH:
+                raise ValueError(f"model.param_budget: {self.param_budget} gives width {w} at "
+                                 f"depth {self.depth}; at most {MAX_WIDTH} units per layer "
+                                 "fit one machine: lower the budget")  # fmt: skip
+            widths = [w] * self.depth
+        n = mlp_num_params(in_dim, out_dim, self.depth, widths[0] if widths else 0)
+        if n > MAX_PARAMS:
+            raise ValueError(f"model.width: {n:,} weights and biases for {in_dim} inputs and "
+                             f"{out_dim} outputs; at most {MAX_PARAMS:,} fit one machine")  # fmt: skip
+        return widths
+
+    def network_warnings(self, in_dim: int, n_classes: int) -> list[str]:
+        """Why the network for this data is degenerate (empty when it is not).
+
+        A hidden layer narrower than 3 units, or than the number of classes (the logits
+        then live in a subspace of lower dimension than the classes), is a bottleneck that
+        no amount of training removes; the message also names the input dimension when the
+        layer is narrower than it. ``n_classes`` is 0 for regression.
+
+        Raises
+        ------
+        ValueError
+            If the network cannot be built at all (:meth:`hidden_widths`).
+        """
+        widths = self.hidden_widths(in_dim, n_classes if n_classes > 0 else 1)
+        if not widths:
+            return []
+        if self.width is not None:
+            what, fix = f"hidden width {widths[0]} (model.width)", "raise model.width"
+        else:
+            what = (f"hidden width {widths[0]} (from model.param_budget {self.param_budget} "
+                    f"at depth {self.depth})")  # fmt: skip
+            fix = "raise model.param_budget or lower model.depth"
+        return _narrow(widths[0], what, in_dim, n_classes, fix)
 
     @property
     def linear(self) -> bool:
@@ -117,14 +192,93 @@ class LeNetModel(Section):
     linear: ClassVar[bool] = False
 
     kind: Literal["lenet"] = Field(description="Model kind.")
-    channels: int = Field(1, gt=0, description="Input channels of the (square) images.")
-    conv: list[int] = Field(
-        default_factory=lambda: [32, 64], min_length=1, description="Filters per convolution."
+    channels: int = Field(
+        1, gt=0, le=MAX_WIDTH, description="Input channels of the (square) images."
     )
-    dense: int = Field(512, gt=0, description="Units of the dense hidden layer.")
-    kernel_size: int = Field(3, gt=0, description="Side of the square convolution kernels.")
-    padding: int = Field(0, ge=0, description="Zero padding of each convolution.")
+    conv: list[Annotated[int, Field(gt=0, le=MAX_WIDTH)]] = Field(
+        default_factory=lambda: [32, 64], min_length=1, max_length=16,
+        description="Filters per convolution (1 to 16 convolutions).",
+    )  # fmt: skip
+    dense: int = Field(512, gt=0, le=MAX_WIDTH, description="Units of the dense hidden layer.")
+    kernel_size: int = Field(
+        3, gt=0, le=1_000, description="Side of the square convolution kernels."
+    )
+    padding: int = Field(0, ge=0, le=1_000, description="Zero padding of each convolution.")
     pool: bool = Field(True, description="2x2 max-pool after each convolution.")
+
+    def image_side(self, in_dim: int) -> int:
+        """Side of the square images of ``in_dim = channels * side**2`` inputs.
+
+        Raises
+        ------
+        ValueError
+            Naming ``model.channels``, if the inputs are not such images.
+        """
+        side = math.isqrt(in_dim // self.channels) if in_dim % self.channels == 0 else 0
+        if side * side * self.channels != in_dim:
+            raise ValueError(
+                f"model.channels: {in_dim} inputs are not square images with {self.channels} "
+                "channel(s); lenet needs image data (e.g. data.kind idx or digits)"
+            )
+        return side
+
+    def num_params(self, in_dim: int, out_dim: int) -> int:
+        """Kernel entries, weights and biases for ``in_dim`` inputs and ``out_dim`` outputs.
+
+        Raises
+        ------
+        ValueError
+            If the inputs are not square images, or shrink to nothing in the convolutions.
+        """
+        side0 = side = self.image_side(in_dim)
+        c_in, k, n = self.channels, self.kernel_size, 0
+        for i, c_out in enumerate(self.conv):
+            n += c_out * c_in * k * k + c_out
+            side = side + 2 * self.padding - k + 1
+            side = side // 2 if self.pool else side
+            if side < 1:
+                raise ValueError(f"model: {side0}x{side0} images shrink to nothing after {i + 1} "
+                                 "convolution(s); use padding 1, a smaller kernel_size or pool: "
+                                 "false")  # fmt: skip
+            c_in = c_out
+        flat = c_in * side * side
+        return n + (flat + 1) * self.dense + (self.dense + 1) * out_dim
+
+    def network_warnings(self, in_dim: int, n_classes: int) -> list[str]:
+        """Why the network for this data is degenerate: a dense layer narrower than 3 units
+        or than the classes (see :meth:`MLPModel.network_warnings`).
+
+        Raises
+        ------
+        ValueError
+            If the network cannot be built, or has more than the bounded parameters.
+        """
+        n = self.num_params(in_dim, n_classes if n_classes > 0 else 1)
+        if n > MAX_PARAMS:
+            raise ValueError(f"model: {n:,} kernel entries, weights and biases for {in_dim} "
+                             f"inputs; at most {MAX_PARAMS:,} fit one machine: lower model.dense, "
+                             "model.conv or model.padding")  # fmt: skip
+        what = f"dense layer of {self.dense} units (model.dense)"
+        return _narrow(self.dense, what, 0, n_classes, "raise model.dense")
+
+
+def _narrow(width: int, what: str, in_dim: int, n_classes: int, fix: str) -> list[str]:
+    """The warning for a layer of ``width`` units (``what`` names it), or none.
+
+    Narrower than 3 units or than the classes is degenerate; narrower than the inputs alone
+    is not (784-400-400-10 is the usual MNIST network) and is only named alongside.
+    """
+    below = []
+    if width < 3:
+        below.append("3")
+    if n_classes > 0 and width < n_classes:
+        below.append(f"the {n_classes} classes")
+    if not below:
+        return []
+    if width < in_dim:
+        below.append(f"the {in_dim} inputs")
+    listed = ", ".join(below[:-1]) + (" and " if len(below) > 1 else "") + below[-1]
+    return [f"{what} is below {listed}: the network is degenerate; {fix}"]
 
 
 ModelSpec = Annotated[MLPModel | LeNetModel, Field(discriminator="kind")]
@@ -136,7 +290,7 @@ class NormalBias(Section):
     """Bias prior N(0, scale^2)."""
 
     kind: Literal["normal"] = Field(description="Prior kind.")
-    scale: float = Field(1.0, gt=0, description="Prior standard deviation.")
+    scale: Real = Field(1.0, gt=0, description="Prior standard deviation.")
 
 
 class HeBias(Section):
@@ -173,31 +327,53 @@ class CategoricalLikelihood(Section):
     """Categorical likelihood on softmax outputs (classification)."""
 
     task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = None
     metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
 
     kind: Literal["categorical"] = Field(description="Likelihood kind.")
+
+
+class BernoulliLikelihood(Section):
+    """Bernoulli likelihood on one logit (binary classification): p(y = 1) = sigmoid(f(x)).
+
+    The network has one output unit. Unlike a 2-logit softmax, whose likelihood is
+    unchanged when the same constant is added to both logits (so each hidden unit's summed
+    output weights are unidentified), every direction of the output layer here is seen by
+    the data.
+    """
+
+    task: ClassVar[str] = "classification"
+    n_classes: ClassVar[int | None] = 2
+    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
+
+    kind: Literal["bernoulli"] = Field(description="Likelihood kind.")
 
 
 class GaussianLikelihood(Section):
     """Gaussian likelihood (regression) with fixed or learned noise standard deviation."""
 
     task: ClassVar[str] = "regression"
+    n_classes: ClassVar[int | None] = None
     metrics: ClassVar[tuple[str, ...]] = ("rmse", "nll")
 
     kind: Literal["gaussian"] = Field(description="Likelihood kind.")
     noise: float | Literal["learned"] = Field(
         1.0, description="Noise standard deviation, or 'learned' to infer it."
     )
-    noise_prior_scale: float = Field(
+    noise_prior_scale: Real = Field(
         1.0, gt=0, description="Scale of the HalfNormal prior on a learned noise."
     )
 
     @field_validator("noise")
     @classmethod
     def _positive(cls, v: float | str) -> float | str:
-        if not isinstance(v, str) and v <= 0:
-            raise ValueError("noise must be > 0 (or 'learned')")
+        if not isinstance(v, str):
+            finite_float32(v)
+            if v <= 0:
+                raise ValueError("noise must be > 0 (or 'learned')")
         return v
 
 
-LikelihoodSpec = Annotated[CategoricalLikelihood | GaussianLikelihood, Field(discriminator="kind")]
+LikelihoodSpec = Annotated[
+    CategoricalLikelihood | GaussianLikelihood | BernoulliLikelihood, Field(discriminator="kind")
+]

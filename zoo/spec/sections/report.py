@@ -20,7 +20,9 @@ class MetricsSpec(Section):
     names: list[Literal["accuracy", "nll", "brier", "ece", "rmse"]] | None = Field(
         None, description="Metrics to report; null picks those of the likelihood."
     )
-    ece_bins: int = Field(15, gt=0, description="Equal-width confidence bins of the ECE.")
+    ece_bins: int = Field(
+        15, gt=0, le=10_000, description="Equal-width confidence bins of the ECE."
+    )
 
 
 class ReportSpec(Section):

@@ -16,7 +16,7 @@ from zoo.spec.base import Section
 
 __all__ = ["RuntimeSection"]
 
-_DEVICE = re.compile(r"^(cpu|cuda(:\d+)?)$")
+_DEVICE = re.compile(r"cpu|cuda(:[0-9]{1,3})?")
 
 
 class RuntimeSection(Section):
@@ -27,12 +27,15 @@ class RuntimeSection(Section):
         "float32", description="Floating-point precision of data, weights and samplers."
     )
     threads: int | None = Field(
-        None, ge=1, description="CPU threads per worker (torch.set_num_threads); null: torch's."
+        None,
+        ge=1,
+        le=1024,
+        description="CPU threads per worker (torch.set_num_threads); null: torch's.",
     )
 
     @field_validator("device")
     @classmethod
     def _device(cls, v: str) -> str:
-        if not _DEVICE.match(v):
+        if not _DEVICE.fullmatch(v):
             raise ValueError(f"device {v!r}: give cpu, cuda or cuda:N (e.g. cuda:0)")
         return v

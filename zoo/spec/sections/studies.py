@@ -11,7 +11,15 @@
 - ``pruning``: per-unit pruning statistics, pruned fractions and optimization trajectories
   (Trippe & Turner 2018);
 - ``product_matrix``: the covariance of the product matrix W_L ... W_1 of a deep linear
-  network (Farquhar, Smith & Gal 2020).
+  network (Farquhar, Smith & Gal 2020);
+- ``laplace``: the price of mean field with no sampling: at a mode (a MAP estimate, or an
+  MF-VI mean refined to a mode), KL(q_diag || q_full) and W2 for the Laplace Gaussian
+  q_full = N(mode, H^-1), H the Hessian or generalized Gauss-Newton of the negative log
+  posterior;
+- ``predictive``: the price of mean field in predictions: on a sampler's cell, the
+  predictive distributions of q_diag, q_full (the Gaussian fits to the draws), the MF-VI
+  posterior the chains started from and the draws themselves, compared on the test set and
+  on out-of-distribution inputs (total variation, agreement, KL; NLL, ECE, entropy).
 
 Each study says which method families it applies to (``families``) and, where it needs one,
 which networks (:meth:`applies_to_model`); ``methods`` narrows it to named methods of the
@@ -25,10 +33,13 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import Field, field_validator, model_validator
 
 from zoo.spec.base import Section
+from zoo.spec.sections.bounds import MAX_DRAWS, MAX_STEPS, MAX_WIDTH, Real
 
 __all__ = [
     "GaussianFitSpec",
     "KTiedStudy",
+    "LaplaceStudy",
+    "PredictiveStudy",
     "PriceOfMeanFieldStudy",
     "ProductMatrixStudy",
     "PruningStudy",
@@ -36,9 +47,11 @@ __all__ = [
 ]
 
 
-def _positive_sorted(v: list[int], what: str) -> list[int]:
+def _positive_sorted(v: list[int], what: str, most: int) -> list[int]:
     if any(k < 1 for k in v):
         raise ValueError(f"{what} must be >= 1, got {v}")
+    if any(k > most for k in v):
+        raise ValueError(f"{what} must be <= {most}, got {max(v)}")
     return sorted(set(v))
 
 
@@ -80,7 +93,7 @@ class GaussianFitSpec(Section):
     cov: Literal["empirical", "ledoit_wolf"] = Field(
         "ledoit_wolf", description="Covariance estimate: sample covariance or Ledoit-Wolf."
     )
-    jitter: float = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
+    jitter: Real = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
 
 
 class PriceOfMeanFieldStudy(_Study):
@@ -100,6 +113,7 @@ class PriceOfMeanFieldStudy(_Study):
     kl_target_draws: int | None = Field(
         None,
         gt=1,
+        le=MAX_DRAWS,
         description="Stopping rule for the KL report: after `draws` draws per chain, go on in "
         "rounds of 25 until the draws are worth this many independent draws to the "
         "covariance estimate (the shift null's kl_null_draws, reports.kl_null), or until "
@@ -108,7 +122,10 @@ class PriceOfMeanFieldStudy(_Study):
         "gaussian_fit.cov: empirical; null: exactly `draws` draws.",
     )
     max_draws: int | None = Field(
-        None, gt=0, description="Cap on draws per chain with kl_target_draws; null: 4 x draws."
+        None,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Cap on draws per chain with kl_target_draws; null: 4 x draws.",
     )
 
     @model_validator(mode="after")
@@ -169,20 +186,25 @@ class KTiedStudy(_Study):
         "clamped at 0); each is evaluated like the method itself. Empty: none.",
     )
     truncation_draws: int = Field(
-        100, gt=0, description="Posterior draws per truncated (and untruncated) evaluation."
+        100,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Posterior draws per truncated (and untruncated) evaluation.",
     )
     snr_steps: list[int] = Field(
         default_factory=list,
         description="Training steps (1-based) at which the gradient SNR E[g]^2 / Var[g] of "
         "the std parameters is taken over the last snr_window batches.",
     )
-    snr_window: int = Field(10, ge=2, description="Batches in the SNR window (paper: 10).")
+    snr_window: int = Field(
+        10, ge=2, le=10_000, description="Batches in the SNR window (paper: 10)."
+    )
     elbo_steps: list[int] = Field(
         default_factory=list,
         description="Training steps (1-based) at which -ELBO per example is evaluated on the "
         "validation split (the test split if the data has none).",
     )
-    elbo_draws: int = Field(4, gt=0, description="Weight draws per -ELBO evaluation.")
+    elbo_draws: int = Field(4, gt=0, le=MAX_DRAWS, description="Weight draws per -ELBO evaluation.")
     heatmap_site: str | None = Field(
         None,
         description="Weight site whose std matrix and its rank-1 and rank-2 approximations "
@@ -192,12 +214,12 @@ class KTiedStudy(_Study):
     @field_validator("truncation_ranks")
     @classmethod
     def _ranks(cls, v: list[int]) -> list[int]:
-        return _positive_sorted(v, "truncation_ranks")
+        return _positive_sorted(v, "truncation_ranks", MAX_WIDTH)
 
     @field_validator("snr_steps", "elbo_steps")
     @classmethod
     def _steps(cls, v: list[int]) -> list[int]:
-        return _positive_sorted(v, "steps")
+        return _positive_sorted(v, "steps", MAX_STEPS)
 
 
 # --------------------------------------------------------------------------- pruning
@@ -217,27 +239,30 @@ class PruningStudy(_Study):
     families: ClassVar[frozenset[str]] = frozenset({"svi", "sampler"})
 
     kind: Literal["pruning"] = Field(description="Study kind.")
-    out_snr_max: float = Field(
+    out_snr_max: Real = Field(
         2.0, gt=0, description="Outgoing weights count as near zero when |mean|/std is below "
         "this (2: zero inside the central ~95% interval).",
     )  # fmt: skip
-    in_kl_max: float = Field(
+    in_kl_max: Real = Field(
         0.1, gt=0, description="Incoming weights sit at the prior when their mean KL "
         "(nats per weight) to it is at most this.",
     )  # fmt: skip
-    in_std_ratio_min: float = Field(
+    in_std_ratio_min: Real = Field(
         0.8, gt=0, le=1, description="... and their mean std is at least this fraction of "
         "the prior std (their code: within 20%).",
     )  # fmt: skip
     draws: int = Field(
-        50, gt=1, description="Posterior draws for the activation variances (and NUTS stats)."
+        50,
+        gt=1,
+        le=MAX_DRAWS,
+        description="Posterior draws for the activation variances (and NUTS stats).",
     )
     trajectory_every: int = Field(
-        0, ge=0, description="Record KL, ELBO, train and test NLL of svi methods every this "
+        0, ge=0, le=MAX_STEPS, description="Record KL, ELBO, train and test NLL of svi methods every this "
         "many steps (their Figure 4); 0 records none.",
     )  # fmt: skip
     trajectory_draws: int = Field(
-        20, gt=0, description="Posterior draws per trajectory point (fixed seed, so the "
+        20, gt=0, le=MAX_DRAWS, description="Posterior draws per trajectory point (fixed seed, so the "
         "optimization itself is unchanged).",
     )  # fmt: skip
 
@@ -256,7 +281,9 @@ class ProductMatrixStudy(_Study):
     families: ClassVar[frozenset[str]] = frozenset({"svi"})
 
     kind: Literal["product_matrix"] = Field(description="Study kind.")
-    draws: int = Field(10_000, ge=2, description="Posterior draws of the product matrix.")
+    draws: int = Field(
+        10_000, ge=2, le=MAX_DRAWS, description="Posterior draws of the product matrix."
+    )
 
     def applies_to_model(self, model: Any) -> bool:
         return bool(getattr(model, "linear", False))
@@ -265,7 +292,109 @@ class ProductMatrixStudy(_Study):
         return "svi methods on a linear network (model.activation: linear)"
 
 
+# --------------------------------------------------------------------------- Laplace
+
+
+class LaplaceStudy(_Study):
+    """The price of mean field for the Laplace approximation at a mode: no sampling.
+
+    At the mode m of the posterior over all weights and biases (the point of a ``map`` or
+    ``mle`` method, or the posterior mean of an svi method, refined by ``refine_steps``
+    full-batch L-BFGS iterations on the negative log posterior), with H its Hessian
+    (``curvature: hessian``) or generalized Gauss-Newton matrix J^T Lambda J plus the prior
+    precision (``curvature: ggn``): q_full = N(m, H^-1), q_diag the KL-closest diagonal
+    Gaussian (precisions H_ii), KL(q_diag || q_full) = (sum_i log H_ii - log det H) / 2 and
+    the closed-form W2 between them, for the whole network and per layer (MacKay 1992;
+    Farquhar, Smith & Gal 2020 measure the same KL on HMC draws). A learned noise is held at
+    its estimate.
+    """
+
+    families: ClassVar[frozenset[str]] = frozenset({"point", "svi"})
+
+    kind: Literal["laplace"] = Field(description="Study kind.")
+    curvature: Literal["ggn", "hessian"] = Field(
+        "ggn",
+        description="H: the generalized Gauss-Newton matrix (positive definite at any point) "
+        "or the exact Hessian of the negative log posterior (positive definite only at a "
+        "strict local minimum; otherwise the KL is NaN and laplace_min_eig says why).",
+    )
+    refine_steps: int = Field(
+        100,
+        ge=0,
+        description="Full-batch L-BFGS iterations (float64, strong Wolfe line search) from "
+        "the method's point (MAP estimate, svi posterior mean) to the mode; 0 uses the "
+        "point as it is (laplace_grad_norm then says how far from a mode it is).",
+    )
+    max_params: int = Field(
+        5000,
+        gt=0,
+        description="Cells of networks with more weights and biases than this record no "
+        "Laplace metrics (H has D^2 entries and its factorization costs D^3).",
+    )
+
+
+# --------------------------------------------------------------------------- predictive
+
+
+class PredictiveStudy(_Study):
+    """The price of mean field in predictions, on a sampler's cell.
+
+    The draws' posterior predictive is the reference. Against it, on the test set and on
+    out-of-distribution inputs: the predictive of q_full (the Gaussian fit to the draws of
+    all weights and biases, as in ``price_of_mean_field``), of q_diag (its KL-closest
+    diagonal Gaussian), of q_marg (the diagonal Gaussian with the draws' marginal
+    variances) and of the variational posterior the chains started from (``init_from``),
+    each by its mean total variation, agreement of the predicted class and KL(samples ||
+    approximation); on the test set also each one's NLL and ECE. Classification only.
+    """
+
+    families: ClassVar[frozenset[str]] = frozenset({"sampler"})
+
+    kind: Literal["predictive"] = Field(description="Study kind.")
+    gaussian_fit: GaussianFitSpec = Field(
+        default_factory=GaussianFitSpec, description="How q_full is fitted to the draws."
+    )
+    draws: int = Field(
+        500,
+        ge=2,
+        le=MAX_DRAWS,
+        description="Weight draws per predictive: of each approximation, and of the sampler "
+        "(evenly thinned over all chains).",
+    )
+    ood: Literal["auto", "far", "noise"] = Field(
+        "auto",
+        description="Out-of-distribution inputs: 'far', points in random directions from the "
+        "training inputs' mean at ood_radius times their RMS distance from it (a ring for "
+        "two moons); 'noise', every input uniform in its training range (noise images); "
+        "'auto': far for at most 10 input features, noise above.",
+    )
+    ood_points: int = Field(500, gt=0, le=100_000, description="Number of OOD inputs.")
+    ood_radius: tuple[Real, Real] = Field(
+        (3.0, 5.0),
+        description="Range of the 'far' radius, in units of the training inputs' RMS "
+        "distance from their mean (uniform in it).",
+    )
+    max_params: int = Field(
+        5000,
+        gt=0,
+        description="Cells of networks with more weights and biases than this record nothing "
+        "(q_full has D^2 entries and its Cholesky factor costs D^3).",
+    )
+
+    @field_validator("ood_radius")
+    @classmethod
+    def _radius(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not 0 < v[0] <= v[1]:
+            raise ValueError(f"ood_radius must be [low, high] with 0 < low <= high, got {v}")
+        return v
+
+
 StudySpec = Annotated[
-    PriceOfMeanFieldStudy | KTiedStudy | PruningStudy | ProductMatrixStudy,
+    PriceOfMeanFieldStudy
+    | KTiedStudy
+    | PruningStudy
+    | ProductMatrixStudy
+    | LaplaceStudy
+    | PredictiveStudy,
     Field(discriminator="kind"),
 ]

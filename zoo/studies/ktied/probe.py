@@ -100,7 +100,8 @@ def _draws(loc_std: LocStd, n: int, gen: torch.Generator) -> dict[str, torch.Ten
 def _log_probs(model, x: torch.Tensor, draws: Mapping[str, torch.Tensor]) -> np.ndarray:
     """Per-draw log class probabilities ``(S, N, C)``, in chunks of inputs."""
     with torch.no_grad():
-        parts = [torch.log_softmax(model.apply(xc, draws), -1) for xc in x.split(_CHUNK)]
+        lik = model.likelihood
+        parts = [lik.class_log_probs(model.apply(xc, draws)) for xc in x.split(_CHUNK)]
     return Runtime.numpy(torch.cat(parts, -2).double())
 
 

@@ -102,13 +102,17 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
 def _kl_null_figure(ok, spec: Any):
     """KL, shift null and excess against the report's x axis (mean and s.e. over seeds).
 
-    None when the x axis is not a numeric column (e.g. ``report.x: method``).
+    A categorical x (``report.x: method``, an activation) gets one evenly spaced tick per
+    value; an x that is not a column of the results falls back to ``method``.
     """
-    x = spec.report.x
-    if x not in ok.columns or not pd.api.types.is_numeric_dtype(ok[x]):
-        return None
+    x = spec.report.x if spec.report.x in ok.columns else "method"
     rows = ok[ok["kl_excess"].notna()]
-    groups = [c for c in rows.columns if c.startswith("model.activation") or c == "method"]
+    if rows.empty:
+        return None
+    numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
+    cats = list(dict.fromkeys(map(str, rows[x]))) if not numeric else []
+    groups = [c for c in rows.columns
+              if (c.startswith("model.activation") or c == "method") and c != x]  # fmt: skip
     curves = {}
     for key, part in rows.groupby(groups) if groups else [((), rows)]:
         tag = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
@@ -116,12 +120,21 @@ def _kl_null_figure(ok, spec: Any):
                           ("kl_excess", "excess"), ("kl_output_columns", "output columns")):  # fmt: skip
             if col not in part.columns or part[col].isna().all():
                 continue
-            g = part.groupby(x)[col]
+            g = part.groupby(x if numeric else part[x].map(str), sort=numeric)[col]
             se = g.std(ddof=1) / g.count() ** 0.5
             label = f"{name} ({tag})" if tag else name
-            curves[label] = (
-                g.mean().index.to_numpy(),
-                g.mean().to_numpy(),
-                se.fillna(0).to_numpy(),
+            where = (
+                g.mean().index.to_numpy() if numeric else [cats.index(c) for c in g.mean().index]
             )
-    return kl_null_figure(curves, xlabel=x) if curves else None
+            curves[label] = (where, g.mean().to_numpy(), se.fillna(0).to_numpy())
+    if not curves:
+        return None
+    counts = sorted({int(c) for c in rows.groupby([*groups, x])["kl_excess"].count()})
+    seeds = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+    title = "KL(q_diag || q_full), its shift null and the excess\n" + (
+        f"mean ± 1 s.e. over {seeds} seeds" if counts[-1] > 1 else "one seed: no error bars"
+    )
+    fig = kl_null_figure(curves, xlabel=x, title=title)
+    if not numeric:
+        fig.axes[0].set_xticks(range(len(cats)), labels=cats)
+    return fig

@@ -1,0 +1,207 @@
+r"""Ground truth for the price-of-mean-field pipeline: draws of a known Gaussian.
+
+On draws of :math:`\mathcal N(0, \Sigma)` with a known :math:`\Sigma` the population value of
+what :mod:`zoo.studies.price_of_mf` estimates is exact. With :math:`q_\mathrm{diag}` the
+KL-closest diagonal Gaussian (precisions :math:`(\Sigma^{-1})_{ii}`, as
+:func:`reports.gaussian.closest_diagonal` defines it),
+
+.. math::
+
+    \mathrm{KL}(q_\mathrm{diag} \,\|\, \mathcal N(0, \Sigma))
+    = \tfrac12 \Bigl(\sum_i \log (\Sigma^{-1})_{ii} + \log\det\Sigma\Bigr),
+
+which is :func:`reports.gaussian.kl_diag_full` of :math:`\Sigma` itself. (The diagonal of the
+covariance, :math:`\Sigma_{ii}`, gives :math:`\tfrac12(\sum_i \log\Sigma_{ii} - \log\det\Sigma)`
+instead: the KL the other way round, ``kl_true_marginal``, reported for comparison only.)
+
+:func:`ground_truth_metrics` runs the study's estimators on draws of shape ``(C, S, D)`` and
+adds two error estimates that include the Monte Carlo error of the sampler:
+
+- **groups**: the chains split into ``G`` groups of equal size; the KL and the excess of each
+  group, their spread, and ``excess_se`` = spread / sqrt(G), the standard error of the
+  excess of all chains (its variance scales as the inverse number of draws);
+- **fractions**: the KL on the leading 25/50/100% of every chain against 1/n_eff; the
+  estimator's bias is about :math:`D^2 / 4 n_\mathrm{eff}`, linear in 1/n_eff, so the
+  intercept of the least-squares line (``kl_extrapolated``) is a bias-corrected KL that does
+  not use the shift null; its standard error from the same fit per group.
+
+NumPy only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from reports.gaussian import CovMethod, fit_gaussian, kl_diag_full
+from reports.kl_null import kl_shift_null
+
+__all__ = [
+    "ess",
+    "ground_truth_metrics",
+    "ground_truth_figure",
+    "kl_true",
+    "kl_true_marginal",
+    "random_spd",
+]
+
+
+def random_spd(dim: int, condition: float, *, seed: int, rotate: bool = True) -> np.ndarray:
+    """``Q diag(lambda) Q^T`` with ``lambda`` log-spaced over ``[1, condition]``.
+
+    ``Q`` is Haar-distributed (QR of a Gaussian matrix, signs fixed); with ``rotate=False``
+    the covariance is ``diag(lambda)`` in a random order (true KL 0).
+    """
+    rng = np.random.default_rng(seed)
+    lam = np.geomspace(1.0, float(condition), dim) if dim > 1 else np.ones(1)
+    lam = rng.permutation(lam)
+    if not rotate:
+        return np.diag(lam)
+    q, r = np.linalg.qr(rng.standard_normal((dim, dim)))
+    q = q * np.sign(np.diag(r))
+    cov = (q * lam) @ q.T
+    return 0.5 * (cov + cov.T)
+
+
+def kl_true(cov: np.ndarray) -> float:
+    """KL(q_diag || N(0, cov)) with q_diag the KL-closest diagonal (the study's definition)."""
+    return float(kl_diag_full(cov))
+
+
+def kl_true_marginal(cov: np.ndarray) -> float:
+    """``0.5 (sum log cov_ii - log det cov)``: q_diag taken as the marginal variances."""
+    _, logdet = np.linalg.slogdet(cov)
+    return float(0.5 * (np.sum(np.log(np.diag(cov))) - logdet))
+
+
+def ess(x: np.ndarray) -> np.ndarray:
+    """Multi-chain effective sample size of every column of ``x`` ``(C, S, D)``.
+
+    Autocorrelations from FFTs per chain combined with the between-chain variance (Gelman
+    et al., BDA3, section 11.5), summed over Geyer's initial monotone sequence of pairs.
+    Returns shape ``(D,)``.
+    """
+    x = np.asarray(x, dtype=float)
+    c, s, _ = x.shape
+    xc = x - x.mean(1, keepdims=True)
+    n = 1 << (2 * s - 1).bit_length()
+    f = np.fft.rfft(xc, n=n, axis=1)
+    acov = np.fft.irfft(f * np.conj(f), n=n, axis=1)[:, :s] / s  # (C, S, D), biased
+    w = (acov[:, 0] * s / (s - 1)).mean(0)
+    var_plus = w * (s - 1) / s + (x.mean(1).var(0, ddof=1) if c > 1 else 0.0)
+    var_plus = np.where(var_plus > 0, var_plus, np.nan)
+    rho = 1.0 - (w - acov.mean(0)) / var_plus  # (S, D)
+    m = (s - 1) // 2
+    pairs = rho[0 : 2 * m : 2] + rho[1 : 2 * m + 1 : 2]  # (m, D)
+    alive = np.cumprod(pairs > 0, axis=0).astype(bool)
+    pairs = np.minimum.accumulate(np.where(alive, pairs, np.inf), axis=0)
+    tau = -1.0 + 2.0 * np.where(alive, pairs, 0.0).sum(0)
+    return c * s / np.maximum(tau, 1.0 / math.log10(max(c * s, 10)))
+
+
+def _n_eff(x: np.ndarray) -> float:
+    """Median over the columns of the ESS of the centred squares (the covariance's terms)."""
+    sq = (x - x.mean((0, 1))) ** 2
+    return float(np.nanmedian(ess(sq)))
+
+
+def _kl(x: np.ndarray, cov: CovMethod, jitter: float) -> float:
+    fit = fit_gaussian(x.reshape(-1, x.shape[-1]), cov=cov, jitter=jitter)
+    return float(kl_diag_full(fit.cov))
+
+
+def _line(inv_n: Sequence[float], kl: Sequence[float]) -> tuple[float, float]:
+    """Least-squares ``kl = a + b / n_eff``: ``(a, b)``."""
+    slope, icept = np.polyfit(np.asarray(inv_n, float), np.asarray(kl, float), 1)
+    return float(icept), float(slope)
+
+
+def ground_truth_metrics(
+    draws: np.ndarray,
+    cov_true: np.ndarray,
+    *,
+    groups: int = 4,
+    fractions: Sequence[float] = (0.25, 0.5, 1.0),
+    cov: CovMethod = "empirical",
+    jitter: float = 1e-6,
+    reps: int = 8,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The study's KL, null and excess on ``draws`` ``(C, S, D)`` of N(0, ``cov_true``),
+    beside the true KL, with their Monte Carlo errors (module docstring).
+
+    Returns
+    -------
+    dict
+        ``kl_true``, ``kl_true_marginal``, ``kl`` (all draws), ``kl_null``, ``kl_null_sd``,
+        ``kl_excess``, ``kl_null_draws``; ``kl_group_mean``, ``kl_group_sd``,
+        ``excess_group_mean``, ``excess_group_sd``, ``excess_se``; ``n_eff`` (all draws),
+        ``ess_median`` (of the coordinates themselves); per fraction ``kl_f<pct>`` and
+        ``n_eff_f<pct>``; ``kl_extrapolated``, ``kl_extrapolated_se``, ``bias_slope``.
+    """
+    x = np.asarray(draws, dtype=float)
+    if x.ndim != 3:
+        raise ValueError(f"draws must have shape (chains, draws, D), got {x.shape}")
+    c, s, _ = x.shape
+    if c % groups:
+        raise ValueError(f"{c} chains do not split into {groups} equal groups")
+    out: dict[str, Any] = {"kl_true": kl_true(cov_true), "kl_true_marginal":
+                           kl_true_marginal(cov_true)}  # fmt: skip
+    null = kl_shift_null(x, cov=cov, jitter=jitter, reps=reps, seed=seed)
+    out.update(kl=null.kl, kl_null=null.null_mean, kl_null_sd=null.null_sd,
+               kl_excess=null.excess, kl_null_draws=null.iid_draws)  # fmt: skip
+    k = c // groups
+    parts = [x[g * k : (g + 1) * k] for g in range(groups)]
+    gnull = [kl_shift_null(p, cov=cov, jitter=jitter, reps=reps, seed=seed + 1 + g)
+             for g, p in enumerate(parts)]  # fmt: skip
+    gkl = np.array([n.kl for n in gnull])
+    gex = np.array([n.excess for n in gnull])
+    out.update(kl_group_mean=float(gkl.mean()), kl_group_sd=float(gkl.std(ddof=1)),
+               excess_group_mean=float(gex.mean()), excess_group_sd=float(gex.std(ddof=1)),
+               excess_se=float(gex.std(ddof=1) / math.sqrt(groups)))  # fmt: skip
+    out["n_eff"] = _n_eff(x)
+    out["ess_median"] = float(np.nanmedian(ess(x)))
+
+    def lines(arr: np.ndarray) -> tuple[list[float], list[float]]:
+        kls, ns = [], []
+        for f in fractions:
+            sub = arr[:, : max(2, math.ceil(f * s))]
+            kls.append(_kl(sub, cov, jitter))
+            ns.append(_n_eff(sub))
+        return kls, ns
+
+    kls, ns = lines(x)
+    for f, kf, nf in zip(fractions, kls, ns, strict=True):
+        pct = round(100 * f)
+        out[f"kl_f{pct}"], out[f"n_eff_f{pct}"] = kf, nf
+    icept, slope = _line([1 / n for n in ns], kls)
+    g_icepts = [_line([1 / n for n in gn], gk)[0] for gk, gn in map(lines, parts)]
+    out.update(kl_extrapolated=icept, bias_slope=slope,
+               kl_extrapolated_se=float(np.std(g_icepts, ddof=1) / math.sqrt(groups)))  # fmt: skip
+    return out
+
+
+def ground_truth_figure(rows: Sequence[dict[str, Any]], fractions: Sequence[float]) -> Figure:
+    """KL against 1/n_eff per dimension: the fractions, the fitted line, the true KL."""
+    fig = Figure(figsize=(5.2, 3.6), layout="constrained")
+    ax = fig.subplots()
+    for i, r in enumerate(rows):
+        color = f"C{i}"
+        inv = np.array([1 / r[f"n_eff_f{round(100 * f)}"] for f in fractions])
+        kl = np.array([r[f"kl_f{round(100 * f)}"] for f in fractions])
+        ax.plot(inv, kl, "o", color=color, label=f"D = {r['dim']}: KL of the draws")
+        grid = np.linspace(0, inv.max(), 20)
+        ax.plot(grid, r["kl_extrapolated"] + r["bias_slope"] * grid, "--", color=color)
+        ax.errorbar([0], [r["kl_extrapolated"]], yerr=[r["kl_extrapolated_se"]], fmt="s",
+                    color=color, capsize=3)  # fmt: skip
+        ax.axhline(r["kl_true"], color=color, lw=0.8, ls=":", label=f"D = {r['dim']}: true KL")
+    ax.set_xlabel("1 / n_eff")
+    ax.set_ylabel("KL(q_diag || q_full), nats")
+    right = ax.get_xlim()[1]
+    ax.set_xlim(-0.03 * right, right)
+    ax.legend(fontsize="small")
+    return fig

@@ -1,0 +1,198 @@
+"""The report of a run directory (zoo.run.report): axes, settings as run, gates, NaN metrics.
+
+One tiny sampled run (two seeds, MF-VI and NUTS with a small tree-depth limit, the price of
+mean field) is shared by the end-to-end tests; the sampler section is also checked on
+hand-made ArviZ files whose diagnostics are known.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+from arviz_base import from_dict
+
+from zoo.cli import main
+from zoo.run.report import _advice, _sampler_section, build_report
+from zoo.spec.load import load_spec
+
+SPEC = """\
+name: seeds_only
+description: Two moons, the price of mean field (3 seeds).
+seed: 0
+data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}
+model: {kind: mlp, depth: 1, width: 3}
+inference:
+  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, predictive_samples: 5}
+  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 20, draws: 10, chains: 2,
+     vectorize_chains: true, max_tree_depth: 2, predictive_draws: 10}
+studies:
+  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, kl_target_draws: 100000,
+     max_draws: 35}
+sweep:
+  seed: [0, 1]
+report:
+  x: method
+  figures: [kl_diag_full, w_error]
+"""
+
+
+@pytest.fixture(scope="module")
+def sampled_run(tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("seeds_only")
+    spec = root / "spec.yaml"
+    spec.write_text(SPEC)
+    out = root / "run"
+    assert main(["run", str(spec), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
+    return spec, out
+
+
+def test_a_seed_only_sweep_reports_with_any_categorical_x(sampled_run, capsys) -> None:
+    spec, out = sampled_run
+    # seed is a sweep axis: validate takes it as the x axis
+    assert main(["validate", str(spec), "--set", "report.x=seed"]) == 0
+    assert main(["validate", str(spec), "--set", "report.x=sed"]) == 2
+    assert "choose one of: method, seed" in capsys.readouterr().err
+    # x: method, a categorical axis, in the run's own report and in `zoo report DIR`
+    for f in ("kl_diag_full_vs_method.png", "w_error_vs_method.png", "kl_null.png"):
+        assert (out / "figures" / f).is_file(), f
+    assert main(["report", str(out)]) == 0
+    md = (out / "report.md").read_text()
+    assert md.startswith("# bnn-zoo report: seeds_only\n\n**KL(q_diag ‖ q_full) [nats]: nuts ")
+    # x: seed shows single cells; the headline still gives the means over seeds
+    files = build_report(out, load_spec(spec, ["report={x: seed, figures: [accuracy]}"]))
+    assert "figures/accuracy_vs_seed.png" in files
+    assert "(mean ± 1 s.e. over 2 seeds)" in (out / "report.md").read_text()
+    # the default x (model.depth, not a column here) falls back to a real column
+    default = load_spec(spec, ["report={figures: [accuracy]}"])
+    assert default.report.x == "model.depth"
+    assert "figures/accuracy_vs_method.png" in build_report(out, default)
+
+
+def test_the_report_describes_the_spec_as_run(sampled_run) -> None:
+    spec, out = sampled_run
+    args = ["run", str(spec), "--out", str(out), "--no-progress", "--workers", "1",
+            "--set", "sweep.seed=[0]", "--set", "data.n_train=40"]  # fmt: skip
+    assert main(args) == 0
+    md = (out / "report.md").read_text()
+    settings = md.split("## Settings of this run")[1].split("##")[0]
+    assert "- Data: two_moons, n_train 40, n_test 50, noise 0.1" in settings
+    assert "- Seeds: 0 (1 seed); 2 method(s); 2 cells." in settings
+    assert "Method nuts: nuts, warmup 20, draws 10, chains 2" in settings
+    assert "max_tree_depth 2" in settings
+    # the shipped description is labelled as such, not presented as this run
+    assert "The spec's description, as written (the settings above are the ones run): " in md
+    assert "one seed: no error bars" in md  # one seed: no s.e. claimed
+    # back to the spec as shipped: two seeds again
+    assert main(["run", str(spec), "--out", str(out), "--no-progress"]) == 0
+    assert "- Seeds: 0, 1 (2 seeds)" in (out / "report.md").read_text()
+
+
+def test_the_report_gates_the_tree_depth_it_measured(sampled_run) -> None:
+    _, out = sampled_run
+    res = pd.read_csv(out / "results.csv")
+    md = (out / "report.md").read_text()
+    for _, r in res[res["method"] == "nuts"].iterrows():
+        with xr.open_datatree(out / "cells" / f"{r['cell_id']}.nc") as dt:
+            depth = dt["sample_stats"]["tree_depth"].values
+        hits = int((depth >= 2).sum())
+        assert hits > 0  # a limit of 2 doublings is hit on two moons
+        assert f"| nuts | {r['seed']} | " in md
+        assert f"{hits} of {depth.size} (D=2)" in md
+        assert "tree_depth" in r["gates_failed"]  # the cell's own gates have it too
+    assert "reached max_tree_depth (2)" in md and "Raise max_tree_depth" in md
+
+
+def test_a_nan_metric_is_counted_and_named(sampled_run) -> None:
+    _, out = sampled_run
+    spec = load_spec(out / "spec.yaml")
+    res = pd.read_csv(out / "results.csv")
+    cid = res.loc[(res["method"] == "mfvi") & (res["seed"] == 1), "cell_id"].item()
+    rec_path = out / "cells" / f"{cid}.json"
+    rec = json.loads(rec_path.read_text())
+    rec["metrics"]["nll"] = float("nan")
+    rec_path.write_text(json.dumps(rec))
+    build_report(out, spec)
+    summ = pd.read_csv(out / "summary.csv")
+    mfvi = summ[summ["method"] == "mfvi"].iloc[0]
+    assert (mfvi["n"], mfvi["nll_n"], mfvi["accuracy_n"]) == (2, 1, 2)
+    ok = res.loc[(res["method"] == "mfvi") & (res["seed"] == 0), "nll"].item()
+    assert mfvi["nll_mean"] == pytest.approx(ok)
+    md = (out / "report.md").read_text()
+    assert f"nll = nan in {cid}" in md and "[1/2]" in md
+    assert pd.read_csv(out / "results.csv").set_index("cell_id").at[cid, "nonfinite"] == "nll"
+
+
+# ---------------------------------------------------------------- the sampler section
+
+
+class _Run:
+    """A RunDir stand-in whose cells' ArviZ files are in ``root``."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read_artifact(self, cell_id: str, suffix: str) -> bytes | None:
+        path = self.root / f"{cell_id}{suffix}"
+        return path.read_bytes() if path.is_file() else None
+
+
+def _write_cell(path: Path, post: dict, depth: np.ndarray, max_tree_depth: int) -> None:
+    dt = from_dict({"posterior": post, "sample_stats": {
+        "tree_depth": depth, "diverging": np.zeros(depth.shape, bool)}})  # fmt: skip
+    dt.attrs["settings"] = json.dumps({"max_tree_depth": max_tree_depth})
+    dt.to_netcdf(path, engine="h5netcdf")
+
+
+def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_path) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(SPEC.replace("seed: [0, 1]", "seed: [0, 1, 2]"))
+    spec = load_spec(p)
+    cells = [c for c in spec.cells() if c.method.name == "nuts"]
+    rng = np.random.default_rng(0)
+    good = {"a": rng.normal(size=(4, 300)), "b": rng.normal(size=(4, 300))}
+    stuck = {"a": np.full((4, 300), 0.3), "b": np.full((4, 300), -1.0)}  # never moved
+    shifted = {"a": rng.normal(size=(4, 300)) + np.array([[0], [0], [0], [3.0]]),
+               "b": rng.normal(size=(4, 300))}  # fmt: skip
+    _write_cell(tmp_path / f"{cells[0].cell_id}.nc", good, np.ones((4, 300), int), 2)
+    _write_cell(tmp_path / f"{cells[1].cell_id}.nc", stuck, np.ones((4, 300), int), 2)
+    _write_cell(tmp_path / f"{cells[2].cell_id}.nc", shifted, np.full((4, 300), 2), 2)
+    results = pd.DataFrame({"method": "nuts", "seed": [0, 1, 2], "status": "ok",
+                            "cell_id": [c.cell_id for c in cells]})  # fmt: skip
+    sec = _sampler_section(_Run(tmp_path), results, spec)
+    header, rows = sec.table
+    conv = {r[1]: dict(zip(header, r, strict=True)) for r in rows}
+    assert conv["1"]["max_r_hat"] == "NaN"  # not a blank: a failed gate
+    (s_header, s_rows), = sec.tables  # fmt: skip
+    samp = {r[1]: dict(zip(s_header, r, strict=True)) for r in s_rows}
+    assert samp["0"]["gates failed"] == "" and samp["0"]["at max tree depth"] == "0 of 1200 (D=2)"
+    assert samp["1"]["gates failed"] == "r_hat, ess_bulk"
+    assert samp["2"]["gates failed"] == "r_hat, ess_bulk, tree_depth"
+    assert samp["2"]["at max tree depth"] == "1200 of 1200 (D=2)"
+    text = " ".join(sec.paragraphs)
+    assert "2 of 3 sampled cells fail at least one gate" in text
+    assert "2 of 3 sampled cells have an r_hat above 1.01 or a bulk ESS below 100" in text
+    assert "In 1 of them some parameter never moved" in text
+    assert "1 of 3 sampled cells hit the maximum tree depth: 1200 of 1200 transitions" in text
+    # the worst cells first, then their worst parameters
+    stems = [stem for stem, _ in sec.figures]
+    assert stems[:2] == [f"trace_rank_{cells[1].cell_id}", f"trace_rank_{cells[2].cell_id}"]
+    fig = dict(sec.figures)[f"trace_rank_{cells[2].cell_id}"]
+    assert fig.get_axes()[0].get_title(loc="left").startswith("a: R-hat")
+
+
+def test_advice_only_for_the_gates_that_failed() -> None:
+    from reports.diagnostics import diagnostic_gates
+
+    rng = np.random.default_rng(1)
+    post = {"a": rng.normal(size=(4, 400))}
+    fine = from_dict({"posterior": post, "sample_stats": {"tree_depth": np.ones((4, 400), int)}})
+    deep = from_dict({"posterior": post, "sample_stats": {"tree_depth": np.full((4, 400), 3)}})
+    assert _advice({"c": diagnostic_gates(fine, max_tree_depth=3)}, 1) == []
+    (advice,) = _advice({"c": diagnostic_gates(deep, max_tree_depth=3)}, 1)
+    assert advice.startswith("1 of 1 sampled cells hit the maximum tree depth: 1600 of 1600")
+    assert "Raise max_tree_depth" in advice

@@ -1,0 +1,101 @@
+"""The Laplace study: exact on Bayesian linear regression; end to end on a tiny MLP cell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from scipy.linalg import inv, sqrtm
+
+import zoo.models
+from zoo.data import Dataset
+from zoo.run.runner import run_spec
+from zoo.spec.load import load_spec
+from zoo.spec.sections.models import GaussianLikelihood, MLPModel, NormalPrior
+from zoo.studies.laplace.curvature import flat_weights, ggn, hessian, neg_log_posterior
+from zoo.studies.laplace.probe import laplace_metrics
+
+SIGMA, S = 0.5, 2.0
+
+
+@pytest.fixture(scope="module")
+def linreg():
+    """A linear model (mlp of depth 0) with a Gaussian prior and Gaussian noise."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32)
+    y = (x @ np.array([1.0, -2.0, 0.5]) + 0.3 + SIGMA * rng.normal(size=40)).astype(np.float32)
+    spec = SimpleNamespace(model=MLPModel(kind="mlp", depth=0),
+                           prior=NormalPrior(kind="normal", scale=S),
+                           likelihood=GaussianLikelihood(kind="gaussian", noise=SIGMA))  # fmt: skip
+    net = zoo.models.build(spec, Dataset(x, y, x, y, 0))
+    x1 = np.c_[x.astype(np.float64), np.ones(len(x))]  # weights then the bias, as flattened
+    h = x1.T @ x1 / SIGMA**2 + np.eye(4) / S**2
+    mean = np.linalg.solve(h, x1.T @ y.astype(np.float64) / SIGMA**2)
+    return net, x, y, h, mean
+
+
+def test_hessian_and_ggn_are_the_closed_form(linreg):
+    net, x, y, h, _ = linreg
+    flat = flat_weights(net)
+    xt, yt = torch.as_tensor(x, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64)
+    z = torch.randn(flat.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    u = neg_log_posterior(net, flat, xt, yt)
+    np.testing.assert_allclose(hessian(u, z, width=4, n=len(x)).numpy(), h, rtol=1e-12)
+    np.testing.assert_allclose(ggn(net, flat, z, xt, yt).numpy(), h, rtol=1e-12)
+
+
+@pytest.mark.parametrize("curvature", ["hessian", "ggn"])
+def test_kl_and_w2_equal_the_exact_posterior_closed_form(linreg, curvature):
+    net, x, y, h, mean = linreg
+    start = {"layer0.weight": torch.zeros(1, 3), "layer0.bias": torch.zeros(1)}
+    res = laplace_metrics(net, torch.as_tensor(x), torch.as_tensor(y), start,
+                          curvature=curvature, refine_steps=50)  # fmt: skip
+    # the exact posterior is N(mean, h^-1); its KL-optimal diagonal Gaussian has variances
+    # 1 / h_ii, and the KL between two Gaussians by the textbook formula
+    cov, diag = inv(h), np.diag(1 / np.diag(h))
+    kl = 0.5 * (np.trace(h @ diag) - 4 + np.linalg.slogdet(cov)[1] - np.linalg.slogdet(diag)[1])
+    rd = sqrtm(diag).real
+    w2 = np.sqrt(np.trace(diag) + np.trace(cov) - 2 * np.trace(sqrtm(rd @ cov @ rd).real))
+    assert res["laplace_kl"] == pytest.approx(kl, rel=1e-9)
+    assert res["laplace_kl"] == pytest.approx(0.5 * (np.log(np.diag(h)).sum()
+                                                     - np.linalg.slogdet(h)[1]), rel=1e-9)  # fmt: skip
+    assert res["laplace_w2"] == pytest.approx(w2, rel=1e-6)
+    assert res["laplace_kl_layer0"] == pytest.approx(kl, rel=1e-9)  # one layer: the whole
+    assert res["laplace_grad_norm"] < 1e-5 and res["laplace_refine_iters"] > 0
+    assert res["laplace_refine_shift"] == pytest.approx(np.linalg.norm(mean), rel=1e-6)
+
+
+SPEC = """\
+name: laplace
+seed: 0
+data: {kind: two_moons, n_train: 60, n_test: 30, noise: 0.1}
+model: {kind: mlp, depth: 2, width: 3}
+likelihood: {kind: bernoulli}
+inference:
+  - {name: map, kind: map, steps: 50}
+  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, batch_size: 30,
+     predictive_samples: 3}
+studies:
+  - {kind: laplace, refine_steps: 30}
+report: {x: model.depth, figures: [accuracy]}
+"""
+
+
+def test_a_tiny_mlp_run_writes_the_laplace_metrics(tmp_path: Path):
+    (tmp_path / "s.yaml").write_text(SPEC)
+    spec = load_spec(tmp_path / "s.yaml")
+    out = run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
+    assert out.n_failed == 0, pd.read_csv(tmp_path / "run" / "results.csv")["error"].tolist()
+    res = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert len(res) == 2
+    for col in ("laplace_kl", "laplace_w2", "laplace_kl_layer0", "laplace_kl_layer2",
+                "laplace_w2_layer1", "laplace_kl_marginal_layer2", "laplace_grad_norm"):  # fmt: skip
+        assert col in res.columns and res[col].notna().all(), col
+    assert (res["laplace_kl"] > 0).all() and (res["laplace_min_eig"] > 0).all()
+    assert (res["laplace_dim"] == 3 * 3 + 4 * 3 + 4 * 1).all()
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "The price of mean field at a mode (Laplace)" in report

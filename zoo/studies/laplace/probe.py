@@ -1,0 +1,102 @@
+"""The Laplace price of mean field of one cell: mode, curvature, KL and W2 (no sampling).
+
+:class:`LaplaceProbe` takes the fitted point of a cell (a ``map`` or ``mle`` estimate, an svi
+posterior's mean: ``Posterior.median()``), refines it to a mode of the negative log
+posterior by full-batch L-BFGS (:func:`~zoo.studies.laplace.curvature.find_mode`), takes the
+curvature ``H`` there (exact Hessian or generalized Gauss-Newton,
+:mod:`zoo.studies.laplace.curvature`) and records, from :func:`reports.laplace.laplace_diag_vs_full`,
+
+- ``laplace_kl`` = KL(q_diag || q_full) = (sum_i log H_ii - log det H) / 2 for q_full =
+  N(mode, H^-1) and q_diag its KL-closest diagonal Gaussian (precisions H_ii), and
+  ``laplace_w2``, the closed-form 2-Wasserstein distance between them;
+- per layer ``laplace_kl_layer{i}`` and ``laplace_w2_layer{i}`` from the layer's block of
+  ``H`` (its Gaussian with the other layers held at the mode), and
+  ``laplace_kl_marginal_layer{i}`` from its block of ``H^-1`` (its marginal, as the sampled
+  study's ``kl_diag_full.layer{i}`` reads it);
+- ``laplace_min_eig`` (smallest eigenvalue of ``H``), ``laplace_grad_norm`` (the gradient
+  norm at the mode), ``laplace_refine_iters`` and ``laplace_refine_shift`` (how far L-BFGS
+  moved the point), ``laplace_curvature``, ``laplace_seconds``.
+
+All in float64 on the cell's device; nothing random.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import pyro
+import torch
+from threadpoolctl import threadpool_limits
+
+from reports.laplace import laplace_diag_vs_full
+from zoo.inference.base import Fit, Hooks
+from zoo.runtime import Runtime
+from zoo.studies.base import CellContext
+from zoo.studies.laplace.curvature import find_mode, flat_weights, ggn, hessian, neg_log_posterior
+
+__all__ = ["LaplaceProbe", "laplace_metrics"]
+
+
+def laplace_metrics(
+    model: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    point: dict[str, torch.Tensor],
+    *,
+    curvature: str,
+    refine_steps: int,
+) -> dict[str, Any]:
+    """The study's metrics for ``model`` on ``(x, y)`` from the starting ``point`` (sites).
+
+    ``x`` and ``y`` are the full training set; they and ``point`` are cast to float64 (class
+    labels stay integers). A learned ``noise`` in ``point`` is held fixed.
+    """
+    start = time.perf_counter()
+    x = x.to(torch.float64)
+    y = y.to(torch.float64) if y.is_floating_point() else y
+    flat = flat_weights(model, x.device)
+    fixed = {k: v.to(torch.float64) for k, v in point.items() if k not in flat.slices}
+    u = neg_log_posterior(model, flat, x, y, fixed)
+    z0 = flat.ravel(point).to(x.device)
+    z, iters = find_mode(u, z0, refine_steps)
+    with pyro.validation_enabled(False):
+        grad = torch.func.grad(u)(z)
+        if curvature == "hessian":
+            h = hessian(u, z, width=max(model.dims), n=len(x))
+        else:
+            h = ggn(model, flat, z, x, y, fixed)
+    with threadpool_limits(torch.get_num_threads()):  # NumPy's BLAS: the cell's threads
+        res = laplace_diag_vs_full(Runtime.numpy(h), flat.blocks)
+    out: dict[str, Any] = {f"laplace_{k}": v for k, v in res.items()}
+    out.update(
+        laplace_curvature=curvature,
+        laplace_grad_norm=float(grad.norm()),
+        laplace_refine_iters=iters,
+        laplace_refine_shift=float((z - z0).norm()),
+        laplace_seconds=time.perf_counter() - start,
+    )
+    return out
+
+
+class LaplaceProbe:
+    """The Laplace study of one point or svi cell (module docstring)."""
+
+    def __init__(self, section: Any, ctx: CellContext) -> None:
+        self.section, self.ctx = section, ctx
+
+    @property
+    def hooks(self) -> Hooks:
+        return Hooks()
+
+    def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The ``laplace_*`` metrics (no artifacts); none above ``max_params`` parameters."""
+        model, data, s = self.ctx.model, self.ctx.data, self.section
+        if model.num_params > s.max_params:
+            return {"laplace_skipped": f"{model.num_params} parameters > max_params "
+                                       f"{s.max_params}"}, {}  # fmt: skip
+        point = {k: torch.as_tensor(v) for k, v in fit.posterior.median().items()}
+        res = laplace_metrics(model, data.x_train, data.y_train, point,
+                              curvature=s.curvature, refine_steps=s.refine_steps)  # fmt: skip
+        return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in res.items()}, {}

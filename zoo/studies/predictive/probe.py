@@ -1,0 +1,201 @@
+r"""The price of mean field in predictions, on the draws of a sampled cell.
+
+The reference is the posterior predictive of the sampler's draws,
+:math:`p(y \mid x) \approx \frac1S \sum_s p(y \mid x, \theta_s)` (``draws`` draws, evenly
+thinned over all chains). Against it, :class:`PredictiveProbe` puts the predictive, by the
+same mixture over ``draws`` weight draws, of
+
+- ``qfull``: the Gaussian fit :math:`\mathcal N(\mu, \Sigma)` to the draws of all weights and
+  biases (:func:`reports.gaussian.fit_gaussian` with the section's ``gaussian_fit``, as the
+  ``price_of_mean_field`` study fits it);
+- ``qdiag``: its KL-closest diagonal Gaussian, variances :math:`1 / (\Sigma^{-1})_{ii}`
+  (:func:`reports.gaussian.closest_diagonal`: the q_diag of ``kl_diag_full``);
+- ``qmarg``: the diagonal Gaussian with the draws' marginal variances :math:`\Sigma_{ii}`
+  (the mean field that matches each weight's spread; wider than q_diag);
+- ``mfvi``: the variational posterior the chains started from (``init_from``; absent when
+  they started from the prior), drawn with seed ``seed + 1`` as the cell's ``tv_vi`` is.
+
+On the test set (no suffix) and on out-of-distribution inputs (suffix ``_ood``) it records
+``pred_tv_<q>`` (mean total variation to the samples' predictive), ``pred_agree_<q>``
+(fraction of points with the same predicted class), ``pred_kl_<q>`` (mean
+KL(samples || q) per point) and ``pred_entropy_<q>`` (mean predictive entropy; also for
+``samples``); on the test set ``nll_<q>`` and ``ece_<q>`` (also ``nll_samples``,
+``ece_samples``; :mod:`reports.calibration`, the spec's ``metrics.ece_bins``).
+``pred_tv_mc_floor`` (and ``_ood``) is the TV between two independent sets of ``draws``
+draws of q_full: the Monte Carlo error a TV of independent draws has by itself (a lower
+bound for the samples, whose draws are autocorrelated). ``pred_tv_split`` (and ``_ood``)
+is the TV between the predictives of the two halves of the samples (the first and second
+half of the chains; of the draws with one chain), ``draws // 2`` draws each: the samples'
+own Monte Carlo and mixing error, about sqrt(2) times that of a TV to all of them for
+independent draws, more where chains disagree.
+
+Out-of-distribution inputs (:func:`ood_inputs`): ``far``, points in uniformly random
+directions from the training inputs' mean at a radius uniform in ``ood_radius`` times their
+RMS distance from it (two moons: a ring at 3-5 times the data's scale); ``noise``, every
+feature uniform in its training range (noise images for digits and Fashion-MNIST).
+
+The Gaussian draws and the OOD inputs come from a NumPy generator seeded ``seed + 5``;
+nothing is drawn from torch's global generator. Classification only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from reports.calibration import ece, nll
+from reports.draws import flatten_sites
+from reports.gaussian import closest_diagonal, fit_gaussian
+from reports.predictive import compare_predictives, predictive_entropy, predictive_tv
+from zoo.inference.base import Fit, Hooks
+from zoo.inference.sampling import SampledPosterior, thin
+from zoo.studies.base import CellContext
+
+__all__ = ["APPROXIMATIONS", "PredictiveProbe", "log_predictive", "ood_inputs", "weight_sites"]
+
+#: The approximations compared with the samples, in the order of the results' columns.
+APPROXIMATIONS = ("qdiag", "qfull", "qmarg", "mfvi")
+
+#: Most input features for which ``ood: auto`` means ``far`` (above: ``noise``).
+FAR_MAX_FEATURES = 10
+
+#: Draws x inputs per chunk of :func:`log_predictive`.
+CHUNK_VALUES = 2**21
+
+
+def ood_inputs(
+    x_train: np.ndarray, kind: str, n: int, radius: tuple[float, float], seed: int
+) -> np.ndarray:
+    """``n`` out-of-distribution inputs like ``x_train`` (``(N, d)``), float32.
+
+    ``kind`` is ``far``, ``noise`` or ``auto`` (``far`` for at most
+    :data:`FAR_MAX_FEATURES` features); see the module docstring.
+    """
+    x = np.asarray(x_train, np.float64)
+    rng = np.random.default_rng(seed)
+    if kind == "auto":
+        kind = "far" if x.shape[1] <= FAR_MAX_FEATURES else "noise"
+    if kind == "noise":
+        lo, hi = x.min(0), x.max(0)
+        return (lo + (hi - lo) * rng.random((n, x.shape[1]))).astype(np.float32)
+    centre = x.mean(0)
+    scale = float(np.sqrt(np.mean(np.sum((x - centre) ** 2, 1))))
+    u = rng.standard_normal((n, x.shape[1]))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    r = scale * rng.uniform(radius[0], radius[1], size=(n, 1))
+    return (centre + r * u).astype(np.float32)
+
+
+def log_predictive(model: Any, x: torch.Tensor, draws: Mapping[str, torch.Tensor]) -> np.ndarray:
+    """Log class probabilities of the mixture over ``draws`` (leading dim S) at ``x``.
+
+    Returns ``(len(x), n_classes)`` float64: ``logsumexp_s log p(c | x, theta_s) - log S``,
+    in chunks of inputs of at most :data:`CHUNK_VALUES` // S.
+    """
+    n_draws = next(iter(draws.values())).shape[0]
+    size = max(1, min(2000, CHUNK_VALUES // n_draws))
+    out = []
+    with torch.no_grad():
+        for xc in x.split(size):
+            logp = model.likelihood.class_log_probs(model.apply(xc, draws)).double()
+            out.append(torch.logsumexp(logp, 0) - np.log(n_draws))
+    return torch.cat(out).cpu().numpy()
+
+
+def weight_sites(model: Any, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The draws of the weight and bias sites, in model order (no noise)."""
+    return {name: draws[name] for pair in model.layer_sites() for name in pair}
+
+
+def _unflatten(
+    flat: np.ndarray, shapes: Mapping[str, tuple[int, ...]], ctx: CellContext
+) -> dict[str, torch.Tensor]:
+    """``(n, D)`` rows of flattened sites back to ``{site: (n, *shape)}`` tensors."""
+    out, start = {}, 0
+    for name, shape in shapes.items():
+        size = int(np.prod(shape, dtype=int))
+        out[name] = ctx.runtime.tensor(flat[:, start : start + size].reshape((-1, *shape)))
+        start += size
+    return out
+
+
+def _halves(sites: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], ...]:
+    """The draws ``(chain, draw, ...)`` in two halves: by chains, or by draws with one chain."""
+    chains, draws = next(iter(sites.values())).shape[:2]
+    if chains >= 2:
+        cut = chains // 2
+        return ({k: v[:cut] for k, v in sites.items()}, {k: v[cut:] for k, v in sites.items()})
+    cut = max(1, draws // 2)
+    return ({k: v[:, :cut] for k, v in sites.items()}, {k: v[:, cut:] for k, v in sites.items()})
+
+
+class PredictiveProbe:
+    """The predictive price of mean field of one sampled cell (module docstring)."""
+
+    def __init__(self, section: Any, ctx: CellContext) -> None:
+        self.section, self.ctx = section, ctx
+
+    @property
+    def hooks(self) -> Hooks:
+        return Hooks()
+
+    def _draw_sets(self, fit: Fit, post: SampledPosterior) -> dict[str, Any]:
+        """Weight draws per approximation and of the samples, and the MC-floor set."""
+        s, ctx, n = self.section, self.ctx, self.section.draws
+        sites = weight_sites(ctx.model, post.draws)
+        shapes = {k: v.shape[2:] for k, v in sites.items()}
+        flat = flatten_sites(sites)
+        g = fit_gaussian(flat.draws, cov=s.gaussian_fit.cov, jitter=s.gaussian_fit.jitter)
+        rng = np.random.default_rng(ctx.seed + 5)
+        z = rng.standard_normal((3, n, g.dim))
+        chol = np.linalg.cholesky(g.cov)
+        gauss = {
+            "qdiag": g.mean + z[0] * np.sqrt(closest_diagonal(g.cov)),
+            "qfull": g.mean + z[1] @ chol.T,
+            "qmarg": g.mean + z[0] * np.sqrt(np.diag(g.cov)),
+            "floor": g.mean + z[2] @ chol.T,
+        }
+        sets = {k: _unflatten(v, shapes, ctx) for k, v in gauss.items()}
+        sets["samples"] = {k: ctx.runtime.tensor(v) for k, v in thin(sites, n).items()}
+        for half, part in enumerate(_halves(sites)):
+            sets[f"half{half}"] = {k: ctx.runtime.tensor(v)
+                                   for k, v in thin(part, max(1, n // 2)).items()}  # fmt: skip
+        if fit.init is not None:
+            sets["mfvi"] = fit.init.posterior.sample(n, ctx.seed + 1)
+        return sets
+
+    def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
+        """The ``pred_*``, ``nll_*`` and ``ece_*`` metrics (no artifacts)."""
+        post, ctx, s = fit.posterior, self.ctx, self.section
+        if not isinstance(post, SampledPosterior) or ctx.ds.n_classes == 0:
+            return {}, {}
+        if ctx.model.num_params > s.max_params:
+            return {"pred_skipped": f"{ctx.model.num_params} parameters > max_params "
+                                    f"{s.max_params}"}, {}  # fmt: skip
+        sets = self._draw_sets(fit, post)
+        x_ood = ood_inputs(ctx.ds.x_train, s.ood, s.ood_points, s.ood_radius, ctx.seed + 5)
+        inputs = {"": ctx.data.x_test, "_ood": ctx.runtime.tensor(x_ood)}
+        y, bins = np.asarray(ctx.ds.y_test), ctx.cell.spec.metrics.ece_bins
+        out: dict[str, Any] = {}
+        for sfx, x in inputs.items():
+            logp = {k: log_predictive(ctx.model, x, d) for k, d in sets.items()}
+            prob = {k: np.exp(v) for k, v in logp.items()}
+            ref = prob["samples"]
+            for k in ("samples", *APPROXIMATIONS):
+                if k not in prob:
+                    continue
+                if k != "samples":
+                    for m, v in compare_predictives(ref, prob[k]).items():
+                        out[f"pred_{m}_{k}{sfx}"] = v
+                out[f"pred_entropy_{k}{sfx}"] = predictive_entropy(prob[k])
+                if not sfx:
+                    out[f"nll_{k}"] = nll(logp[k], y)
+                    out[f"ece_{k}"] = ece(prob[k], y, n_bins=bins)
+            out[f"pred_tv_mc_floor{sfx}"] = predictive_tv(prob["qfull"], prob["floor"])
+            out[f"pred_tv_split{sfx}"] = predictive_tv(prob["half0"], prob["half1"])
+        out["pred_ood_kind"] = s.ood if s.ood != "auto" else (
+            "far" if ctx.ds.x_train.shape[1] <= FAR_MAX_FEATURES else "noise")  # fmt: skip
+        return out, {}
