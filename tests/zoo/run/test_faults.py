@@ -414,17 +414,25 @@ def test_time_left_is_estimated_per_method(tmp_path: Path) -> None:
 
 
 def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, capsys) -> None:
-    from zoo.cli import _print_summary
+    from zoo.cli import _SUMMARY_COLS, _print_summary
 
     cols = {"method": ["mfvi", "nuts"], "model.depth": [1, 2], "n": [3, 3]}
     for i in range(20):
         cols[f"a_long_metric_name_{i}_mean"] = [0.123456, 1234.5]
+    cols["kl_diag_full_mean"], cols["kl_diag_full_n"] = [None, 4.5], [0, 2]
     pd.DataFrame(cols).to_csv(tmp_path / "summary.csv", index=False)
     monkeypatch.setenv("COLUMNS", "60")
     _print_summary(tmp_path)
     out = capsys.readouterr().out
-    assert "a_long_metric_name_19_mean" in out
     assert max(len(ln) for ln in out.splitlines()) <= 60
+    # per method: headline metrics first, empty ones left out, the rest counted, not printed
+    assert out.count("more metrics of this method in summary.csv") == 2
+    mfvi, nuts, _ = out.split("more metrics of this method in summary.csv")
+    assert "kl_diag_full" not in mfvi and "kl_diag_full" in nuts and "4.5 [2/3]" in nuts
+    shown = [f"a_long_metric_name_{i} " for i in range(20)]
+    assert sum(name in mfvi for name in shown) == _SUMMARY_COLS
+    assert sum(name in nuts for name in shown) == _SUMMARY_COLS - 1  # after the headline one
+    assert f"... and {20 - _SUMMARY_COLS} " in mfvi and f"... and {21 - _SUMMARY_COLS} " in nuts
 
 
 # --------------------------------------------------------------------------- 8: NaN metrics
