@@ -31,6 +31,7 @@ __all__ = [
     "as_matrix",
     "elbo_curve_figure",
     "gradient_snr",
+    "snr_noise_floor",
     "heatmap_figure",
     "singular_values",
     "snr_summary",
@@ -104,6 +105,20 @@ def gradient_snr(grads: np.ndarray) -> np.ndarray:
     mean, var = g.mean(0), g.var(0)
     with np.errstate(divide="ignore", invalid="ignore"):
         return mean**2 / var
+
+
+def snr_noise_floor(window: int) -> float:
+    r"""Expected :func:`gradient_snr` of pure noise: :math:`1 / (w - 3)` for a window of ``w``.
+
+    With i.i.d. Gaussian gradients of mean 0 over the window, :math:`t^2 = (w - 1)\,
+    \bar g^2 / \hat\sigma^2_{\text{ddof}=0}` follows :math:`F(1, w - 1)`, whose mean is
+    :math:`(w - 1) / (w - 3)`; so the SNR of a parameter at a stationary point averages
+    :math:`1 / (w - 3)` (1/7 for the 10-batch window), not :math:`1 / (w - 1)`. Finite for
+    :math:`w > 3`.
+    """
+    if window <= 3:
+        raise ValueError(f"the noise floor is finite for a window of more than 3, got {window}")
+    return 1.0 / (window - 3)
 
 
 def snr_summary(snr: np.ndarray) -> dict[str, float]:

@@ -105,3 +105,16 @@ def test_figures_build():
     fig = spectrum_figure({"layer0": {"mean": variance_fractions(a), "std": variance_fractions(a)}})
     assert len(fig.axes) == 1
     assert len(heatmap_figure(a).axes) == 4  # three maps and a colour bar
+
+
+def test_snr_noise_floor_is_the_mean_snr_of_pure_noise():
+    """1/(w - 3) (1/7 for w = 10), not 1/(w - 1) = 1/9: Monte Carlo on i.i.d. N(0, 1) gradients."""
+    from reports.spectrum import gradient_snr, snr_noise_floor
+
+    window, n = 10, 200_000
+    snr = gradient_snr(np.random.default_rng(0).normal(size=(window, n)))
+    se = snr.std() / np.sqrt(n)  # about 0.0006: Var = 2 v^2 (v-1) / ((v-2)^2 (v-4)) / v^2, v = 9
+    assert abs(snr.mean() - snr_noise_floor(window)) < 4 * se
+    assert abs(snr.mean() - 1 / (window - 1)) > 20 * se
+    with pytest.raises(ValueError, match="more than 3"):
+        snr_noise_floor(3)

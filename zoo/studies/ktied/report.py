@@ -15,7 +15,12 @@ from typing import Any
 import numpy as np
 
 from reports.render import Section
-from reports.spectrum import elbo_curve_figure, heatmap_figure, spectrum_figure
+from reports.spectrum import (
+    elbo_curve_figure,
+    heatmap_figure,
+    snr_noise_floor,
+    spectrum_figure,
+)
 from zoo.spec.sections.studies import KTiedStudy
 from zoo.studies.base import ArtifactReader
 from zoo.studies.ktied.probe import ARTIFACT, load_artifact
@@ -142,6 +147,14 @@ def _counts_section(cells, results, seeds):
     return Section("k-tied study: parameter counts", paras, (header, rows))
 
 
+def _floor(window: Any) -> str:
+    """The SNR noise floor of a ``window``-batch window, as text ("1/7"), or "?" if unknown."""
+    try:
+        return f"1/{round(1 / snr_noise_floor(int(window)))}"
+    except (TypeError, ValueError):
+        return "?"
+
+
 def _snr_section(cells, seeds):
 
     header = ["method", "layer", "step", "mean SNR", "median SNR"]
@@ -175,7 +188,8 @@ def _snr_section(cells, seeds):
         "ratio as E[g^2] / Var[g], which is 1 + this one. Each row's method carries its own "
         "optimizer settings; SNRs are compared only between fits trained alike, early in "
         "training while the stds still move (at a stationary point E[g] = 0 and every "
-        "guide sits at the noise floor of the window, about 1/(window - 1)).",
+        "guide sits at the noise floor of the window: for Gaussian noise the SNR averages "
+        f"1/(window - 3) = {_floor(window)}; reports.spectrum.snr_noise_floor).",
         *comparison,
     ]
     figs = [("snr_layer2", elbo_curve_figure(curves, ylabel="median gradient SNR",
