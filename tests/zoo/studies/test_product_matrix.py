@@ -33,7 +33,12 @@ def test_simulation_spec_runs_and_matches_exact(tmp_path: Path) -> None:
     with np.load(out / "covariances.npz") as f:
         assert f["depth_2"].shape == (9, 9)
     assert (out / "figures" / "product_covariance.png").is_file()
-    assert "Product-matrix covariance by depth" in (out / "report.md").read_text()
+    report = (out / "report.md").read_text()
+    assert "Product-matrix covariance by depth" in report
+    # the report states the exact correlations beside the deepest Monte Carlo estimate
+    exact_max, mc_deep = res["max_abs_correlation_exact"].max(), res["max_abs_correlation"].iloc[-1]
+    assert f"at most {exact_max:.1%} at every depth" in report
+    assert f"at L = 3 reaches {mc_deep:.0%}" in report
     # the exact column is the library's exact covariance of the same seeded layers
     exact = simulate(3, [2, 3], method="exact", seed=3)
     np.testing.assert_allclose(res["off_diagonal_mass_exact"].iloc[1:],
