@@ -12,7 +12,15 @@ the per-draw predictive distributions,
     p(y \mid x, \mathcal{D}) \approx \frac{1}{S} \sum_{s=1}^{S} p(y \mid x, \theta_s),
 
 and all log-likelihood metrics are computed from it with a log-sum-exp, never by averaging
-log probabilities over draws.
+log probabilities over draws. :func:`per_draw_metrics` gives the other convention, the
+mean over draws of each draw's own metric, which papers that report "mean and SEM across
+weight samples" use (Swiatkowski et al. 2020, Tables 2 and 3); by Jensen's inequality its
+NLL is never below the mixture's.
+
+Brier score: ours is :math:`\sum_k (p_k - [y = k])^2`, in [0, 2]. TensorFlow Probability's
+``tfp.stats.brier_score``, which the k-tied paper uses (its footnote 2), is
+:math:`\sum_k p_k^2 - 2 p_y`, that is ours minus 1, in [-1, 1]: subtract 1 from ours before
+comparing with the paper's numbers.
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ __all__ = [
     "brier",
     "ece",
     "classification_metrics",
+    "per_draw_metrics",
     "regression_metrics",
 ]
 
@@ -153,6 +162,8 @@ def brier(probs: np.ndarray, y: np.ndarray) -> float:
             \left(p_{nc} - [y_n = c]\right)^2,
 
         0 for confident correct predictions, :math:`1 - 1/C` for uniform ones, 2 at worst.
+        TensorFlow Probability's ``tfp.stats.brier_score`` (the k-tied paper's) is this
+        minus 1.
     """
     probs = _as_probs(probs)
     y = _as_labels(y, probs.shape[0], probs.shape[1])
@@ -239,6 +250,49 @@ def classification_metrics(
         "brier": brier(probs, y),
         "ece": ece(probs, y, n_bins=n_bins),
     }
+
+
+def per_draw_metrics(log_probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    r"""NLL and accuracy of each draw on its own, averaged over draws, with standard errors.
+
+    .. math::
+
+        \mathrm{NLL}_\text{per draw} = \frac1S \sum_s \Bigl(-\frac1N \sum_n
+        \log p_{s n y_n}\Bigr) \;\ge\; -\frac1N \sum_n \log \frac1S \sum_s p_{s n y_n}
+        = \mathrm{NLL}_\text{mixture}
+
+    (Jensen's inequality, per point): the per-draw NLL scores each weight sample as a
+    network of its own, the mixture NLL (:func:`nll` of :func:`predictive_log_probs`)
+    scores the Bayesian model average. "Mean and SEM across 100 weight samples"
+    (Swiatkowski et al. 2020, Tables 2 and 3, Figure 6) is this per-draw convention.
+
+    Parameters
+    ----------
+    log_probs : np.ndarray
+        Per-draw log class probabilities, shape ``(S, N, C)``.
+    y : np.ndarray
+        Integer labels, shape ``(N,)``.
+
+    Returns
+    -------
+    dict[str, float]
+        ``nll_per_draw`` and ``accuracy_per_draw`` (means over draws) and
+        ``nll_per_draw_sem`` and ``accuracy_per_draw_sem`` (standard errors of those means
+        over the ``S`` draws, ``ddof=1``; NaN for one draw).
+    """
+    log_probs = np.asarray(log_probs, dtype=float)
+    if log_probs.ndim != 3 or log_probs.shape[0] == 0:
+        raise ValueError(f"log_probs must have shape (S, N, C) with S >= 1, got {log_probs.shape}")
+    s, n, c = log_probs.shape
+    y = _as_labels(y, n, c)
+    nll_s = -log_probs[:, np.arange(n), y].mean(axis=1)
+    acc_s = (np.argmax(log_probs, axis=2) == y[None, :]).mean(axis=1)
+
+    def sem(v: np.ndarray) -> float:
+        return float(v.std(ddof=1) / np.sqrt(s)) if s > 1 else float("nan")
+
+    return {"nll_per_draw": float(nll_s.mean()), "nll_per_draw_sem": sem(nll_s),
+            "accuracy_per_draw": float(acc_s.mean()), "accuracy_per_draw_sem": sem(acc_s)}  # fmt: skip
 
 
 def regression_metrics(

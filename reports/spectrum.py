@@ -7,12 +7,18 @@ with singular values :math:`\gamma_1 \ge \gamma_2 \ge \dots`:
 
 - fraction of variance explained by singular value :math:`k` (Figure 3):
   :math:`\gamma_k^2 / \sum_i \gamma_i^2` (uncentred, as in the paper);
+- its null (:func:`top_fraction_null`): the same fraction of the matrix centred on its
+  grand mean, beside that of shuffled copies (the same entries in a random order, so the
+  same mean and total variance, the row and column structure destroyed);
 - rank-:math:`k` truncation (Table 2, Appendix D.3): :math:`\max(0, \sum_{i \le k}
   \gamma_i u_i v_i^\top)`, clamped at zero because a standard deviation cannot be
   negative;
 - gradient signal-to-noise ratio (Figure 6): :math:`\mathbb{E}[g]^2 / \operatorname{Var}[g]`
   per parameter over a window of batches (the last 10 in the paper), with the population
-  variance (``ddof=0``);
+  variance (``ddof=0``). The paper's footnote 3 defines it as
+  :math:`\mathbb{E}[g^2] / \operatorname{Var}[g]`, which is this one plus 1
+  (:math:`\mathbb{E}[g^2] = \mathbb{E}[g]^2 + \operatorname{Var}[g]`): add 1 to ours
+  before comparing with the paper's numbers;
 - standard-deviation parameter counts (Table 1): :math:`mn` for mean field,
   :math:`k(m + n)` for the k-tied Normal.
 
@@ -23,12 +29,15 @@ Nothing here imports torch or pyro; the figure functions return matplotlib Figur
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 from matplotlib.figure import Figure
 
 __all__ = [
+    "TopFractionNull",
     "as_matrix",
+    "centred",
     "elbo_curve_figure",
     "gradient_snr",
     "snr_noise_floor",
@@ -38,6 +47,8 @@ __all__ = [
     "spectrum_figure",
     "std_param_count",
     "top_fraction",
+    "shuffle_entries",
+    "top_fraction_null",
     "truncate",
     "variance_fractions",
 ]
@@ -69,6 +80,124 @@ def variance_fractions(a: np.ndarray) -> np.ndarray:
 def top_fraction(a: np.ndarray, k: int) -> float:
     """Fraction of variance in the top ``k`` singular values."""
     return float(variance_fractions(a)[:k].sum())
+
+
+def centred(a: np.ndarray) -> np.ndarray:
+    """The matrix view of ``a`` minus its grand mean (float64).
+
+    A matrix of standard deviations has positive entries around a common level, and that
+    level alone is a rank-1 component: the uncentred top-1 fraction of any such matrix is
+    close to 1 (entries uniform on [0.5, 1.5] in a 400 x 784 matrix give 0.92), structure or
+    not. Subtracting the grand mean removes the level and nothing else; it commutes with
+    shuffling the entries (:func:`shuffle_entries`), so a shuffled copy of the centred
+    matrix is the centred shuffled copy.
+    """
+    m = as_matrix(a).astype(np.float64)
+    return m - m.mean()
+
+
+def shuffle_entries(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The entries of ``a`` in a uniformly random order, in ``a``'s shape and dtype.
+
+    The multiset of entries (hence the mean, the total variance and every marginal
+    statistic) is kept; which row and column an entry sits in is not: the row and column
+    structure that a low rank needs is destroyed.
+    """
+    a = np.asarray(a)
+    return rng.permutation(a.ravel()).reshape(a.shape)
+
+
+class TopFractionNull(NamedTuple):
+    """Top-k variance fractions of a matrix beside those of shuffled copies of it.
+
+    Attributes
+    ----------
+    ks : tuple of int
+        The k of each entry of the arrays below.
+    observed : np.ndarray
+        Fraction of variance in the top k singular values of the (centred) matrix.
+    null_mean, null_sd, null_max : np.ndarray
+        Mean, standard deviation (``ddof=1``) and largest value of the same fraction over
+        ``shuffles`` shuffled copies (:func:`shuffle_entries`).
+    shuffles : int
+        Number of shuffled copies.
+    seed : int
+        Seed of the :func:`numpy.random.default_rng` generator of the shuffles.
+    centre : bool
+        Whether the fractions are of the matrix centred on its grand mean (:func:`centred`).
+    """
+
+    ks: tuple[int, ...]
+    observed: np.ndarray
+    null_mean: np.ndarray
+    null_sd: np.ndarray
+    null_max: np.ndarray
+    shuffles: int
+    seed: int
+    centre: bool
+
+    @property
+    def z(self) -> np.ndarray:
+        """Standard deviations of the null by which the observed fraction exceeds its mean.
+
+        Shuffled copies of a structureless (exchangeable) matrix are draws from the same
+        distribution as the matrix, so its ``z`` is of order 1 and exceeds 3 rarely; exceeding
+        ``null_max`` alone happens with probability ``1 / (shuffles + 1)``.
+        """
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (self.observed - self.null_mean) / self.null_sd
+
+
+def top_fraction_null(
+    a: np.ndarray,
+    ks: Sequence[int] = (1, 2),
+    *,
+    shuffles: int = 10,
+    seed: int = 0,
+    centre: bool = True,
+) -> TopFractionNull:
+    r"""The top-k variance fraction of a matrix and its shuffled null.
+
+    The fraction :math:`\sum_{i \le k} \gamma_i^2 / \sum_i \gamma_i^2` of the matrix view of
+    ``a`` (centred on its grand mean by default, :func:`centred`) is set beside the same
+    fraction of ``shuffles`` copies whose entries are randomly permuted: a matrix of the
+    same numbers without row or column structure. A spectrum is evidence of low-rank
+    structure only where the observed fraction is well above the shuffled ones; the null's
+    level is that of a random matrix of the same size (about
+    :math:`(\sqrt m + \sqrt n)^2 / mn` for the top 1 of i.i.d. entries).
+
+    Parameters
+    ----------
+    a : np.ndarray
+        E.g. a layer's matrix of posterior standard deviations (at least 2 dims).
+    ks : sequence of int, default (1, 2)
+        The k of the top-k fractions.
+    shuffles : int, default 10
+        Shuffled copies (at least 2, for a spread).
+    seed : int, default 0
+        Seed of the shuffles: the same seed gives the same null.
+    centre : bool, default True
+        Centre on the grand mean first (False: the paper's uncentred fractions).
+
+    Returns
+    -------
+    TopFractionNull
+    """
+    ks = tuple(int(k) for k in ks)
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be positive ranks, got {ks}")
+    if shuffles < 2:
+        raise ValueError(f"shuffles must be at least 2 to give a spread, got {shuffles}")
+    m = centred(a) if centre else as_matrix(a).astype(np.float64)
+
+    def tops(mat: np.ndarray) -> np.ndarray:
+        f = variance_fractions(mat)
+        return np.array([f[:k].sum() for k in ks])
+
+    rng = np.random.default_rng(seed)
+    null = np.stack([tops(shuffle_entries(m, rng)) for _ in range(shuffles)])
+    return TopFractionNull(ks, tops(m), null.mean(0), null.std(0, ddof=1), null.max(0),
+                           shuffles, seed, centre)  # fmt: skip
 
 
 def truncate(a: np.ndarray, k: int, clamp: bool = True) -> np.ndarray:

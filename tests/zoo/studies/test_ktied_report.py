@@ -1,8 +1,17 @@
-"""The k-tied report's SNR comparison: tied against mean field, only between alike fits."""
+"""The k-tied report: SNR comparison between alike fits, the spectrum's shuffled null, the
+truncation's shuffled-std control and per-draw against mixture NLL (hand-made records)."""
 
 from __future__ import annotations
 
-from zoo.studies.ktied.report import _snr_comparison
+import numpy as np
+
+from zoo.studies.ktied.report import (
+    _per_draw_section,
+    _snr_comparison,
+    _snr_section,
+    _spectrum_null_section,
+    _truncation_section,
+)
 
 
 def _cell(name: str, rank, lr: float, snr_by_site: dict[str, float]):
@@ -47,3 +56,87 @@ def test_snr_comparison_needs_both_kinds_in_a_group() -> None:
         _cell("k_tied rank=1", 1, 0.001, {"l0": 1.0}),
     ]
     assert _snr_comparison(cells, {0}) == []
+
+
+# --------------------------------------------------------------------------- controls
+
+
+def _res(nll: float, per_draw: float, acc: float = 0.9) -> dict:
+    return {"neg_elbo": nll + 0.1, "nll": nll, "accuracy": acc, "brier": 0.2, "ece": 0.05,
+            "clamped_entries": 0, "nll_per_draw": per_draw, "nll_per_draw_sem": 0.01,
+            "accuracy_per_draw": acc - 0.01, "accuracy_per_draw_sem": 0.001}  # fmt: skip
+
+
+def _mf_cell(std: np.ndarray, *, controls: bool = True, predictive: bool = True):
+    rec = {
+        "rank": None,
+        "layers": {"l0.weight": {"shape": list(std.shape)}},
+        "truncation": {"none": _res(0.30, 0.35), "1": _res(0.33, 0.38)},
+        "kl_std_floor": 1e-6,
+    }
+    if controls:
+        rec["truncation_control"] = {"none": [_res(0.40, 0.45), _res(0.42, 0.47)],
+                                     "1": [_res(0.41, 0.46), _res(0.43, 0.48)]}  # fmt: skip
+        rec["control_shuffles"] = 2
+    if predictive:
+        rec["predictive"], rec["predictive_draws"] = rec["truncation"]["none"], 100
+    return ("mean_field", 0, "mf-0", rec, {"l0.weight/std": std})
+
+
+def _rank1_std(seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return np.exp(rng.normal(size=(40, 1))) * np.exp(rng.normal(size=(1, 60)))
+
+
+def test_spectrum_null_section_sets_a_rank_one_std_matrix_against_its_shuffles() -> None:
+    sec = _spectrum_null_section([_mf_cell(_rank1_std())], {0})
+    header, rows = sec.table
+    (row,) = rows
+    observed = float(row[header.index("centred std top-1")])
+    shuffled = row[header.index("centred std top-1") + 1]
+    null_mean, null_max = float(shuffled.split(" ± ")[0]), float(shuffled.split("(")[1][:-1])
+    # centred on its grand mean, a positive rank-1 matrix has rank <= 2
+    assert observed > 0.8 and null_max < 0.3 and null_mean <= null_max
+    assert float(row[header.index("centred std top-2")]) == 1.0
+    assert "above the shuffled mean: 1 of 1" in sec.paragraphs[1]
+    assert float(row[header.index("top-1 z")]) > 10
+    # i.i.d. entries have no structure: the centred fraction is within the null's spread
+    iid = np.random.default_rng(1).uniform(0.5, 1.5, size=(40, 60))
+    sec = _spectrum_null_section([_mf_cell(iid)], {0})
+    assert "above the shuffled mean: 0 of 1" in sec.paragraphs[1]
+    # a k-tied cell's std matrix has rank <= k by construction: no null row
+    tied = _mf_cell(_rank1_std())
+    tied[3]["rank"] = 1
+    assert _spectrum_null_section([tied], {0}) is None
+
+
+def test_truncation_section_shows_the_shuffled_control_and_old_runs_without_it() -> None:
+    sec = _truncation_section([_mf_cell(_rank1_std())], {0})
+    text = " ".join(sec.paragraphs)
+    assert "ours minus 1" in text  # the paper's (TFP's) Brier convention
+    assert "mean_field, rank-1 truncation: NLL 0.3300, shuffled stds 0.4200 ± 0.014" in text
+    ((ctl_header, ctl_rows),) = sec.tables
+    assert ctl_header[3] == "shuffled stds: NLL" and len(ctl_rows) == 2
+    assert ctl_rows[0][3] == "0.41 ± 0.014" and ctl_rows[1][1] == "rank-1 truncation"
+    header, rows = sec.table
+    assert rows[0][header.index("NLL per draw")] == "0.35"
+    old = _truncation_section([_mf_cell(_rank1_std(), controls=False)], {0})
+    assert not old.tables and "shuffled" not in " ".join(old.paragraphs)
+
+
+def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() -> None:
+    sec = _per_draw_section([_mf_cell(_rank1_std())], {0})
+    text = sec.paragraphs[0]
+    assert "most likely report per draw" in text and "Jensen" in text
+    assert "mean_field +0.0500" in text
+    header, rows = sec.table
+    assert rows[0][header.index("NLL per draw ± s.e.")] == "0.35 ± 0.01"
+    assert rows[0][header.index("NLL of the mixture")] == "0.3"
+    assert _per_draw_section([_mf_cell(_rank1_std(), predictive=False)], {0}) is None
+
+
+def test_snr_section_says_the_papers_ratio_is_ours_plus_one() -> None:
+    rec = {"rank": None, "snr_window": 10, "snr": {"a": {"5": {"mean": 1.0, "median": 0.5}}}}
+    sec = _snr_section([("mf", 0, "c", rec, {})], {0})
+    assert "E[g^2] / Var[g], which is this one + 1" in sec.paragraphs[0]
+    assert "1/7" in sec.paragraphs[0]

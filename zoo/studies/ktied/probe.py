@@ -5,10 +5,14 @@ and ``on_step``) to record the gradient signal-to-noise ratio of the standard-de
 parameters (:func:`guides.is_std_param`) over the last ``snr_window`` batches at chosen
 steps, and -ELBO per example on the validation split at chosen steps. After training,
 :meth:`KTiedProbe.finish` takes the posterior means and standard deviations of every weight
-site, their spectra (:mod:`reports.spectrum`), and evaluates the posterior with every std
-matrix replaced by its clamped rank-k truncation. It returns a few metrics (top
-singular-value fractions) and the cell artifact ``.ktied.npz``: the mean and std matrices
-plus the tables as JSON text.
+site, their spectra (:mod:`reports.spectrum`), evaluates the posterior on the test set
+(:func:`evaluate_loc_std`: the predictive mixture's metrics and the per-draw ones), and
+evaluates it again with every std matrix replaced by its clamped rank-k truncation and, as
+the control that says whether the std matrices' arrangement matters at all, with every std
+matrix shuffled (:func:`reports.spectrum.shuffle_entries`: the same entries in random
+positions; :data:`CONTROL_SHUFFLES` shuffles), untruncated and truncated. It returns a few
+metrics (top singular-value fractions, the per-draw NLL) and the cell artifact
+``.ktied.npz``: the mean and std matrices plus the tables as JSON text.
 
 Draws here use their own seeded generators, never torch's global one, so a run with the
 study gives the same fit as one without.
@@ -26,9 +30,10 @@ import numpy as np
 import torch
 
 import guides
-from reports.calibration import classification_metrics
+from reports.calibration import classification_metrics, per_draw_metrics
 from reports.spectrum import (
     gradient_snr,
+    shuffle_entries,
     snr_summary,
     std_param_count,
     top_fraction,
@@ -42,6 +47,7 @@ from zoo.studies.base import CellContext
 
 __all__ = [
     "ARTIFACT",
+    "CONTROL_SHUFFLES",
     "RECORD_KEY",
     "KTiedProbe",
     "diag_normal_kl",
@@ -56,6 +62,9 @@ ARTIFACT = ".ktied.npz"
 RECORD_KEY = "record_json"
 #: Floor of truncated (clamped-at-0) standard deviations inside the KL's log term.
 KL_STD_FLOOR = 1e-6
+#: Shuffled copies of the std matrices evaluated as the truncation's control (each one
+#: untruncated and at every truncation rank), with seeds ``seed + 700 + i``.
+CONTROL_SHUFFLES = 3
 _CHUNK = 1000
 
 LocStd = Mapping[str, tuple[torch.Tensor, torch.Tensor]]
@@ -119,12 +128,16 @@ def evaluate_loc_std(
     """-ELBO per example, NLL, accuracy, Brier and ECE of N(loc, std^2) on ``(x, y)``.
 
     ``neg_elbo`` is the expected negative log-likelihood per example (mean over ``n_draws``
-    draws from ``gen``) plus KL(q || prior) / ``n_train``; the others are metrics of the
-    predictive mixture (:func:`reports.calibration.classification_metrics`).
+    draws from ``gen``) plus KL(q || prior) / ``n_train``; ``nll``, ``accuracy``, ``brier``
+    and ``ece`` are metrics of the predictive mixture
+    (:func:`reports.calibration.classification_metrics`); ``nll_per_draw``,
+    ``accuracy_per_draw`` and their ``_sem`` are the means over draws of each draw's own
+    metric (:func:`reports.calibration.per_draw_metrics`; the paper's Table 2 convention).
     """
     logp = _log_probs(model, x, _draws(loc_std, n_draws, gen))
     res = classification_metrics(logp, np.asarray(y), n_bins=n_bins)
-    exp_nll = -float(np.take_along_axis(logp, np.asarray(y)[None, :, None], -1).mean())
+    res.update(per_draw_metrics(logp, np.asarray(y)))
+    exp_nll = res["nll_per_draw"]  # the expected NLL under q, the ELBO's data term
     res["neg_elbo"] = exp_nll + diag_normal_kl(loc_std, model.prior_params) / n_train
     return {k: float(v) for k, v in res.items()}
 
@@ -226,28 +239,47 @@ class KTiedProbe:
                 "std_params_k_tied": {str(k): std_param_count(loc.shape, k) for k in (1, 2, 3)},
                 "std_params": std_param_count(loc.shape, self.rank),
             }
-        trunc = {}
-        for k in [None, *study.truncation_ranks] if study.truncation_ranks else []:
-            ls = dict(loc_std)
-            clamped = 0
-            for site in self.sites:
-                loc, sd = loc_std[site]
-                if k is not None:
-                    t = truncate(Runtime.numpy(sd).astype(np.float64), k)
-                    clamped += int((t <= 0).sum())
-                    ls[site] = (loc, rt.tensor(t, dtype=loc.dtype))
+        sds = {site: Runtime.numpy(loc_std[site][1]).astype(np.float64) for site in self.sites}
+        ranks = list(study.truncation_ranks)
+
+        def evaluate(stds: dict[str, np.ndarray], k: int | None) -> dict[str, float]:
+            """Test metrics with the std matrices ``stds`` (others as fitted) truncated at k."""
+            ls, clamped = dict(loc_std), 0
+            for site, sd in stds.items():
+                loc = loc_std[site][0]
+                t = sd if k is None else truncate(sd, k)
+                clamped += int((t <= 0).sum()) if k is not None else 0
+                ls[site] = (loc, rt.tensor(t, dtype=loc.dtype))
             res = evaluate_loc_std(
                 self.model, self.ctx.data.x_test, ds.y_test, ls, n_draws=study.truncation_draws,
                 gen=rt.generator(self.seed + 500), n_train=len(ds.x_train),
                 n_bins=self.ctx.cell.spec.metrics.ece_bins,
             )  # fmt: skip
             res["clamped_entries"] = clamped
-            trunc["none" if k is None else str(k)] = res
+            return res
+
+        def key(k: int | None) -> str:
+            return "none" if k is None else str(k)
+
+        # every row uses the same weight-noise draws (common random numbers); "none" is the
+        # posterior as fitted, evaluated for every cell (per-draw and mixture NLL)
+        trunc = {key(k): evaluate(sds if k else {}, k) for k in ([None, *ranks] if ranks else [])}
+        predictive = trunc["none"] if ranks else evaluate({}, None)
+        control: dict[str, list[dict[str, float]]] = {}
+        for i in range(CONTROL_SHUFFLES if ranks else 0):
+            rng = np.random.default_rng(self.seed + 700 + i)
+            shuffled = {site: shuffle_entries(sd, rng) for site, sd in sds.items()}
+            for k in [None, *ranks]:
+                control.setdefault(key(k), []).append(evaluate(shuffled, k))
         record = {
             "rank": self.rank,
             "optim": self.optim,
             "layers": layers,
             "truncation": trunc,
+            "truncation_control": control,
+            "control_shuffles": CONTROL_SHUFFLES if ranks else 0,
+            "predictive": predictive,
+            "predictive_draws": study.truncation_draws,
             "snr": self.snr,
             "snr_window": study.snr_window,
             "elbo_steps": self.elbo,
@@ -262,6 +294,8 @@ class KTiedProbe:
         for site, info in layers.items():
             metrics[f"std_top1.{site}"] = info["std_fractions"][0]
             metrics[f"mean_top1.{site}"] = info["mean_fractions"][0]
+        for name in ("nll_per_draw", "nll_per_draw_sem", "accuracy_per_draw"):
+            metrics[name] = predictive[name]
         return metrics, {ARTIFACT: buf.getvalue()}
 
 

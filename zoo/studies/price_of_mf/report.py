@@ -1,22 +1,50 @@
 """Report section of the price-of-mean-field study: what the KL and Wasserstein columns mean.
 
 Built from results.csv alone: the explanation of ``kl_diag_full``, the Wasserstein
-columns, the shift null and the stopping rule, with a figure of the KL, its null and the
-excess against the report's x axis (mean and standard error over seeds).
+columns, the shift null and the stopping rule; a table of the KL beside its references
+(the shift null and, where the run recorded it, the closed-form bias at an ESS-based n:
+two independent estimates of the same sampling bias) and of the Wasserstein measures; a
+figure of the KL, its null and the excess against the report's x axis; and a figure led by
+the closed-form W2(q_diag, q_full) with its sampling floor (``w2_null``, when recorded),
+the empirical Wasserstein error of samples beside it as the secondary measure (mean and
+standard error over seeds).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from reports.kl_null import kl_null_figure
 from reports.render import Section
 from zoo.spec.sections.studies import PriceOfMeanFieldStudy
 from zoo.studies.base import ArtifactReader
 
-__all__ = ["price_of_mf_sections"]
+__all__ = ["W2_FIGURE", "price_of_mf_sections"]
+
+#: File stem of the Wasserstein figure (closed-form W2 first, empirical error second).
+W2_FIGURE = "w2_closed_form"
+#: KL columns of the section's first table, with their headers, in order.
+_KL_COLUMNS = (
+    ("kl_diag_full", "KL(q_diag ‖ q_full)"),
+    ("kl_null", "shift null (kl_null)"),
+    ("kl_bias_ess", "closed-form bias at the ESS-based n (kl_bias_ess)"),
+    ("kl_ess_n", "ESS-based n (kl_ess_n)"),
+    ("kl_excess", "excess over the shift null (kl_excess)"),
+    ("kl_excess_ess", "excess over the ESS closed form (kl_excess_ess)"),
+    ("kl_null_draws", "kl_null_draws (n that makes the closed form equal kl_null)"),
+)
+#: Wasserstein columns of the second table: the closed form leads, the samples' error follows.
+_W_COLUMNS = (
+    ("w2_diag_full", "W2(q_diag, q_full), closed form"),
+    ("w2_null", "its sampling floor: W2 of the shift-null draws (w2_null)"),
+    ("w_error", "empirical W error of samples (assignment problem, biased)"),
+    ("w_excess", "empirical W excess, self-terms removed (squared units)"),
+)
 
 
 def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
@@ -31,16 +59,18 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
     paras = [
         "kl_diag_full is KL(q_diag || q_full), where q_full is the Gaussian fit to the sampler's "
         "draws of all weights and biases and q_diag its KL-closest diagonal Gaussian "
-        "(variances 1 / diag(S^-1)); kl_diag_full.layerK is the same within layer K. "
-        "w2_diag_full is the closed-form 2-Wasserstein distance between q_diag and q_full; "
-        "w_error is the blog's Wasserstein error: the empirical W2 between draws of q_diag "
-        "and the sampler's draws minus the same for q_full (exact assignment). In tens of "
-        "dimensions it is biased below zero: q_diag has less total variance than q_full, and "
-        "less spread points are easier to match, so it comes out negative even on exact "
-        "Gaussian draws where q_diag is the wrong one. w_excess removes each Gaussian's own "
-        "sampling term, W2^2(q, sampler) - W2^2(q, q') / 2 with q' a second set of draws, and "
-        "takes the difference, diag minus full (squared units; reports/gaussian.py). Lower "
+        "(variances 1 / diag(S^-1)); kl_diag_full.layerK is the same within layer K. Lower "
         "means the mean-field assumption costs less (Farquhar, Smith & Gal 2020).",
+        _w2_paragraph(ok),
+        "Secondary: w_error is the empirical W error of samples, an assignment-problem "
+        "estimate with its own bias (the blog's Wasserstein error): the empirical W2 between "
+        "draws of q_diag and the sampler's draws minus the same for q_full (exact "
+        "assignment). In tens of dimensions it is biased below zero: q_diag has less total "
+        "variance than q_full, and less spread points are easier to match, so it comes out "
+        "negative even on exact Gaussian draws where q_diag is the wrong one. w_excess "
+        "removes each Gaussian's own sampling term, W2^2(q, sampler) - W2^2(q, q') / 2 with "
+        "q' a second set of draws, and takes the difference, diag minus full (squared units; "
+        "reports/gaussian.py).",
         f"q_full estimate: {desc}.",
     ]
     if len(few):
@@ -65,8 +95,22 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
             "the estimator's bias is known in closed form, (1/2)(sum_k psi((n-k)/2) - D "
             "psi((n-D)/2)), about D^2 / 4n, whatever the covariance; kl_null_draws is the n "
             "for which it equals kl_null: how many independent draws the chains are worth to "
-            "the covariance estimate (reports.gaussian.kl_sampling_bias)."
+            "the covariance estimate (reports.gaussian.kl_sampling_bias). The closed form at "
+            "kl_null_draws equals kl_null by that definition: an identity, not a check of "
+            "the null."
         )
+        if "kl_bias_ess" in ok.columns and ok["kl_bias_ess"].notna().any():
+            paras.append(
+                "The independent reference is kl_bias_ess: the same closed form at an n that does not come "
+                "from the null, kl_ess_n, the draws' effective sample size (the median bulk "
+                "ESS of the weights and biases, or the streaming moments' n_eff); "
+                "kl_excess_ess = kl_diag_full - kl_bias_ess is the excess over it, beside "
+                "kl_excess. The shift null (rotating the draws) and the ESS-based closed form "
+                "(per-parameter autocorrelation put through the Gaussian formula) are two "
+                "independent estimates of the same sampling bias: where they agree, the "
+                "excess does not depend on which one is subtracted; where they differ, it "
+                "does, and the table shows by how much."
+            )
         targets = sorted({s.kl_target_draws for s in studies if s.kl_target_draws is not None})
         if targets:
             paras.append(
@@ -89,6 +133,9 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
                 "do not subtract."
             )
         figs = [("kl_null", _kl_null_figure(ok, spec))]
+    tables = _tables(ok, spec)
+    if "w2_diag_full" in ok.columns:
+        figs.append((W2_FIGURE, _w2_figure(ok, spec)))
     if "agreement_vi" in results.columns:
         paras.append(
             "agreement_vi and tv_vi compare the predictive distributions of the variational "
@@ -96,28 +143,97 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
             "fraction of points with the same predicted class, and the mean total variation "
             "distance."
         )
-    return [Section("The price of mean field", paras, None, [f for f in figs if f[1] is not None])]
+    return [Section("The price of mean field", paras, tables[0] if tables else None,
+                    [f for f in figs if f[1] is not None], tables[1:])]  # fmt: skip
 
 
-def _kl_null_figure(ok, spec: Any):
-    """KL, shift null and excess against the report's x axis (mean and s.e. over seeds).
+def _present(ok, col: str) -> bool:
+    return col in ok.columns and ok[col].notna().any()
 
-    A categorical x (``report.x: method``, an activation) gets one evenly spaced tick per
-    value; an x that is not a column of the results falls back to ``method``.
+
+def _w2_paragraph(ok) -> str:
+    """The headline Wasserstein measure, with its sampling floor or the lack of one."""
+    text = (
+        "w2_diag_full is the headline Wasserstein measure: the closed-form 2-Wasserstein "
+        "distance W2(q_diag, q_full) between the two Gaussian fits "
+        "(reports.gaussian.w2_gaussian), positive by construction (0 only for a diagonal "
+        "q_full) and free of matching noise. Like the KL it has a sampling floor: finite "
+        "draws of independent parameters have sample correlations that are not zero, so "
+        "w2_diag_full is above 0 even then. "
+    )
+    if _present(ok, "w2_null"):
+        return text + (
+            "w2_null is that floor, measured on the chains: the same closed form on the "
+            "shift-null copies of the draws (each parameter's series rotated within its "
+            "chain, as for kl_null; mean over the rotations). Read w2_diag_full against it: "
+            f"both are in the left panel of the figure {W2_FIGURE}."
+        )
+    return text + (
+        "This run measured no floor for it: the same closed form on the shift-null copies "
+        "of the draws (each parameter rotated within its chain, as for kl_null; a w2_null "
+        "column) would give it, as would the W2 between q_diag and the Gaussian fit to "
+        "independent draws of q_diag at the chains' effective sample size. Until then, "
+        "w2_diag_full is the population W2 plus a sampling term of unknown size: a small "
+        "value, or a small difference between cells, may be floor alone."
+    )
+
+
+def _fmt(mean: float, se: float) -> str:
+    if not np.isfinite(mean):
+        return ""
+    text = f"{mean:.4g}" if abs(mean) < 1e4 else f"{mean:.0f}"
+    return text + (f" ± {se:.2g}" if np.isfinite(se) and se > 0 else "")
+
+
+def _tables(ok, spec: Any) -> list[tuple[list[str], list[list[str]]]]:
+    """The KL table (KL, its two references, both excesses) and the Wasserstein table.
+
+    One row per value of the report's x and of the other varying sweep axes, mean ± 1 s.e.
+    over seeds; a column whose metric the run did not record (an older run) is left out.
     """
     x = spec.report.x if spec.report.x in ok.columns else "method"
-    rows = ok[ok["kl_excess"].notna()]
+    keys = [c for c in ["method", *spec.sweep] if c in ok.columns and c not in (x, "seed")]
+    keys = [c for c in dict.fromkeys(keys) if c == "method" or ok[c].nunique() > 1]
+    by = [*keys, x]
+    out = []
+    for columns in (_KL_COLUMNS, _W_COLUMNS):
+        cols = [(c, h) for c, h in columns if _present(ok, c)]
+        if not cols:
+            continue
+        rows_ok = ok[ok[cols[0][0]].notna()]
+        header = [*by, *(h for _, h in cols)]
+        rows = []
+        for key, part in rows_ok.groupby(by, sort=True, dropna=False):
+            key = key if isinstance(key, tuple) else (key,)
+            row = [str(v) for v in key]
+            for c, _ in cols:
+                v = pd.to_numeric(part[c], errors="coerce").dropna()
+                se = v.std(ddof=1) / len(v) ** 0.5 if len(v) > 1 else float("nan")
+                row.append(_fmt(float(v.mean()), float(se)) if len(v) else "")
+            rows.append(row)
+        out.append((header, rows))
+    return out
+
+
+def _axis(ok, spec: Any, col: str):
+    """(x, rows with ``col``, numeric, categories, line groups) of a figure, or None."""
+    x = spec.report.x if spec.report.x in ok.columns else "method"
+    rows = ok[ok[col].notna()] if col in ok.columns else ok[:0]
     if rows.empty:
         return None
     numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
     cats = list(dict.fromkeys(map(str, rows[x]))) if not numeric else []
     groups = [c for c in rows.columns
               if (c.startswith("model.activation") or c == "method") and c != x]  # fmt: skip
+    return x, rows, numeric, cats, groups
+
+
+def _curves(rows, x, numeric, cats, groups, columns) -> dict:
+    """``{label: (x positions, mean, s.e.)}`` of each present column per line group."""
     curves = {}
     for key, part in rows.groupby(groups) if groups else [((), rows)]:
         tag = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
-        for col, name in (("kl_diag_full", "KL"), ("kl_null", "shift null"),
-                          ("kl_excess", "excess"), ("kl_output_columns", "output columns")):  # fmt: skip
+        for col, name in columns:
             if col not in part.columns or part[col].isna().all():
                 continue
             g = part.groupby(x if numeric else part[x].map(str), sort=numeric)[col]
@@ -127,14 +243,78 @@ def _kl_null_figure(ok, spec: Any):
                 g.mean().index.to_numpy() if numeric else [cats.index(c) for c in g.mean().index]
             )
             curves[label] = (where, g.mean().to_numpy(), se.fillna(0).to_numpy())
+    return curves
+
+
+def _seeds_phrase(rows, groups, x, col: str) -> str:
+    counts = sorted({int(c) for c in rows.groupby([*groups, x])[col].count()})
+    seeds = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
+    return f"mean ± 1 s.e. over {seeds} seeds" if counts[-1] > 1 else "one seed: no error bars"
+
+
+def _kl_null_figure(ok, spec: Any):
+    """KL, shift null and excess against the report's x axis (mean and s.e. over seeds).
+
+    With the ESS-based reference recorded, its closed-form bias (dashed, a null) and the
+    excess over it are drawn beside the shift null and its excess. A categorical x
+    (``report.x: method``, an activation) gets one evenly spaced tick per value; an x that
+    is not a column of the results falls back to ``method``.
+    """
+    found = _axis(ok, spec, "kl_excess")
+    if found is None:
+        return None
+    x, rows, numeric, cats, groups = found
+    curves = _curves(rows, x, numeric, cats, groups,
+                     (("kl_diag_full", "KL"), ("kl_null", "shift null"),
+                      ("kl_bias_ess", "closed-form null at ESS n"), ("kl_excess", "excess"),
+                      ("kl_excess_ess", "excess over ESS closed form"),
+                      ("kl_output_columns", "output columns")))  # fmt: skip
     if not curves:
         return None
-    counts = sorted({int(c) for c in rows.groupby([*groups, x])["kl_excess"].count()})
-    seeds = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
-    title = "KL(q_diag || q_full), its shift null and the excess\n" + (
-        f"mean ± 1 s.e. over {seeds} seeds" if counts[-1] > 1 else "one seed: no error bars"
+    title = "KL(q_diag || q_full), its shift null and the excess\n" + _seeds_phrase(
+        rows, groups, x, "kl_excess"
     )
     fig = kl_null_figure(curves, xlabel=x, title=title)
     if not numeric:
         fig.axes[0].set_xticks(range(len(cats)), labels=cats)
+    return fig
+
+
+def _w2_figure(ok, spec: Any) -> Figure | None:
+    """Left (the headline): closed-form W2(q_diag, q_full) and its floor ``w2_null`` when
+    recorded; right (secondary): the empirical W error of samples, ``w_error``."""
+    found = _axis(ok, spec, "w2_diag_full")
+    if found is None:
+        return None
+    x, rows, numeric, cats, groups = found
+    left = _curves(rows, x, numeric, cats, groups,
+                   (("w2_diag_full", "W2(q_diag, q_full), closed form"),
+                    ("w2_null", "sampling floor: shift null")))  # fmt: skip
+    right = _curves(rows, x, numeric, cats, groups,
+                    (("w_error", "empirical W error of samples"),))  # fmt: skip
+    panels = [(left, "W2(q_diag, q_full) of the Gaussian fits, closed form" + (
+        "" if _present(rows, "w2_null") else "\n(no sampling floor measured in this run)"),
+        "W2 [parameter units]")]  # fmt: skip
+    if right:
+        panels.append((right, "secondary: empirical W error of samples\n(assignment "
+                              "problem; biased below 0)",
+                       "W2(q_diag, draws) − W2(q_full, draws)"))  # fmt: skip
+    fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (curves, title, ylabel) in zip(axes, panels, strict=True):
+        for label, (px, mean, se) in curves.items():
+            style = "--" if "floor" in label else "-"
+            ax.errorbar(np.asarray(px, float), np.asarray(mean, float),
+                        yerr=np.asarray(se, float), fmt=style, marker="o", capsize=3,
+                        label=label)  # fmt: skip
+        ax.axhline(0.0, color="0.6", lw=0.8)
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize="small")
+        if numeric:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        else:
+            ax.set_xticks(range(len(cats)), labels=cats)
+    fig.suptitle(_seeds_phrase(rows, groups, x, "w2_diag_full"), fontsize=9)
     return fig

@@ -1,0 +1,137 @@
+"""The price-of-mean-field report: the closed-form W2 leads, the KL's two references.
+
+Hand-made results tables: one from a run with the ESS-based reference and the W2 floor
+(kl_bias_ess, kl_ess_n, kl_excess_ess, w2_null) and one from an older run without them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from reports.render import COMPANIONS, render_report
+from reports.tables import summarize
+from zoo.spec.load import load_spec
+from zoo.studies.price_of_mf.report import W2_FIGURE, price_of_mf_sections
+
+SPEC = """\
+name: pmf_report
+seed: 0
+data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}
+model: {kind: mlp, depth: 1, width: 3}
+inference:
+  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, predictive_samples: 5}
+  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 20, draws: 10, chains: 2,
+     vectorize_chains: true, max_tree_depth: 4, predictive_draws: 10}
+studies:
+  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, kl_target_draws: 1000}
+sweep:
+  model.depth: [1, 2]
+  seed: [0, 1, 2]
+report:
+  figures: [kl_diag_full, w2_diag_full]
+"""
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    p = tmp_path_factory.mktemp("pmf") / "spec.yaml"
+    p.write_text(SPEC)
+    return load_spec(p)
+
+
+def _results(new: bool) -> pd.DataFrame:
+    rows = []
+    for depth in (1, 2):
+        for seed in (0, 1, 2):
+            kl, null = 8.0 / depth + 0.1 * seed, 2.0 + 0.01 * seed
+            row = {"method": "nuts", "seed": seed, "model.depth": depth, "status": "ok",
+                   "cell_id": f"nuts{depth}{seed}", "kl_diag_full": kl, "kl_null": null,
+                   "kl_null_sd": 0.05, "kl_excess": kl - null, "kl_null_draws": 1000.0 + seed,
+                   "w2_diag_full": 1.5 / depth, "w_error": -0.3 / depth,
+                   "w_excess": 4.0 / depth, "n_draws": 2000, "dim": 97}  # fmt: skip
+            if new:
+                bias = 2.1 + 0.01 * seed
+                row.update(kl_bias_ess=bias, kl_ess_n=950.0 + seed, kl_excess_ess=kl - bias,
+                           w2_null=0.4 + 0.01 * seed)  # fmt: skip
+            rows.append(row)
+    rows.append({"method": "mfvi", "seed": 0, "model.depth": 1, "status": "ok",
+                 "cell_id": "mfvi10"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _section(spec, new: bool):
+    (sec,) = price_of_mf_sections(_results(new), None, spec)
+    return sec, " ".join(sec.paragraphs)
+
+
+def test_the_identity_row_is_replaced_by_the_independent_reference(spec) -> None:
+    sec, text = _section(spec, new=True)
+    assert "closed-form bias of kl_null_draws" not in text
+    assert "an identity, not a check" in text  # kl_null_draws is said to be one
+    assert "two independent estimates of the same sampling bias" in text
+    header, rows = sec.table
+    assert header[:2] == ["method", "model.depth"]
+    bias = header.index("closed-form bias at the ESS-based n (kl_bias_ess)")
+    assert header[bias + 1] == "ESS-based n (kl_ess_n)"
+    excess = header.index("excess over the shift null (kl_excess)")
+    assert header[excess + 1] == "excess over the ESS closed form (kl_excess_ess)"
+    assert len(rows) == 2 and rows[0][:2] == ["nuts", "1"]  # mfvi has no KL
+    assert rows[0][bias] == "2.11 ± 0.0058"  # mean ± 1 s.e. over the 3 seeds
+    assert rows[0][header.index("ESS-based n (kl_ess_n)")] == "951 ± 0.58"
+    kl_fig = dict(sec.figures)["kl_null"]
+    labels = kl_fig.axes[0].get_legend_handles_labels()[1]
+    assert "closed-form null at ESS n (nuts)" in labels
+    assert "excess over ESS closed form (nuts)" in labels
+
+
+def test_an_older_run_leaves_the_reference_rows_out(spec) -> None:
+    sec, text = _section(spec, new=False)
+    header, _ = sec.table
+    assert not [h for h in header if "kl_bias_ess" in h or "kl_excess_ess" in h]
+    assert "kl_ess_n" not in " ".join(header) and "independent estimates" not in text
+    labels = dict(sec.figures)["kl_null"].axes[0].get_legend_handles_labels()[1]
+    assert not [lab for lab in labels if "ESS" in lab]
+
+
+def test_the_closed_form_w2_leads_with_its_floor(spec) -> None:
+    sec, text = _section(spec, new=True)
+    ((w_header, w_rows),) = sec.tables
+    assert w_header[2] == "W2(q_diag, q_full), closed form"  # the headline column first
+    assert w_header[3].startswith("its sampling floor") and w_rows[0][3] == "0.41 ± 0.0058"
+    assert w_header[4] == "empirical W error of samples (assignment problem, biased)"
+    assert "w2_null is that floor" in text and "measured no floor" not in text
+    assert text.index("w2_diag_full is the headline") < text.index("Secondary: w_error")
+    assert "empirical W error of samples, an assignment-problem estimate with its own bias" in text
+    fig = dict(sec.figures)[W2_FIGURE]
+    left, right = fig.axes[:2]
+    assert left.get_legend_handles_labels()[1] == ["W2(q_diag, q_full), closed form (nuts)",
+                                                  "sampling floor: shift null (nuts)"]  # fmt: skip
+    assert "secondary" in right.get_title() and "biased" in right.get_title()
+    means = left.lines[0].get_ydata()
+    np.testing.assert_allclose(means, [1.5, 0.75])  # positive, the closed form's means
+
+
+def test_without_a_floor_the_text_says_what_would_give_one(spec) -> None:
+    sec, text = _section(spec, new=False)
+    assert "This run measured no floor" in text and "shift-null copies" in text
+    ((w_header, _),) = sec.tables
+    assert not [h for h in w_header if "floor" in h]
+    left = dict(sec.figures)[W2_FIGURE].axes[0]
+    assert "no sampling floor measured" in left.get_title()
+
+
+def test_a_w2_figure_in_report_figures_gets_the_empirical_error_beside_it() -> None:
+    assert COMPANIONS["w2_diag_full"] == "w_error" and COMPANIONS["w_error"] == "w_excess"
+    res = _results(new=True)
+    metrics = ["w2_diag_full", "w_error", "w_excess"]
+    summary = summarize(res, metrics, by=["method", "model.depth"])
+    files = render_report(title="t", spec_text=None, results=res, summary=summary,
+                          x="model.depth", hue="method", metrics=["w2_diag_full", "w_error"])  # fmt: skip
+    md = files["report.md"].decode()
+    assert "figures/w2_diag_full_vs_model_depth.png" in files  # new
+    assert "figures/w_error_vs_model_depth.png" in files  # the old name still works
+    caption = md.split("w2_diag_full_vs_model_depth.png")[0].rsplit("![", 1)[1]
+    assert caption.startswith("Left: W2(q_diag, q_full) of the Gaussian fits, closed form")
+    assert "empirical Wasserstein error of samples" in caption
