@@ -21,6 +21,24 @@ The rule (:func:`pruned_units`): a unit is pruned when every outgoing SNR is bel
 weight) and the incoming weights sit at the prior (mean KL at most ``in_kl_max`` and
 mean std ratio at least ``in_std_ratio_min``). Point estimates (std 0) have infinite SNR
 and are never pruned by this rule; the report leaves them out.
+
+The rule-free functional measure (:func:`contribution_variance`, :func:`variance_shares`,
+:func:`effective_units`) needs no posterior std, so it applies to every method (point
+estimates, the fixed-variance GD, samplers). Unit :math:`j` of hidden layer :math:`l` with
+activation :math:`a_j(x)` contributes :math:`c_j(x) = a_j(x)\, W^{(l+1)}_{:,j}` to the
+pre-activations of the next layer (the network's output for the last hidden layer). Its
+variance :math:`v_j = \sum_k \operatorname{Var}_{s,n}\, c_{jk}` over the test inputs
+:math:`n` and the posterior draws :math:`s` (one draw for a point estimate), normalised
+over the layer, is the unit's share of output variance :math:`s_j = v_j / \sum_i v_i`.
+By the law of total variance it is the mean over draws of the variance over inputs (the
+function the unit adds) plus the variance over draws of its mean over inputs (a random
+offset); both parts are kept. The effective number of units of the layer is the
+participation ratio :math:`(\sum_j v_j)^2 / \sum_j v_j^2 = 1 / \sum_j s_j^2`.
+
+The rule and the measure answer the same question by different routes: a unit the rule
+calls pruned should carry (almost) none of the output variance, and the effective number
+should sit near the number of units the rule leaves active (below it when the active units
+carry unequal shares). Their agreement is the check on the rule's thresholds.
 """
 
 from __future__ import annotations
@@ -34,10 +52,14 @@ __all__ = [
     "PAPER_TABLE1",
     "PruningRule",
     "UnitStats",
+    "contribution_variance",
+    "effective_units",
+    "functional_metrics",
     "gaussian_kl",
     "pruned_fraction",
     "pruned_units",
     "unit_stats",
+    "variance_shares",
 ]
 
 #: Table 1 of Trippe & Turner (2018): held-out mean log-likelihood (nats) +- 1 SEM over the
@@ -164,4 +186,93 @@ def pruned_fraction(layers: list[UnitStats], rule: PruningRule = DEFAULT_RULE) -
         out.update({f"pruned_frac.layer{k}": float(m.mean()) for k, m in enumerate(masks)})
     out["n_pruned"] = float(sum(int(m.sum()) for m in masks))
     out["in_at_prior_frac"] = float(np.concatenate(at_prior).mean()) if masks else float("nan")
+    return out
+
+
+def contribution_variance(act: np.ndarray, w_next: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Variance of each unit's contribution to the next layer, within and between draws.
+
+    Parameters
+    ----------
+    act : (S, N, n_units)
+        Activations of one hidden layer for S posterior draws (1 for a point estimate) at
+        N inputs.
+    w_next : (S, n_next, n_units)
+        The next layer's weights in the same draws: column j holds unit j's outgoing weights.
+
+    Returns
+    -------
+    within, between : (n_units,) each
+        Summed over the next layer's units k, with :math:`c_{snjk} = a_{snj} W_{skj}`:
+        ``within`` the mean over draws of the variance over inputs of c and ``between`` the
+        variance over draws of its mean over inputs (both with divisor N or S). Their sum is
+        the variance of c over all (draw, input) pairs (law of total variance); computed
+        this way, without the cancellation of E[c^2] - E[c]^2.
+    """
+    a = np.asarray(act, np.float64)
+    w = np.asarray(w_next, np.float64)
+    if a.ndim != 3 or w.ndim != 3 or a.shape[0] != w.shape[0] or a.shape[2] != w.shape[2]:
+        raise ValueError(f"act (S, N, n) and w_next (S, n_next, n) do not fit: {a.shape}, "
+                         f"{w.shape}")  # fmt: skip
+    w2 = (w**2).sum(1)  # (S, n): sum over k of W_skj^2
+    within = (a.var(1) * w2).mean(0)
+    between = (a.mean(1)[:, None, :] * w).var(0).sum(0)  # (n_next, n) -> (n,)
+    return within, between
+
+
+def variance_shares(v: np.ndarray) -> np.ndarray:
+    """Each unit's share ``v / v.sum()`` of its layer's output variance; NaN if all are 0."""
+    v = np.asarray(v, np.float64)
+    total = v.sum()
+    if not np.isfinite(total) or total <= 0:
+        return np.full(v.shape, np.nan)
+    return v / total
+
+
+def effective_units(shares: np.ndarray) -> float:
+    r"""Effective number of units: the participation ratio :math:`1 / \sum_j s_j^2`.
+
+    For shares :math:`s_j \ge 0` summing to 1 this is :math:`(\sum v)^2 / \sum v^2` of the
+    unnormalised variances: ``n`` when all n units carry equal shares, 1 when one unit carries
+    everything, and in general the number of equal units with the same sum of squared shares
+    (the inverse Simpson index, Hill's diversity of order 2).
+
+    Why this and not :math:`\exp` of the Shannon entropy (order 1, also n and 1 in those
+    two cases): pruning leaves many units with tiny but non-zero shares, and the entropy
+    counts that tail (:math:`-s \log s` falls slowly as s -> 0) while the participation
+    ratio weighs each unit by its share and all but ignores it. With 5 units at 0.19 and 45
+    sharing the remaining 0.05, the ratio is 5.5 and the exp-entropy 6.8. It is also closed
+    form in the variances, needs no log of a zero share and is scale-free. NaN for a layer
+    without output variance (shares all NaN).
+    """
+    s = np.asarray(shares, np.float64)
+    if s.size == 0 or not np.all(np.isfinite(s)):
+        return float("nan")
+    q = float((s**2).sum())
+    return float(s.sum() ** 2 / q) if q > 0 else float("nan")
+
+
+def functional_metrics(
+    shares: list[np.ndarray], pruned: list[np.ndarray] | None = None
+) -> dict[str, float]:
+    """The rule-free metrics of a network from the variance shares of its hidden layers.
+
+    Per hidden layer k: ``units_eff.layerK`` (:func:`effective_units`) and
+    ``units_eff_frac.layerK`` (divided by the layer's width); for the whole network
+    ``units_eff_frac``, the effective units of all layers over all hidden units. Given the
+    rule's masks (``pruned``, one per layer), also ``pruned_var_share.layerK``: the share of
+    the layer's output variance carried by the units the rule calls pruned (0 if the rule
+    is right about them).
+    """
+    out: dict[str, float] = {}
+    total_eff, total_n = 0.0, 0
+    for k, s in enumerate(shares):
+        eff = effective_units(s)
+        out[f"units_eff.layer{k}"] = eff
+        out[f"units_eff_frac.layer{k}"] = eff / len(s) if len(s) else float("nan")
+        total_eff += eff
+        total_n += len(s)
+    out["units_eff_frac"] = total_eff / total_n if total_n else float("nan")
+    for k, (s, m) in enumerate(zip(shares, pruned or [], strict=False)):
+        out[f"pruned_var_share.layer{k}"] = float(np.asarray(s)[np.asarray(m, bool)].sum())
     return out

@@ -1,7 +1,8 @@
-"""Figures of the over-pruning study (Trippe & Turner 2018, Figures 2, 4 and 5).
+"""Figures of the over-pruning study (Trippe & Turner 2018, Figures 2, 4 and 5), and the
+units' shares of output variance (the rule-free measure of :mod:`reports.pruning`).
 
 Each function takes NumPy arrays (as stored in a cell's ``.pruning.npz``) and returns a
-matplotlib Figure; :mod:`reports.render` renders it.
+matplotlib Figure (object-oriented API, no pyplot state); :mod:`reports.render` renders it.
 """
 
 from __future__ import annotations
@@ -9,17 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+from matplotlib.figure import Figure
 
-__all__ = ["trajectory_figure", "unit_posterior_figure", "unit_scatter_figure"]
+from reports.pruning import effective_units
 
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+__all__ = [
+    "trajectory_figure",
+    "unit_posterior_figure",
+    "unit_scatter_figure",
+    "variance_share_figure",
+]
 
 
 def unit_scatter_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0,
@@ -30,9 +30,9 @@ def unit_scatter_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], laye
     ``layer{k}.pruned``. Pruned units are drawn in red; ``rule_snr`` draws the rule's
     outgoing threshold as a dotted line.
     """
-    plt = _plt()
     names = list(per_method)
-    fig, axes = plt.subplots(1, len(names), figsize=(3.6 * len(names), 3.3), squeeze=False)
+    fig = Figure(figsize=(3.6 * len(names), 3.3))
+    axes = fig.subplots(1, len(names), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
         z = per_method[name]
         kl = np.maximum(z[f"layer{layer}.in_kl"], 1e-4)
@@ -63,8 +63,8 @@ def unit_posterior_figure(z: Mapping[str, np.ndarray], units: list[int], layer: 
     """Their Figures 2 and 5: per unit, the outgoing weight posterior (top), the incoming
     weight posteriors with the prior dashed (middle) and the activation histogram over the
     training inputs and posterior draws (bottom)."""
-    plt = _plt()
-    fig, axes = plt.subplots(3, len(units), figsize=(2.4 * len(units), 6), squeeze=False)
+    fig = Figure(figsize=(2.4 * len(units), 6))
+    axes = fig.subplots(3, len(units), squeeze=False)
     grid = np.linspace(-3, 3, 400)
     pruned = z[f"layer{layer}.pruned"].astype(bool)
     for c, j in enumerate(units):
@@ -102,8 +102,8 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
     ``per_method[name]`` holds ``traj.step``, ``traj.kl``, ``traj.neg_elbo``,
     ``traj.exp_nll_train``, ``traj.nll_train`` and ``traj.nll_test`` (per point).
     """
-    plt = _plt()
-    fig, axes = plt.subplots(1, 4, figsize=(15, 3.4))
+    fig = Figure(figsize=(15, 3.4))
+    axes = fig.subplots(1, 4)
     panels = [("kl", "A. KL / n (standardized units)"), ("neg_elbo", "B. -ELBO / n"),
               ("exp_nll_train", "C. expected train NLL / n"),
               ("nll_test", "D. predictive NLL (original units)")]  # fmt: skip
@@ -135,5 +135,39 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
     axes[0].legend(fontsize=7)
     axes[3].legend(fontsize=7)
     fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def variance_share_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0,
+                          title: str = ""):  # fmt: skip
+    """One panel per method: the units of a hidden layer sorted by share of output variance.
+
+    ``per_method[name]`` holds ``layer{k}.var_share`` and, for methods the pruning rule
+    applies to, ``layer{k}.pruned`` (those units are drawn in red). Log scale; the equal
+    share 1/n is dotted and the panel's title gives the effective number of units
+    (:func:`reports.pruning.effective_units`).
+    """
+    names = list(per_method)
+    fig = Figure(figsize=(3.6 * len(names), 3.1))
+    axes = fig.subplots(1, len(names), squeeze=False, sharey=True)
+    floor = 1e-8
+    for ax, name in zip(axes[0], names, strict=True):
+        z = per_method[name]
+        share = np.asarray(z[f"layer{layer}.var_share"], np.float64)
+        pruned = np.asarray(z.get(f"layer{layer}.pruned", np.zeros(len(share))), bool)
+        order = np.argsort(-np.nan_to_num(share, nan=0.0), kind="stable")
+        x = np.arange(1, len(share) + 1)
+        y = np.maximum(np.nan_to_num(share[order], nan=floor), floor)
+        colors = np.where(pruned[order], "tab:red", "tab:blue")
+        ax.bar(x, y, width=0.9, color=colors)
+        ax.axhline(1.0 / max(len(share), 1), c="gray", lw=0.8, ls=":")
+        ax.set_yscale("log")
+        ax.set_ylim(floor, 1.5)
+        ax.set_xlabel("unit (sorted by share)")
+        ax.set_title(f"{name}: {effective_units(share):.1f} effective of {len(share)}",
+                     fontsize=9)  # fmt: skip
+    axes[0][0].set_ylabel("share of output variance")
+    fig.suptitle(title or f"hidden layer {layer}")
     fig.tight_layout()
     return fig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,16 @@ import torch
 from zoo.cli import main
 from zoo.inference import NO_HOOKS, Hooks, fit
 from zoo.run.cell import run_cell
+from zoo.run.store import RunDir
 from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
-from zoo.studies.pruning.probe import PruningProbe, draw_moments, guide_moments
+from zoo.studies.pruning.probe import (
+    PruningProbe,
+    draw_moments,
+    functional_outputs,
+    guide_moments,
+)
+from zoo.studies.pruning.report import pruning_sections
 
 SPEC = """\
 name: prune_tiny
@@ -24,10 +32,11 @@ model: {kind: mlp, depth: DEPTH, width: 8, activation: tanh}
 likelihood: {kind: gaussian, noise: learned}
 inference:
   - {name: ES, kind: mle, steps: 30, lr: 0.005, betas: [0.9, 0.99]}
+  - {name: MAP, kind: map, steps: 30, lr: 0.005, betas: [0.9, 0.99]}
   - {name: MF, kind: svi, guide: {kind: mean_field, init_scale: 0.0001}, steps: 40,
      lr: 0.005, betas: [0.9, 0.99], predictive_samples: 10}
-  - {name: GD, kind: svi, guide: {kind: fixed_variance, scale: 0.05}, steps: 40,
-     lr: 0.005, predictive_samples: 10}
+  - {name: GD, kind: svi, guide: {kind: fixed_variance, scale: 0.05, local_reparam: true},
+     steps: 40, lr: 0.005, predictive_samples: 10}
   - {name: FC, kind: svi, guide: {kind: full_rank, init_scale: 0.0001}, steps: 40,
      lr: 0.005, predictive_samples: 10}
 sweep: {split: [0, 1]}
@@ -90,6 +99,42 @@ def test_trajectories_leave_the_fit_unchanged(tmp_path: Path, cell_context) -> N
     assert 0.0 <= metrics["pruned_frac"] <= 1.0 and set(files) == {".pruning.npz"}
 
 
+EFFECTIVE = "Over-pruning: effective number of units (rule-free)"
+
+
+class _OldRun:
+    """A run stored before the functional measure: npz files without the variance shares."""
+
+    def __init__(self, root: Path) -> None:
+        self.run = RunDir(root)
+
+    def read_artifact(self, cell_id: str, suffix: str) -> bytes | None:
+        data = self.run.read_artifact(cell_id, suffix)
+        if data is None:
+            return None
+        with np.load(io.BytesIO(data)) as z:
+            keep = {k: z[k] for k in z.files if ".var_" not in k}
+        buf = io.BytesIO()
+        np.savez(buf, **keep)
+        return buf.getvalue()
+
+
+class _WithPoint:
+    """A run whose point-estimate cells (``ids``) have variance shares but no rule stats."""
+
+    def __init__(self, root: Path, ids: set[str]) -> None:
+        self.run, self.ids = RunDir(root), ids
+
+    def read_artifact(self, cell_id: str, suffix: str) -> bytes | None:
+        if cell_id not in self.ids:
+            return self.run.read_artifact(cell_id, suffix)
+        buf = io.BytesIO()
+        v = np.array([1.0, 1.0] + [0.0] * 6)
+        np.savez(buf, **{"layer0.var_share": v / 2, "layer0.var_within": v,
+                         "layer0.var_between": 0 * v})  # fmt: skip
+        return buf.getvalue()
+
+
 def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     out = tmp_path / "run"
     assert main(["run", str(_spec(tmp_path)), "--out", str(out), "--no-progress",
@@ -101,13 +146,83 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     assert res.loc[res["method"] == "ES", "pruned_frac"].isna().all()
     summ = pd.read_csv(out / "summary.csv")
     assert "split" not in summ.columns and (summ["n"] == 2).all()  # over splits
-    for cell in res["cell_id"][res["method"] != "ES"]:
+    for cell in res["cell_id"][res["method"].isin(["MF", "GD", "FC"])]:
         assert (out / "cells" / f"{cell}.pruning.npz").is_file()
     md = (out / "report.md").read_text()
     assert "Over-pruning: pruned hidden units" in md and "Table 1 (quoted)" in md
     assert "MF: -2.62 ± 0.06" in md and "(HMC, not run)" in md
-    for stem in ("pruning_units_layer0", "pruning_trajectories", "pruning_unit_posteriors_MF"):
+    for stem in ("pruning_units_layer0", "pruning_trajectories", "pruning_unit_posteriors_MF",
+                 "pruning_shares_layer0"):  # fmt: skip
         assert (out / "figures" / f"{stem}.png").is_file()
+    # the rule-free measure: finite for GD (which the rule cannot prune), beside the rule
+    bayes = res[res["method"].isin(["MF", "GD", "FC"])]
+    assert np.isfinite(bayes["units_eff.layer0"]).all()
+    assert ((bayes["units_eff.layer0"] >= 1) & (bayes["units_eff.layer0"] <= 8)).all()
+    np.testing.assert_allclose(bayes["units_eff_frac.layer0"], bayes["units_eff.layer0"] / 8)
+    assert bayes["pruned_var_share.layer0"].between(0, 1).all()
+    assert EFFECTIVE in md and "Agreement between the two is the check on the rule" in md
+    assert "variance share of rule-pruned units" in md
+    # a run stored before the measure: no table and no share figure, the rest as before
+    spec = load_spec(_spec(tmp_path))
+    old = res.drop(columns=[c for c in res.columns if c.startswith(("units_eff",
+                                                                    "pruned_var_share"))])  # fmt: skip
+    sections = pruning_sections(old, _OldRun(out), spec)
+    titles = [s.title for s in sections]
+    assert EFFECTIVE not in titles and "Over-pruning: pruned hidden units" in titles
+    figs = [stem for s in sections for stem, _ in s.figures]
+    assert "pruning_units_layer0" in figs and not any("shares" in f for f in figs)
+    new = pruning_sections(res, RunDir(out), spec)
+    table = next(s.table for s in new if s.title == EFFECTIVE)
+    assert table[0][:3] == ["method", "paper's name", "hidden layer"]
+    assert [r[0] for r in table[1]] == ["MF", "GD", "FC"]  # the point estimates: no probe
+    assert all(" of 8" in r[3] for r in table[1])
+    # where the study records point estimates too: their row, no rule, a panel of shares
+    with_map = res.copy()
+    is_map = with_map["method"] == "MAP"
+    with_map.loc[is_map, ["units_eff.layer0", "units_eff_frac.layer0"]] = [2.0, 0.25]
+    new = pruning_sections(with_map, _WithPoint(out, set(res["cell_id"][is_map])), spec)
+    table = next(s.table for s in new if s.title == EFFECTIVE)
+    assert table[1][0][:4] == ["MAP", "MAP", "0", "2.0 ± 0.0 of 8"]  # 2 splits
+    assert table[1][0][5:7] == ["n/a (no posterior std)", ""]
+    share_fig = next(f for s in new for stem, f in s.figures if stem == "pruning_shares_layer0")
+    assert [ax.get_title() for ax in share_fig.axes][0] == "MAP: 2.0 effective of 8"
+    assert "pruning_units_layer0" in [stem for s in new for stem, _ in s.figures]
+
+
+def test_functional_measure_on_a_constructed_network(tmp_path: Path, cell_context) -> None:
+    """One unit carries all the output, the others have zero outgoing weights: shares
+    (1, 0, ...) and one effective unit; equal units: all 8."""
+    ctx = cell_context(_cell(load_spec(_spec(tmp_path)), "MF"))
+    gen = torch.Generator().manual_seed(0)
+    draws = {"layer0.weight": torch.randn(3, 8, 13, generator=gen),
+             "layer0.bias": torch.randn(3, 8, generator=gen),
+             "layer1.weight": torch.zeros(3, 1, 8), "layer1.bias": torch.zeros(3, 1)}  # fmt: skip
+    draws["layer1.weight"][:, 0, 0] = torch.randn(3, generator=gen)
+    shares, arrays = functional_outputs(ctx.model, ctx.data.x_test, draws)
+    np.testing.assert_array_equal(shares[0], np.eye(8)[0])
+    assert set(arrays) == {"layer0.var_share", "layer0.var_within", "layer0.var_between"}
+    equal = {**draws, "layer0.weight": draws["layer0.weight"][:, :1].expand(3, 8, 13),
+             "layer0.bias": draws["layer0.bias"][:, :1].expand(3, 8),
+             "layer1.weight": torch.ones(3, 1, 8)}  # fmt: skip
+    shares, _ = functional_outputs(ctx.model, ctx.data.x_test, equal)
+    np.testing.assert_allclose(shares[0], np.full(8, 1 / 8))
+
+
+@pytest.mark.parametrize("method", ["GD", "MAP"])
+def test_probe_measures_gd_and_point_estimates(tmp_path: Path, cell_context, method) -> None:
+    spec = load_spec(_spec(tmp_path))
+    ctx = cell_context(_cell(spec, method))
+    probe = PruningProbe(spec.studies[0], ctx)  # MAP's cell has no study (families)
+    metrics, files = probe.finish(_fit(ctx))  # no trajectory: not needed here
+    assert 1.0 <= metrics["units_eff.layer0"] <= 8.0
+    assert np.isfinite([metrics["units_eff_frac.layer0"], metrics["units_eff_frac"]]).all()
+    with np.load(io.BytesIO(files[".pruning.npz"])) as z:
+        assert z["layer0.var_share"].sum() == pytest.approx(1.0)
+        if method == "MAP":  # one set of weights: no rule, nothing between draws
+            assert "pruned_frac" not in metrics and "layer0.pruned" not in z.files
+            assert not z["layer0.var_between"].any()
+        else:
+            assert metrics["pruned_frac"] == 0.0 and "pruned_var_share.layer0" in metrics
 
 
 @pytest.mark.slow
@@ -116,8 +231,10 @@ def test_deeper_networks_report_pruning_per_layer(tmp_path: Path) -> None:
     assert main(["run", str(_spec(tmp_path, depth=2)), "--out", str(out), "--no-progress",
                  "--workers", "1", "--set", "sweep.split=[0]"]) == 0  # fmt: skip
     res = pd.read_csv(out / "results.csv")
-    assert {"pruned_frac.layer0", "pruned_frac.layer1"} <= set(res.columns)
-    assert "pruned layer1" in (out / "report.md").read_text()
+    assert {"pruned_frac.layer0", "pruned_frac.layer1", "units_eff.layer1"} <= set(res.columns)
+    md = (out / "report.md").read_text()
+    assert "pruned layer1" in md and EFFECTIVE in md
+    assert (out / "figures" / "pruning_shares_layer1.png").is_file()
 
 
 @pytest.mark.slow
@@ -144,5 +261,17 @@ studies: [{kind: pruning, draws: 10}]
 """)
     out = run_cell(load_spec(p).cells()[0], Runtime.cpu())
     assert 0.0 <= out.metrics["pruned_frac"] <= 1.0
+    assert 1.0 <= out.metrics["units_eff.layer0"] <= 3.0
     assert ".pruning.npz" in out.artifacts and ".nc" in out.artifacts
     assert "kl_diag_full" not in out.metrics  # no price-of-mean-field study in this spec
+
+
+@pytest.mark.parametrize("name", ["depth", "teacher", "uci", "uci_paper"])
+def test_overpruning_specs_use_local_reparameterization_for_mf_and_gd(name: str) -> None:
+    """As the paper did (section 4: 'the local reparameterization trick on MF and GD')."""
+    spec = load_spec(Path(__file__).resolve().parents[3] / "specs" / f"overpruning_{name}.yaml")
+    guides = [m.guide for m in spec.inference if getattr(m, "guide", None) is not None]
+    kinds = {g.kind for g in guides}
+    assert {"mean_field", "fixed_variance"} <= kinds
+    for g in guides:
+        assert getattr(g, "local_reparam", False) == (g.kind in ("mean_field", "fixed_variance"))

@@ -8,13 +8,18 @@
 - :func:`pruning_outputs`: per-unit statistics of every hidden layer
   (:func:`reports.pruning.unit_stats`), the pruned fractions for the cell's metrics and an
   ``.pruning.npz`` artifact the report reads back;
+- :func:`functional_outputs`: the rule-free measure of every hidden layer, each unit's share
+  of the variance of its contribution to the next layer over the test inputs and the
+  posterior draws, and the effective number of units (:mod:`reports.pruning`);
 - :class:`TrajectoryRecorder`: an ``on_step`` hook of the fit that records KL, -ELBO,
   expected train NLL and predictive train and test NLL during optimization (their Figure
   4). It draws with its own seed and restores torch's generator, so the optimization is the
   same with and without it;
-- :class:`PruningProbe`: the study's probe of one cell (svi or sampler).
+- :class:`PruningProbe`: the study's probe of one cell (svi, sampler or point estimate).
 
-MAP and ES are point estimates: they have no posterior std and get no pruning statistics.
+MAP and ES are point estimates: they have no posterior std and get no rule-based
+statistics, but they do get the functional measure (from their one set of weights), as do
+GD (whose fixed std the rule cannot judge) and the samplers.
 """
 
 from __future__ import annotations
@@ -29,8 +34,17 @@ import pyro.distributions as dist
 import torch
 from torch.distributions import kl_divergence
 
-from reports.pruning import PruningRule, pruned_fraction, pruned_units, unit_stats
+from reports.pruning import (
+    PruningRule,
+    contribution_variance,
+    functional_metrics,
+    pruned_fraction,
+    pruned_units,
+    unit_stats,
+    variance_shares,
+)
 from zoo.inference.base import Fit, Hooks
+from zoo.inference.point import PointPosterior
 from zoo.inference.sampling import SampledPosterior
 from zoo.inference.svi import VIPosterior
 from zoo.models.base import BayesianNet
@@ -42,6 +56,7 @@ __all__ = [
     "PruningProbe",
     "TrajectoryRecorder",
     "draw_moments",
+    "functional_outputs",
     "guide_moments",
     "hidden_activations",
     "pruning_outputs",
@@ -96,47 +111,82 @@ def hidden_activations(
     return acts
 
 
+def functional_outputs(
+    model: BayesianNet, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
+) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """Each hidden unit's share of output variance, per hidden layer, at inputs ``x``.
+
+    For layer ``k``: the variance of ``a_j(x) W_{k+1}[:, j]`` (summed over the next layer's
+    units) within draws (``layer{k}.var_within``: mean over draws of the variance over
+    inputs) and between draws (``layer{k}.var_between``), and their normalised sum
+    (``layer{k}.var_share``; :func:`reports.pruning.contribution_variance`). Returns the
+    shares per layer and these arrays.
+    """
+    acts = hidden_activations(model, x, draws)
+    shares, arrays = [], {}
+    for k in range(model.depth):
+        w_next = draws[model.layer_sites()[k + 1][0]]
+        within, between = contribution_variance(Runtime.numpy(acts[k].double()),
+                                                Runtime.numpy(w_next.double()))  # fmt: skip
+        share = variance_shares(within + between)
+        shares.append(share)
+        arrays[f"layer{k}.var_within"] = within
+        arrays[f"layer{k}.var_between"] = between
+        arrays[f"layer{k}.var_share"] = share
+    return shares, arrays
+
+
 def pruning_outputs(
     model: BayesianNet,
     x_train: torch.Tensor,
-    moments: Moments,
+    moments: Moments | None,
     draws: Mapping[str, torch.Tensor],
     spec: Any,
     trajectory: dict[str, np.ndarray] | None = None,
+    x_test: torch.Tensor | None = None,
 ) -> tuple[dict[str, float], bytes]:
-    """Pruned fractions (metrics) and the per-unit statistics as ``.npz`` bytes.
+    """Pruned fractions and effective units (metrics) and the per-unit statistics as ``.npz``.
 
-    The npz holds, per hidden layer ``k``: the :class:`reports.pruning.UnitStats` fields as
-    ``layer{k}.<field>``, ``layer{k}.pruned``, the incoming/outgoing means and stds
-    (``layer{k}.in_mean`` ...) and a 20-bin histogram of the activations over the training
-    inputs and draws in [-1, 1] (``layer{k}.act_hist``); plus ``traj.<name>`` arrays.
+    The npz holds, per hidden layer ``k``: with ``moments`` (methods with a posterior std),
+    the :class:`reports.pruning.UnitStats` fields as ``layer{k}.<field>``,
+    ``layer{k}.pruned``, the incoming/outgoing means and stds (``layer{k}.in_mean`` ...)
+    and a 20-bin histogram of the activations over the training inputs and draws in
+    [-1, 1] (``layer{k}.act_hist``); for every method the variance shares of
+    :func:`functional_outputs` at ``x_test`` (default ``x_train``); plus ``traj.<name>``
+    arrays. Metrics: :func:`reports.pruning.pruned_fraction` (with ``moments``) and
+    :func:`reports.pruning.functional_metrics` (always).
     """
     rule = rule_of(spec)
-    acts = hidden_activations(model, x_train, draws)
-    layers, arrays = [], {}
-    for k in range(model.depth):
-        w, b = model.layer_sites()[k]
-        w_next = model.layer_sites()[k + 1][0]
-        a = Runtime.numpy(acts[k].double())
-        st = unit_stats(moments[w], moments[b], moments[w_next], model.prior_params[w],
-                        model.prior_params[b], act_var=a.var(1).mean(0))  # fmt: skip
-        layers.append(st)
-        for field, v in st._asdict().items():
-            arrays[f"layer{k}.{field}"] = v
-        arrays[f"layer{k}.pruned"] = pruned_units(st, rule)
-        arrays[f"layer{k}.in_mean"] = np.column_stack([moments[w][0], moments[b][0]])
-        arrays[f"layer{k}.in_std"] = np.column_stack([moments[w][1], moments[b][1]])
-        arrays[f"layer{k}.out_mean"] = moments[w_next][0]
-        arrays[f"layer{k}.out_std"] = moments[w_next][1]
-        edges = np.linspace(-1.0, 1.0, 21)
-        arrays[f"layer{k}.act_hist"] = np.stack(
-            [np.histogram(np.clip(a[..., j], -1, 1), edges)[0] for j in range(a.shape[-1])]
-        )
+    layers, masks, arrays = [], [], {}
+    if moments is not None:
+        acts = hidden_activations(model, x_train, draws)
+        for k in range(model.depth):
+            w, b = model.layer_sites()[k]
+            w_next = model.layer_sites()[k + 1][0]
+            a = Runtime.numpy(acts[k].double())
+            st = unit_stats(moments[w], moments[b], moments[w_next], model.prior_params[w],
+                            model.prior_params[b], act_var=a.var(1).mean(0))  # fmt: skip
+            layers.append(st)
+            for field, v in st._asdict().items():
+                arrays[f"layer{k}.{field}"] = v
+            masks.append(pruned_units(st, rule))
+            arrays[f"layer{k}.pruned"] = masks[-1]
+            arrays[f"layer{k}.in_mean"] = np.column_stack([moments[w][0], moments[b][0]])
+            arrays[f"layer{k}.in_std"] = np.column_stack([moments[w][1], moments[b][1]])
+            arrays[f"layer{k}.out_mean"] = moments[w_next][0]
+            arrays[f"layer{k}.out_std"] = moments[w_next][1]
+            edges = np.linspace(-1.0, 1.0, 21)
+            arrays[f"layer{k}.act_hist"] = np.stack(
+                [np.histogram(np.clip(a[..., j], -1, 1), edges)[0] for j in range(a.shape[-1])]
+            )
+    shares, fn_arrays = functional_outputs(model, x_train if x_test is None else x_test, draws)
+    arrays.update(fn_arrays)
     for name, v in (trajectory or {}).items():
         arrays[f"traj.{name}"] = v
     buf = io.BytesIO()
     np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     metrics = pruned_fraction(layers, rule) if layers else {}
+    metrics.update(functional_metrics(shares, masks if layers else None))
     return metrics, buf.getvalue()
 
 
@@ -203,7 +253,7 @@ class TrajectoryRecorder:
 
 
 #: Posterior class -> its per-weight (mean, std): a guide's own, or moments of all draws.
-#: Point estimates have none, and get no pruning statistics.
+#: Point estimates have none, and get no rule-based statistics (the functional measure only).
 MOMENTS = {
     VIPosterior: lambda post, model: guide_moments(post.guide, model),
     SampledPosterior: lambda post, model: draw_moments(post.all(), model),
@@ -214,7 +264,9 @@ class PruningProbe:
     """The over-pruning study of one cell: trajectories during an svi fit, stats after it.
 
     ``finish`` takes the posterior's moments (:data:`MOMENTS`) and ``section.draws`` draws
-    (seed ``seed + 4``) for the activation variances; trajectories use seed ``seed + 5``.
+    (seed ``seed + 4``; one for a point estimate) for the activation variances on the
+    training inputs and the variance shares on the test inputs; trajectories use seed
+    ``seed + 5``.
     """
 
     def __init__(self, section: Any, ctx: CellContext) -> None:
@@ -229,14 +281,20 @@ class PruningProbe:
         return Hooks(on_step=self.trajectory.on_step if self.trajectory is not None else None)
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """Pruned fractions and ``{ARTIFACT: npz}``; nothing for a point estimate."""
-        moments = MOMENTS.get(type(fit.posterior))
-        if moments is None:
-            return {}, {}
+        """Pruned fractions, effective units and ``{ARTIFACT: npz}``.
+
+        A point estimate gets the effective units only (no posterior std for the rule).
+        """
+        post = fit.posterior
+        moments = MOMENTS.get(type(post))
         traj = self.trajectory.arrays() if self.trajectory is not None and \
             self.trajectory.rows else None  # fmt: skip
-        draws = fit.posterior.sample(self.section.draws, self.ctx.seed + 4)
-        metrics, data = pruning_outputs(self.ctx.model, self.ctx.data.x_train,
-                                        moments(fit.posterior, self.ctx.model), draws,
-                                        self.section, traj)  # fmt: skip
-        return metrics, {ARTIFACT: data}
+        n = 1 if isinstance(post, PointPosterior) else self.section.draws
+        draws = post.sample(n, self.ctx.seed + 4)
+        data = self.ctx.data
+        metrics, npz = pruning_outputs(
+            self.ctx.model, data.x_train,
+            moments(post, self.ctx.model) if moments is not None else None,
+            draws, self.section, traj, x_test=data.x_test,
+        )  # fmt: skip
+        return metrics, {ARTIFACT: npz}

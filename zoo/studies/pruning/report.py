@@ -6,7 +6,13 @@ Built from ``results.csv`` rows and the cells' ``.pruning.npz`` artifacts only:
   error over the UCI splits (or seeds);
 - their Table 1: test log-likelihood and RMSE per method in original units, mean and
   standard error over splits, with the paper's numbers beside ours (quoted, labelled);
-- per-unit figures (their Figures 2 and 5) and the optimization trajectories (Figure 4).
+- the rule-free functional measure beside the rule: per hidden layer, the effective number
+  of units (participation ratio of the units' shares of output variance,
+  :func:`reports.pruning.effective_units`) against the fraction the rule leaves active, and
+  the share of output variance that the rule-pruned units carry (left out for runs stored
+  before the measure existed);
+- per-unit figures (their Figures 2 and 5), the sorted variance shares and the optimization
+  trajectories (Figure 4).
 """
 
 from __future__ import annotations
@@ -17,7 +23,12 @@ from typing import Any
 import numpy as np
 
 from reports.pruning import PAPER_TABLE1
-from reports.pruning_plots import trajectory_figure, unit_posterior_figure, unit_scatter_figure
+from reports.pruning_plots import (
+    trajectory_figure,
+    unit_posterior_figure,
+    unit_scatter_figure,
+    variance_share_figure,
+)
 from reports.render import Section
 from zoo.spec.sections.inference import (
     FixedVarianceGuide,
@@ -116,12 +127,38 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
         f"mean posterior std >= {p.in_std_ratio_min:g} x the prior std; thresholds: "
         "the pruning study's settings). 'incoming at prior' is the second condition alone. Means and "
         f"stds are the guide's (MF, GD; the marginals for FC) or moments of all kept draws "
-        "(samplers); MAP and ES are point estimates without a posterior std: no pruning "
+        "(samplers); MAP and ES are point estimates without a posterior std: no rule-based "
         f"statistics. Mean ± standard error over {over}s.",
         "GD's posterior std is fixed (guide.scale) and far below the prior std, so under "
-        "this rule it cannot prune by construction, as the paper argues.",
+        "this rule it cannot prune by construction, as the paper argues; the rule-free "
+        "effective number of units (next table, where the run has it) measures it.",
     ]
     sections.append(Section("Over-pruning: pruned hidden units", paras, (header, rows)))
+
+    # ---------------------------------------------------------------- effective units
+    table = _effective_units_table(ok, methods, keys, groups, rows_of, over)
+    if table is not None:
+        paras = [
+            "A rule-free functional measure that applies to every method, point estimates "
+            "and GD included: each hidden unit's share of output variance, the variance of "
+            "its contribution (activation x outgoing weights) to the next layer's "
+            "pre-activations (the network's output for the last hidden layer) over the test "
+            "inputs and posterior draws (one draw for MAP and ES), normalised over the "
+            "layer. The effective number of units is the participation ratio "
+            "(sum of shares)^2 / (sum of squared shares): n when all n units carry equal "
+            "shares, 1 when one unit carries everything. 'active fraction (rule)' is 1 - "
+            "the rule's pruned fraction of the layer; 'variance share of rule-pruned units' "
+            "is the share of the layer's output variance that the units the rule calls "
+            f"pruned carry. Mean ± standard error over {over}s.",
+            "Agreement between the two is the check on the rule: the units it prunes should "
+            "carry (almost) none of the output variance, and the effective fraction should "
+            "sit near the active fraction (below it when the active units carry unequal "
+            "shares, never far above it). A large share on rule-pruned units, or many more "
+            "effective than active units, means the rule's thresholds call units pruned "
+            "that the network still uses.",
+        ]
+        sections.append(Section("Over-pruning: effective number of units (rule-free)", paras,
+                                table))  # fmt: skip
 
     # ---------------------------------------------------------------- Table 1
     rows = []
@@ -178,9 +215,17 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
                          f"{over} {first}"])  # fmt: skip
         stem = "_".join(str(v) for v in key)
         stem = f"_{stem}" if stem else ""
-        n_layers = sum(1 for k in next(iter(stats.values())) if k.endswith(".pruned"))
+        n_layers = max(_n_layers(z) for z in stats.values())
         for k in range(n_layers):
-            figs.append((f"pruning_units{stem}_layer{k}", _scatter(stats, k, tag, p.out_snr_max)))
+            ruled = {name: z for name, z in stats.items() if f"layer{k}.in_kl" in z}
+            if ruled:
+                figs.append((f"pruning_units{stem}_layer{k}",
+                             _scatter(ruled, k, tag, p.out_snr_max)))  # fmt: skip
+            shared = {name: z for name, z in stats.items() if f"layer{k}.var_share" in z}
+            if shared:
+                figs.append((f"pruning_shares{stem}_layer{k}", variance_share_figure(
+                    shared, k, title=f"hidden layer {k} ({tag}): shares of output "
+                    "variance")))  # fmt: skip
         for name, z in stats.items():
             units = _representative(z)
             if units:
@@ -194,7 +239,10 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
         paras = [
             f"Per-unit statistics of the first stored {over}: each hidden unit at (mean KL "
             "of its incoming weights to the prior, max |mean|/std of its outgoing weights), "
-            "red if pruned. Then, as in the paper's Figures 2 and 5, units with the lowest "
+            "red if pruned; and each method's units sorted by their share of output "
+            "variance (log scale; rule-pruned units red, the equal share 1/n dotted), with "
+            "the effective number of units in the panel's title. Then, as in the paper's "
+            "Figures 2 and 5, units with the lowest "
             "and highest incoming KL: the posterior of the outgoing weight (top), of the "
             "incoming weights with the N(0, 1) prior dashed (middle), and a histogram of the "
             "activation over the training inputs and posterior draws (bottom). Last, their "
@@ -217,3 +265,49 @@ def _representative(z: dict[str, np.ndarray], n_each: int = 3) -> list[int]:
     order = np.argsort(z["layer0.in_kl"], kind="stable")
     picks = [*order[:n_each].tolist(), *order[-n_each:].tolist()]
     return list(dict.fromkeys(int(j) for j in picks))
+
+
+def _n_layers(z: dict[str, np.ndarray]) -> int:
+    """Hidden layers in a cell's npz (rule statistics or variance shares)."""
+    return len({k.split(".")[0] for k in z if k.endswith((".pruned", ".var_share"))})
+
+
+def _effective_units_table(ok, methods, keys, groups, rows_of, over):
+    """(header, rows) of the effective-units table, or None for runs without the metric."""
+    layer_cols = sorted((c for c in ok.columns if c.startswith("units_eff.layer")),
+                        key=lambda c: int(c.rsplit("layer", 1)[1]))  # fmt: skip
+    if not layer_cols or ok[layer_cols].isna().all().all():
+        return None
+    rows = []
+    for key in keys:
+        for m in methods:
+            r = rows_of(key, m.name)
+            present = [c for c in layer_cols if c in r.columns and r[c].notna().any()]
+            for c in present:
+                k = c.rsplit("layer", 1)[1]
+                eff = _mean_se(r[c])
+                frac = r.get(f"units_eff_frac.layer{k}")
+                n_units = ""
+                if frac is not None:
+                    ratio = (r[c] / frac).to_numpy(dtype=np.float64)
+                    ratio = ratio[np.isfinite(ratio)]
+                    n_units = f" of {round(float(ratio[0]))}" if len(ratio) else ""
+                # the rule's pruned fraction of this layer (one hidden layer: the network's)
+                pruned = r.get(f"pruned_frac.layer{k}")
+                if (pruned is None or pruned.isna().all()) and len(present) == 1:
+                    pruned = r.get("pruned_frac")
+                active = _mean_se(1.0 - pruned) if pruned is not None else (float("nan"),) * 2
+                share = r.get(f"pruned_var_share.layer{k}")
+                share = _mean_se(share) if share is not None else (float("nan"),) * 2
+                rows.append([
+                    *map(str, key), m.name, _paper_name(m) or "", k,
+                    _pm(eff[0], eff[1], 1) + n_units if eff[2] else "",
+                    _pm(*_mean_se(frac)[:2]) if frac is not None else "",
+                    _pm(*active[:2]) or "n/a (no posterior std)",
+                    _pm(*share[:2], digits=3) or "",
+                    str(len(r)),
+                ])  # fmt: skip
+    header = [*groups, "method", "paper's name", "hidden layer", "effective units",
+              "effective fraction", "active fraction (rule)",
+              "variance share of rule-pruned units", f"{over}s"]  # fmt: skip
+    return (header, rows) if rows else None
