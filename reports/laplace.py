@@ -27,20 +27,32 @@ precision (the layer's Gaussian with every other parameter held at the mode), th
 *marginal* one the block :math:`(H^{-1})_{bb}` of the covariance (the layer's marginal, as
 the per-layer KL of draws, :func:`reports.gaussian.kl_diag_full`, reads it).
 
-NumPy/SciPy only.
+For a grid of networks (depths x widths), :func:`axis_effects` says which axis moves a
+positive measure such as the KL: the least-squares fit of its logarithm on the logarithms
+of the axes, :math:`\log y = a + \sum_j b_j \log x_j`, whose :math:`b_j` is the
+elasticity of :math:`y` in axis :math:`j` (doubling axis :math:`j` multiplies :math:`y` by
+:math:`2^{b_j}`), with standard errors; :func:`grid_figure` draws the grid both ways.
+
+NumPy/SciPy and Matplotlib's object API only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 from scipy.linalg import LinAlgError, cho_solve, cholesky, eigvalsh
 
 from reports.gaussian import Block, kl_diag_full
 
 __all__ = [
+    "AxisEffects",
+    "axis_effects",
     "covariance_from_precision",
+    "grid_figure",
     "kl_diag_full_precision",
     "laplace_diag_vs_full",
     "w2_diag_full_precision",
@@ -192,3 +204,120 @@ def laplace_diag_vs_full(
         out[f"w2_{b}"] = w2_diag_full_precision(sub)
         out[f"kl_marginal_{b}"] = float(kl_diag_full(cov[np.ix_(idx, idx)]))
     return out
+
+
+class AxisEffects(NamedTuple):
+    """Least-squares fit of ``log y`` on the logarithms of the axes (:func:`axis_effects`).
+
+    Attributes
+    ----------
+    slopes, se : dict of str to float
+        Per axis, the elasticity :math:`b_j` and its standard error (NaN with no residual
+        degrees of freedom).
+    r2 : float
+        Coefficient of determination of the fit.
+    n : int
+        Points fitted (positive finite ``y`` only).
+    """
+
+    slopes: dict[str, float]
+    se: dict[str, float]
+    r2: float
+    n: int
+
+
+def axis_effects(y: Sequence[float], axes: Mapping[str, Sequence[float]]) -> AxisEffects:
+    r"""Elasticities of a positive ``y`` in each axis: OLS of :math:`\log y` on
+    :math:`\log x_j` with an intercept.
+
+    Parameters
+    ----------
+    y : sequence of float
+        The measure per cell (e.g. ``laplace_kl``); non-positive or non-finite values are
+        left out (together with their axis values).
+    axes : mapping of str to sequence of float
+        Positive axis values per cell (e.g. ``{"depth": ..., "width": ...}``), each as long
+        as ``y``.
+
+    Returns
+    -------
+    AxisEffects
+    """
+    y = np.asarray(y, dtype=float)
+    cols = {k: np.asarray(v, dtype=float) for k, v in axes.items()}
+    if any(c.shape != y.shape for c in cols.values()):
+        raise ValueError("every axis must have one value per y")
+    ok = np.isfinite(y) & (y > 0)
+    for c in cols.values():
+        ok &= np.isfinite(c) & (c > 0)
+    names = list(cols)
+    x = np.column_stack([np.ones(int(ok.sum()))] + [np.log(cols[k][ok]) for k in names])
+    ly = np.log(y[ok])
+    n, p = x.shape
+    if n < p or np.linalg.matrix_rank(x) < p:
+        nan = dict.fromkeys(names, float("nan"))
+        return AxisEffects(nan, dict(nan), float("nan"), n)
+    coef, *_ = np.linalg.lstsq(x, ly, rcond=None)
+    resid = ly - x @ coef
+    dof = n - p
+    tss = float(((ly - ly.mean()) ** 2).sum())
+    r2 = 1.0 - float(resid @ resid) / tss if tss > 0 else float("nan")
+    if dof > 0:
+        cov = float(resid @ resid) / dof * np.linalg.inv(x.T @ x)
+        se = np.sqrt(np.diag(cov))[1:]
+    else:
+        se = np.full(p - 1, np.nan)
+    return AxisEffects({k: float(c) for k, c in zip(names, coef[1:], strict=True)},
+                       {k: float(v) for k, v in zip(names, se, strict=True)}, r2, n)  # fmt: skip
+
+
+def grid_figure(
+    mean: np.ndarray,
+    se: np.ndarray,
+    rows: Sequence[float],
+    cols: Sequence[float],
+    *,
+    row_label: str = "depth",
+    col_label: str = "width",
+    ylabel: str = "KL(q_diag || q_full) (nats)",
+    log: bool = True,
+) -> Figure:
+    """A measure on a grid, both ways: against the rows' axis with one line per column
+    value (left), and against the columns' axis with one line per row value (right).
+
+    Parameters
+    ----------
+    mean, se : np.ndarray
+        Shape ``(len(rows), len(cols))``; NaN where a cell is missing.
+    rows, cols : sequence of float
+        The axis values (e.g. depths, widths).
+    row_label, col_label, ylabel : str
+    log : bool
+        A logarithmic y axis (for a measure spanning decades).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    mean, se = np.asarray(mean, float), np.asarray(se, float)
+    rows, cols = np.asarray(rows, float), np.asarray(cols, float)
+    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
+    left, right = fig.subplots(1, 2, sharey=True)
+    for j, c in enumerate(cols):
+        left.errorbar(rows, mean[:, j], yerr=se[:, j], marker="o", capsize=3,
+                      label=f"{col_label} {c:g}")  # fmt: skip
+    for i, r in enumerate(rows):
+        right.errorbar(cols, mean[i], yerr=se[i], marker="o", capsize=3,
+                       label=f"{row_label} {r:g}")  # fmt: skip
+    for ax, xl, title in ((left, row_label, f"fixed {col_label}"),
+                          (right, col_label, f"fixed {row_label}")):  # fmt: skip
+        ax.set_xlabel(xl)
+        ax.set_title(title, fontsize=10)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(fontsize="x-small")
+        if log:
+            ax.set_yscale("log")
+    right.set_xscale("log", base=2)
+    right.set_xticks(cols, [f"{c:g}" for c in cols])
+    left.set_ylabel(ylabel)
+    return fig

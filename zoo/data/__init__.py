@@ -26,6 +26,7 @@ from zoo.data.checks import MIN_TRAIN_ROWS, check_dataset
 from zoo.data.csv import load_csv
 from zoo.data.dataset import Dataset, TensorMaker, TorchData
 from zoo.data.errors import DataError, DataFilesMissing
+from zoo.data.holdout import hold_out_class
 from zoo.data.idx import load_idx
 from zoo.data.sklearn_sets import load_digits, load_two_moons
 from zoo.data.teacher import load_teacher
@@ -77,9 +78,17 @@ def load(section: Any, seed: int) -> Dataset:
     DataError
         If the data cannot be trained on (:class:`DataFilesMissing` if its files are not
         there); the message names the file and the line, column or item.
+
+    Notes
+    -----
+    A section with ``holdout_class: k`` (digits, IDX) gets the loader's data set without
+    class ``k``, whose images become ``x_ood`` (:func:`zoo.data.holdout.hold_out_class`).
     """
     loader = registered(LOADERS, section, "data loader", "zoo.data.LOADERS")
     ds = loader(section, seed)
+    holdout = getattr(section, "holdout_class", None)
+    if holdout is not None:
+        ds = hold_out_class(ds, holdout)
     check_dataset(ds, describe(section, seed))
     return ds
 

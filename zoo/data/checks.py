@@ -116,6 +116,11 @@ def check_dataset(ds: Dataset, source: str) -> None:
             if len(rows):
                 raise DataError(f"{source}: the {name} split has non-finite targets in rows "
                                 f"{list_items([str(r) for r in rows])} (of {len(y)})")  # fmt: skip
+    x_ood = getattr(ds, "x_ood", None)
+    if x_ood is not None and (x_ood.ndim != 2 or x_ood.shape[1] != d or len(x_ood) < 1
+                              or len(_nonfinite_rows(x_ood))):  # fmt: skip
+        raise DataError(f"{source}: the held-out class has inputs of shape {x_ood.shape} "
+                        f"(finite, at least one row of {d} features expected)")  # fmt: skip
     n, n_test = len(ds.x_train), len(ds.x_test)
     if n < MIN_TRAIN_ROWS:
         raise DataError(f"{source}: {n} training row{'s' * (n != 1)} ({n_test} held out for "

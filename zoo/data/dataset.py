@@ -60,6 +60,10 @@ class Dataset(NamedTuple):
         The weights that generated the data (teacher data), by model site name.
     x_val, y_val : ndarray or None
         A validation split held out of training (IDX data), or None.
+    x_ood : ndarray or None
+        Inputs of a class held out of every split (``data.holdout_class``,
+        :func:`zoo.data.holdout.hold_out_class`): out-of-distribution inputs with no label
+        among the classes trained on. None when no class is held out.
     """
 
     x_train: np.ndarray
@@ -72,6 +76,7 @@ class Dataset(NamedTuple):
     true_params: dict[str, np.ndarray] | None = None
     x_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
+    x_ood: np.ndarray | None = None
 
     @property
     def in_dim(self) -> int:

@@ -3,8 +3,10 @@
 The full run (`zoo run specs/two_moons_depth.yaml`, the README's first command) takes longer
 than a test should; its measured results are in the README and the issue notes. Here the
 same spec runs with its sampler shortened, and the run directory is checked for what the
-report promises: every cell ok, MF-VI accurate at every depth, the KL and Wasserstein
-columns, ArviZ files that open, and the figures.
+report promises: every cell ok, MF-VI accurate at every depth, one logit (Bernoulli), the
+KL with its null and excess and the Wasserstein columns, the Laplace KL of the MF-VI cells,
+the predictive TV and agreement of the NUTS cells in and out of distribution, ArviZ files
+that open, and the figures.
 """
 
 from __future__ import annotations
@@ -39,11 +41,22 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     res = pd.read_csv(out / "results.csv")
     assert len(res) == 4 and (res["status"] == "ok").all()
     assert (res["n_params"] <= spec.model.param_budget).all()
-    assert (res.loc[res["method"] == "mfvi", "accuracy"] >= 0.95).all()
+    # one logit: the budget buys width 24 at depth 1 (19 with a 2-logit softmax)
+    assert spec.likelihood.kind == "bernoulli"
+    assert (res.loc[res["model.depth"] == 1, "width"] == 24).all()
+    mfvi = res[res["method"] == "mfvi"]
+    assert (mfvi["accuracy"] >= 0.95).all()
+    assert (mfvi["laplace_kl"] > 0).all() and (mfvi["laplace_min_eig"] > 0).all()
     sampled = res[res["method"] == sampler.name]
     assert (sampled["kl_diag_full"] > 0).all() and np.isfinite(sampled["w_error"]).all()
-    assert np.isfinite(sampled["w_excess"]).all() and (sampled["kl_output_columns"] > 0).all()
-    assert sampled["kl_diag_full.layer0"].notna().all()
+    assert np.isfinite(sampled["w_excess"]).all() and sampled["kl_diag_full.layer0"].notna().all()
+    # no output pairs to carry a softmax's shift invariance
+    assert "kl_output_columns" not in res.columns or res["kl_output_columns"].isna().all()
+    for q in ("qdiag", "qfull", "mfvi"):
+        for sfx in ("", "_ood"):
+            assert sampled[f"pred_tv_{q}{sfx}"].between(0, 1).all(), (q, sfx)
+            assert sampled[f"pred_agree_{q}{sfx}"].between(0, 1).all(), (q, sfx)
+    assert (sampled["pred_ood_kind"] == "far").all()
     assert np.allclose(sampled["kl_excess"], sampled["kl_diag_full"] - sampled["kl_null"])
     assert (sampled["kl_null"] > 0).all() and (sampled["kl_null_sd"] >= 0).all()
     # The stopping rule ran: between draws and max_draws per chain, worth fewer independent
@@ -58,5 +71,9 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
         dt.close()
     for fig in spec.report.figures:
         assert (out / "figures" / f"{fig}_vs_model_depth.png").is_file(), fig
-    assert "The price of mean field" in (out / "report.md").read_text()
-    assert (out / "figures" / "kl_null.png").is_file()
+    report = (out / "report.md").read_text()
+    assert "The price of mean field" in report
+    assert "The price of mean field at a mode (Laplace)" in report
+    assert "The price of mean field in predictions" in report
+    for fig in ("kl_null", "laplace_kl", "predictive_tv"):
+        assert (out / "figures" / f"{fig}.png").is_file(), fig

@@ -1,4 +1,5 @@
-"""The Laplace study: exact on Bayesian linear regression; end to end on a tiny MLP cell."""
+"""The Laplace study: exact on Bayesian linear regression; end to end on a tiny MLP cell; its
+H as a ground-truth target; a depth x width grid."""
 
 from __future__ import annotations
 
@@ -12,12 +13,16 @@ import torch
 from scipy.linalg import inv, sqrtm
 
 import zoo.models
+from reports.ground_truth import kl_true
+from reports.laplace import axis_effects
+from zoo.cli import main
 from zoo.data import Dataset
 from zoo.run.runner import run_spec
 from zoo.spec.load import load_spec
 from zoo.spec.sections.models import GaussianLikelihood, MLPModel, NormalPrior
 from zoo.studies.laplace.curvature import flat_weights, ggn, hessian, neg_log_posterior
-from zoo.studies.laplace.probe import laplace_metrics
+from zoo.studies.laplace.probe import PRECISION_ARTIFACT, laplace_metrics
+from zoo.studies.price_of_mf.ground_truth import load_cov
 
 SIGMA, S = 0.5, 2.0
 
@@ -99,3 +104,100 @@ def test_a_tiny_mlp_run_writes_the_laplace_metrics(tmp_path: Path):
     assert (res["laplace_dim"] == 3 * 3 + 4 * 3 + 4 * 1).all()
     report = (tmp_path / "run" / "report.md").read_text()
     assert "The price of mean field at a mode (Laplace)" in report
+
+
+SAVED = """\
+name: laplace_target
+seed: 0
+data: {kind: two_moons, n_train: 80, n_test: 30, noise: 0.1}
+model: {kind: mlp, depth: 1, width: 3}
+likelihood: {kind: bernoulli}
+inference:
+  - {name: map, kind: map, steps: 100, lr: 0.05}
+studies:
+  - {kind: laplace, refine_steps: 50, save_precision: true}
+report: {x: model.depth, figures: [accuracy]}
+"""
+
+
+def test_the_saved_precision_is_a_valid_ground_truth_target(tmp_path: Path):
+    """save_precision stores H; the Gaussian ground truth takes it as cov_file (precision)."""
+    (tmp_path / "s.yaml").write_text(SAVED)
+    out = run_spec(load_spec(tmp_path / "s.yaml"), tmp_path / "run", workers=1, progress=False,
+                   log=lambda m: None)  # fmt: skip
+    assert out.n_failed == 0
+    res = pd.read_csv(tmp_path / "run" / "results.csv").iloc[0]
+    (path,) = (tmp_path / "run" / "cells").glob(f"*{PRECISION_ARTIFACT}")
+    h = np.load(path, allow_pickle=False)
+    assert h.shape == (13, 13) and h.dtype == np.float64 and np.array_equal(h, h.T)
+    assert np.linalg.eigvalsh(h)[0] == pytest.approx(res["laplace_min_eig"], rel=1e-8)
+    assert 0.5 * (np.log(np.diag(h)).sum() - np.linalg.slogdet(h)[1]) == pytest.approx(
+        res["laplace_kl"], rel=1e-9
+    )
+    sim = SimpleNamespace(cov_file=str(path), file_holds="precision")
+    cov = load_cov(sim)  # what the simulation samples: S = H^-1, symmetric positive definite
+    np.testing.assert_allclose(cov @ h, np.eye(13), atol=1e-8)
+    assert kl_true(cov) == pytest.approx(res["laplace_kl"], rel=1e-6)
+    # and the simulation runs on it (short chains: the pipeline, not its accuracy)
+    (tmp_path / "g.yaml").write_text(
+        f"name: g\nseed: 0\nsimulation: {{kind: gaussian, cov_file: {path}, file_holds: "
+        "precision, chains: 4, groups: 2, warmup: 100, draws: 100, null_reps: 2}\n"
+    )
+    assert main(["run", str(tmp_path / "g.yaml"), "--out", str(tmp_path / "g"),
+                 "--no-progress"]) == 0  # fmt: skip
+    g = pd.read_csv(tmp_path / "g" / "results.csv").iloc[0]
+    assert g["dim"] == 13 and g["kl_true"] == pytest.approx(res["laplace_kl"], rel=1e-6)
+
+
+def test_no_artifact_unless_asked(tmp_path: Path):
+    (tmp_path / "s.yaml").write_text(SAVED.replace(", save_precision: true", ""))
+    run_spec(load_spec(tmp_path / "s.yaml"), tmp_path / "run", workers=1, progress=False,
+             log=lambda m: None)  # fmt: skip
+    assert not list((tmp_path / "run" / "cells").glob(f"*{PRECISION_ARTIFACT}"))
+
+
+def test_axis_effects_recover_a_power_law():
+    d, w = np.meshgrid([1.0, 2, 4, 8], [4.0, 8, 16], indexing="ij")
+    y = 3.0 * d**1.5 * w**0.25
+    eff = axis_effects(y.ravel(), {"depth": d.ravel(), "width": w.ravel()})
+    assert eff.slopes["depth"] == pytest.approx(1.5) and eff.slopes["width"] == pytest.approx(0.25)
+    assert eff.r2 == pytest.approx(1.0) and eff.n == 12 and eff.se["depth"] < 1e-8
+    noisy = y.ravel() * np.exp(np.random.default_rng(0).normal(0, 0.1, 12))
+    eff = axis_effects(
+        np.r_[noisy, 0.0], {"depth": np.r_[d.ravel(), 1], "width": np.r_[w.ravel(), 4]}
+    )
+    assert eff.n == 12 and abs(eff.slopes["depth"] - 1.5) < 3 * eff.se["depth"]
+    assert np.isnan(axis_effects([1.0, 2.0], {"depth": [1, 2], "width": [4, 4]}).slopes["depth"])
+
+
+GRID = """\
+name: grid
+seed: 0
+data: {kind: two_moons, n_train: 60, n_test: 30, noise: 0.1}
+model: {kind: mlp, depth: 1, width: 2}
+likelihood: {kind: bernoulli}
+inference:
+  - {name: map, kind: map, steps: 60, lr: 0.05}
+studies:
+  - {kind: laplace, refine_steps: 30}
+sweep:
+  model.depth: [1, 2]
+  model.width: [2, 4]
+report: {x: model.depth, hue: model.width, figures: [laplace_kl]}
+"""
+
+
+def test_a_depth_by_width_grid_reports_both_axes(tmp_path: Path):
+    (tmp_path / "s.yaml").write_text(GRID)
+    out = run_spec(load_spec(tmp_path / "s.yaml"), tmp_path / "run", workers=1, progress=False,
+                   log=lambda m: None)  # fmt: skip
+    assert out.n_failed == 0
+    res = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert len(res) == 4 and res["laplace_kl"].notna().all()
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "laplace_kl (map), model.depth down, model.width across" in report
+    assert "laplace_kl / D (map)" in report and "elasticities" in report
+    # the per-cell table keeps the width apart (4 rows, not 2 averaged over widths)
+    assert report.count("| map | 2 | 1 |") + report.count("| map | 4 | 1 |") == 2
+    assert (tmp_path / "run" / "figures" / "laplace_kl_grid_map.png").is_file()
+    assert (tmp_path / "run" / "figures" / "laplace_kl_vs_model_depth.png").is_file()

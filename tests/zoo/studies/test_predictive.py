@@ -145,3 +145,74 @@ def test_a_tiny_nuts_run_writes_the_predictive_metrics(tmp_path: Path):
     report = (tmp_path / "run" / "report.md").read_text()
     assert "The price of mean field in predictions" in report
     assert (tmp_path / "run" / "figures" / "predictive_tv.png").exists()
+
+
+DIGITS = """\
+name: digits_ood
+seed: 0
+data: {kind: digits, holdout_class: 9}
+model: {kind: mlp, depth: 1, width: 2}
+likelihood: {kind: categorical}
+inference:
+  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 30, batch_size: 200,
+     predictive_samples: 3}
+  - {name: nuts, kind: nuts, warmup: 10, draws: 10, chains: 2, vectorize_chains: true,
+     max_tree_depth: 2, init_from: mfvi, predictive_draws: 5}
+studies:
+  - {kind: predictive, draws: 10, ood_points: 40}
+report: {x: model.depth, figures: [accuracy]}
+"""
+
+
+def test_digits_with_a_held_out_class_measures_it_and_noise_images(tmp_path: Path):
+    """ood: auto on digits without digit 9: the 9s are the first OOD set, noise the second."""
+    (tmp_path / "s.yaml").write_text(DIGITS)
+    spec = load_spec(tmp_path / "s.yaml")
+    out = run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
+    res = pd.read_csv(tmp_path / "run" / "results.csv")
+    assert out.n_failed == 0, res["error"].tolist()
+    nuts = res[res["method"] == "nuts"].iloc[0]
+    assert nuts["pred_ood_kind"] == "holdout_class"
+    assert nuts["pred_ood_kinds"] == "holdout_class,noise"
+    for q in ("qdiag", "qfull", "qmarg", "mfvi"):
+        for sfx in ("", "_ood", "_ood_noise"):
+            assert 0 <= nuts[f"pred_tv_{q}{sfx}"] <= 1 and 0 <= nuts[f"pred_agree_{q}{sfx}"] <= 1
+    assert 0 <= nuts["pred_tv_split_ood_noise"] <= 1
+    assert "pred_tv_qfull_ood_holdout_class" not in res.columns  # the first kind is _ood
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "TV q_full (OOD holdout_class)" in report and "TV q_full (OOD noise)" in report
+    assert "agree q_diag (OOD noise)" in report
+
+
+def test_holdout_class_images_are_the_first_ood_points():
+    x = np.arange(12, dtype=np.float32).reshape(6, 2)
+    held = np.full((5, 2), 7.0)
+    out = ood_inputs(x, "holdout_class", 3, (3.0, 5.0), seed=0, x_held_out=held)
+    assert out.shape == (3, 2) and (out == 7).all() and out.dtype == np.float32
+    with pytest.raises(ValueError, match="held-out class"):
+        ood_inputs(x, "holdout_class", 3, (3.0, 5.0), seed=0)
+
+
+def test_the_report_keeps_other_swept_axes_apart():
+    """A depth x width grid: one row per (width, depth), not widths averaged together."""
+    from types import SimpleNamespace
+
+    from zoo.studies.predictive.report import predictive_sections
+
+    rows = pd.DataFrame(
+        [{"method": "nuts", "seed": s, "model.depth": d, "model.width": w, "status": "ok",
+          "pred_ood_kind": "far", "pred_tv_mc_floor": 0.01, "pred_tv_split": 0.02,
+          **{f"pred_{m}_{q}{sfx}": 0.1 * w + 0.01 * d + 0.001 * s
+             for m in ("tv", "agree") for q in ("qdiag", "qfull") for sfx in ("", "_ood")}}
+         for d in (1, 3) for w in (4, 8) for s in (0, 1)]
+    )  # fmt: skip
+    spec = SimpleNamespace(report=SimpleNamespace(x="model.depth"),
+                           sweep={"model.depth": [1, 3], "model.width": [4, 8], "seed": [0, 1]})  # fmt: skip
+    (section,) = predictive_sections(rows, None, spec)
+    header, body = section.table
+    assert header[:3] == ["method", "model.width", "model.depth"] and len(body) == 4
+    row = next(r for r in body if r[1] == "8" and r[2] == "3")
+    assert row[3].startswith("0.831 ") and row[-1] == "2"  # mean over the 2 seeds of one cell
+    assert "TV q_diag (OOD far)" in header
+    agree_header, agree_body = section.tables[0]
+    assert agree_header[3] == "agree q_diag" and len(agree_body) == 4

@@ -47,11 +47,21 @@ class TwoMoonsData(_Data):
     )
 
 
+_HOLDOUT = (
+    "Hold class k out of every split (classes above k are renumbered c - 1, so the network "
+    "has one output fewer): its images are the out-of-distribution set of the predictive "
+    "study (ood: holdout_class). null: train on every class."
+)
+
+
 class DigitsData(_Data):
-    """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1]."""
+    """sklearn's 8x8 handwritten digits (1797 images, 10 classes), pixels scaled to [0, 1].
+
+    With ``holdout_class: k`` one digit is left out of training and testing (9 classes);
+    its images are the out-of-distribution inputs (:func:`zoo.data.holdout.hold_out_class`).
+    """
 
     task: ClassVar[str] = "classification"
-    n_classes: ClassVar[int | None] = 10
 
     kind: Literal["digits"] = Field(description="Data set kind.")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
@@ -59,6 +69,12 @@ class DigitsData(_Data):
         None, ge=0, le=MAX_SEED, description="Seed of the train/test split; null uses the "
         "cell's seed.",
     )  # fmt: skip
+    holdout_class: int | None = Field(None, ge=0, le=9, description=_HOLDOUT)
+
+    @property
+    def n_classes(self) -> int:  # type: ignore[override]
+        """10 digits, 9 with a held-out class."""
+        return 10 if self.holdout_class is None else 9
 
 
 class CsvData(_Data):
@@ -203,6 +219,10 @@ class IdxData(_Data):
     pixel_range: Literal["minus_one_one", "zero_one"] = Field(
         "minus_one_one", description="Scale pixels to [-1, 1] (the paper's MLP) or [0, 1]."
     )
+    holdout_class: int | None = Field(
+        None, ge=0, le=255, description=_HOLDOUT + " Checked against the labels when the "
+        "data is loaded; applied after the n_train subset is drawn.",
+    )  # fmt: skip
     seed: int | None = Field(
         None, ge=0, le=MAX_SEED, description="Seed of the n_train subset; null uses the "
         "cell's seed.",

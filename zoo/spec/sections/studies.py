@@ -36,6 +36,7 @@ from zoo.spec.base import Section
 from zoo.spec.sections.bounds import MAX_DRAWS, MAX_STEPS, MAX_WIDTH, Real
 
 __all__ = [
+    "FAR_MAX_FEATURES",
     "GaussianFitSpec",
     "KTiedStudy",
     "LaplaceStudy",
@@ -45,6 +46,13 @@ __all__ = [
     "PruningStudy",
     "StudySpec",
 ]
+
+
+#: Most input features for which the predictive study's ``ood: auto`` means ``far``.
+FAR_MAX_FEATURES = 10
+
+#: The predictive study's kinds of out-of-distribution inputs.
+OodKind = Literal["auto", "far", "noise", "holdout_class"]
 
 
 def _positive_sorted(v: list[int], what: str, most: int) -> list[int]:
@@ -81,6 +89,11 @@ class _Study(Section):
 
     def method_problems(self, method: Any) -> list[tuple[str, str]]:
         """(field of ``method``, message) for each reason the study cannot record it."""
+        return []
+
+    def data_problems(self, data: Any) -> list[tuple[str, str]]:
+        """(field of the study, message) for each reason the data section ``data`` cannot
+        serve it."""
         return []
 
 
@@ -331,6 +344,13 @@ class LaplaceStudy(_Study):
         description="Cells of networks with more weights and biases than this record no "
         "Laplace metrics (H has D^2 entries and its factorization costs D^3).",
     )
+    save_precision: bool = Field(
+        False,
+        description="Store H (float64, D x D, the precision of q_full; weights and biases in "
+        "model order) as the cell artifact cells/<cell id>.laplace_precision.npy: a "
+        "ground-truth target for `simulation: {kind: gaussian, cov_file: ..., file_holds: "
+        "precision}` (8 D^2 bytes: 8 MB at D = 1000).",
+    )
 
 
 # --------------------------------------------------------------------------- predictive
@@ -361,14 +381,20 @@ class PredictiveStudy(_Study):
         description="Weight draws per predictive: of each approximation, and of the sampler "
         "(evenly thinned over all chains).",
     )
-    ood: Literal["auto", "far", "noise"] = Field(
+    ood: OodKind | list[OodKind] = Field(
         "auto",
-        description="Out-of-distribution inputs: 'far', points in random directions from the "
-        "training inputs' mean at ood_radius times their RMS distance from it (a ring for "
-        "two moons); 'noise', every input uniform in its training range (noise images); "
-        "'auto': far for at most 10 input features, noise above.",
+        description="Out-of-distribution inputs, one kind or a list: 'far', points in random "
+        "directions from the training inputs' mean at ood_radius times their RMS distance "
+        "from it (a ring for two moons); 'noise', every input uniform in its training range "
+        "(noise images); 'holdout_class', the images of the class the data section holds "
+        "out (data.holdout_class: digits, IDX); 'auto': [holdout_class, noise] when the "
+        "data holds a class out, else far for at most 10 input features and noise above. "
+        "The first kind's metrics end in _ood, each further kind's in _ood_<kind>.",
     )
-    ood_points: int = Field(500, gt=0, le=100_000, description="Number of OOD inputs.")
+    ood_points: int = Field(
+        500, gt=0, le=100_000, description="Number of OOD inputs (of a held-out class: its "
+        "first this many images, test split first).",
+    )  # fmt: skip
     ood_radius: tuple[Real, Real] = Field(
         (3.0, 5.0),
         description="Range of the 'far' radius, in units of the training inputs' RMS "
@@ -387,6 +413,40 @@ class PredictiveStudy(_Study):
         if not 0 < v[0] <= v[1]:
             raise ValueError(f"ood_radius must be [low, high] with 0 < low <= high, got {v}")
         return v
+
+    @field_validator("ood")
+    @classmethod
+    def _ood(cls, v: str | list[str]) -> str | list[str]:
+        if isinstance(v, list):
+            if not v or len(set(v)) != len(v) or ("auto" in v and len(v) > 1):
+                raise ValueError(f"ood must be one kind or a list of distinct kinds ('auto' "
+                                 f"alone), got {v}")  # fmt: skip
+        return v
+
+    def ood_kinds(self, data: Any, n_features: int | None = None) -> list[str]:
+        """The OOD kinds for data section ``data`` (``auto`` resolved), first = ``_ood``.
+
+        ``n_features`` (the inputs' dimension) decides ``auto`` between far and noise; None
+        takes it as more than :data:`FAR_MAX_FEATURES` unless the data is two moons.
+        """
+        kinds = [self.ood] if isinstance(self.ood, str) else list(self.ood)
+        if kinds != ["auto"]:
+            return kinds
+        if getattr(data, "holdout_class", None) is not None:
+            return ["holdout_class", "noise"]
+        if n_features is None:
+            n_features = 2 if getattr(data, "kind", None) == "two_moons" else FAR_MAX_FEATURES + 1
+        return ["far" if n_features <= FAR_MAX_FEATURES else "noise"]
+
+    def data_problems(self, data: Any) -> list[tuple[str, str]]:
+        """(field, message) for each OOD kind that data section ``data`` cannot give."""
+        kinds = [self.ood] if isinstance(self.ood, str) else self.ood
+        if "holdout_class" in kinds and getattr(data, "holdout_class", None) is None:
+            fits = "digits or idx data" if "holdout_class" not in type(data).model_fields else (
+                f"data.holdout_class on this {data.kind} data")  # fmt: skip
+            return [("ood", "'holdout_class' reads the class the data section holds out: set "
+                            f"{fits}, or use ood: noise")]  # fmt: skip
+        return []
 
 
 StudySpec = Annotated[

@@ -17,11 +17,18 @@ curvature ``H`` there (exact Hessian or generalized Gauss-Newton,
   norm at the mode), ``laplace_refine_iters`` and ``laplace_refine_shift`` (how far L-BFGS
   moved the point), ``laplace_curvature``, ``laplace_seconds``.
 
+With ``save_precision``, H itself is stored as the cell artifact
+``.laplace_precision.npy`` (:data:`PRECISION_ARTIFACT`): the target of the Gaussian ground
+truth (``simulation: {kind: gaussian, cov_file: <that file>, file_holds: precision}``), so
+that the samplers, Gaussian fit, null and excess are checked on the Laplace posterior of a
+real network.
+
 All in float64 on the cell's device; nothing random.
 """
 
 from __future__ import annotations
 
+import io
 import time
 from typing import Any
 
@@ -36,7 +43,10 @@ from zoo.runtime import Runtime
 from zoo.studies.base import CellContext
 from zoo.studies.laplace.curvature import find_mode, flat_weights, ggn, hessian, neg_log_posterior
 
-__all__ = ["LaplaceProbe", "laplace_metrics"]
+__all__ = ["PRECISION_ARTIFACT", "LaplaceProbe", "laplace_at_mode", "laplace_metrics"]
+
+#: The cell artifact of ``save_precision``: H, the precision of q_full, as a ``.npy``.
+PRECISION_ARTIFACT = ".laplace_precision.npy"
 
 
 def laplace_metrics(
@@ -53,6 +63,21 @@ def laplace_metrics(
     ``x`` and ``y`` are the full training set; they and ``point`` are cast to float64 (class
     labels stay integers). A learned ``noise`` in ``point`` is held fixed.
     """
+    return laplace_at_mode(model, x, y, point, curvature=curvature,
+                           refine_steps=refine_steps)[0]  # fmt: skip
+
+
+def laplace_at_mode(
+    model: Any,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    point: dict[str, torch.Tensor],
+    *,
+    curvature: str,
+    refine_steps: int,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """:func:`laplace_metrics` and the curvature ``H`` itself (NumPy float64, ``(D, D)``,
+    weights and biases in model order): the precision of q_full = N(mode, H^-1)."""
     start = time.perf_counter()
     x = x.to(torch.float64)
     y = y.to(torch.float64) if y.is_floating_point() else y
@@ -67,8 +92,9 @@ def laplace_metrics(
             h = hessian(u, z, width=max(model.dims), n=len(x))
         else:
             h = ggn(model, flat, z, x, y, fixed)
+    h_np = Runtime.numpy(h)
     with threadpool_limits(torch.get_num_threads()):  # NumPy's BLAS: the cell's threads
-        res = laplace_diag_vs_full(Runtime.numpy(h), flat.blocks)
+        res = laplace_diag_vs_full(h_np, flat.blocks)
     out: dict[str, Any] = {f"laplace_{k}": v for k, v in res.items()}
     out.update(
         laplace_curvature=curvature,
@@ -77,7 +103,7 @@ def laplace_metrics(
         laplace_refine_shift=float((z - z0).norm()),
         laplace_seconds=time.perf_counter() - start,
     )
-    return out
+    return out, h_np
 
 
 class LaplaceProbe:
@@ -91,12 +117,18 @@ class LaplaceProbe:
         return Hooks()
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
-        """The ``laplace_*`` metrics (no artifacts); none above ``max_params`` parameters."""
+        """The ``laplace_*`` metrics, and with ``save_precision`` the artifact
+        :data:`PRECISION_ARTIFACT` (H as a ``.npy``); nothing above ``max_params``."""
         model, data, s = self.ctx.model, self.ctx.data, self.section
         if model.num_params > s.max_params:
             return {"laplace_skipped": f"{model.num_params} parameters > max_params "
                                        f"{s.max_params}"}, {}  # fmt: skip
         point = {k: torch.as_tensor(v) for k, v in fit.posterior.median().items()}
-        res = laplace_metrics(model, data.x_train, data.y_train, point,
-                              curvature=s.curvature, refine_steps=s.refine_steps)  # fmt: skip
-        return {k: (float(v) if isinstance(v, np.floating) else v) for k, v in res.items()}, {}
+        res, h = laplace_at_mode(model, data.x_train, data.y_train, point,
+                                 curvature=s.curvature, refine_steps=s.refine_steps)  # fmt: skip
+        metrics = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in res.items()}
+        if not s.save_precision:
+            return metrics, {}
+        buf = io.BytesIO()
+        np.save(buf, np.ascontiguousarray(h, dtype=np.float64), allow_pickle=False)
+        return metrics, {PRECISION_ARTIFACT: buf.getvalue()}

@@ -2,7 +2,10 @@
 
 Built from results.csv alone: ``laplace_kl`` (mean and standard error over seeds) per method
 and x value, drawn beside the sampled ``kl_diag_full`` (and its excess over the shift null)
-when the run has sampler cells.
+when the run has sampler cells. When the sweep has one more numeric axis besides x and the
+seed (a depth x width grid), the KL and the KL per parameter as grid tables, both ways in
+one figure, and the elasticities of each in both axes (:func:`reports.laplace.axis_effects`):
+which axis moves the KL.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from reports.kl_null import kl_null_figure
+from reports.laplace import axis_effects, grid_figure
 from reports.render import Section
 from zoo.spec.sections.studies import LaplaceStudy
 from zoo.studies.base import ArtifactReader
@@ -52,29 +56,101 @@ def laplace_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
         "may spread over a wider, non-Gaussian region; the sampled one also carries a "
         "sampling bias (see its shift null).",
     ]
-    x = spec.report.x
+    x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     table, figs = None, []
+    grid = [a for a in spec.sweep if a not in (x, "seed") and a in rows.columns
+            and rows[a].nunique() > 1]  # fmt: skip
+    extra: list = []
     if x in rows.columns and "method" in rows.columns:
-        header = ["method", x, "laplace_kl", "laplace_w2", "cells"]
+        keys = ["method", *grid, x]
+        header = [*keys, "laplace_kl", "laplace_w2", "cells"]
         body = []
-        for method, part in rows.groupby("method"):
-            kl, kl_se = _mean_se(part, x, "laplace_kl")
-            w2, w2_se = _mean_se(part, x, "laplace_w2")
-            n = part.groupby(x).size()
-            body += [[str(method), str(v), f"{kl[v]:.4g} ± {kl_se[v]:.2g}",
-                      f"{w2[v]:.4g} ± {w2_se[v]:.2g}", str(n[v])] for v in kl.index]  # fmt: skip
+        for key, part in rows.groupby(keys, sort=True):
+            kl, kl_se = _one(part["laplace_kl"])
+            w2, w2_se = _one(part["laplace_w2"])
+            body.append([*map(str, key), f"{kl:.4g} ± {kl_se:.2g}", f"{w2:.4g} ± {w2_se:.2g}",
+                         str(len(part))])  # fmt: skip
         table = (header, body)
         if pd.api.types.is_numeric_dtype(rows[x]):
             curves = {}
-            for method, part in rows.groupby("method"):
+            by = ["method", *grid]
+            for key, part in rows.groupby(by):
                 m, se = _mean_se(part, x, "laplace_kl")
-                curves[f"Laplace ({method})"] = (m.index.to_numpy(), m.to_numpy(), se.to_numpy())
+                curves[f"Laplace ({_label(by, key)})"] = (m.index.to_numpy(), m.to_numpy(),
+                                                          se.to_numpy())  # fmt: skip
             sampled = ok[ok["kl_diag_full"].notna()] if "kl_diag_full" in ok.columns else ok[:0]
-            for method, part in sampled.groupby("method"):
+            for key, part in sampled.groupby(by):
                 for col, name in (("kl_diag_full", "sampled"), ("kl_excess", "sampled excess")):
                     if col in part.columns and part[col].notna().any():
                         m, se = _mean_se(part, x, col)
-                        curves[f"{name} ({method})"] = (m.index.to_numpy(), m.to_numpy(),
-                                                        se.to_numpy())  # fmt: skip
+                        curves[f"{name} ({_label(by, key)})"] = (
+                            m.index.to_numpy(), m.to_numpy(), se.to_numpy())  # fmt: skip
             figs = [("laplace_kl", kl_null_figure(curves, xlabel=x))]
-    return [Section("The price of mean field at a mode (Laplace)", paras, table, figs)]
+        if len(grid) == 1 and all(pd.api.types.is_numeric_dtype(rows[a]) for a in (x, *grid)):
+            paras_grid, extra, grid_figs = _grid(rows, ok, x, grid[0])
+            paras += paras_grid
+            figs = grid_figs + figs
+    return [Section("The price of mean field at a mode (Laplace)", paras, table, figs, extra)]
+
+
+def _label(by: list[str], key) -> str:
+    """A groupby key over columns ``by`` (method first) as a legend label."""
+    key = key if isinstance(key, tuple) else (key,)
+    return ", ".join([str(key[0]), *(f"{a} {v}" for a, v in zip(by[1:], key[1:], strict=True))])
+
+
+def _one(v: pd.Series) -> tuple[float, float]:
+    v = v.dropna()
+    se = v.std(ddof=1) / len(v) ** 0.5 if len(v) > 1 else 0.0
+    return float(v.mean()), float(se)
+
+
+def _grid(rows: pd.DataFrame, ok: pd.DataFrame, x: str, other: str):
+    """Paragraphs, tables and the figure of a grid of networks (x by one other axis)."""
+    paras, tables, figs = [], [], []
+    for method, part in rows.groupby("method"):
+        part = part.assign(laplace_kl_per_param=part["laplace_kl"] / part["laplace_dim"])
+        xs, os = sorted(part[x].unique()), sorted(part[other].unique())
+        g = part.groupby([x, other])
+        for col, what in (("laplace_kl", "laplace_kl"),
+                          ("laplace_kl_per_param", "laplace_kl / D")):  # fmt: skip
+            mean = g[col].mean().unstack(other).reindex(index=xs, columns=os)
+            se = (g[col].std(ddof=1) / g[col].count() ** 0.5).fillna(0).unstack(other)
+            se = se.reindex(index=xs, columns=os)
+            head = [f"{what} ({method}), {x} down, {other} across", *map(str, os)]
+            body = [[str(v), *(f"{mean.at[v, o]:.4g} ± {se.at[v, o]:.2g}"
+                               if mean.at[v, o] == mean.at[v, o] else "-" for o in os)]
+                    for v in xs]  # fmt: skip
+            tables.append((head, body))
+            if col == "laplace_kl":
+                fig = grid_figure(mean.to_numpy(), se.to_numpy(), xs, os, row_label=x,
+                                  col_label=other, ylabel=f"laplace_kl ({method}), nats")  # fmt: skip
+                figs.append((f"laplace_kl_grid_{method}", fig))
+        for col, what in (("laplace_kl", "laplace_kl"), ("laplace_kl_per_param", "KL / D")):
+            eff = axis_effects(part[col], {x: part[x], other: part[other]})
+            b = {a: f"{eff.slopes[a]:.2f} ± {eff.se[a]:.2f}" for a in (x, other)}
+            paras.append(
+                f"Which axis moves the KL ({method}): the least-squares fit of log {what} on "
+                f"log {x} and log {other} over the {eff.n} cells gives elasticities {b[x]} "
+                f"in {x} and {b[other]} in {other} (R^2 {eff.r2:.2f}): doubling {x} at fixed "
+                f"{other} multiplies {what} by about {2 ** eff.slopes[x]:.2g}, doubling "
+                f"{other} at fixed {x} by about {2 ** eff.slopes[other]:.2g}."
+            )  # fmt: skip
+    paras.append(
+        f"The grid tables give the Laplace KL (and the KL per parameter, laplace_kl / D) with "
+        f"{x} down and {other} across: read a column for {x} at fixed {other}, a row for "
+        f"{other} at fixed {x}. The figure draws both (log scale)."
+    )
+    if "kl_diag_full" in ok.columns and ok["kl_diag_full"].notna().any():
+        sampled = ok[ok["kl_diag_full"].notna()]
+        head = ["method", x, other, "kl_diag_full", "kl_excess", "cells"]
+        body = []
+        for key, part in sampled.groupby(["method", x, other], sort=True):
+            kl, kl_se = _one(part["kl_diag_full"])
+            ex, ex_se = _one(part["kl_excess"]) if "kl_excess" in part else (float("nan"), 0.0)
+            body.append([*map(str, key), f"{kl:.4g} ± {kl_se:.2g}", f"{ex:.4g} ± {ex_se:.2g}",
+                         str(len(part))])  # fmt: skip
+        tables.append((head, body))
+        paras.append("The last table is the sampled KL and its excess over the shift null "
+                     "on the cells that have draws.")  # fmt: skip
+    return paras, tables, figs

@@ -32,7 +32,13 @@ independent draws, more where chains disagree.
 Out-of-distribution inputs (:func:`ood_inputs`): ``far``, points in uniformly random
 directions from the training inputs' mean at a radius uniform in ``ood_radius`` times their
 RMS distance from it (two moons: a ring at 3-5 times the data's scale); ``noise``, every
-feature uniform in its training range (noise images for digits and Fashion-MNIST).
+feature uniform in its training range (noise images for digits and Fashion-MNIST);
+``holdout_class``, the images of the class the data section holds out of training
+(``data.holdout_class``, :func:`zoo.data.holdout.hold_out_class`): real images of a kind
+the network never saw, which no far or noise input imitates. With several kinds (``ood``
+a list; ``auto`` on data with a held-out class is ``[holdout_class, noise]``) the first
+kind's metrics end in ``_ood`` and each further kind's in ``_ood_<kind>``;
+``pred_ood_kind`` names the first (``pred_ood_kinds`` lists them all when there are several).
 
 The Gaussian draws and the OOD inputs come from a NumPy generator seeded ``seed + 5``;
 nothing is drawn from torch's global generator. Classification only.
@@ -52,6 +58,7 @@ from reports.gaussian import closest_diagonal, fit_gaussian
 from reports.predictive import compare_predictives, predictive_entropy, predictive_tv
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.sampling import SampledPosterior, thin
+from zoo.spec.sections.studies import FAR_MAX_FEATURES
 from zoo.studies.base import CellContext
 
 __all__ = ["APPROXIMATIONS", "PredictiveProbe", "log_predictive", "ood_inputs", "weight_sites"]
@@ -59,21 +66,29 @@ __all__ = ["APPROXIMATIONS", "PredictiveProbe", "log_predictive", "ood_inputs", 
 #: The approximations compared with the samples, in the order of the results' columns.
 APPROXIMATIONS = ("qdiag", "qfull", "qmarg", "mfvi")
 
-#: Most input features for which ``ood: auto`` means ``far`` (above: ``noise``).
-FAR_MAX_FEATURES = 10
-
 #: Draws x inputs per chunk of :func:`log_predictive`.
 CHUNK_VALUES = 2**21
 
 
 def ood_inputs(
-    x_train: np.ndarray, kind: str, n: int, radius: tuple[float, float], seed: int
+    x_train: np.ndarray,
+    kind: str,
+    n: int,
+    radius: tuple[float, float],
+    seed: int,
+    x_held_out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``n`` out-of-distribution inputs like ``x_train`` (``(N, d)``), float32.
 
-    ``kind`` is ``far``, ``noise`` or ``auto`` (``far`` for at most
-    :data:`FAR_MAX_FEATURES` features); see the module docstring.
+    ``kind`` is ``far``, ``noise``, ``holdout_class`` (the first ``n`` rows of
+    ``x_held_out``, the data set's held-out class) or ``auto`` (``far`` for at most
+    :data:`FAR_MAX_FEATURES` features, else ``noise``); see the module docstring.
     """
+    if kind == "holdout_class":
+        if x_held_out is None:
+            raise ValueError("ood: holdout_class needs a data set with a held-out class "
+                             "(data.holdout_class)")  # fmt: skip
+        return np.asarray(x_held_out[:n], np.float32)
     x = np.asarray(x_train, np.float64)
     rng = np.random.default_rng(seed)
     if kind == "auto":
@@ -176,8 +191,12 @@ class PredictiveProbe:
             return {"pred_skipped": f"{ctx.model.num_params} parameters > max_params "
                                     f"{s.max_params}"}, {}  # fmt: skip
         sets = self._draw_sets(fit, post)
-        x_ood = ood_inputs(ctx.ds.x_train, s.ood, s.ood_points, s.ood_radius, ctx.seed + 5)
-        inputs = {"": ctx.data.x_test, "_ood": ctx.runtime.tensor(x_ood)}
+        kinds = s.ood_kinds(ctx.cell.spec.data, ctx.ds.in_dim)
+        inputs = {"": ctx.data.x_test}
+        for i, kind in enumerate(kinds):
+            x_ood = ood_inputs(ctx.ds.x_train, kind, s.ood_points, s.ood_radius, ctx.seed + 5,
+                               getattr(ctx.ds, "x_ood", None))  # fmt: skip
+            inputs["_ood" if i == 0 else f"_ood_{kind}"] = ctx.runtime.tensor(x_ood)
         y, bins = np.asarray(ctx.ds.y_test), ctx.cell.spec.metrics.ece_bins
         out: dict[str, Any] = {}
         for sfx, x in inputs.items():
@@ -196,6 +215,7 @@ class PredictiveProbe:
                     out[f"ece_{k}"] = ece(prob[k], y, n_bins=bins)
             out[f"pred_tv_mc_floor{sfx}"] = predictive_tv(prob["qfull"], prob["floor"])
             out[f"pred_tv_split{sfx}"] = predictive_tv(prob["half0"], prob["half1"])
-        out["pred_ood_kind"] = s.ood if s.ood != "auto" else (
-            "far" if ctx.ds.x_train.shape[1] <= FAR_MAX_FEATURES else "noise")  # fmt: skip
+        out["pred_ood_kind"] = kinds[0]
+        if len(kinds) > 1:
+            out["pred_ood_kinds"] = ",".join(kinds)
         return out, {}

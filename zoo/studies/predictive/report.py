@@ -2,8 +2,8 @@
 
 Built from results.csv alone: per method and x value, the mean (and standard error over
 seeds) of the predictive total variation to the samples of q_diag, q_full, q_marg and the
-MF-VI posterior, on the test set and out of distribution, and a figure of them against the
-report's x axis.
+MF-VI posterior, and their agreement with the samples' predicted class, on the test set and
+on each out-of-distribution set, and a figure of the TV against the report's x axis.
 """
 
 from __future__ import annotations
@@ -63,8 +63,9 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
         "mean KL(p_samples || p_Q) in nats; nll_Q and ece_Q are Q's test NLL and ECE, "
         "pred_entropy_Q its mean predictive entropy. The suffix _ood marks "
         "out-of-distribution inputs (pred_ood_kind: 'far', points at 3-5 times the data's "
-        "scale from its mean; 'noise', uniform noise in the input range), where there are "
-        "no labels.",
+        "scale from its mean; 'noise', uniform noise in the input range; 'holdout_class', "
+        "the images of the class held out of training), where there are no labels; a "
+        "further OOD kind's columns end in _ood_<kind>.",
         "pred_tv_mc_floor is the TV between two independent sets of q_full draws: the Monte "
         "Carlo error of a TV between independent draws. The sampler's draws are "
         "autocorrelated, so the floor of a TV to them is higher; a pred_tv_qfull near the "
@@ -78,38 +79,80 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
         "error, about sqrt(2) times the floor for independent draws and more where chains "
         "disagree. A TV to the samples below it is not resolved.",
     ]
-    x = spec.report.x
+    x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     if x not in rows.columns or rows.empty or "method" not in rows.columns:
         return [Section("The price of mean field in predictions", paras)]
     present = [q for q in APPROXIMATIONS if f"pred_tv_{q}" in rows.columns
                and rows[f"pred_tv_{q}"].notna().any()]  # fmt: skip
-    header = ["method", x] + [f"TV {_NAMES[q]}{w}" for q in present for w in ("", " (OOD)")]
-    header += ["TV floor", "TV split", "cells"]
-    body, curves = [], {}
-    numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
-    for method, part in rows.groupby("method"):
-        cols = {}
-        for q in present:
-            for sfx in ("", "_ood"):
-                col = f"pred_tv_{q}{sfx}"
-                if col in part.columns:
-                    cols[col] = _mean_se(part, x, col)
-                    if numeric:
-                        m, se = cols[col]
-                        where = " OOD" if sfx else " test"
-                        curves[f"{_NAMES[q]}{where} ({method})"] = (
-                            m.index.to_numpy(), m.to_numpy(), se.to_numpy())  # fmt: skip
-        floor = _mean_se(part, x, "pred_tv_mc_floor")[0]
-        split = _mean_se(part, x, "pred_tv_split")[0] if "pred_tv_split" in part else None
-        n = part.groupby(x).size()
-        for v in n.index:
-            cells = [f"{cols[c][0][v]:.3g} ± {cols[c][1][v]:.2g}" if c in cols else "-"
-                     for q in present for c in (f"pred_tv_{q}", f"pred_tv_{q}_ood")]  # fmt: skip
-            halves = f"{split[v]:.2g}" if split is not None else "-"
-            body.append([str(method), str(v), *cells, f"{floor[v]:.2g}", halves, str(n[v])])
+    where = _ood_sets(rows)
+    if len(where) > 2:
+        paras.append("Out of distribution here: " + "; ".join(
+            f"{name} (columns ending {sfx})" for sfx, name in where.items() if sfx) + ".")  # fmt: skip
+    by = ["method"] + [a for a in spec.sweep if a not in (x, "seed") and a in rows.columns
+                       and rows[a].nunique() > 1]  # fmt: skip
+    tv, curves = _table(rows, x, by, "tv", present, where)
+    agree, _ = _table(rows, x, by, "agree", present, where)
     figs = []
     if curves:
         fig = kl_null_figure(curves, xlabel=x, title="Predictive TV to the samples' predictive")
         _style(fig.axes[0])
         figs = [("predictive_tv", fig)]
-    return [Section("The price of mean field in predictions", paras, (header, body), figs)]
+    paras.append(
+        "The second table is the agreement (fraction of points with the samples' "
+        "predicted class) of the same predictives: 1 is no difference in decisions."
+    )
+    return [Section("The price of mean field in predictions", paras, tv, figs, [agree])]
+
+
+def _ood_sets(rows: pd.DataFrame) -> dict[str, str]:
+    """Suffix -> name of the input sets present: test, the first OOD kind, further kinds."""
+    out = {"": "test"}
+    if "pred_tv_qfull_ood" in rows.columns and rows["pred_tv_qfull_ood"].notna().any():
+        kinds = rows["pred_ood_kind"].dropna().unique() if "pred_ood_kind" in rows else []
+        out["_ood"] = "OOD" if len(kinds) != 1 else f"OOD {kinds[0]}"
+    prefix = "pred_tv_qfull_ood_"
+    for col in rows.columns:
+        if col.startswith(prefix) and rows[col].notna().any():
+            out[f"_ood_{col[len(prefix) :]}"] = f"OOD {col[len(prefix) :]}"
+    return out
+
+
+def _table(rows: pd.DataFrame, x: str, by: list[str], metric: str, present: list[str],
+           where: dict[str, str]) -> tuple[tuple[list[str], list[list[str]]], dict]:  # fmt: skip
+    """``(header, body)`` of ``pred_<metric>_<q><suffix>`` per group ``by`` (the method and
+    any other swept axis, e.g. the width of a depth x width grid) and x value (mean ±
+    standard error over seeds), and the TV figure's curves (test and first OOD set)."""
+    name = "TV" if metric == "tv" else "agree"
+    header = [*by, x] + [f"{name} {_NAMES[q]}" + ("" if not sfx else f" ({label})")
+                         for q in present for sfx, label in where.items()]  # fmt: skip
+    if metric == "tv":
+        header += ["TV floor", "TV split"]
+    header.append("cells")
+    body, curves = [], {}
+    numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
+    for key, part in rows.groupby(by):
+        key = key if isinstance(key, tuple) else (key,)
+        group = ", ".join([str(key[0]), *(f"{a} {v}" for a, v in zip(by[1:], key[1:],
+                                                                      strict=True))])  # fmt: skip
+        cols = {}
+        for q in present:
+            for sfx in where:
+                col = f"pred_{metric}_{q}{sfx}"
+                if col in part.columns and part[col].notna().any():
+                    cols[col] = _mean_se(part, x, col)
+                    if metric == "tv" and numeric and sfx in ("", "_ood"):
+                        m, se = cols[col]
+                        label = " OOD" if sfx else " test"
+                        curves[f"{_NAMES[q]}{label} ({group})"] = (
+                            m.index.to_numpy(), m.to_numpy(), se.to_numpy())  # fmt: skip
+        n = part.groupby(x).size()
+        floor = _mean_se(part, x, "pred_tv_mc_floor")[0] if metric == "tv" else None
+        split = (_mean_se(part, x, "pred_tv_split")[0]
+                 if metric == "tv" and "pred_tv_split" in part else None)  # fmt: skip
+        for v in n.index:
+            cells = [f"{cols[c][0][v]:.3g} ± {cols[c][1][v]:.2g}" if c in cols else "-"
+                     for q in present for c in (f"pred_{metric}_{q}{sfx}" for sfx in where)]  # fmt: skip
+            if floor is not None:
+                cells += [f"{floor[v]:.2g}", f"{split[v]:.2g}" if split is not None else "-"]
+            body.append([*map(str, key), str(v), *cells, str(n[v])])
+    return (header, body), curves
