@@ -263,7 +263,8 @@ def _check_widths(spec) -> None:
         if shapes[data_key] is None:
             continue
         try:
-            lines = cell.spec.model.network_warnings(*shapes[data_key])
+            out_dim = getattr(cell.spec.likelihood, "out_dim", None)  # one logit: bernoulli
+            lines = cell.spec.model.network_warnings(*shapes[data_key], out_dim)
         except ValueError as e:
             raise UsageError(f"cell {cell.cell_id}: {e}") from None
         n = len(group) - 1

@@ -67,6 +67,11 @@ def mlp_widths(section: MLPModel, in_dim: int, out_dim: int) -> list[int]:
     return section.hidden_widths(in_dim, out_dim)
 
 
+def _out_dim(cell: Any) -> int | None:
+    """The likelihood's network outputs where they are not the classes (one logit)."""
+    return getattr(cell.spec.likelihood, "out_dim", None)
+
+
 def width_warnings(cell: Any, data_shape: tuple[int, int]) -> list[str]:
     """Warnings about a degenerate network of ``cell`` on data of ``data_shape``.
 
@@ -97,7 +102,8 @@ def width_warnings(cell: Any, data_shape: tuple[int, int]) -> list[str]:
     """
     in_dim, n_classes = data_shape
     return [
-        f"cell {cell.cell_id}: {w}" for w in cell.spec.model.network_warnings(in_dim, n_classes)
+        f"cell {cell.cell_id}: {w}"
+        for w in cell.spec.model.network_warnings(in_dim, n_classes, _out_dim(cell))
     ]
 
 

@@ -218,6 +218,8 @@ class Spec(Section):
         out: list[tuple[str, str]] = []
         by_name = {m.name: m for m in self.inference}
         for k, s in enumerate(self.studies):
+            if self.data is not None:  # e.g. ood: holdout_class needs data with a held-out class
+                out += [(f"studies[{k}].{f}", msg) for f, msg in s.data_problems(self.data)]
             for j, name in enumerate(s.methods or []):
                 m = by_name.get(name)
                 if m is None:

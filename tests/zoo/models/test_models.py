@@ -172,14 +172,19 @@ def test_width_warnings_on_a_budget_too_small_for_digits(tiny_spec) -> None:
 
 
 def test_width_warnings_on_deep_two_moons_at_the_shipped_budget() -> None:
-    # the README's --set 'sweep.model.depth=[1,8]': eight ReLU layers of width 2
-    spec = load_spec(SPECS / "two_moons_depth.yaml", ["sweep.model.depth=[1, 8]"])
+    # the 2-logit network at the shipped budget, depth 8: eight ReLU layers of width 2 (with
+    # the default's one logit the width is 3: no warning, checked below)
+    over = ["sweep.model.depth=[1, 8]", "likelihood={kind: categorical}"]
+    spec = load_spec(SPECS / "two_moons_depth.yaml", over)
     by_depth = {c.spec.model.depth: c for c in spec.cells()}
     ds = zoo.data.load(by_depth[8].spec.data, 0)
     assert zoo.models.build(by_depth[8].spec, ds).dims == [2, *[2] * 8, 2]
     (w,) = zoo.models.width_warnings(by_depth[8], (2, 2))
     assert "hidden width 2 (from model.param_budget 100 at depth 8) is below 3:" in w
     assert zoo.models.width_warnings(by_depth[1], (2, 2)) == []  # width 19
+    one = load_spec(SPECS / "two_moons_depth.yaml", ["sweep.model.depth=[8]"]).cells()[0]
+    assert zoo.models.build(one.spec, ds).dims == [2, *[3] * 8, 1]
+    assert zoo.models.width_warnings(one, (2, 2)) == []
 
 
 @pytest.mark.parametrize("name", ["two_moons_depth.yaml", "digits_depth.yaml",

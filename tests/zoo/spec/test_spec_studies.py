@@ -49,7 +49,9 @@ def test_studies_apply_to_their_families(tmp_path: Path) -> None:
     text = BASE + "studies:\n  - {kind: pruning}\n  - {kind: price_of_mean_field}\n"
     spec = _load_warning_free(_write(tmp_path, text))
     kinds = {m.name: [s.kind for s in spec.studies_for(m)] for m in spec.inference}
-    assert kinds == {"mfvi": ["pruning"], "map": [], "nuts": ["pruning", "price_of_mean_field"]}
+    # pruning's rule-free measure applies to point estimates too (issue 18)
+    assert kinds == {"mfvi": ["pruning"], "map": ["pruning"],
+                     "nuts": ["pruning", "price_of_mean_field"]}  # fmt: skip
     for cell in spec.cells():
         assert cell.studies == spec.studies_for(cell.method)
     assert isinstance(spec.studies[0], PruningStudy)
@@ -110,9 +112,9 @@ STUDY_ERRORS = [
     ),
     (
         "point method",
-        "studies:\n  - {kind: pruning, methods: [map]}\n",
-        "14:31",
-        ["applies to sampler or svi methods; 'map' is a map method"],
+        "studies:\n  - {kind: price_of_mean_field, methods: [map]}\n",
+        "14:43",
+        ["applies to sampler methods; 'map' is a map method"],
     ),
     (
         "unknown study kind",

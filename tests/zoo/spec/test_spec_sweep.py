@@ -122,17 +122,21 @@ def test_legacy_cell_id_reproduces_the_old_rule() -> None:
 #: learned to keep ids ASCII (issue 19): ids of existing runs must not change.
 #: (ktied_mlp_mnist_paper.yaml is left out: its relative data.dir, resolved to an absolute
 #: path, enters its ids, which therefore depend on where the repository lies.)
+# Session 9 (issue 18) changed five specs' contents, so their cells are new by design: one
+# logit and the laplace/predictive studies in the two-moons specs, local reparameterization
+# and point methods in the pruning study of the over-pruning specs, truncation_draws in the
+# Fashion k-tied spec.
 SHIPPED_IDS = {
     "deep_linear_digits.yaml": "54ed5e8d0f3e0a93",
     "digits_depth.yaml": "a1f105466448bb6d",
     "ktied_lenet_paper.yaml": "d14d3ca83feabeee",
-    "ktied_mlp_fashion.yaml": "630e39a2415a0c89",
-    "overpruning_depth.yaml": "c577ded1702fdd78",
-    "overpruning_teacher.yaml": "337f65259aab5045",
-    "overpruning_uci.yaml": "d3baf4fd9f778255",
-    "overpruning_uci_paper.yaml": "dbe2d1150007bdb3",
-    "two_moons_depth.yaml": "aa06480542449b8c",
-    "two_moons_depth_paper.yaml": "487192a58817e67b",
+    "ktied_mlp_fashion.yaml": "e09ce611068c9df2",
+    "overpruning_depth.yaml": "e5a6208cf193e276",
+    "overpruning_teacher.yaml": "5daa7b25a39fd65d",
+    "overpruning_uci.yaml": "b61fbbd59a5248bd",
+    "overpruning_uci_paper.yaml": "032bf4c626cfc690",
+    "two_moons_depth.yaml": "812d96e5135b0c60",
+    "two_moons_depth_paper.yaml": "57fb1dcb468fefa0",
 }
 
 

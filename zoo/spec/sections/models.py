@@ -151,20 +151,24 @@ class MLPModel(Section):
                              f"{out_dim} outputs; at most {MAX_PARAMS:,} fit one machine")  # fmt: skip
         return widths
 
-    def network_warnings(self, in_dim: int, n_classes: int) -> list[str]:
+    def network_warnings(
+        self, in_dim: int, n_classes: int, out_dim: int | None = None
+    ) -> list[str]:
         """Why the network for this data is degenerate (empty when it is not).
 
         A hidden layer narrower than 3 units, or than the number of classes (the logits
         then live in a subspace of lower dimension than the classes), is a bottleneck that
         no amount of training removes; the message also names the input dimension when the
-        layer is narrower than it. ``n_classes`` is 0 for regression.
+        layer is narrower than it. ``n_classes`` is 0 for regression; ``out_dim`` is the
+        likelihood's number of outputs where it is not the classes (one logit for
+        ``bernoulli``: :attr:`BernoulliLikelihood.out_dim`), as the built network has.
 
         Raises
         ------
         ValueError
             If the network cannot be built at all (:meth:`hidden_widths`).
         """
-        widths = self.hidden_widths(in_dim, n_classes if n_classes > 0 else 1)
+        widths = self.hidden_widths(in_dim, out_dim or (n_classes if n_classes > 0 else 1))
         if not widths:
             return []
         if self.width is not None:
@@ -244,7 +248,9 @@ class LeNetModel(Section):
         flat = c_in * side * side
         return n + (flat + 1) * self.dense + (self.dense + 1) * out_dim
 
-    def network_warnings(self, in_dim: int, n_classes: int) -> list[str]:
+    def network_warnings(
+        self, in_dim: int, n_classes: int, out_dim: int | None = None
+    ) -> list[str]:
         """Why the network for this data is degenerate: a dense layer narrower than 3 units
         or than the classes (see :meth:`MLPModel.network_warnings`).
 
@@ -253,7 +259,7 @@ class LeNetModel(Section):
         ValueError
             If the network cannot be built, or has more than the bounded parameters.
         """
-        n = self.num_params(in_dim, n_classes if n_classes > 0 else 1)
+        n = self.num_params(in_dim, out_dim or (n_classes if n_classes > 0 else 1))
         if n > MAX_PARAMS:
             raise ValueError(f"model: {n:,} kernel entries, weights and biases for {in_dim} "
                              f"inputs; at most {MAX_PARAMS:,} fit one machine: lower model.dense, "
@@ -344,6 +350,8 @@ class BernoulliLikelihood(Section):
 
     task: ClassVar[str] = "classification"
     n_classes: ClassVar[int | None] = 2
+    #: Network outputs (None elsewhere: the classes, or one for regression).
+    out_dim: ClassVar[int | None] = 1
     metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
 
     kind: Literal["bernoulli"] = Field(description="Likelihood kind.")

@@ -32,8 +32,9 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from zoo.spec.base import Section
 from zoo.spec.sections.bounds import MAX_DRAWS, MAX_STEPS, MAX_WIDTH, Real
+from zoo.spec.sections.reference_studies import FAR_MAX_FEATURES, LaplaceStudy, PredictiveStudy
+from zoo.spec.sections.study_base import GaussianFitSpec, _positive_sorted, _Study
 
 __all__ = [
     "FAR_MAX_FEATURES",
@@ -48,65 +49,7 @@ __all__ = [
 ]
 
 
-#: Most input features for which the predictive study's ``ood: auto`` means ``far``.
-FAR_MAX_FEATURES = 10
-
-#: The predictive study's kinds of out-of-distribution inputs.
-OodKind = Literal["auto", "far", "noise", "holdout_class"]
-
-
-def _positive_sorted(v: list[int], what: str, most: int) -> list[int]:
-    if any(k < 1 for k in v):
-        raise ValueError(f"{what} must be >= 1, got {v}")
-    if any(k > most for k in v):
-        raise ValueError(f"{what} must be <= {most}, got {max(v)}")
-    return sorted(set(v))
-
-
-class _Study(Section):
-    families: ClassVar[frozenset[str]]
-
-    methods: list[str] | None = Field(
-        None,
-        description="Names of the inference methods this study records; null: every "
-        "method of the spec it applies to.",
-    )
-
-    @field_validator("methods")
-    @classmethod
-    def _unique(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None and len(set(v)) != len(v):
-            raise ValueError(f"methods must not repeat a name, got {v}")
-        return v
-
-    def applies_to_model(self, model: Any) -> bool:
-        """Whether the study means anything for the network section ``model``."""
-        return True
-
-    def needs(self) -> str:
-        """What the study applies to, in words, for error messages."""
-        return " or ".join(sorted(self.families)) + " methods"
-
-    def method_problems(self, method: Any) -> list[tuple[str, str]]:
-        """(field of ``method``, message) for each reason the study cannot record it."""
-        return []
-
-    def data_problems(self, data: Any) -> list[tuple[str, str]]:
-        """(field of the study, message) for each reason the data section ``data`` cannot
-        serve it."""
-        return []
-
-
 # --------------------------------------------------------------------------- price of MF
-
-
-class GaussianFitSpec(Section):
-    """How q_full (the Gaussian fit to the draws) is estimated for the diag-vs-full report."""
-
-    cov: Literal["empirical", "ledoit_wolf"] = Field(
-        "ledoit_wolf", description="Covariance estimate: sample covariance or Ledoit-Wolf."
-    )
-    jitter: Real = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
 
 
 class PriceOfMeanFieldStudy(_Study):
@@ -246,10 +189,12 @@ class PruningStudy(_Study):
     incoming weights and bias sit at the prior (their mean KL to the prior is at most
     ``in_kl_max`` nats and their mean posterior std is at least ``in_std_ratio_min`` times
     the prior std). The defaults follow the paper's description and its code's 20% rule on
-    the std. Sampler cells get the statistics from their draws.
+    the std. Sampler cells get the statistics from their draws. Every method (point
+    estimates included) also gets the rule-free functional measure: each hidden unit's share
+    of output variance and the effective number of units per layer (reports.pruning).
     """
 
-    families: ClassVar[frozenset[str]] = frozenset({"svi", "sampler"})
+    families: ClassVar[frozenset[str]] = frozenset({"point", "svi", "sampler"})
 
     kind: Literal["pruning"] = Field(description="Study kind.")
     out_snr_max: Real = Field(
@@ -303,150 +248,6 @@ class ProductMatrixStudy(_Study):
 
     def needs(self) -> str:
         return "svi methods on a linear network (model.activation: linear)"
-
-
-# --------------------------------------------------------------------------- Laplace
-
-
-class LaplaceStudy(_Study):
-    """The price of mean field for the Laplace approximation at a mode: no sampling.
-
-    At the mode m of the posterior over all weights and biases (the point of a ``map`` or
-    ``mle`` method, or the posterior mean of an svi method, refined by ``refine_steps``
-    full-batch L-BFGS iterations on the negative log posterior), with H its Hessian
-    (``curvature: hessian``) or generalized Gauss-Newton matrix J^T Lambda J plus the prior
-    precision (``curvature: ggn``): q_full = N(m, H^-1), q_diag the KL-closest diagonal
-    Gaussian (precisions H_ii), KL(q_diag || q_full) = (sum_i log H_ii - log det H) / 2 and
-    the closed-form W2 between them, for the whole network and per layer (MacKay 1992;
-    Farquhar, Smith & Gal 2020 measure the same KL on HMC draws). A learned noise is held at
-    its estimate.
-    """
-
-    families: ClassVar[frozenset[str]] = frozenset({"point", "svi"})
-
-    kind: Literal["laplace"] = Field(description="Study kind.")
-    curvature: Literal["ggn", "hessian"] = Field(
-        "ggn",
-        description="H: the generalized Gauss-Newton matrix (positive definite at any point) "
-        "or the exact Hessian of the negative log posterior (positive definite only at a "
-        "strict local minimum; otherwise the KL is NaN and laplace_min_eig says why).",
-    )
-    refine_steps: int = Field(
-        100,
-        ge=0,
-        description="Full-batch L-BFGS iterations (float64, strong Wolfe line search) from "
-        "the method's point (MAP estimate, svi posterior mean) to the mode; 0 uses the "
-        "point as it is (laplace_grad_norm then says how far from a mode it is).",
-    )
-    max_params: int = Field(
-        5000,
-        gt=0,
-        description="Cells of networks with more weights and biases than this record no "
-        "Laplace metrics (H has D^2 entries and its factorization costs D^3).",
-    )
-    save_precision: bool = Field(
-        False,
-        description="Store H (float64, D x D, the precision of q_full; weights and biases in "
-        "model order) as the cell artifact cells/<cell id>.laplace_precision.npy: a "
-        "ground-truth target for `simulation: {kind: gaussian, cov_file: ..., file_holds: "
-        "precision}` (8 D^2 bytes: 8 MB at D = 1000).",
-    )
-
-
-# --------------------------------------------------------------------------- predictive
-
-
-class PredictiveStudy(_Study):
-    """The price of mean field in predictions, on a sampler's cell.
-
-    The draws' posterior predictive is the reference. Against it, on the test set and on
-    out-of-distribution inputs: the predictive of q_full (the Gaussian fit to the draws of
-    all weights and biases, as in ``price_of_mean_field``), of q_diag (its KL-closest
-    diagonal Gaussian), of q_marg (the diagonal Gaussian with the draws' marginal
-    variances) and of the variational posterior the chains started from (``init_from``),
-    each by its mean total variation, agreement of the predicted class and KL(samples ||
-    approximation); on the test set also each one's NLL and ECE. Classification only.
-    """
-
-    families: ClassVar[frozenset[str]] = frozenset({"sampler"})
-
-    kind: Literal["predictive"] = Field(description="Study kind.")
-    gaussian_fit: GaussianFitSpec = Field(
-        default_factory=GaussianFitSpec, description="How q_full is fitted to the draws."
-    )
-    draws: int = Field(
-        500,
-        ge=2,
-        le=MAX_DRAWS,
-        description="Weight draws per predictive: of each approximation, and of the sampler "
-        "(evenly thinned over all chains).",
-    )
-    ood: OodKind | list[OodKind] = Field(
-        "auto",
-        description="Out-of-distribution inputs, one kind or a list: 'far', points in random "
-        "directions from the training inputs' mean at ood_radius times their RMS distance "
-        "from it (a ring for two moons); 'noise', every input uniform in its training range "
-        "(noise images); 'holdout_class', the images of the class the data section holds "
-        "out (data.holdout_class: digits, IDX); 'auto': [holdout_class, noise] when the "
-        "data holds a class out, else far for at most 10 input features and noise above. "
-        "The first kind's metrics end in _ood, each further kind's in _ood_<kind>.",
-    )
-    ood_points: int = Field(
-        500, gt=0, le=100_000, description="Number of OOD inputs (of a held-out class: its "
-        "first this many images, test split first).",
-    )  # fmt: skip
-    ood_radius: tuple[Real, Real] = Field(
-        (3.0, 5.0),
-        description="Range of the 'far' radius, in units of the training inputs' RMS "
-        "distance from their mean (uniform in it).",
-    )
-    max_params: int = Field(
-        5000,
-        gt=0,
-        description="Cells of networks with more weights and biases than this record nothing "
-        "(q_full has D^2 entries and its Cholesky factor costs D^3).",
-    )
-
-    @field_validator("ood_radius")
-    @classmethod
-    def _radius(cls, v: tuple[float, float]) -> tuple[float, float]:
-        if not 0 < v[0] <= v[1]:
-            raise ValueError(f"ood_radius must be [low, high] with 0 < low <= high, got {v}")
-        return v
-
-    @field_validator("ood")
-    @classmethod
-    def _ood(cls, v: str | list[str]) -> str | list[str]:
-        if isinstance(v, list):
-            if not v or len(set(v)) != len(v) or ("auto" in v and len(v) > 1):
-                raise ValueError(f"ood must be one kind or a list of distinct kinds ('auto' "
-                                 f"alone), got {v}")  # fmt: skip
-        return v
-
-    def ood_kinds(self, data: Any, n_features: int | None = None) -> list[str]:
-        """The OOD kinds for data section ``data`` (``auto`` resolved), first = ``_ood``.
-
-        ``n_features`` (the inputs' dimension) decides ``auto`` between far and noise; None
-        takes it as more than :data:`FAR_MAX_FEATURES` unless the data is two moons.
-        """
-        kinds = [self.ood] if isinstance(self.ood, str) else list(self.ood)
-        if kinds != ["auto"]:
-            return kinds
-        if getattr(data, "holdout_class", None) is not None:
-            return ["holdout_class", "noise"]
-        if n_features is None:
-            n_features = 2 if getattr(data, "kind", None) == "two_moons" else FAR_MAX_FEATURES + 1
-        return ["far" if n_features <= FAR_MAX_FEATURES else "noise"]
-
-    def data_problems(self, data: Any) -> list[tuple[str, str]]:
-        """(field, message) for each OOD kind that data section ``data`` cannot give."""
-        kinds = [self.ood] if isinstance(self.ood, str) else self.ood
-        if "holdout_class" in kinds and getattr(data, "holdout_class", None) is None:
-            fits = "digits or idx data" if "holdout_class" not in type(data).model_fields else (
-                f"data.holdout_class on this {data.kind} data")  # fmt: skip
-            return [("ood", "'holdout_class' reads the class the data section holds out: set "
-                            f"{fits}, or use ood: noise")]  # fmt: skip
-        return []
 
 
 StudySpec = Annotated[

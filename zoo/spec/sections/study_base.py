@@ -1,0 +1,67 @@
+"""What every study section shares: the ``_Study`` base (families, ``methods``, the
+questions the schema asks a study) and the Gaussian-fit settings two studies use.
+
+No torch import here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator
+
+from zoo.spec.base import Section
+from zoo.spec.sections.bounds import Real
+
+__all__ = ["GaussianFitSpec"]
+
+
+def _positive_sorted(v: list[int], what: str, most: int) -> list[int]:
+    if any(k < 1 for k in v):
+        raise ValueError(f"{what} must be >= 1, got {v}")
+    if any(k > most for k in v):
+        raise ValueError(f"{what} must be <= {most}, got {max(v)}")
+    return sorted(set(v))
+
+
+class _Study(Section):
+    families: ClassVar[frozenset[str]]
+
+    methods: list[str] | None = Field(
+        None,
+        description="Names of the inference methods this study records; null: every "
+        "method of the spec it applies to.",
+    )
+
+    @field_validator("methods")
+    @classmethod
+    def _unique(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and len(set(v)) != len(v):
+            raise ValueError(f"methods must not repeat a name, got {v}")
+        return v
+
+    def applies_to_model(self, model: Any) -> bool:
+        """Whether the study means anything for the network section ``model``."""
+        return True
+
+    def needs(self) -> str:
+        """What the study applies to, in words, for error messages."""
+        return " or ".join(sorted(self.families)) + " methods"
+
+    def method_problems(self, method: Any) -> list[tuple[str, str]]:
+        """(field of ``method``, message) for each reason the study cannot record it."""
+        return []
+
+    def data_problems(self, data: Any) -> list[tuple[str, str]]:
+        """(field of the study, message) for each reason the data section ``data`` cannot
+        serve it."""
+        return []
+
+
+class GaussianFitSpec(Section):
+    """How q_full (the Gaussian fit to the draws) is estimated for the diag-vs-full report."""
+
+    cov: Literal["empirical", "ledoit_wolf"] = Field(
+        "ledoit_wolf", description="Covariance estimate: sample covariance or Ledoit-Wolf."
+    )
+    jitter: Real = Field(1e-6, ge=0, description="Added to the covariance diagonal.")
