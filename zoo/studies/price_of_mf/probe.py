@@ -7,7 +7,9 @@ records (Farquhar, Smith & Gal 2020):
   and the blog's Wasserstein error (:func:`reports.gaussian.diag_vs_full`), q_full being the
   Gaussian fit of the section's ``gaussian_fit``;
 - the shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL the same chains
-  would show with independent parameters, and the excess over it;
+  would show with independent parameters, and the excess over it; on the draws path also
+  ``w2_null`` (and ``w2_null_sd``), the closed-form W2(q_diag, q_full) of the same shifted
+  copies: the sampling floor of ``w2_diag_full``;
 - ``kl_ess_n``, ``kl_bias_ess`` and ``kl_excess_ess``: the closed-form sampling bias of the
   KL at an effective sample size measured independently of the null (below);
 - for a softmax classifier (more than one output), ``kl_output_columns``: the KLs of the output layer's columns, block by
@@ -224,19 +226,20 @@ class PriceOfMeanFieldProbe:
     def _softmax(self) -> bool:
         return self.ctx.ds.n_classes > 1 and self.ctx.model.dims[-1] > 1  # not one logit
 
-    def _null(self, post: SampledPosterior, flat: FlatDraws) -> Any:
+    def _null(self, post: SampledPosterior, flat: FlatDraws, w2: bool = False) -> Any:
         gf = self.section.gaussian_fit
         return kl_shift_null(flat.draws, chains=post.chains, cov=gf.cov, jitter=gf.jitter,
-                             reps=8, seed=self.ctx.seed + 3)  # fmt: skip
+                             reps=8, seed=self.ctx.seed + 3, w2=w2)  # fmt: skip
 
     def _from_draws(self, post: SampledPosterior, flat: FlatDraws) -> dict[str, Any]:
         seed, gf = self.ctx.seed, self.section.gaussian_fit
         gauss = diag_vs_full(flat.draws, flat.blocks, cov=gf.cov, jitter=gf.jitter, seed=seed)
         out: dict[str, Any] = {k: v for k, v in gauss.items()
                                if v is None or isinstance(v, int | float)}  # fmt: skip
-        null = self._null(post, flat)
+        null = self._null(post, flat, w2=True)
         out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess,
-                   kl_null_draws=null.iid_draws)  # fmt: skip
+                   kl_null_draws=null.iid_draws, w2_null=null.w2_null_mean,
+                   w2_null_sd=null.w2_null_sd)  # fmt: skip
         if self._softmax():
             out["kl_output_columns"] = kl_output_columns(flat, gf)
         out.update(kl_source="draws", kl_ess_n=bulk_ess_n(flat.draws, post.chains))
