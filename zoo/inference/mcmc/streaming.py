@@ -294,7 +294,8 @@ class StreamingMoments:
     def ess(self) -> torch.Tensor:
         """:meth:`Moments.ess` (capped) computed on the accumulators' device, ``(D,)``."""
         if self.n < 2 or self.chains < 2:
-            return torch.full((self.dim,), float("nan"), dtype=torch.float64)
+            return torch.full((self.dim,), float("nan"), dtype=torch.float64,
+                              device=self.device)  # fmt: skip
         var = self._chain_m2 / (self.n - 1)
         return _ess(self._chain_mean, var, self.n).clamp(max=self.chains * self.n)
 
