@@ -214,6 +214,7 @@ def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: 
         ``keep_draws`` once the stream outgrew them, see :func:`run_chees`), ``n_divergent``
         (over all post-warm-up transitions, not only the kept ones), ``warmup_seconds``,
         ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per draw),
+        ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting),
         ``n_eff`` (median between-chain ESS of the streamed moments, over the whole flat
         vector) and, with ``init_from``, ``init_seconds``.
 
@@ -253,11 +254,20 @@ def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: 
         trajectory_length=float(settings["trajectory_length"]),
         n_steps_mean=float(settings["n_steps_mean"]),
         n_eff=None if summary is None else float(summary.n_eff),  # NaN: a coordinate never moved
+        # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
+        max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
     )
     posterior = SampledPosterior(result.draws, ctx.runtime.device, moments=summary,
                                  site_slices=dict(pot.site_slices))  # fmt: skip
     return Fit(posterior, result.seconds, stats=stats, predictive_draws=method.predictive_draws,
                save_draws=True, sample_stats=result.sample_stats, init=init_fit)  # fmt: skip
+
+
+def _max_finite(values: np.ndarray | None) -> float | None:
+    """The largest finite value, None when there is none."""
+    if values is None or not np.isfinite(values).any():
+        return None
+    return float(values[np.isfinite(values)].max())
 
 
 #: The ``nuts`` method: NUTS with adapted step size and mass matrix.

@@ -113,3 +113,19 @@ def test_validate_refuses_bad_chees_settings_with_exit_2(tmp_path: Path) -> None
                        capture_output=True, text=True)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "studies[0].kl_target_draws" in r.stderr and "target_ess" in r.stderr
+
+
+def test_the_archive_holds_evenly_spaced_chains_when_all_would_not_fit() -> None:
+    import numpy as np
+
+    from zoo.inference import SampledPosterior
+    from zoo.run.evaluate import ARCHIVE_MAX_VALUES, archived_chains
+
+    many = SampledPosterior({"w": np.zeros((1000, 10, 3))})
+    keep = archived_chains(many, 11_000)
+    assert keep is not None and keep[0] == 0 and keep[-1] == 999
+    assert len(keep) * 10 * 11_000 <= ARCHIVE_MAX_VALUES < (len(keep) + 1) * 10 * 11_000
+    assert np.all(np.diff(keep) > 0)
+    assert archived_chains(SampledPosterior({"w": np.zeros((16, 100, 3))}), 1_500) is None
+    huge = archived_chains(SampledPosterior({"w": np.zeros((8, 10**6, 1))}), 10**4)
+    assert huge is not None and len(huge) == 2  # never fewer than two chains (R-hat)
