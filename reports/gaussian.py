@@ -53,6 +53,8 @@ __all__ = [
     "empirical_w2",
     "wasserstein_error",
     "diag_vs_full",
+    "diag_vs_full_moments",
+    "gaussian_from_moments",
 ]
 
 CovMethod = Literal["empirical", "ledoit_wolf"]
@@ -570,6 +572,18 @@ def diag_vs_full(
         ``n_draws``, ``dim``.
     """
     fit = fit_gaussian(draws, cov=cov, jitter=jitter)
+    out, var = _kl_w2_record(fit, blocks)
+    out.update(_w_record(np.asarray(draws, dtype=float), fit, var, seed, w_max_draws))
+    out.update(_fit_record(fit))
+    return out
+
+
+# --------------------------------------------------------------------------- moments
+# diag_vs_full and diag_vs_full_moments share these three: the two paths cannot drift.
+
+
+def _kl_w2_record(fit: GaussianFit, blocks: Mapping[str, Block] | None) -> tuple[dict, np.ndarray]:
+    """``kl_diag_full`` (and per block) and ``w2_diag_full`` of a fit; q_diag's variances."""
     var = closest_diagonal(fit.cov)
     kl = kl_diag_full(fit.cov, blocks)
     out: dict[str, Any] = {}
@@ -579,24 +593,127 @@ def diag_vs_full(
     else:
         out["kl_diag_full"] = kl
     out["w2_diag_full"] = w2_gaussian(fit.mean, np.diag(var), fit.mean, fit.cov)
-    x = np.asarray(draws, dtype=float)
+    return out, var
+
+
+def _w_record(
+    x: np.ndarray, fit: GaussianFit, var: np.ndarray, seed: int, w_max_draws: int, suffix: str = ""
+) -> dict[str, Any]:
+    """The Wasserstein error of ``fit`` against at most ``w_max_draws`` of the draws ``x``."""
     if x.shape[0] > w_max_draws:
         x = x[np.linspace(0, x.shape[0] - 1, w_max_draws).round().astype(int)]
     we = _wasserstein_error(x, fit, var, seed)
-    out.update(
-        w_diag=we.w_diag,
-        w_full=we.w_full,
-        w_error=we.error,
-        w_diag_self=we.w_diag_self,
-        w_full_self=we.w_full_self,
-        w_excess=we.excess,
-        w_draws=we.n,
-    )
-    out.update(
-        cov_method=fit.cov_method,
-        jitter=fit.jitter,
-        shrinkage=fit.shrinkage,
-        n_draws=fit.n_draws,
-        dim=fit.dim,
-    )
+    keys = ("w_diag", "w_full", "w_error", "w_diag_self", "w_full_self", "w_excess", "w_draws")
+    values = (we.w_diag, we.w_full, we.error, we.w_diag_self, we.w_full_self, we.excess, we.n)
+    return {k + suffix: v for k, v in zip(keys, values, strict=True)}
+
+
+def _fit_record(fit: GaussianFit) -> dict[str, Any]:
+    return {
+        "cov_method": fit.cov_method,
+        "jitter": fit.jitter,
+        "shrinkage": fit.shrinkage,
+        "n_draws": fit.n_draws,
+        "dim": fit.dim,
+    }
+
+
+def gaussian_from_moments(
+    mean: np.ndarray, cov: np.ndarray, n_draws: int, *, jitter: float = 1e-6
+) -> GaussianFit:
+    r"""The :class:`GaussianFit` of draws known only by their mean and sample covariance.
+
+    For a sampler that streams its moments instead of keeping its draws (e.g.
+    ``zoo.inference.mcmc.streaming.Moments``): ``cov`` must be the unbiased (``ddof=1``)
+    sample covariance of ``n_draws`` draws, so the fit is the ``"empirical"``
+    :func:`fit_gaussian` of those draws (equal to rounding: tests/reports). Ledoit-Wolf
+    shrinkage needs the draws themselves (its intensity is a fourth-moment statistic) and is
+    not available here.
+
+    Parameters
+    ----------
+    mean : np.ndarray
+        ``(D,)``.
+    cov : np.ndarray
+        ``(D, D)``, the ``ddof=1`` sample covariance; symmetrized here.
+    n_draws : int
+        Number of draws ``S`` behind the moments (at least 2).
+    jitter : float, default 1e-6
+        Added to every diagonal entry, as in :func:`fit_gaussian`.
+
+    Returns
+    -------
+    GaussianFit
+        ``cov_method="empirical"``, ``shrinkage=None``.
+    """
+    m = np.atleast_1d(np.asarray(mean, dtype=float))
+    c = np.atleast_2d(np.asarray(cov, dtype=float))
+    d = m.shape[0]
+    if m.ndim != 1 or c.shape != (d, d):
+        raise ValueError(f"mean must be (D,) and cov (D, D), got {m.shape} and {c.shape}")
+    if not (np.all(np.isfinite(m)) and np.all(np.isfinite(c))):
+        raise ValueError("mean or cov contain NaN or infinite values")
+    if n_draws < 2:
+        raise ValueError(f"need at least 2 draws behind a covariance, got {n_draws}")
+    if jitter < 0 or not np.isfinite(jitter):
+        raise ValueError(f"jitter must be a finite non-negative number, got {jitter}")
+    est = 0.5 * (c + c.T)
+    est[np.diag_indices(d)] += jitter
+    return GaussianFit(m.copy(), est, "empirical", float(jitter), int(n_draws), d, None)
+
+
+def diag_vs_full_moments(
+    mean: np.ndarray,
+    cov: np.ndarray,
+    blocks: Mapping[str, Block] | None = None,
+    *,
+    n_draws: int,
+    jitter: float = 1e-6,
+    draws: np.ndarray | None = None,
+    seed: int = 0,
+    w_max_draws: int = 2000,
+    suffix: str = "_kept",
+) -> dict[str, Any]:
+    r""":func:`diag_vs_full` of draws known by their moments, and of a kept subset of them.
+
+    :math:`q_\mathrm{full}` is :func:`gaussian_from_moments` of ``mean`` and ``cov`` (the
+    ``ddof=1`` covariance of ``n_draws`` draws) and :math:`q_\mathrm{diag}` its KL-closest
+    diagonal Gaussian. The KLs and the closed-form W2 need nothing else and are computed by
+    the same code as :func:`diag_vs_full`, under the same keys: given the moments of the
+    draws that :func:`diag_vs_full` sees, the two agree to rounding (tests/reports). The
+    empirical Wasserstein error needs draws: with ``draws`` (e.g. the thinned subset a
+    streaming sampler keeps) it compares these two Gaussians with those draws, and its keys
+    carry ``suffix`` to say so.
+
+    Parameters
+    ----------
+    mean, cov, n_draws, jitter
+        As :func:`gaussian_from_moments`.
+    blocks : mapping of str to index array or slice, optional
+        Parameter groups for per-block KLs.
+    draws : np.ndarray, optional
+        ``(S, D)`` draws for the Wasserstein error (at most ``w_max_draws`` of them, evenly
+        spaced, are used); without them there are no ``w_*`` keys.
+    seed : int, default 0
+        Seed of the Gaussians' draws in the Wasserstein error.
+    w_max_draws : int, default 2000
+    suffix : str, default "_kept"
+        Appended to every Wasserstein key (``w_error_kept``, ``w_draws_kept``, ...).
+
+    Returns
+    -------
+    dict
+        ``kl_diag_full``, ``kl_diag_full.<block>``, ``w2_diag_full``; with ``draws``
+        ``w_diag``, ``w_full``, ``w_error``, ``w_diag_self``, ``w_full_self``, ``w_excess``
+        and ``w_draws``, each with ``suffix``; ``cov_method`` (``"empirical"``), ``jitter``,
+        ``shrinkage`` (None), ``n_draws`` and ``dim``.
+    """
+    fit = gaussian_from_moments(mean, cov, n_draws, jitter=jitter)
+    out, var = _kl_w2_record(fit, blocks)
+    if draws is not None:
+        x = _as_draws(draws)
+        if x.shape[1] != fit.dim:
+            raise ValueError(f"draws have {x.shape[1]} columns, the moments {fit.dim}")
+        out.update(_w_record(x, fit, var, seed, w_max_draws, suffix))
+    out.update(_fit_record(fit))
     return out

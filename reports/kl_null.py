@@ -42,7 +42,14 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from reports.gaussian import CovMethod, fit_gaussian, iid_equivalent_draws, kl_diag_full
+from reports.gaussian import (
+    CovMethod,
+    closest_diagonal,
+    fit_gaussian,
+    iid_equivalent_draws,
+    kl_diag_full,
+    w2_gaussian,
+)
 
 __all__ = ["KLNull", "kl_null_figure", "kl_shift_null", "shift_draws"]
 
@@ -65,6 +72,10 @@ class KLNull(NamedTuple):
         expected bias (:func:`reports.gaussian.iid_equivalent_draws`): the KL's own effective
         sample size. None (not applicable) unless ``cov="empirical"`` and two or more
         parameters (the closed form is for the sample covariance).
+    w2_null_mean, w2_null_sd : float or None
+        With ``w2=True``: mean and standard deviation over the shifted copies of the
+        closed-form W2(q_diag, q_full) of each copy's Gaussian fit, the sampling floor of
+        ``w2_diag_full`` (:func:`reports.gaussian.w2_gaussian`); None otherwise.
     """
 
     kl: float
@@ -73,6 +84,8 @@ class KLNull(NamedTuple):
     excess: float
     reps: int
     iid_draws: float | None = None
+    w2_null_mean: float | None = None
+    w2_null_sd: float | None = None
 
 
 def shift_draws(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -106,6 +119,7 @@ def kl_shift_null(
     jitter: float = 1e-6,
     reps: int = 8,
     seed: int = 0,
+    w2: bool = False,
 ) -> KLNull:
     """KL(q_diag || q_full) of the draws, and of ``reps`` copies with each parameter shifted.
 
@@ -123,6 +137,9 @@ def kl_shift_null(
         Number of shifted copies (at least 2).
     seed : int
         Seed of the offsets.
+    w2 : bool, default False
+        Also the closed-form W2 between q_diag and q_full of every shifted copy (one
+        ``D x D`` matrix square root per copy): the floor of ``w2_diag_full``.
 
     Returns
     -------
@@ -138,17 +155,23 @@ def kl_shift_null(
     if reps < 2:
         raise ValueError(f"reps must be at least 2 to give a spread, got {reps}")
 
-    def kl_of(arr: np.ndarray) -> float:
+    w2s: list[float] = []
+
+    def kl_of(arr: np.ndarray, null: bool = False) -> float:
         fit = fit_gaussian(arr.reshape(-1, arr.shape[-1]), cov=cov, jitter=jitter)
+        if w2 and null:
+            var = closest_diagonal(fit.cov)
+            w2s.append(w2_gaussian(fit.mean, np.diag(var), fit.mean, fit.cov))
         return float(kl_diag_full(fit.cov))
 
     rng = np.random.default_rng(seed)
-    null = np.array([kl_of(shift_draws(x, rng)) for _ in range(reps)])
+    null = np.array([kl_of(shift_draws(x, rng), True) for _ in range(reps)])
     kl = kl_of(x)
     mean = float(null.mean())
     d = x.shape[-1]
     n_eq = iid_equivalent_draws(mean, d) if cov == "empirical" and d >= 2 else None
-    return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps, n_eq)
+    w2_mean, w2_sd = (float(np.mean(w2s)), float(np.std(w2s, ddof=1))) if w2s else (None, None)
+    return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps, n_eq, w2_mean, w2_sd)
 
 
 def kl_null_figure(

@@ -97,3 +97,26 @@ def test_kl_null_figure_draws_one_line_per_curve():
     assert ax.lines[0].get_linestyle() == "-"
     with pytest.raises(ValueError, match="at least one"):
         kl_null_figure({})
+
+
+def test_w2_null_is_the_floor_of_the_closed_form_w2():
+    # Independent Gaussian draws: the closed-form W2(q_diag, q_full) of the draws themselves
+    # is pure sampling noise, so it must sit within the shifted copies' spread; with a
+    # strongly correlated target it must stand far above that floor.
+    from reports.gaussian import closest_diagonal, fit_gaussian, w2_gaussian
+
+    rng = np.random.default_rng(5)
+    d, c, s = 6, 4, 200
+    iid = rng.standard_normal((c, s, d))
+    null = kl_shift_null(iid, reps=16, seed=1, w2=True)
+    fit = fit_gaussian(iid.reshape(-1, d))
+    w2 = w2_gaussian(fit.mean, np.diag(closest_diagonal(fit.cov)), fit.mean, fit.cov)
+    assert null.w2_null_mean > 0
+    assert abs(w2 - null.w2_null_mean) < 4 * null.w2_null_sd
+    corr = np.full((d, d), 0.9) + 0.1 * np.eye(d)
+    x = rng.multivariate_normal(np.zeros(d), corr, size=(c, s))
+    null_c = kl_shift_null(x, reps=8, seed=1, w2=True)
+    fit_c = fit_gaussian(x.reshape(-1, d))
+    w2_c = w2_gaussian(fit_c.mean, np.diag(closest_diagonal(fit_c.cov)), fit_c.mean, fit_c.cov)
+    assert w2_c > null_c.w2_null_mean + 10 * null_c.w2_null_sd
+    assert kl_shift_null(iid, reps=2).w2_null_mean is None

@@ -28,12 +28,19 @@ from zoo.inference.base import (
     combine_hooks,
 )
 from zoo.inference.point import PointPosterior, fit_map, fit_mle
-from zoo.inference.sampling import SampledPosterior, fit_hmc, fit_nuts
+from zoo.inference.sampling import SampledPosterior, fit_chees, fit_hmc, fit_nuts
 from zoo.inference.svi import VIPosterior, fit_svi_method
 from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
 from zoo.spec.base import registered
-from zoo.spec.sections.inference import HMCMethod, MAPMethod, MLEMethod, NUTSMethod, SVIMethod
+from zoo.spec.sections.inference import (
+    ChEESMethod,
+    HMCMethod,
+    MAPMethod,
+    MLEMethod,
+    NUTSMethod,
+    SVIMethod,
+)
 
 __all__ = [
     "METHODS",
@@ -59,6 +66,7 @@ METHODS: dict[type, MethodFit] = {
     MLEMethod: fit_mle,
     NUTSMethod: fit_nuts,
     HMCMethod: fit_hmc,
+    ChEESMethod: fit_chees,
 }
 
 

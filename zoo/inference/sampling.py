@@ -1,4 +1,4 @@
-"""NUTS and HMC as inference methods: the spec's sampler sections around the MCMC driver.
+"""NUTS, HMC and ChEES-HMC as inference methods: the spec's sampler sections around the drivers.
 
 The chains start at a prior draw or at the posterior median of a variational method of the
 same spec (``init_from``), as Farquhar et al. (2020) start NUTS at the MF-VI solution. That
@@ -7,6 +7,12 @@ cell (same configuration, same seed) while keeping cells independent of each oth
 sampling itself is :func:`zoo.inference.mcmc.driver.run_nuts` / ``run_hmc`` on the
 model's :class:`~zoo.inference.mcmc.potential.FlatPotential`; a stopping rule in
 ``hooks.stop_when`` extends the chains until it holds.
+
+ChEES-HMC (:func:`fit_chees`, :func:`zoo.inference.mcmc.chees.run_chees`) runs many chains
+as one batch on the runtime's device: every chain can start at its own draw of the
+``init_from`` posterior (``init_spread``), every post-warm-up draw streams into
+:class:`~zoo.inference.mcmc.streaming.StreamingMoments` and only ``keep_draws`` per chain
+are held; its stopping rule is its own ``target_ess`` on the streamed moments.
 """
 
 from __future__ import annotations
@@ -20,12 +26,18 @@ import numpy as np
 import torch
 
 from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
+from zoo.inference.mcmc.chees import run_chees
 from zoo.inference.mcmc.driver import MCMCResult, run_hmc, run_nuts
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.streaming import Moments, StreamingMoments
 from zoo.models.base import BayesianNet
-from zoo.spec.sections.inference import HMCMethod, NUTSMethod
+from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
 
-__all__ = ["SampledPosterior", "fit_hmc", "fit_nuts", "sampler_fit", "thin"]
+__all__ = ["SampledPosterior", "fit_chees", "fit_hmc", "fit_nuts", "sampler_fit", "thin"]
+
+#: Seed offset of the draws of the ``init_from`` posterior that start ChEES chains
+#: (``init_spread: posterior``); the cell's other offsets are listed in :mod:`zoo.run.cell`.
+INIT_DRAWS_SEED = 6
 
 
 def thin(draws: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
@@ -43,9 +55,16 @@ class SampledPosterior:
     Attributes
     ----------
     draws : dict of str to ndarray
-        Constrained draws per site, ``(chain, draw, *site_shape)``.
+        Constrained draws per site, ``(chain, draw, *site_shape)``: every draw, or (ChEES)
+        the draws held, thinned evenly over all drawn ones.
     device : torch.device
         Where :meth:`sample` and :meth:`all` put their tensors.
+    moments : Moments, optional
+        The streamed moments of ALL draws of all chains over the flat unconstrained vector
+        (ChEES; :class:`~zoo.inference.mcmc.streaming.Moments`); None for the other samplers.
+    site_slices : dict of str to slice, optional
+        Where each site sits in the flat vector of ``moments`` (``FlatPotential.site_slices``;
+        ``noise`` as its log); None without moments.
 
     ``sample(n, seed)`` returns ``n`` draws evenly spaced over all chains (:func:`thin`; the
     seed is not used: the draws are already random).
@@ -53,6 +72,8 @@ class SampledPosterior:
 
     draws: Mapping[str, np.ndarray]
     device: torch.device = torch.device("cpu")
+    moments: Moments | None = None
+    site_slices: Mapping[str, slice] | None = None
 
     @property
     def chains(self) -> int:
@@ -153,6 +174,100 @@ def _fit_sampler(
         predictive_draws=method.predictive_draws, save_draws=True,
         sample_stats=result.sample_stats, init=init_fit,
     )  # fmt: skip
+
+
+def _chees_start(
+    method: ChEESMethod, ctx: FitContext, stats: dict[str, Any]
+) -> tuple[Fit | None, dict[str, torch.Tensor] | None]:
+    """The starting fit and the chains' starts: one draw each of the ``init_from``
+    posterior (seed ``seed + 6``), its median for all (``init_spread: mode``), or None
+    (each chain its own prior draw)."""
+    if method.init_from == "prior":
+        return None, None
+    init_fit = ctx.refit(method.init_from, f"{method.init_from} (init)")
+    stats["init_seconds"] = init_fit.seconds
+    post = init_fit.posterior
+    if method.init_spread == "mode":
+        start = post.median()
+    else:
+        start = post.sample(method.chains, ctx.seed + INIT_DRAWS_SEED)
+    return init_fit, {k: v.detach() for k, v in start.items()}
+
+
+def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: FitContext,
+              hooks: Hooks) -> Fit:  # fmt: skip
+    """The ``chees`` method: ChEES-HMC on all chains as one batch, draws streamed.
+
+    Every post-warm-up draw of every chain goes into a
+    :class:`~zoo.inference.mcmc.streaming.StreamingMoments` on the runtime's device
+    (``stream_groups`` groups); with ``target_ess`` the chains draw on (in rounds, after
+    ``draws``) until the moments' median between-chain ESS reaches it or ``max_draws``.
+    ``keep_draws`` per chain, thinned evenly over all drawn, are the posterior's draws.
+    Torch's thread setting is the cell's (a batch of chains uses them, unlike NUTS's small
+    one-chain operations).
+
+    Returns
+    -------
+    Fit
+        :class:`SampledPosterior` with ``moments`` and ``site_slices``; ``stats`` with
+        ``draws_per_chain`` (drawn), ``kept_per_chain`` (held: between ``keep_draws / 2`` and
+        ``keep_draws`` once the stream outgrew them, see :func:`run_chees`), ``n_divergent``
+        (over all post-warm-up transitions, not only the kept ones), ``warmup_seconds``,
+        ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per draw),
+        ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting),
+        ``n_eff`` (median between-chain ESS of the streamed moments, over the whole flat
+        vector) and, with ``init_from``, ``init_seconds``.
+
+    Raises
+    ------
+    ValueError
+        If ``hooks`` carry a stopping rule (a study's ``kl_target_draws``): ChEES stops by
+        its own ``target_ess``; the spec's validation refuses the combination first.
+    """
+    if hooks.stop_when is not None:
+        raise ValueError(
+            f"{method.name}: chees stops on its streamed moments (target_ess), not on a "
+            "study's rule over held draws: remove the price_of_mean_field study's "
+            "kl_target_draws and set the method's target_ess"
+        )
+    stats: dict[str, Any] = {}
+    init_fit, init = _chees_start(method, ctx, stats)
+    pot = FlatPotential(model, data.x_train, data.y_train)
+    moments = StreamingMoments(pot.dim, method.chains, groups=method.stream_groups,
+                               device=ctx.runtime.device)  # fmt: skip
+    target = method.target_ess
+    until = None if target is None else (lambda n: moments.n_eff() >= target)
+    result = run_chees(pot, seed=ctx.seed, warmup=method.warmup, draws=method.draws,
+                       chains=method.chains, target_accept=method.target_accept,
+                       step_size=method.step_size, init=init, progress=ctx.progress,
+                       threads=None, keep=method.keep_draws, on_draw=moments.update,
+                       until=until, max_draws=None if until is None else method.draws_cap(),
+                       max_leapfrog=method.max_leapfrog)  # fmt: skip
+    summary = moments.summary() if moments.n >= 2 else None
+    settings = result.settings
+    stats.update(
+        n_divergent=int(settings["divergences"]),
+        draws_per_chain=int(settings["draws"]),
+        kept_per_chain=int(settings["kept"]),
+        warmup_seconds=result.warmup_seconds,
+        step_size=float(settings["step_size"]),
+        trajectory_length=float(settings["trajectory_length"]),
+        n_steps_mean=float(settings["n_steps_mean"]),
+        n_eff=None if summary is None else float(summary.n_eff),  # NaN: a coordinate never moved
+        # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
+        max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
+    )
+    posterior = SampledPosterior(result.draws, ctx.runtime.device, moments=summary,
+                                 site_slices=dict(pot.site_slices))  # fmt: skip
+    return Fit(posterior, result.seconds, stats=stats, predictive_draws=method.predictive_draws,
+               save_draws=True, sample_stats=result.sample_stats, init=init_fit)  # fmt: skip
+
+
+def _max_finite(values: np.ndarray | None) -> float | None:
+    """The largest finite value, None when there is none."""
+    if values is None or not np.isfinite(values).any():
+        return None
+    return float(values[np.isfinite(values)].max())
 
 
 #: The ``nuts`` method: NUTS with adapted step size and mass matrix.

@@ -475,6 +475,9 @@ def posterior_to_datatree(
             attrs=library or None,
             dims=dims.get(group, {}),
             sample_dims=SAMPLE_DIMS if sampled else [],
+            # every dim is named here; its check warns whenever chains > draws, the normal
+            # shape of a many-chain sampler's kept draws (ChEES: 1024 chains x 100 draws)
+            check_conventions=False,
         )
     dt = xr.DataTree.from_dict(nodes)
     root = dict(library)

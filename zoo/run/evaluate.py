@@ -273,6 +273,27 @@ def _point(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
     return {}, {}
 
 
+#: Most pointwise values (draws x training and test points) a sampled cell's ArviZ file holds
+#: in each of its pointwise groups (log_likelihood, posterior_predictive, predictions,
+#: log_likelihood_test): 20 million float32 values are 80 MB before compression.
+ARCHIVE_MAX_VALUES = 20_000_000
+
+
+def archived_chains(post: SampledPosterior, points: int) -> np.ndarray | None:
+    """Evenly spaced chains whose kept draws fit :data:`ARCHIVE_MAX_VALUES` (at least 2), or
+    None when every chain fits.
+
+    A many-chain sampler (ChEES: 1024 chains x 100 kept draws on 11,000 points) would
+    otherwise write about 10^9 values per group; its KL and ESS come from the streamed moments
+    of every draw, and the file's R-hat and ESS are then those of the archived chains.
+    """
+    draws = int(next(iter(post.draws.values())).shape[1])
+    if post.chains * draws * points <= ARCHIVE_MAX_VALUES:
+        return None
+    k = max(2, ARCHIVE_MAX_VALUES // max(1, draws * points))
+    return np.unique(np.linspace(0, post.chains - 1, min(k, post.chains)).round().astype(int))
+
+
 def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
     """Agreement with the starting method, diagnostics, and all draws as the ArviZ file."""
     out: dict[str, Any] = {}
@@ -284,6 +305,11 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         out["agreement_vi"] = predictive_agreement(vi_probs, probs)
         out["tv_vi"] = predictive_tv(vi_probs, probs)
     stats = fit.sample_stats
+    keep = archived_chains(post, ctx.data.x_train.shape[0] + x_test.shape[0])
+    if keep is not None:  # thousands of chains: the file holds evenly spaced chains
+        post = SampledPosterior({k: v[keep] for k, v in post.draws.items()}, post.device)
+        stats = {k: np.asarray(v)[keep] for k, v in stats.items()}
+        out["archived_chains"] = len(keep)
     dt = _archive(ctx, post.all(), post.chains, sampled=True, sample_stats=stats)
     # the limit from the method itself: the gate must not depend on the file's attributes
     gates = diagnostic_gates(dt, max_tree_depth=getattr(ctx.cell.method, "max_tree_depth", None))

@@ -83,11 +83,20 @@ def _family(method: Any) -> str | None:
     return _FAMILIES[kind]
 
 
+def _old_sampler_keys(method: dict[str, Any]) -> list[str]:
+    """The old price-of-MF keys on ``method`` that are not fields of its own section (ChEES
+    has its own ``max_draws``)."""
+    kind = method.get("kind")
+    own = getattr(member_for_kind(InferenceSpec, kind), "model_fields", {}) if isinstance(
+        kind, str) else {}  # fmt: skip
+    return [k for k in _SAMPLER_KEYS if k in method and k not in own]
+
+
 def _old_keys(data: dict[str, Any]) -> bool:
     """Whether ``data`` may hold a setting at an old location (cheap, before a deep copy)."""
     methods = data.get("inference") if isinstance(data.get("inference"), list) else []
     for m in methods:
-        if isinstance(m, dict) and ("ktied" in m or any(k in m for k in _SAMPLER_KEYS)):
+        if isinstance(m, dict) and ("ktied" in m or _old_sampler_keys(m)):
             return True
     metrics = data.get("metrics")
     if isinstance(metrics, dict) and ("pruning" in metrics or "product_matrix_draws" in metrics):
@@ -224,7 +233,7 @@ def _price_of_mf(mig: _Migration, methods: list[Any]) -> None:
     for i, m in enumerate(methods):
         if _family(m) not in PriceOfMeanFieldStudy.families:
             continue
-        keys = [k for k in _SAMPLER_KEYS if k in m]
+        keys = _old_sampler_keys(m)
         if not keys and "studies" in mig.data:
             continue  # a new-form spec: the sampler records what its studies say
         settings = {k: m.pop(k) for k in keys}

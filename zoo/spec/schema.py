@@ -240,7 +240,21 @@ class Spec(Section):
                 seen.setdefault((m.name, s.kind), k)
                 for field, msg in s.method_problems(m):
                     out.append((f"inference[{i}].{field}", f"{msg} (studies[{k}])"))
+                out += self._stopping_problems(k, s, i, m)
         return out
+
+    @staticmethod
+    def _stopping_problems(k: int, study: Any, i: int, method: Any) -> list[tuple[str, str]]:
+        """A study's stopping rule on a method that stops by a rule of its own (chees:
+        ``target_ess`` on its streamed moments; it holds too few draws for the study's)."""
+        own = getattr(method, "stopping_rule", None)
+        target = getattr(study, "kl_target_draws", None)
+        if own is None or target is None:
+            return []
+        return [(f"studies[{k}].kl_target_draws", f"method {method.name!r} ({method.kind}) "
+                 f"stops on its streamed moments, not on held draws: remove kl_target_draws "
+                 f"(and max_draws) here and set inference[{i}].{own} instead (e.g. {own}: "
+                 f"{target}), or name only the other samplers in this study's methods")]  # fmt: skip
 
     def method(self, name: str) -> Any:
         """The inference method called ``name``."""

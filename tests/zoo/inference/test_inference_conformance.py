@@ -8,6 +8,7 @@ below fails here by name.
 
 from __future__ import annotations
 
+import numpy as np
 import pyro
 import pytest
 import torch
@@ -15,7 +16,7 @@ import torch
 import guides
 import zoo.data
 import zoo.models
-from zoo.inference import METHODS, Fit, Hooks, Posterior, fit
+from zoo.inference import METHODS, Fit, Hooks, Posterior, SampledPosterior, fit
 from zoo.inference.guides import GUIDES
 from zoo.runtime import Runtime
 from zoo.spec.base import kind_of
@@ -33,6 +34,8 @@ inference:
   - {name: mle, kind: mle, steps: 6, eval_every: 2}
   - {name: nuts, kind: nuts, init_from: svi, warmup: 6, draws: 4, max_tree_depth: 3}
   - {name: hmc, kind: hmc, warmup: 6, draws: 4, num_steps: 2, chains: 2}
+  - {name: chees, kind: chees, init_from: svi, warmup: 6, draws: 4, chains: 4, keep_draws: 2,
+     stream_groups: 2, max_leapfrog: 8}
 studies: []
 """
 
@@ -82,6 +85,52 @@ def test_method_fits_and_gives_a_posterior(spec, cls):
     assert all(not isinstance(v, torch.Tensor) for v in res.stats.values())
     if getattr(method, "init_from", "prior") != "prior":
         assert res.init is not None and "init_seconds" in res.stats
+
+
+@pytest.mark.parametrize("spread", ["posterior", "mode"])
+def test_chees_streams_all_draws_and_keeps_a_thinning(spec, spread):
+    method = spec.method("chees").model_copy(update={"init_spread": spread, "draws": 6,
+                                                     "keep_draws": 3})  # fmt: skip
+    model, data, rt = _setup(spec)
+    others = {m.name: m for m in spec.inference}
+    res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
+    post = res.posterior
+    assert isinstance(post, SampledPosterior) and post.chains == 4
+    assert all(v.shape[:2] == (4, 3) for v in post.draws.values())  # chains x kept
+    assert all(v.shape[:2] == (4, 3) for v in res.sample_stats.values())
+    mom, slices = post.moments, post.site_slices
+    assert mom is not None and mom.n == res.stats["draws_per_chain"] == 6 and mom.chains == 4
+    assert set(slices) == set(model.site_info()) and mom.dim == max(s.stop for s in slices.values())
+    assert res.stats["kept_per_chain"] == 3 and res.stats["warmup_seconds"] >= 0
+    for key in ("step_size", "trajectory_length"):
+        assert res.stats[key] is not None and res.stats[key] > 0, key
+    assert res.stats["n_eff"] is None or res.stats["n_eff"] > 0
+    assert isinstance(res.stats["n_divergent"], int)
+    # the kept draws are a subset of what streamed: their mean lies within the draws' range
+    w = post.draws["layer0.weight"].reshape(12, -1)
+    lo, hi = w.min(0), w.max(0)
+    sl = slices["layer0.weight"]
+    assert np.all(mom.mean[sl] >= lo - 10 * (hi - lo + 1)) and np.all(np.isfinite(mom.cov))
+
+
+def test_chees_draws_on_until_its_target_ess(spec):
+    method = spec.method("chees").model_copy(update={"target_ess": 216, "draws": 4,
+                                                     "max_draws": 54})  # fmt: skip
+    model, data, rt = _setup(spec)
+    others = {m.name: m for m in spec.inference}
+    res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
+    # 4 chains reach an ESS of 216 only with 54 iid draws each: drawn to the cap
+    assert res.stats["draws_per_chain"] == 54 == res.posterior.moments.n
+    kept = res.stats["kept_per_chain"]  # thinned over the stream: keep_draws / 2 to keep_draws
+    assert 1 <= kept <= 2 and all(v.shape[1] == kept for v in res.posterior.draws.values())
+
+
+def test_chees_refuses_a_studys_stopping_rule(spec):
+    model, data, rt = _setup(spec)
+    hooks = Hooks(stop_when=lambda draws: True, max_draws=10)
+    with pytest.raises(ValueError, match="target_ess"):
+        fit(spec.method("chees"), model, data, seed=0, runtime=rt, hooks=hooks,
+            others={m.name: m for m in spec.inference})  # fmt: skip
 
 
 def test_fit_rejects_an_unknown_section(spec):

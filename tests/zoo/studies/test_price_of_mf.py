@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 import pytest
 import torch
 
 import zoo.studies.price_of_mf.probe as pmf
 from reports.draws import flatten_sites
-from reports.gaussian import fit_gaussian
+from reports.gaussian import fit_gaussian, kl_sampling_bias
+from zoo.inference.base import Fit
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.streaming import StreamingMoments
+from zoo.inference.sampling import SampledPosterior
 from zoo.run.cell import run_cell
 from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
@@ -103,3 +109,144 @@ def test_sampled_cell_records_the_price_of_mean_field(tmp_path):
     # the target is out of reach: the chains drew up to the cap, in rounds of 25 past draws
     assert m["draws_per_chain"] == 35
     assert set(out.artifacts) == {".nc"}
+
+
+# --------------------------------------------------------------------------- streamed moments
+
+
+@dataclass(frozen=True)
+class _Streamed(SampledPosterior):
+    """A sampled posterior that also carries streamed moments (as the ChEES fit's will)."""
+
+    moments: Any = None
+    site_slices: Any = None
+
+
+BOSTON = ("data: {kind: uci, name: boston}\n"
+          "likelihood: {kind: gaussian, noise: learned}")  # fmt: skip
+
+
+def _cell(tmp_path, data: str | None = None, cov: str = "empirical"):
+    p = tmp_path / "s.yaml"
+    text = SPEC
+    if cov != "empirical":  # the stopping rule is for the sample covariance only
+        text = text.replace("gaussian_fit: {cov: empirical}, kl_target_draws: 100000,\n"
+                            "     max_draws: 35}", f"gaussian_fit: {{cov: {cov}}}}}")  # fmt: skip
+    if data is not None:
+        text = text.replace("data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}", data)
+    p.write_text(text)
+    return load_spec(p).cells()[1]
+
+
+def _gaussian_flat(pot: FlatPotential, chains: int, draws: int, seed: int) -> np.ndarray:
+    """(C, S, D) draws of a correlated Gaussian over the whole flat vector (noise included)."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(pot.dim, pot.dim)) / np.sqrt(pot.dim) + np.eye(pot.dim)
+    return rng.normal(size=(chains, draws, pot.dim)) @ a.T * 0.3 + rng.normal(size=pot.dim)
+
+
+def _posteriors(ctx, flat: np.ndarray, groups: int = 3):
+    """The draws-only posterior and the streamed one of the same flat draws."""
+    pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
+    sm = StreamingMoments(pot.dim, flat.shape[0], groups=groups)
+    for t in range(flat.shape[1]):
+        sm.update(torch.from_numpy(flat[:, t]))
+    with torch.no_grad():
+        sites = {k: v.numpy() for k, v in pot.unravel(torch.from_numpy(flat)).items()}
+    return SampledPosterior(sites), _Streamed(sites, moments=sm.summary(),
+                                              site_slices=dict(pot.site_slices))  # fmt: skip
+
+
+NEW = ("kl_source", "kl_ess_n", "kl_bias_ess", "kl_excess_ess")  # fmt: skip
+
+
+@pytest.mark.parametrize("data", [None, BOSTON], ids=["softmax", "learned_noise"])
+def test_moments_path_equals_draws_path_on_the_same_draws(tmp_path, cell_context, data):
+    # When the moments are those of the very draws the draws path sees, every KL and W2
+    # agrees to rounding; the learned noise (log sigma, last in the flat vector) must be
+    # left out of the moments as it is of the draws.
+    cell = _cell(tmp_path, data)
+    ctx = cell_context(cell)
+    pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
+    assert ("noise" in pot.site_slices) == (data is not None)
+    flat = _gaussian_flat(pot, chains=8, draws=60, seed=11)
+    draws_post, streamed = _posteriors(ctx, flat)
+    probe = pmf.PriceOfMeanFieldProbe(cell.studies[0], ctx)
+    a, _ = probe.finish(Fit(draws_post, 0.0))
+    b, _ = probe.finish(Fit(streamed, 0.0))
+    assert (a["kl_source"], b["kl_source"]) == ("draws", "moments")
+    shared = [k for k in a if k.startswith(("kl_diag_full", "w2_diag")) or k == "kl_output_columns"]
+    assert len([k for k in shared if k.startswith("kl_diag_full.layer")]) == 2
+    assert ("kl_output_columns" in shared) == (data is None)
+    for k in shared:
+        assert b[k] == pytest.approx(a[k], rel=1e-9), k
+    # here the kept draws are all the draws: the kept-draw numbers are the draws path's
+    for k in ("w_diag", "w_full", "w_error", "w_excess", "w_draws"):
+        assert b[k + "_kept"] == pytest.approx(a[k], rel=1e-9), k
+    assert b["kl_kept"] == pytest.approx(a["kl_diag_full"], rel=1e-9)
+    assert b["kl_excess_kept"] == pytest.approx(a["kl_excess"], rel=1e-9)
+    assert b["kl_null"] == a["kl_null"] and "kl_excess" not in b
+    assert b["n_draws"] == a["n_draws"] == 480 and b["dim"] == a["dim"] == ctx.model.num_params
+    # the new metrics on both paths, numbers (480 draws > D), never NaN
+    for out in (a, b):
+        for k in NEW:
+            assert out[k] is not None, k
+        assert out["kl_excess_ess"] == pytest.approx(out["kl_diag_full"] - out["kl_bias_ess"])
+        assert all(np.isfinite(v) for v in out.values() if isinstance(v, float))
+    assert b["kl_ess_n"] == pytest.approx(streamed.moments.restrict(
+        pmf.weight_index(ctx.model, streamed.draws, streamed.site_slices)).n_eff)  # fmt: skip
+
+
+def test_weight_index_without_site_slices_is_flat_potentials_layout(tmp_path, cell_context):
+    ctx = cell_context(_cell(tmp_path, BOSTON))
+    pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
+    draws = {k: np.zeros((1, 2) + s) for k, s in pot.site_shapes.items()}
+    idx = pmf.weight_index(ctx.model, draws, None)
+    np.testing.assert_array_equal(idx, pmf.weight_index(ctx.model, draws, pot.site_slices))
+    np.testing.assert_array_equal(idx, np.arange(pot.dim - 1))  # all but the noise
+
+
+def test_kl_bias_ess_is_the_plug_in_bias_of_iid_draws(tmp_path, cell_context):
+    # For iid Gaussian draws the plug-in KL's expected bias is kl_sampling_bias(N, D) with N
+    # all the draws (tested against Monte Carlo in tests/reports); the bias is ~ D^2 / 4n, so
+    # kl_bias_ess has the relative error of kl_ess_n.
+    cell = _cell(tmp_path)
+    ctx = cell_context(cell)
+    pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
+    d = ctx.model.num_params
+    probe = pmf.PriceOfMeanFieldProbe(cell.studies[0], ctx)
+    rng = np.random.default_rng(12)
+    # Moments path, C = 400 chains of 50: n_eff = C n / median(r), r ~ chi^2_{C-1}/(C-1)
+    # capped at 1 from below; a sample median of D = 17 has sd ~ 1.2533 sqrt(2 / (C - 1)
+    # / D) = 0.022: bound 4 sd, and n_eff <= N by the cap, so the bias is never below.
+    c, n = 400, 50
+    _, streamed = _posteriors(ctx, rng.normal(size=(c, n, pot.dim)), groups=8)
+    out, _ = probe.finish(Fit(streamed, 0.0))
+    true = kl_sampling_bias(c * n, d)
+    assert true <= out["kl_bias_ess"] < true * (1 + 4 * 1.2533 * np.sqrt(2 / (c - 1) / d))
+    # Draws path, 4 chains of 500: the median bulk ESS of 17 iid columns has no closed-form
+    # distribution; over 40 seeds ESS / N had mean 0.987 and sd 0.0145, so the bias is
+    # within 1.3% + 4 sd = 7% of the closed form at N.
+    draws_post, _ = _posteriors(ctx, rng.normal(size=(4, 500, pot.dim)))
+    out, _ = probe.finish(Fit(draws_post, 0.0))
+    assert out["kl_bias_ess"] == pytest.approx(kl_sampling_bias(2000, d), rel=0.07)
+
+
+def test_new_metrics_are_none_where_they_do_not_apply(tmp_path, cell_context):
+    # Ledoit-Wolf: the moments cannot give it (draws path) and the closed form is for the
+    # sample covariance; too few draws: the closed form needs n > D
+    cell = _cell(tmp_path, cov="ledoit_wolf")
+    ctx = cell_context(cell)
+    pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
+    _, streamed = _posteriors(ctx, _gaussian_flat(pot, chains=4, draws=40, seed=13))
+    out, _ = pmf.PriceOfMeanFieldProbe(cell.studies[0], ctx).finish(Fit(streamed, 0.0))
+    assert out["kl_source"] == "draws" and out["kl_ess_n"] > 0
+    assert out["kl_bias_ess"] is None and out["kl_excess_ess"] is None
+    cell = _cell(tmp_path)
+    ctx = cell_context(cell)
+    _, few = _posteriors(ctx, _gaussian_flat(pot, chains=2, draws=4, seed=14), groups=2)
+    out, _ = pmf.PriceOfMeanFieldProbe(cell.studies[0], ctx).finish(Fit(few, 0.0))
+    assert out["kl_source"] == "moments" and out["kl_ess_n"] <= 8
+    assert out["kl_bias_ess"] is None and out["kl_excess_ess"] is None
+    assert pmf.kl_bias_at(float("nan"), 3, "empirical") is None
+    assert pmf.kl_bias_at(10.0, 3, "empirical") == kl_sampling_bias(10.0, 3)

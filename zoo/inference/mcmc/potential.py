@@ -41,11 +41,12 @@ class FlatPotential:
 
     def __init__(self, model: BayesianMLP, x: torch.Tensor, y: torch.Tensor) -> None:
         self.model = model
-        self.x = torch.as_tensor(x)
+        self.x = torch.as_tensor(x, device=x.device if isinstance(x, torch.Tensor) else "cpu")
         self._xt: torch.Tensor | None = None  # x transposed, made on first batched use
         lik = model.likelihood
         cat = isinstance(lik, CategoricalLikelihood)  # class indices; Bernoulli 0/1 as floats
-        self.y = torch.as_tensor(y).long() if cat else torch.as_tensor(y, dtype=self.x.dtype)
+        y = torch.as_tensor(y, device=self.x.device)  # the labels live with the inputs
+        self.y = y.long() if cat else y.to(self.x.dtype)
         self.site_shapes: dict[str, tuple[int, ...]] = {}
         for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
             self.site_shapes[f"layer{i}.weight"] = (fo, fi)
@@ -66,9 +67,10 @@ class FlatPotential:
             n = math.prod(self.site_shapes[name])
             loc += [model.prior_params[name][0]] * n
             scale += [model.prior_params[name][1]] * n
-        self._loc = torch.tensor(loc, dtype=self.x.dtype)
-        sc = torch.tensor(scale, dtype=torch.float64)
-        self._prec = (1 / sc**2).to(self.x.dtype)
+        dev = self.x.device  # the prior lives where the data does (CUDA included)
+        self._loc = torch.tensor(loc, dtype=self.x.dtype, device=dev)
+        sc = torch.tensor(scale, dtype=torch.float64, device="cpu")
+        self._prec = (1 / sc**2).to(device=dev, dtype=self.x.dtype)
         self._const = float(-(sc.log().sum() + 0.5 * _LOG_2PI * len(scale)))
         self._zero_loc = bool((self._loc == 0).all())
         self._uniform_prec = (
@@ -105,11 +107,11 @@ class FlatPotential:
         missing = [n for n in self.site_slices if n not in params]
         if missing:
             raise KeyError(f"params lack sites {missing}; expected {list(self.site_slices)}")
-        first = torch.as_tensor(params[next(iter(self.site_shapes))])
+        first = torch.as_tensor(params[next(iter(self.site_shapes))], device=self.x.device)
         batch = first.shape[: first.dim() - 2]
         parts = []
         for name, shape in self.site_shapes.items():
-            v = torch.as_tensor(params[name], dtype=self.x.dtype)
+            v = torch.as_tensor(params[name], dtype=self.x.dtype, device=self.x.device)
             if name == "noise":
                 v = v.log()
             if tuple(v.shape[len(batch) :]) != shape:
@@ -238,21 +240,24 @@ class FlatPotential:
         lik = self.model.likelihood
         if not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood):
             pairs = [self.value_and_grad(zc) for zc in z]  # unknown likelihood: row by row
-            return torch.tensor([u for u, _ in pairs], dtype=torch.float64), torch.stack(
-                [g for _, g in pairs]
-            )
+            return torch.tensor(
+                [u for u, _ in pairs], dtype=torch.float64, device=z.device
+            ), torch.stack([g for _, g in pairs])
         z = z.detach().requires_grad_(True)
         u = self._energy_batch(z)
         (g,) = torch.autograd.grad(u.sum(), z)
         return u.detach().double() + self._offset, g
 
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
-        """A flat ``z`` drawn from the prior."""
-        zw = self._loc + torch.randn(self.n_weights, generator=gen) * self._prec.rsqrt()
-        if not self.learned_noise:
-            return zw
-        sigma = torch.randn(1, generator=gen).abs() / math.sqrt(self._noise_prec)
-        return torch.cat([zw, sigma.log()])
+        """A flat ``z`` drawn from the prior with ``gen`` (a CPU generator: the draw is made
+        on the CPU, so it is the same number on every device, then moved to the data's)."""
+        loc, sd = self._loc.cpu(), self._prec.rsqrt().cpu()
+        zw = loc + torch.randn(self.n_weights, generator=gen) * sd
+        if self.learned_noise:
+            sigma = torch.randn(1, generator=gen).abs() / math.sqrt(
+                self._noise_prec)  # fmt: skip
+            zw = torch.cat([zw, sigma.log()])
+        return zw.to(self.x.device)
 
 
 # --- functional core ----------------------------------------------------------------------

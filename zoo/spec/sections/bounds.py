@@ -22,9 +22,11 @@ __all__ = [
     "MAX_AXIS_VALUES",
     "MAX_CELLS",
     "MAX_CHAINS",
+    "MAX_CHEES_CHAINS",
     "MAX_DEPTH",
     "MAX_DRAWS",
     "MAX_EPOCHS",
+    "MAX_LEAPFROG",
     "MAX_NAME",
     "MAX_PARAMS",
     "MAX_POINTS",
@@ -62,8 +64,14 @@ MAX_STEPS = 1_000_000_000
 MAX_EPOCHS = 1_000_000
 #: Most draws (posterior, predictive, per chain, of a study).
 MAX_DRAWS = 1_000_000
-#: Most chains of a sampler.
+#: Most chains of a sampler that runs its chains one by one or with per-chain adaptation
+#: (nuts, hmc).
 MAX_CHAINS = 1_024
+#: Most chains of a sampler that runs them as one batch on a device (chees): 8192 chains of a
+#: 1000-parameter network are 8192 x 1000 floats per leapfrog step, little for a GPU.
+MAX_CHEES_CHAINS = 8_192
+#: Most leapfrog steps of one trajectory (NUTS at max_tree_depth 15 takes 2**15 - 1).
+MAX_LEAPFROG = 32_768
 #: Most values of one sweep axis.
 MAX_AXIS_VALUES = 1_000
 #: Most cells of a spec (the product of its axes, times its methods).

@@ -7,9 +7,9 @@ Each method is one entry of the spec's ``inference`` list, discriminated by ``ki
 - ``map``: a point estimate maximizing the log joint (prior and likelihood);
 - ``mle``: a point estimate maximizing the likelihood alone, stopped early on a validation
   split (Trippe & Turner's "ES" baseline);
-- ``nuts`` and ``hmc``: Hamiltonian Monte Carlo (:mod:`zoo.inference.mcmc`), optionally
-  started at the posterior mean of an earlier variational method of the same cell
-  (``init_from``).
+- ``nuts``, ``hmc`` and ``chees``: Hamiltonian Monte Carlo (:mod:`zoo.inference.mcmc`),
+  optionally started at the posterior of an earlier variational method of the same cell
+  (``init_from``); their sections live in :mod:`zoo.spec.sections.samplers`.
 
 Each method declares the facts other code asks instead of switching on its kind:
 ``family`` (``"svi"``, ``"point"`` or ``"sampler"``: which studies can apply to it),
@@ -27,18 +27,18 @@ from pydantic import Field, model_validator
 
 from zoo.spec.base import Section
 from zoo.spec.sections.bounds import (
-    MAX_CHAINS,
     MAX_DRAWS,
     MAX_EPOCHS,
-    MAX_NAME,
     MAX_POINTS,
     MAX_STEPS,
     MAX_WIDTH,
     Real,
 )
+from zoo.spec.sections.samplers import _NAME, ChEESMethod, HMCMethod, NUTSMethod
 from zoo.spec.sections.studies import GaussianFitSpec  # lived here while samplers held it
 
 __all__ = [
+    "ChEESMethod",
     "FixedVarianceGuide",
     "FullRankGuide",
     "GaussianFitSpec",
@@ -53,14 +53,6 @@ __all__ = [
     "NUTSMethod",
     "SVIMethod",
 ]
-
-_NAME = Field(
-    min_length=1,
-    max_length=MAX_NAME,
-    pattern=r"^[A-Za-z0-9_\-]+$",
-    description="Method name (unique): letters, digits, '_' and '-'.",
-)
-
 
 # --------------------------------------------------------------------------- guides
 
@@ -257,83 +249,7 @@ class MLEMethod(_Optimized):
     )
 
 
-# --------------------------------------------------------------------------- samplers
-
-
-class _Sampler(_Method):
-    family: ClassVar[str] = "sampler"
-    needs_samplable_model: ClassVar[bool] = True
-
-    name: str = _NAME
-    warmup: int = Field(
-        200, ge=0, le=MAX_DRAWS, description="Warmup (adaptation) iterations per chain."
-    )
-    draws: int = Field(500, gt=0, le=MAX_DRAWS, description="Kept draws per chain.")
-    chains: int = Field(
-        1,
-        ge=1,
-        le=MAX_CHAINS,
-        description="Chains, run one after the other (unless vectorize_chains).",
-    )
-    vectorize_chains: bool = Field(
-        False,
-        description="Run the chains as one batched computation (each keeps its own seed and "
-        "adaptation): about the cost of 1.5 chains for 4 on small networks; diag mass matrix "
-        "only.",
-    )
-    target_accept: float = Field(
-        0.8, gt=0, lt=1, description="Target acceptance probability of step-size adaptation."
-    )
-    step_size: Real | None = Field(
-        None, gt=0, description="Initial step size; null finds one heuristically."
-    )
-    init_from: str = Field(
-        "prior",
-        description="'prior' (a prior draw) or the name of a variational method of this spec "
-        "whose posterior mean starts the chains (refitted in this cell, same seed).",
-    )
-    predictive_draws: int = Field(
-        200,
-        gt=0,
-        le=MAX_DRAWS,
-        description="Draws (evenly thinned) used for the predictive metrics.",
-    )
-
-    @model_validator(mode="after")
-    def _kept_draws(self):
-        if self.draws * self.chains > MAX_DRAWS:
-            raise ValueError(f"draws x chains = {self.draws * self.chains:,} kept draws; at most "
-                             f"{MAX_DRAWS:,} fit one machine: lower draws or chains")  # fmt: skip
-        return self
-
-
-class NUTSMethod(_Sampler):
-    """The No-U-Turn sampler (Hoffman & Gelman 2014) with adapted step size and mass matrix."""
-
-    kind: Literal["nuts"] = Field(description="Inference kind.")
-    max_tree_depth: int = Field(10, ge=1, le=15, description="Maximum tree depth.")
-    mass_matrix: Literal["diag", "dense", "block"] = Field(
-        "diag", description="Adapted mass matrix: diagonal, dense, or dense per layer."
-    )
-
-    @model_validator(mode="after")
-    def _vectorized_needs_diag(self):
-        if self.vectorize_chains and self.mass_matrix != "diag":
-            raise ValueError(
-                f"vectorize_chains: true supports only mass_matrix: diag, got mass_matrix: "
-                f"{self.mass_matrix}; set mass_matrix: diag or vectorize_chains: false"
-            )
-        return self
-
-
-class HMCMethod(_Sampler):
-    """HMC with a fixed number of leapfrog steps and adapted step size (hamiltorch-style)."""
-
-    kind: Literal["hmc"] = Field(description="Inference kind.")
-    num_steps: int = Field(20, ge=1, le=10_000, description="Leapfrog steps per draw.")
-    adapt_mass_matrix: bool = Field(False, description="Also adapt a diagonal mass matrix.")
-
-
 InferenceSpec = Annotated[
-    SVIMethod | MAPMethod | MLEMethod | NUTSMethod | HMCMethod, Field(discriminator="kind")
+    SVIMethod | MAPMethod | MLEMethod | NUTSMethod | HMCMethod | ChEESMethod,
+    Field(discriminator="kind"),
 ]

@@ -7,11 +7,59 @@ records (Farquhar, Smith & Gal 2020):
   and the blog's Wasserstein error (:func:`reports.gaussian.diag_vs_full`), q_full being the
   Gaussian fit of the section's ``gaussian_fit``;
 - the shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL the same chains
-  would show with independent parameters, and the excess over it;
+  would show with independent parameters, and the excess over it; on the draws path also
+  ``w2_null`` (and ``w2_null_sd``), the closed-form W2(q_diag, q_full) of the same shifted
+  copies: the sampling floor of ``w2_diag_full``;
+- ``kl_ess_n``, ``kl_bias_ess`` and ``kl_excess_ess``: the closed-form sampling bias of the
+  KL at an effective sample size measured independently of the null (below);
 - for a softmax classifier (more than one output), ``kl_output_columns``: the KLs of the output layer's columns, block by
   block, the part that the softmax's invariance to shifting all logits alone explains;
 - with ``kl_target_draws``, the stopping rule of the sampler (``Hooks.stop_when``): draw
   until the draws are worth that many independent draws to the covariance estimate.
+
+Two paths, named by the string metric ``kl_source``:
+
+- ``"draws"``: everything from the posterior's draws (NUTS, HMC; or any sampler with a
+  Ledoit-Wolf ``gaussian_fit``, which needs the draws).
+- ``"moments"``: when the posterior carries streamed moments (``posterior.moments``, a
+  :class:`zoo.inference.mcmc.streaming.Moments` of every post-warm-up draw; its ``draws``
+  are then only a thinned, kept subset) and the fit is empirical. The moments are restricted
+  to the weight and bias coordinates (``posterior.site_slices``, the flat layout of
+  :class:`~zoo.inference.mcmc.potential.FlatPotential`, in the order of :func:`weight_draws`;
+  without that attribute the layer sites are taken to come first in model order, as
+  FlatPotential lays them out). The KLs, ``w2_diag_full`` and ``kl_output_columns`` come
+  from the moments' mean and covariance (:func:`reports.gaussian.diag_vs_full_moments`,
+  the same code as the draws path); the empirical Wasserstein error compares those two
+  Gaussians with the kept draws and its keys end in ``_kept``; the shift null is the null
+  of the kept draws, with ``kl_kept`` their own KL, so that ``kl_excess_kept = kl_kept -
+  kl_null`` is a consistent pair (``kl_diag_full - kl_null`` is not: the two are at
+  different numbers of draws, and this path records no ``kl_excess``). ``n_draws`` is all
+  the draws behind the moments.
+
+What each number is evidence of. ``kl_diag_full`` is a plug-in estimate, biased upward by
+the noise of the covariance estimate, about D^2 / 4n for n independent draws
+(:func:`reports.gaussian.kl_sampling_bias`). ``kl_null`` measures that bias on the draws
+themselves (each parameter's series rotated within its chain), and ``kl_excess`` = KL -
+null is the part the correlations between parameters explain, to the extent that the null
+is the sampler's bias. ``kl_null_draws`` is the n at which the closed form equals the null:
+it is defined by the null, so the closed form at ``kl_null_draws`` equals ``kl_null`` by
+construction and checks nothing. ``kl_ess_n`` is an n measured without the null: on the
+moments path :attr:`~zoo.inference.mcmc.streaming.Moments.n_eff` (median over the weight
+coordinates of the between-chain ESS of all draws), on the draws path the median bulk ESS
+of the weight coordinates (:func:`arviz_stats.ess`, as :mod:`reports.diagnostics` computes
+it). ``kl_bias_ess`` is the closed-form bias at that n and ``kl_excess_ess = kl_diag_full -
+kl_bias_ess``. For independent draws both n equal the number of draws; where ``kl_null``
+and ``kl_bias_ess`` agree for a sampler, the null is corroborated by an independent
+measurement. They need not agree exactly: the ESS is that of each coordinate's mean, while
+the KL's bias comes from the sample covariances between coordinates, whose effective n is
+that of the products: for coordinates with lag autocorrelations rho_i, rho_j it is
+n (1 - rho_i rho_j) / (1 + rho_i rho_j), more than the per-coordinate n (1 - rho) / (1 +
+rho) when the autocorrelations are positive (then ``kl_bias_ess`` over-states the bias and
+``kl_excess_ess`` is a conservative, low estimate) and possibly less when a sampler is
+antithetic (ESS above the number of draws). ``kl_ess_n``, ``kl_bias_ess`` and
+``kl_excess_ess`` are None (not applicable) when the ESS is not finite or not above D (the
+closed form needs n > D) or for a Ledoit-Wolf fit (the closed form is for the sample
+covariance).
 """
 
 from __future__ import annotations
@@ -19,16 +67,32 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import arviz_stats as azs
 import numpy as np
 
 from reports.draws import FlatDraws, column_blocks, flatten_sites
-from reports.gaussian import diag_vs_full, fit_gaussian, kl_diag_full
+from reports.gaussian import (
+    diag_vs_full,
+    diag_vs_full_moments,
+    fit_gaussian,
+    gaussian_from_moments,
+    kl_diag_full,
+    kl_sampling_bias,
+)
 from reports.kl_null import kl_shift_null
 from zoo.inference.base import Fit, Hooks
+from zoo.inference.mcmc.streaming import Moments
 from zoo.inference.sampling import SampledPosterior
 from zoo.studies.base import CellContext
 
-__all__ = ["PriceOfMeanFieldProbe", "kl_output_columns", "weight_draws"]
+__all__ = [
+    "PriceOfMeanFieldProbe",
+    "bulk_ess_n",
+    "kl_bias_at",
+    "kl_output_columns",
+    "weight_draws",
+    "weight_index",
+]
 
 
 def weight_draws(model: Any, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -36,15 +100,62 @@ def weight_draws(model: Any, draws: Mapping[str, np.ndarray]) -> dict[str, np.nd
     return {name: draws[name] for pair in model.layer_sites() for name in pair}
 
 
-def kl_output_columns(flat: FlatDraws, fit: Any) -> float | None:
+def weight_index(
+    model: Any, draws: Mapping[str, np.ndarray], site_slices: Mapping[str, slice] | None
+) -> np.ndarray:
+    """Columns of the weight and bias sites in the posterior's flat vector.
+
+    In the order of :func:`weight_draws` (and so of ``flatten_sites(weight_draws(...))``).
+    ``site_slices`` is the flat layout (``FlatPotential.site_slices``); without it the layer
+    sites are taken to come first, in model order, as FlatPotential lays them out.
+    """
+    names = [name for pair in model.layer_sites() for name in pair]
+    if site_slices is None:
+        sizes = [int(np.prod(draws[name].shape[2:])) for name in names]
+        stops = np.cumsum(sizes)
+        site_slices = {n: slice(int(b - k), int(b)) for n, k, b in zip(names, sizes, stops,
+                                                                       strict=True)}  # fmt: skip
+    return np.concatenate([np.arange(site_slices[n].start, site_slices[n].stop) for n in names])
+
+
+def bulk_ess_n(draws: np.ndarray, chains: int) -> float | None:
+    """Median bulk ESS over the columns of chain-major ``(C S, D)`` draws (arviz-stats).
+
+    Columns constant within every chain are left out (arviz-stats gives them a full ESS,
+    their ranks being all tied; :mod:`reports.diagnostics` does not trust it either). None
+    when no column has a finite ESS.
+    """
+    x = np.asarray(draws, dtype=float)
+    x = x.reshape(chains, x.shape[0] // chains, x.shape[1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = np.asarray(azs.ess(x, method="bulk", chain_axis=0, draw_axis=1), dtype=float)
+    ess[np.all(x == x[:, :1], axis=(0, 1))] = np.nan
+    ess = ess[np.isfinite(ess)]
+    return float(np.median(ess)) if ess.size else None
+
+
+def kl_bias_at(n: float | None, d: int, cov: str) -> float | None:
+    """:func:`reports.gaussian.kl_sampling_bias` at ``n``, or None where it does not apply.
+
+    None for no or a non-finite ``n``, for ``n <= d`` (the closed form needs ``n > d``) and
+    for a covariance estimate other than ``"empirical"``.
+    """
+    if cov != "empirical" or n is None or not np.isfinite(n) or not n > d:
+        return None
+    return kl_sampling_bias(n, d)
+
+
+def kl_output_columns(flat: FlatDraws, fit: Any, cov: np.ndarray | None = None) -> float | None:
     """Sum of the KLs of the output layer's columns (and bias), each block on its own.
 
     With a softmax, the C weights from a hidden unit to the C outputs are correlated by the
     likelihood's invariance to adding a constant to every logit, at any depth. Each block's
     KL is computed on its own (as ``kl_diag_full.<layer>`` is); the sum says how much of
     KL(q_diag || q_full) these blocks carry by themselves, and it shrinks with the width of
-    the last hidden layer. ``fit`` is the study's ``gaussian_fit`` (``cov``, ``jitter``).
-    None (not applicable) when the draws have no ``layer<k>`` blocks.
+    the last hidden layer. ``fit`` is the study's ``gaussian_fit`` (``cov``, ``jitter``);
+    ``cov``, when given, is q_full's covariance to use instead of fitting one to the draws
+    (the streamed moments' one; ``flat`` then gives only labels and blocks). None (not
+    applicable) when the draws have no ``layer<k>`` blocks.
     """
     layers = [k for k in flat.blocks if k.startswith("layer") and k[5:].isdigit()]
     if not layers:
@@ -52,8 +163,9 @@ def kl_output_columns(flat: FlatDraws, fit: Any) -> float | None:
     last = max(layers, key=lambda k: int(k[5:]))
     bias = f"{last}.bias" if any(lab.startswith(f"{last}.bias") for lab in flat.labels) else None
     blocks = column_blocks(flat.labels, f"{last}.weight", bias)
-    g = fit_gaussian(flat.draws, cov=fit.cov, jitter=fit.jitter)
-    kls = kl_diag_full(g.cov, blocks)
+    if cov is None:
+        cov = fit_gaussian(flat.draws, cov=fit.cov, jitter=fit.jitter).cov
+    kls = kl_diag_full(cov, blocks)
     return float(sum(v for k, v in kls.items() if k != "total"))
 
 
@@ -91,21 +203,67 @@ class PriceOfMeanFieldProbe:
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
         """The KL, null and Wasserstein metrics (no artifacts); nothing without draws.
 
-        A metric that does not apply is None (``kl_null_draws`` and ``shrinkage`` of another
-        covariance estimate than they are defined for), never NaN.
+        From the streamed moments when the posterior has them and the fit is empirical,
+        else from the draws (module docstring). A metric that does not apply is None
+        (``kl_null_draws``, ``kl_bias_ess`` and ``shrinkage`` of another covariance
+        estimate than they are defined for), never NaN.
         """
         post = fit.posterior
         if not isinstance(post, SampledPosterior):
             return {}, {}
-        seed, gf = self.ctx.seed, self.section.gaussian_fit
+        gf = self.section.gaussian_fit
         flat = flatten_sites(weight_draws(self.ctx.model, post.draws))
+        moments = getattr(post, "moments", None)
+        if isinstance(moments, Moments) and gf.cov == "empirical":
+            out = self._from_moments(post, moments, flat)
+        else:
+            out = self._from_draws(post, flat)
+        ess_n = out["kl_ess_n"]
+        out["kl_bias_ess"] = bias = kl_bias_at(ess_n, flat.draws.shape[1], gf.cov)
+        out["kl_excess_ess"] = None if bias is None else out["kl_diag_full"] - bias
+        return out, {}
+
+    def _softmax(self) -> bool:
+        return self.ctx.ds.n_classes > 1 and self.ctx.model.dims[-1] > 1  # not one logit
+
+    def _null(self, post: SampledPosterior, flat: FlatDraws, w2: bool = False) -> Any:
+        gf = self.section.gaussian_fit
+        return kl_shift_null(flat.draws, chains=post.chains, cov=gf.cov, jitter=gf.jitter,
+                             reps=8, seed=self.ctx.seed + 3, w2=w2)  # fmt: skip
+
+    def _from_draws(self, post: SampledPosterior, flat: FlatDraws) -> dict[str, Any]:
+        seed, gf = self.ctx.seed, self.section.gaussian_fit
         gauss = diag_vs_full(flat.draws, flat.blocks, cov=gf.cov, jitter=gf.jitter, seed=seed)
         out: dict[str, Any] = {k: v for k, v in gauss.items()
                                if v is None or isinstance(v, int | float)}  # fmt: skip
-        null = kl_shift_null(flat.draws, chains=post.chains, cov=gf.cov, jitter=gf.jitter,
-                             reps=8, seed=seed + 3)  # fmt: skip
+        null = self._null(post, flat, w2=True)
         out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess,
-                   kl_null_draws=null.iid_draws)  # fmt: skip
-        if self.ctx.ds.n_classes > 1 and self.ctx.model.dims[-1] > 1:  # softmax, not one logit
+                   kl_null_draws=null.iid_draws, w2_null=null.w2_null_mean,
+                   w2_null_sd=null.w2_null_sd)  # fmt: skip
+        if self._softmax():
             out["kl_output_columns"] = kl_output_columns(flat, gf)
-        return out, {}
+        out.update(kl_source="draws", kl_ess_n=bulk_ess_n(flat.draws, post.chains))
+        return out
+
+    def _from_moments(
+        self, post: SampledPosterior, moments: Moments, flat: FlatDraws
+    ) -> dict[str, Any]:
+        seed, gf = self.ctx.seed, self.section.gaussian_fit
+        idx = weight_index(self.ctx.model, post.draws, getattr(post, "site_slices", None))
+        if idx.size != flat.draws.shape[1]:
+            raise ValueError(f"the weight sites have {flat.draws.shape[1]} columns in the "
+                             f"draws but {idx.size} in the flat layout")  # fmt: skip
+        m = moments.restrict(idx)
+        gauss = diag_vs_full_moments(m.mean, m.cov, flat.blocks, n_draws=m.n * m.chains,
+                                     jitter=gf.jitter, draws=flat.draws, seed=seed)  # fmt: skip
+        out: dict[str, Any] = {k: v for k, v in gauss.items()
+                               if v is None or isinstance(v, int | float)}  # fmt: skip
+        null = self._null(post, flat)
+        out.update(kl_kept=null.kl, kl_null=null.null_mean, kl_null_sd=null.null_sd,
+                   kl_excess_kept=null.excess, kl_null_draws=null.iid_draws)  # fmt: skip
+        if self._softmax():
+            cov = gaussian_from_moments(m.mean, m.cov, m.n * m.chains, jitter=gf.jitter).cov
+            out["kl_output_columns"] = kl_output_columns(flat, gf, cov=cov)
+        n_eff = m.n_eff
+        out.update(kl_source="moments", kl_ess_n=n_eff if np.isfinite(n_eff) else None)
+        return out

@@ -1,0 +1,296 @@
+"""ChEES-HMC on the two-moons BNN: throughput, ESS per second and memory per chain, in ratios.
+
+One command measures everything side by side in one run, on the depth-2 network of
+``specs/two_moons_depth.yaml`` at the paper's 1000-parameter budget (~950 parameters), and
+prints one table of ratios headed by the machine it ran on::
+
+    python benchmarks/chees.py [--n 10000] [--chains 1 16 64] [--ess-chains 16]
+                               [--warmup 200] [--draws 200] [--numpyro PYTHON]
+
+Rows (``ours`` / ``baseline`` = ``ratio``):
+
+- ``chain-grads/s``: chain-gradients per second (one potential gradient of one chain) of
+  :func:`zoo.inference.mcmc.chees.run_chees` with its draws streamed into
+  :class:`~zoo.inference.mcmc.streaming.StreamingMoments` (as a ``chees`` cell runs), over
+  the raw batched :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`
+  of the same ``C`` chains (the floor: no sampler around it), at each ``C`` of ``--chains``
+  (default 1, 16, 64 on the CPU and 1, 256, 1024, 4096 on a GPU) on every device
+  (CUDA rows when ``torch.cuda.is_available()``). The sampler runs its sampling phase with
+  a fixed small step size and a trajectory of 16 steps on average (``warmup=0``), so the
+  ratio is the kernel's overhead per gradient, not the adaptation's.
+- ``ESS/s``: bulk ESS (arviz-stats, every draw of every chain) per second of the whole run
+  (warm-up included), minimum and median over the parameters and median over the class-1
+  predictive probabilities at 100 test points, of ChEES (``keep=None``: every draw held)
+  against our batched NUTS (:func:`~zoo.inference.mcmc.driver.run_nuts` with
+  ``vectorize_chains=True``, which runs on the CPU only) with the same ``--ess-chains``
+  chains, warm-up, draws and start (maximum-likelihood pretrained weights, shared by the
+  chains), with the largest R-hat of each beside them (an ESS/s of chains that have not
+  converged compares nothing; ChEES needs many chains: its criterion is estimated across
+  them); with ``--numpyro PYTHON`` also against NumPyro's NUTS with
+  ``chain_method="vectorized"`` on the same network, data, start and chains, run by another
+  interpreter that has jax and numpyro (never the project's venv; ``benchmarks/nuts.py``'s
+  runner, JAX on the CPU, its JIT compilation timed).
+- ``memory/chain``: peak memory per chain of the ChEES run at each ``C`` over that of one
+  raw batched gradient of the ``C`` chains: ``torch.cuda.max_memory_allocated`` on a GPU,
+  the process's peak resident set (VmHWM, reset before each measurement after glibc's
+  ``malloc_trim`` has returned freed memory) on the CPU, less what was resident before: an
+  estimate (memory the allocator kept can hide part of a peak). The streaming moments' group
+  co-moments (8 groups x D^2 float64, 58 MB at D = 954) are a fixed part that the per-chain
+  figure amortizes at large C.
+
+Timings: every configuration is timed in each of ``--rounds`` interleaved rounds and its
+fastest round counts (a shared machine's load comes and goes). Not a test: numbers depend on
+the machine; the ratios are what to compare. ``--threads`` torch threads (default 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from arviz_stats.base import array_stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nuts import _numpyro, _setup  # noqa: E402  (the NUTS benchmark's network and runner)
+
+from zoo.inference.mcmc.chees import run_chees  # noqa: E402
+from zoo.inference.mcmc.driver import FlatPotential, run_nuts  # noqa: E402
+from zoo.inference.mcmc.streaming import StreamingMoments  # noqa: E402
+
+#: Sampling-phase settings of the throughput rows: a small fixed step, 16 steps on average.
+STEP, MEAN_STEPS = 1e-3, 16
+
+
+class _Counted(FlatPotential):  # counts chain-gradients (a batch of C counts C)
+    calls = 0
+
+    def value_and_grad_batch(self, z):
+        self.calls += len(z)
+        return super().value_and_grad_batch(z)
+
+
+def machine() -> str:
+    """One line naming the machine: CPU model and cores, torch, and the GPU if any."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
+    return (f"machine: {cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}, "
+            f"Python {platform.python_version()}")  # fmt: skip
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _potential(model, x, y, device: torch.device) -> _Counted:
+    return _Counted(model, x.to(device), y.to(device))
+
+
+def _raw(pot: FlatPotential, z: torch.Tensor, reps: int) -> float:
+    """Seconds of one batched value-and-gradient of the rows of ``z``: fastest of 5 x reps."""
+    best = float("inf")
+    for _ in range(5):
+        _sync(z.device)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            pot.value_and_grad_batch(z)
+        _sync(z.device)
+        best = min(best, (time.perf_counter() - t0) / reps)
+    return best
+
+
+def _chees_fast(pot: _Counted, init, chains: int, draws: int, stream: bool = True):
+    """A sampling-phase ChEES run (no warm-up): chain-gradients per second and the result."""
+    moments = StreamingMoments(pot.dim, chains, device=pot.x.device) if stream else None
+    pot.calls = 0
+    res = run_chees(pot, seed=0, warmup=0, draws=draws, chains=chains, init=init,
+                    step_size=STEP, trajectory_length=2 * MEAN_STEPS * STEP, keep=2,
+                    threads=None, on_draw=None if moments is None else moments.update)  # fmt: skip
+    return pot.calls / res.seconds, res
+
+
+class _Peak:
+    """Peak memory above the level at entry: CUDA allocator on a GPU, VmHWM on the CPU."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+
+    def __enter__(self) -> _Peak:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self.base = torch.cuda.memory_allocated(self.device)
+        else:
+            gc.collect()
+            _trim()  # give freed heap pages back, so that new peaks show in the RSS
+            self.base = _rss("VmRSS")
+            try:  # reset the high-water mark to the current RSS (Linux >= 4.0)
+                Path("/proc/self/clear_refs").write_text("5")
+            except OSError:
+                pass
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+            self.bytes = torch.cuda.max_memory_allocated(self.device) - self.base
+        else:
+            self.bytes = max(_rss("VmHWM") - self.base, 0)
+
+
+def _trim() -> None:
+    """glibc's ``malloc_trim(0)``: return free heap memory to the system (no-op elsewhere)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _rss(key: str) -> int:
+    """``VmRSS`` or ``VmHWM`` of this process in bytes (0 where /proc is not there)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int) -> list[tuple]:
+    """Rows of chain-gradients per second and memory per chain, per device and C."""
+    best: dict[tuple, list[float]] = {}
+    mem: dict[tuple, tuple[float, float]] = {}
+    for r in range(rounds):
+        for dev in devices:
+            for c in chains_of(dev):
+                pot = _potential(model, x, y, dev)
+                z = pot.ravel(init).to(dev).expand(c, -1).contiguous()
+                reps = 3 if dev.type == "cpu" else 20
+                if r == 0:  # memory once (peaks do not depend on the load), then timing
+                    with _Peak(dev) as raw_peak:
+                        pot.value_and_grad_batch(z)
+                    with _Peak(dev) as chees_peak:
+                        _chees_fast(pot, init, c, 2)
+                    mem[dev.type, c] = (chees_peak.bytes / c, raw_peak.bytes / c)
+                raw = c / _raw(pot, z, reps)
+                ours, _ = _chees_fast(pot, init, c, draws)
+                old = best.get((dev.type, c), [0.0, 0.0])
+                best[dev.type, c] = [max(old[0], ours), max(old[1], raw)]
+    rows = []
+    for (dev, c), (ours, raw) in best.items():
+        rows.append(("chain-grads/s  chees / raw batch", dev, c, ours, raw))
+    for (dev, c), (ours, raw) in mem.items():
+        rows.append(("MB/chain  chees / raw batch", dev, c, ours / 2**20, raw / 2**20))
+    return rows
+
+
+def _predictive(model, pot: FlatPotential, flat: np.ndarray, x_test: torch.Tensor) -> np.ndarray:
+    """Class-1 probability at ``x_test`` per draw, ``(chains, draws, points)``."""
+    c, s, _ = flat.shape
+    with torch.no_grad():
+        draws = pot.unravel(torch.as_tensor(flat.reshape(c * s, -1), dtype=pot.x.dtype))
+        logp = model.likelihood.class_log_probs(model.apply(x_test, draws))
+    return logp[..., 1].exp().double().numpy().reshape(c, s, -1)
+
+
+def _ess_row(model, pot, flat: np.ndarray, seconds: float, x_test) -> tuple[float, ...]:
+    """(min, median) bulk ESS/s over parameters, median bulk ESS/s of the predictive, and
+    the largest rank-normalized split R-hat over parameters (to see whether it converged)."""
+    ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
+    pred = array_stats.ess(_predictive(model, pot, flat, x_test), chain_axis=0, draw_axis=1,
+                           method="bulk")  # fmt: skip
+    rhat = array_stats.rhat(flat, chain_axis=0, draw_axis=1)
+    return (ess.min() / seconds, np.median(ess) / seconds, np.nanmedian(pred) / seconds,
+            float(np.max(rhat)))  # fmt: skip
+
+
+def ess_rows(model, x, y, init, devices, chains: int, warmup: int, draws: int, depth: int,
+             numpyro: str | None, x_test: torch.Tensor) -> list[tuple]:  # fmt: skip
+    """ESS/s of ChEES on each device against batched NUTS (CPU) and NumPyro's vectorized NUTS."""
+    pot = FlatPotential(model, x, y)
+    nuts = run_nuts(pot, seed=0, warmup=warmup, draws=draws, chains=chains, init=init,
+                    max_tree_depth=depth, vectorize_chains=True, threads=None)  # fmt: skip
+    base = {"batched NUTS (cpu)": _ess_row(model, pot, nuts.flat, nuts.seconds, x_test)}
+    if numpyro:
+        _, flat, sec, _ = _numpyro(numpyro, model, x, y, init, warmup, draws, depth, chains)
+        base["numpyro vectorized NUTS (cpu)"] = _ess_row(model, pot, flat, sec, x_test)
+    rows = []
+    for dev in devices:
+        dpot = FlatPotential(model, x.to(dev), y.to(dev))
+        res = run_chees(dpot, seed=0, warmup=warmup, draws=draws, chains=chains, init=init,
+                        keep=None, threads=None)  # fmt: skip
+        ours = _ess_row(model, pot, res.flat, res.seconds, x_test)
+        for name, theirs in base.items():
+            for k, what in enumerate(("ESS/s min", "ESS/s median", "ESS/s predictive median",
+                                      "max R-hat (1.01: converged)")):  # fmt: skip
+                rows.append((f"{what}  chees / {name}", dev.type, chains, ours[k], theirs[k]))
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=10000, help="training points (two moons)")
+    ap.add_argument("--chains", type=int, nargs="+",
+                    help="C of the throughput rows (default: 1 16 64 on the CPU, 1 256 1024 "
+                    "4096 on a GPU)")  # fmt: skip
+    ap.add_argument("--devices", nargs="+", help="default: cpu, and cuda when available")
+    ap.add_argument("--draws-timed", type=int, default=10, help="draws of a throughput run")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
+    ap.add_argument("--ess-chains", type=int, default=64,
+                    help="chains of the ESS rows (ChEES's adaptation reads across chains: "
+                    "with 8 to 16 its trajectory length stayed at 1 to 5 leapfrog steps)")  # fmt: skip
+    ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--draws", type=int, default=200)
+    ap.add_argument("--max-tree-depth", type=int, default=8, help="of the NUTS baselines")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--skip-ess", action="store_true")
+    ap.add_argument("--numpyro", metavar="PYTHON",
+                    help="a Python with numpyro and jax (a separate venv) to add NumPyro's "
+                    "vectorized NUTS")  # fmt: skip
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    names = a.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+    devices = [torch.device(d) for d in names]
+
+    def chains_of(dev: torch.device) -> list[int]:
+        return a.chains or ([1, 16, 64] if dev.type == "cpu" else [1, 256, 1024, 4096])
+
+    model, x, y, init = _setup(a.n)
+    x_test = torch.as_tensor(np.random.default_rng(0).uniform([-1.5, -1], [2.5, 1.5], (100, 2)),
+                             dtype=x.dtype)  # fmt: skip
+    print(machine())
+    print(f"two moons N={a.n}, depth 2, D={model.num_params} (width {model.dims[1]}), "
+          f"torch threads {a.threads}; throughput: sampling phase, {a.draws_timed} draws of "
+          f"~{MEAN_STEPS} leapfrog steps, fastest of {a.rounds} rounds; ESS: {a.warmup} warm-up "
+          f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
+          f"{a.max_tree_depth}, start = MLE-pretrained weights")  # fmt: skip
+    rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed)
+    if not a.skip_ess:
+        rows += ess_rows(model, x, y, init, devices, a.ess_chains, a.warmup, a.draws,
+                         a.max_tree_depth, a.numpyro, x_test)  # fmt: skip
+    width = max(len(r[0]) for r in rows)
+    print(f"{'what':<{width}} {'device':>6} {'chains':>6} {'ours':>10} {'baseline':>10} "
+          f"{'ratio':>7}")  # fmt: skip
+    for what, dev, c, ours, base in rows:
+        ratio = ours / base if base else float("nan")
+        print(f"{what:<{width}} {dev:>6} {c:>6} {ours:>10.4g} {base:>10.4g} {ratio:>7.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""ChEES cells end to end: MF-VI, then ChEES-HMC from it, with the price of mean field.
+
+One tiny run through the real runner, in this process (``--workers 1``): the cell's stored
+metrics exist and are finite, the draws it streamed are more than the draws it holds, and
+its ArviZ file holds the kept draws (chains x keep_draws) with matching sampler statistics.
+``zoo validate`` refuses bad chees settings with exit 2 and a message naming the field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from zoo.cli import main
+
+CHAINS, KEEP = 16, 10
+
+SPEC = f"""\
+name: chees_cell
+seed: 0
+data: {{kind: two_moons, n_train: 60, n_test: 40, noise: 0.1}}
+model: {{kind: mlp, depth: 1, width: 3, activation: tanh}}
+inference:
+  - {{name: mfvi, kind: svi, guide: {{kind: mean_field}}, steps: 150, lr: 0.05,
+     predictive_samples: 5}}
+  - {{name: chees, kind: chees, init_from: mfvi, warmup: 60, draws: 30, chains: {CHAINS},
+     keep_draws: {KEEP}, stream_groups: 4, target_ess: 400, max_leapfrog: 64,
+     predictive_draws: 20}}
+studies:
+  - {{kind: price_of_mean_field, gaussian_fit: {{cov: empirical}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def chees_run(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("chees")
+    (root / "spec.yaml").write_text(SPEC)
+    out = root / "run"
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["run", str(root / "spec.yaml"), "--out", str(out), "--no-progress",
+                     "--workers", "1"])  # fmt: skip
+    assert code == 0, err.getvalue()
+    return out
+
+
+def _record(out: Path, method: str) -> dict:
+    recs = [json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))]
+    (rec,) = [r for r in recs if r["axes"]["method"] == method]
+    return rec
+
+
+def test_chees_cell_metrics_exist_and_are_finite(chees_run: Path) -> None:
+    rec = _record(chees_run, "chees")
+    assert rec["status"] == "ok", rec.get("error")
+    assert "nonfinite" not in rec
+    m = rec["metrics"]
+    for key in ("accuracy", "nll", "kl_diag_full", "w2_diag_full", "kl_null", "min_ess_bulk",
+                "max_r_hat", "step_size", "trajectory_length", "warmup_seconds", "n_eff",
+                "agreement_vi", "tv_vi"):  # fmt: skip
+        assert key in m and m[key] is not None and np.isfinite(m[key]), key
+    # drawn from 30 to the cap (4 x 30) by the ESS rule; KEEP / 2 to KEEP held per chain
+    assert 30 <= m["draws_per_chain"] <= 120 and KEEP // 2 <= m["kept_per_chain"] <= KEEP
+    assert m["n_eff"] > 0 and m["kl_diag_full"] >= 0
+    assert not [k for k, v in m.items() if isinstance(v, float) and not np.isfinite(v)]
+    res = pd.read_csv(chees_run / "results.csv")
+    assert set(res["status"]) == {"ok"} and len(res) == 2
+
+
+def test_chees_arviz_file_holds_the_kept_draws(chees_run: Path) -> None:
+    rec = _record(chees_run, "chees")
+    kept = rec["metrics"]["kept_per_chain"]
+    dt = xr.open_datatree(chees_run / "cells" / f"{rec['cell_id']}.nc")
+    try:
+        post, stats = dt["posterior"], dt["sample_stats"]
+        assert (post.sizes["chain"], post.sizes["draw"]) == (CHAINS, kept)
+        assert (stats.sizes["chain"], stats.sizes["draw"]) == (CHAINS, kept)
+        assert {"lp", "step_size", "n_steps", "diverging"} <= set(stats.data_vars)
+        for group in ("log_likelihood", "posterior_predictive", "predictions"):
+            assert (dt[group].sizes["chain"], dt[group].sizes["draw"]) == (CHAINS, kept), group
+        assert dt.attrs["inference_kind"] == "chees"
+        assert np.isfinite(post["layer0.weight"].values).all()
+    finally:
+        dt.close()
+
+
+def test_chees_report_is_written(chees_run: Path) -> None:
+    md = (chees_run / "report.md").read_text()
+    assert "chees" in md
+
+
+def test_validate_refuses_bad_chees_settings_with_exit_2(tmp_path: Path) -> None:
+    bad = SPEC.replace("target_ess: 400,", "target_ess: 400, vectorize_chains: true,").replace(
+        "{cov: empirical}}", "{cov: empirical}, kl_target_draws: 100}"
+    )  # fmt: skip
+    p = tmp_path / "bad.yaml"
+    p.write_text(bad)
+    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "vectorize_chains: chees always runs its chains as one batch" in r.stderr
+    p.write_text(SPEC.replace("{cov: empirical}}", "{cov: empirical}, kl_target_draws: 100}"))
+    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "studies[0].kl_target_draws" in r.stderr and "target_ess" in r.stderr
+
+
+def test_the_archive_holds_evenly_spaced_chains_when_all_would_not_fit() -> None:
+    import numpy as np
+
+    from zoo.inference import SampledPosterior
+    from zoo.run.evaluate import ARCHIVE_MAX_VALUES, archived_chains
+
+    many = SampledPosterior({"w": np.zeros((1000, 10, 3))})
+    keep = archived_chains(many, 11_000)
+    assert keep is not None and keep[0] == 0 and keep[-1] == 999
+    assert len(keep) * 10 * 11_000 <= ARCHIVE_MAX_VALUES < (len(keep) + 1) * 10 * 11_000
+    assert np.all(np.diff(keep) > 0)
+    assert archived_chains(SampledPosterior({"w": np.zeros((16, 100, 3))}), 1_500) is None
+    huge = archived_chains(SampledPosterior({"w": np.zeros((8, 10**6, 1))}), 10**4)
+    assert huge is not None and len(huge) == 2  # never fewer than two chains (R-hat)

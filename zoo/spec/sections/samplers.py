@@ -1,0 +1,260 @@
+"""The sampler sections of the spec's ``inference`` list: ``nuts``, ``hmc`` and ``chees``.
+
+- ``nuts`` and ``hmc``: Hamiltonian Monte Carlo (:mod:`zoo.inference.mcmc`), one chain
+  after the other or (``vectorize_chains``) a few chains as one batched computation, each
+  with its own adaptation;
+- ``chees``: ChEES-HMC (Hoffman, Radul & Sountsov 2021), hundreds to thousands of chains
+  as one batch on the runtime's device, sharing one step size and one jittered trajectory
+  length adapted across chains; the draws stream into running moments (mean, covariance,
+  between-chain ESS) and only a thinned ``keep_draws`` per chain are held.
+
+Every sampler can start at the posterior of an earlier variational method of the same cell
+(``init_from``). The sections are re-exported by :mod:`zoo.spec.sections.inference`, whose
+``InferenceSpec`` union holds them. No torch import here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, model_validator
+
+from zoo.spec.base import Section
+from zoo.spec.sections.bounds import (
+    MAX_CHAINS,
+    MAX_CHEES_CHAINS,
+    MAX_DRAWS,
+    MAX_LEAPFROG,
+    MAX_NAME,
+    MAX_STEPS,
+    Real,
+)
+
+__all__ = ["ChEESMethod", "HMCMethod", "NUTSMethod"]
+
+_NAME = Field(
+    min_length=1,
+    max_length=MAX_NAME,
+    pattern=r"^[A-Za-z0-9_\-]+$",
+    description="Method name (unique): letters, digits, '_' and '-'.",
+)
+
+
+class _Sampler(Section):
+    family: ClassVar[str] = "sampler"
+    starts_samplers: ClassVar[bool] = False
+    needs_samplable_model: ClassVar[bool] = True
+    #: The method's own field that holds its stopping rule (None: a study's rule, through
+    #: ``Hooks.stop_when``, may extend its chains).
+    stopping_rule: ClassVar[str | None] = None
+
+    name: str = _NAME
+    warmup: int = Field(
+        200, ge=0, le=MAX_DRAWS, description="Warmup (adaptation) iterations per chain."
+    )
+    draws: int = Field(500, gt=0, le=MAX_DRAWS, description="Kept draws per chain.")
+    chains: int = Field(
+        1,
+        ge=1,
+        le=MAX_CHAINS,
+        description="Chains, run one after the other (unless vectorize_chains).",
+    )
+    target_accept: float = Field(
+        0.8, gt=0, lt=1, description="Target acceptance probability of step-size adaptation."
+    )
+    step_size: Real | None = Field(
+        None, gt=0, description="Initial step size; null finds one heuristically."
+    )
+    init_from: str = Field(
+        "prior",
+        description="'prior' (a prior draw) or the name of a variational method of this spec "
+        "whose posterior mean starts the chains (refitted in this cell, same seed).",
+    )
+    predictive_draws: int = Field(
+        200,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Draws (evenly thinned) used for the predictive metrics.",
+    )
+
+    def kept_per_chain(self) -> tuple[str, int]:
+        """``(field, draws held per chain)``: what the draws bound multiplies by chains."""
+        return "draws", self.draws
+
+    @model_validator(mode="after")
+    def _kept_draws(self):
+        field, kept = self.kept_per_chain()
+        if kept * self.chains > MAX_DRAWS:
+            raise ValueError(f"{field} x chains = {kept * self.chains:,} kept draws; at most "
+                             f"{MAX_DRAWS:,} fit one machine: lower {field} or chains")  # fmt: skip
+        return self
+
+
+class _PerChainSampler(_Sampler):
+    vectorize_chains: bool = Field(
+        False,
+        description="Run the chains as one batched computation (each keeps its own seed and "
+        "adaptation): about the cost of 1.5 chains for 4 on small networks; diag mass matrix "
+        "only.",
+    )
+
+
+class NUTSMethod(_PerChainSampler):
+    """The No-U-Turn sampler (Hoffman & Gelman 2014) with adapted step size and mass matrix."""
+
+    kind: Literal["nuts"] = Field(description="Inference kind.")
+    max_tree_depth: int = Field(10, ge=1, le=15, description="Maximum tree depth.")
+    mass_matrix: Literal["diag", "dense", "block"] = Field(
+        "diag", description="Adapted mass matrix: diagonal, dense, or dense per layer."
+    )
+
+    @model_validator(mode="after")
+    def _vectorized_needs_diag(self):
+        if self.vectorize_chains and self.mass_matrix != "diag":
+            raise ValueError(
+                f"vectorize_chains: true supports only mass_matrix: diag, got mass_matrix: "
+                f"{self.mass_matrix}; set mass_matrix: diag or vectorize_chains: false"
+            )
+        return self
+
+
+class HMCMethod(_PerChainSampler):
+    """HMC with a fixed number of leapfrog steps and adapted step size (hamiltorch-style)."""
+
+    kind: Literal["hmc"] = Field(description="Inference kind.")
+    num_steps: int = Field(20, ge=1, le=10_000, description="Leapfrog steps per draw.")
+    adapt_mass_matrix: bool = Field(False, description="Also adapt a diagonal mass matrix.")
+
+
+class ChEESMethod(_Sampler):
+    """ChEES-HMC: many chains as one batch, jittered trajectory length adapted across chains.
+
+    Hoffman, Radul & Sountsov (2021), "An Adaptive-MCMC Scheme for Setting Trajectory
+    Lengths in Hamiltonian Monte Carlo" (AISTATS): one step size (dual averaging towards
+    ``target_accept``) and one trajectory length, jittered per draw, adapted to maximize the
+    change in the estimated squared distance of the chains from their centre; a diagonal mass
+    matrix from the chains' spread. Every post-warm-up draw of every chain is streamed into
+    running moments (mean, covariance, between-chain ESS); ``keep_draws`` per chain, thinned
+    evenly over the whole stream, are held for the diagnostics, the predictive metrics and
+    the ArviZ file. The chains always run as one batch (no ``vectorize_chains``).
+    """
+
+    #: Always one batched computation; a fact studies ask (no field: it cannot be turned off).
+    vectorize_chains: ClassVar[bool] = True
+    stopping_rule: ClassVar[str | None] = "target_ess"
+
+    kind: Literal["chees"] = Field(description="Inference kind.")
+    draws: int = Field(
+        500,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Draws per chain after warm-up, all streamed into the moments (only "
+        "keep_draws of them are held); with target_ess the minimum before the ESS is asked.",
+    )
+    chains: int = Field(
+        64,
+        ge=2,
+        le=MAX_CHEES_CHAINS,
+        description=f"Chains, run as one batch on the runtime's device (2 to "
+        f"{MAX_CHEES_CHAINS:,}; a GPU runs thousands at about the cost of one). The "
+        "adaptation and the ESS read across them: use 64 or more (with 8 to 16 chains the "
+        "adapted trajectory stayed at 1 to 5 leapfrog steps on a two-moons network).",
+    )
+    target_accept: float = Field(
+        0.651,
+        gt=0,
+        lt=1,
+        description="Target acceptance probability of the step-size adaptation; 0.651 is "
+        "optimal for HMC in high dimension (Beskos et al. 2013), ChEES-HMC's default.",
+    )
+    keep_draws: int = Field(
+        100,
+        ge=1,
+        le=MAX_DRAWS,
+        description="Draws held per chain, thinned evenly over all drawn ones: what the "
+        "diagnostics, the predictive metrics and the ArviZ file see (keep_draws x chains "
+        f"<= {MAX_DRAWS:,}).",
+    )
+    target_ess: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_STEPS,
+        description="Stopping rule: after `draws`, draw on in rounds of 25 until the streamed "
+        "moments' median between-chain ESS (Moments.n_eff) reaches this, or max_draws; null: "
+        "exactly `draws`. The price of mean field's KL bias at this n is then the same in "
+        "every cell (use this instead of the study's kl_target_draws).",
+    )
+    max_draws: int | None = Field(
+        None,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Cap on draws per chain with target_ess; null: 4 x draws.",
+    )
+    max_leapfrog: int = Field(
+        1024,
+        ge=1,
+        le=MAX_LEAPFROG,
+        description="Most leapfrog steps of one trajectory (caps the adapted length / step "
+        "size and so the time of a draw).",
+    )
+    init_spread: Literal["posterior", "mode"] = Field(
+        "posterior",
+        description="Where the chains start: 'posterior', each at its own draw of the "
+        "init_from posterior (of the prior with init_from: prior); 'mode', all at that "
+        "posterior's median (needs init_from: a variational method).",
+    )
+    stream_groups: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="Groups of contiguous chains whose means and covariances are also kept "
+        "apart (the spread of the covariance estimate between independent sets of chains); "
+        "8 D^2 bytes each (8 MB at D = 1000); lowered to chains when more.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_vectorize_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "vectorize_chains" in data:
+            raise ValueError(
+                "vectorize_chains: chees always runs its chains as one batch on the runtime's "
+                "device; remove the field"
+            )
+        return data
+
+    def kept_per_chain(self) -> tuple[str, int]:
+        return "keep_draws", self.keep_draws
+
+    def draws_cap(self) -> int:
+        """Most draws per chain: ``max_draws`` (or 4 x ``draws``) with ``target_ess``, else
+        ``draws``."""
+        if self.target_ess is None:
+            return self.draws
+        return self.max_draws if self.max_draws is not None else 4 * self.draws
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        problems = []
+        if self.target_ess is None and self.max_draws is not None:
+            problems.append("max_draws applies only with target_ess; remove it or set "
+                            "target_ess")  # fmt: skip
+        elif self.max_draws is not None and self.max_draws < self.draws:
+            problems.append(f"max_draws ({self.max_draws}) must be >= draws ({self.draws}): "
+                            "draws is the minimum, max_draws the cap")  # fmt: skip
+        if self.keep_draws > self.draws:
+            problems.append(f"keep_draws ({self.keep_draws}) must be <= draws ({self.draws}): "
+                            "the held draws are a thinning of the drawn ones; lower "
+                            "keep_draws or raise draws")  # fmt: skip
+        cap = self.chains * self.draws_cap()
+        if self.target_ess is not None and self.target_ess > cap:
+            problems.append(f"target_ess ({self.target_ess:,}) is more than chains x "
+                            f"max_draws = {cap:,} draws can give; lower target_ess or raise "
+                            "chains or max_draws")  # fmt: skip
+        if self.init_spread == "mode" and self.init_from == "prior":
+            problems.append("init_spread: mode needs init_from: a variational method (the "
+                            "prior's median, all weights 0, is a saddle of every network); "
+                            "set init_from or use init_spread: posterior (each chain its own "
+                            "prior draw)")  # fmt: skip
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
