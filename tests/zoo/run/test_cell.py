@@ -27,6 +27,8 @@ inference:
   - {name: nuts, kind: nuts, init_from: mfvi, warmup: 10, draws: 6, chains: 2,
      vectorize_chains: true, max_tree_depth: 3, predictive_draws: 5}
   - {name: hmc, kind: hmc, warmup: 10, draws: 6, num_steps: 2, predictive_draws: 5}
+  - {name: chees, kind: chees, init_from: mfvi, warmup: 20, draws: 6, chains: 4,
+     keep_draws: 6, predictive_draws: 5}
 STUDIES
 """
 STUDIES = """\
@@ -69,7 +71,8 @@ def test_run_cell_returns_metrics_and_artifacts(outputs):
         assert all(isinstance(v, bytes) for v in out.artifacts.values())
     assert set(outputs["mfvi"][0].artifacts) == {".nc", ".ktied.npz", ".pruning.npz",
                                                  ".product_cov.npz"}  # fmt: skip
-    assert outputs["map"][0].artifacts == {}
+    # the pruning study's rule-free measure applies to point estimates too (issue 18)
+    assert set(outputs["map"][0].artifacts) == {".pruning.npz"}
     assert set(outputs["nuts"][0].artifacts) == {".nc", ".pruning.npz"}
     assert {"neg_elbo", "final_loss", "n_var_params"} <= set(outputs["mfvi"][0].metrics)
     assert {"best_step", "final_loss"} <= set(outputs["mle"][0].metrics)

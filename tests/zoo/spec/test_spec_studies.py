@@ -19,6 +19,7 @@ from zoo.spec import (
     SpecDeprecationWarning,
     load_spec,
 )
+from zoo.spec.errors import SpecError
 
 BASE = """\
 name: t
@@ -363,3 +364,17 @@ def test_old_locations_through_model_validate_warn() -> None:
     with pytest.warns(SpecDeprecationWarning, match=r"^metrics\.pruning: deprecated location"):
         spec = Spec.model_validate(data)
     assert [s.kind for s in spec.studies] == ["pruning"]
+
+
+def test_ood_holdout_class_needs_a_held_out_class_at_validation(tmp_path: Path) -> None:
+    # found at validation, naming the study's field, not in a cell an hour later
+    text = BASE + "studies:\n  - {kind: predictive, ood: holdout_class}\n"
+    with pytest.raises(SpecError) as err:
+        load_spec(_write(tmp_path, text))
+    assert "studies[0].ood" in str(err.value) and "holdout_class" in str(err.value)
+    assert "digits or idx data" in str(err.value)
+    digits = text.replace("{kind: two_moons, n_train: 50}", "{kind: digits}")
+    with pytest.raises(SpecError, match="data.holdout_class on this digits data"):
+        load_spec(_write(tmp_path, digits))
+    held = digits.replace("{kind: digits}", "{kind: digits, holdout_class: 9}")
+    assert _load_warning_free(_write(tmp_path, held)).data.holdout_class == 9
