@@ -4,7 +4,7 @@ One command measures everything side by side in one run, on the depth-2 network 
 ``specs/two_moons_depth.yaml`` at the paper's 1000-parameter budget (~950 parameters), and
 prints one table of ratios headed by the machine it ran on::
 
-    python benchmarks/chees.py [--n 10000] [--chains 1 16 64] [--ess-chains 16]
+    python benchmarks/chees.py [--n 10000] [--ess-n N] [--chains 1 16 64] [--ess-chains 64]
                                [--warmup 200] [--draws 200] [--numpyro PYTHON]
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
@@ -246,6 +246,7 @@ def ess_rows(model, x, y, init, devices, chains: int, warmup: int, draws: int, d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10000, help="training points (two moons)")
+    ap.add_argument("--ess-n", type=int, help="training points of the ESS rows (default --n)")
     ap.add_argument("--chains", type=int, nargs="+",
                     help="C of the throughput rows (default: 1 16 64 on the CPU, 1 256 1024 "
                     "4096 on a GPU)")  # fmt: skip
@@ -275,13 +276,15 @@ def main() -> None:
     x_test = torch.as_tensor(np.random.default_rng(0).uniform([-1.5, -1], [2.5, 1.5], (100, 2)),
                              dtype=x.dtype)  # fmt: skip
     print(machine())
-    print(f"two moons N={a.n}, depth 2, D={model.num_params} (width {model.dims[1]}), "
+    print(f"two moons N={a.n} (ESS rows: N={a.ess_n or a.n}), depth 2, D={model.num_params} (width {model.dims[1]}), "
           f"torch threads {a.threads}; throughput: sampling phase, {a.draws_timed} draws of "
           f"~{MEAN_STEPS} leapfrog steps, fastest of {a.rounds} rounds; ESS: {a.warmup} warm-up "
           f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
           f"{a.max_tree_depth}, start = MLE-pretrained weights")  # fmt: skip
     rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed)
     if not a.skip_ess:
+        if a.ess_n and a.ess_n != a.n:
+            model, x, y, init = _setup(a.ess_n)
         rows += ess_rows(model, x, y, init, devices, a.ess_chains, a.warmup, a.draws,
                          a.max_tree_depth, a.numpyro, x_test)  # fmt: skip
     width = max(len(r[0]) for r in rows)
