@@ -30,6 +30,12 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   ``chain_method="vectorized"`` on the same network, data, start and chains, run by another
   interpreter that has jax and numpyro (never the project's venv; ``benchmarks/nuts.py``'s
   runner, JAX on the CPU, its JIT compilation timed).
+- ``compiled``: the same with :meth:`~zoo.inference.mcmc.potential.FlatPotential.compile`
+  (``torch.compile``, the ``chees`` method's ``compile: true``): the raw compiled batch
+  over the raw eager one (what compiling pays), ChEES on the compiled potential over that
+  (the sampler's own cost once the potential is faster) and over ChEES eager, and the
+  seconds of compilation (once per C) over those of one eager raw batch (how many
+  gradients the compilation costs). ``--no-compile`` skips them.
 - ``memory/chain``: peak memory per chain of the ChEES run at each ``C`` over that of one
   raw batched gradient of the ``C`` chains: ``torch.cuda.max_memory_allocated`` on a GPU,
   the process's peak resident set (VmHWM, reset before each measurement after glibc's
@@ -172,10 +178,15 @@ def _rss(key: str) -> int:
     return 0
 
 
-def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int) -> list[tuple]:
-    """Rows of chain-gradients per second and memory per chain, per device and C."""
+def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int,
+               compile_: bool = True) -> list[tuple]:  # fmt: skip
+    """Rows of chain-gradients per second and memory per chain, per device and C; with
+    ``compile_`` also the torch.compile'd potential (:meth:`FlatPotential.compile`) against
+    the eager one, and ChEES on it against it."""
     best: dict[tuple, list[float]] = {}
     mem: dict[tuple, tuple[float, float]] = {}
+    compiled: dict[tuple, _Counted] = {}
+    compile_s: dict[tuple, float] = {}
     for r in range(rounds):
         for dev in devices:
             for c in chains_of(dev):
@@ -188,13 +199,30 @@ def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int) -
                     with _Peak(dev) as chees_peak:
                         _chees_fast(pot, init, c, 2)
                     mem[dev.type, c] = (chees_peak.bytes / c, raw_peak.bytes / c)
+                    if compile_:
+                        compiled[dev.type, c] = cpot = _potential(model, x, y, dev)
+                        compile_s[dev.type, c] = cpot.compile(rows=c)
                 raw = c / _raw(pot, z, reps)
                 ours, _ = _chees_fast(pot, init, c, draws)
-                old = best.get((dev.type, c), [0.0, 0.0])
-                best[dev.type, c] = [max(old[0], ours), max(old[1], raw)]
+                vals = [ours, raw]
+                if compile_:
+                    cpot = compiled[dev.type, c]
+                    vals += [c / _raw(cpot, z, reps), _chees_fast(cpot, init, c, draws)[0]]
+                old = best.get((dev.type, c), [0.0] * len(vals))
+                best[dev.type, c] = [max(a, b) for a, b in zip(old, vals, strict=True)]
     rows = []
-    for (dev, c), (ours, raw) in best.items():
-        rows.append(("chain-grads/s  chees / raw batch", dev, c, ours, raw))
+    for (dev, c), v in best.items():
+        rows.append(("chain-grads/s  chees / raw batch", dev, c, v[0], v[1]))
+    if compile_:
+        for (dev, c), v in best.items():
+            rows.append(("chain-grads/s  raw compiled / raw eager", dev, c, v[2], v[1]))
+        for (dev, c), v in best.items():
+            rows.append(("chain-grads/s  chees compiled / raw compiled", dev, c, v[3], v[2]))
+        for (dev, c), v in best.items():
+            rows.append(("chain-grads/s  chees compiled / chees eager", dev, c, v[3], v[0]))
+        for (dev, c), sec in compile_s.items():
+            rows.append(("seconds  compilation / one eager raw batch", dev, c, sec,
+                         c / best[dev, c][1]))  # fmt: skip
     for (dev, c), (ours, raw) in mem.items():
         rows.append(("MB/chain  chees / raw batch", dev, c, ours / 2**20, raw / 2**20))
     return rows
@@ -261,6 +289,11 @@ def main() -> None:
     ap.add_argument("--max-tree-depth", type=int, default=8, help="of the NUTS baselines")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--skip-ess", action="store_true")
+    ap.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="skip the torch.compile rows (compiling takes 10 to 60 s per C)",
+    )
     ap.add_argument("--numpyro", metavar="PYTHON",
                     help="a Python with numpyro and jax (a separate venv) to add NumPyro's "
                     "vectorized NUTS")  # fmt: skip
@@ -281,7 +314,8 @@ def main() -> None:
           f"~{MEAN_STEPS} leapfrog steps, fastest of {a.rounds} rounds; ESS: {a.warmup} warm-up "
           f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
           f"{a.max_tree_depth}, start = MLE-pretrained weights")  # fmt: skip
-    rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed)
+    rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed,
+                      not a.no_compile)  # fmt: skip
     if not a.skip_ess:
         if a.ess_n and a.ess_n != a.n:
             model, x, y, init = _setup(a.ess_n)

@@ -45,7 +45,7 @@ __all__ = ["BOOKKEEPING", "TIMINGS", "build_report", "report_axes", "results_tab
 #: Columns of results.csv that are not sweep axes or metrics.
 BOOKKEEPING = ["cell_id", "status", "error", "nonfinite"]
 #: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
-TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds"]
+TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds", "compile_seconds"]
 #: Numeric columns that describe a setting rather than a result: kept out of the table.
 _SETTINGS = {"n_train", "final_loss", "jitter", "dim", "n_draws", "shrinkage", "w_diag",
              "w_full", "w_diag_self", "w_full_self", "w_draws", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
