@@ -658,8 +658,7 @@ def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, c
         R-hat 1.04 to 1.06 (seeds 0 to 2; minimum ESS 770 to 1369, 0.23 to 0.42 per 1000
         gradients), depth 3 1.12 to 1.20 (232 to 393; 0.07 to 0.12), depth 1 1.01 and
         1.03 (seeds 0, 1; 5784 and 1719; 3.0 and 1.4, from 0.4 and 0.7), at about twice the
-        warm-up's
-        gradients (9000 to 18000 per chain). The step size falls (0.005 to 0.014) and
+        warm-up's gradients (9000 to 18000 per chain). The step size falls (0.005 to 0.014) and
         :math:`T/\\epsilon` reaches ``max_leapfrog=256`` at depths 2 and 3: raise it there.
         A 600-iteration warm-up at 0.025 gives the same (depth 2: R-hat 1.04, ESS 1039;
         depth 3: 1.17, ESS 281; seed 0) at 29000 to 38000 warm-up gradients per chain.
