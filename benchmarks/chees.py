@@ -4,7 +4,8 @@ One command measures everything side by side in one run, on the depth-2 network 
 ``specs/two_moons_depth.yaml`` at the paper's 1000-parameter budget (~950 parameters), and
 prints one table of ratios headed by the machine it ran on::
 
-    python benchmarks/chees.py [--n 10000] [--ess-n N] [--chains 1 16 64] [--ess-chains 64]
+    python benchmarks/chees.py [--n 10000] [--ess-n N] [--ess-budget P] [--chains 1 16 64]
+                               [--ess-chains 64]
                                [--warmup 200] [--draws 200] [--numpyro PYTHON]
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
@@ -275,6 +276,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10000, help="training points (two moons)")
     ap.add_argument("--ess-n", type=int, help="training points of the ESS rows (default --n)")
+    ap.add_argument(
+        "--ess-budget",
+        type=int,
+        default=1000,
+        help="parameter budget of the ESS rows' network (default 1000, D = 954)",
+    )
     ap.add_argument("--chains", type=int, nargs="+",
                     help="C of the throughput rows (default: 1 16 64 on the CPU, 1 256 1024 "
                     "4096 on a GPU)")  # fmt: skip
@@ -317,8 +324,10 @@ def main() -> None:
     rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed,
                       not a.no_compile)  # fmt: skip
     if not a.skip_ess:
-        if a.ess_n and a.ess_n != a.n:
-            model, x, y, init = _setup(a.ess_n)
+        if (a.ess_n and a.ess_n != a.n) or a.ess_budget != 1000:
+            model, x, y, init = _setup(a.ess_n or a.n, a.ess_budget)
+            print(f"ESS rows: N={a.ess_n or a.n}, D={model.num_params} (width "
+                  f"{model.dims[1]})")  # fmt: skip
         rows += ess_rows(model, x, y, init, devices, a.ess_chains, a.warmup, a.draws,
                          a.max_tree_depth, a.numpyro, x_test)  # fmt: skip
     width = max(len(r[0]) for r in rows)
