@@ -27,7 +27,11 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   chains, warm-up, draws and start (maximum-likelihood pretrained weights, shared by the
   chains), with the largest R-hat of each beside them (an ESS/s of chains that have not
   converged compares nothing; ChEES needs many chains: its criterion is estimated across
-  them); with ``--numpyro PYTHON`` also against NumPyro's NUTS with
+  them), on ``--ess-n`` training points and a network of ``--ess-budget`` parameters
+  (defaults ``--n`` and 1000: a CPU cannot run three samplers to convergence on the
+  954-parameter network in a benchmark's time; ``--ess-budget 100`` gives D = 93, the
+  depth-2 network of ``specs/two_moons_depth_gpu_cpu.yaml`` with two logits); with
+  ``--numpyro PYTHON`` also against NumPyro's NUTS with
   ``chain_method="vectorized"`` on the same network, data, start and chains, run by another
   interpreter that has jax and numpyro (never the project's venv; ``benchmarks/nuts.py``'s
   runner, JAX on the CPU, its JIT compilation timed).
