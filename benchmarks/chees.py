@@ -4,7 +4,8 @@ One command measures everything side by side in one run, on the depth-2 network 
 ``specs/two_moons_depth.yaml`` at the paper's 1000-parameter budget (~950 parameters), and
 prints one table of ratios headed by the machine it ran on::
 
-    python benchmarks/chees.py [--n 10000] [--chains 1 16 64] [--ess-chains 16]
+    python benchmarks/chees.py [--n 10000] [--ess-n N] [--ess-budget P] [--chains 1 16 64]
+                               [--ess-chains 64]
                                [--warmup 200] [--draws 200] [--numpyro PYTHON]
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
@@ -26,10 +27,20 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   chains, warm-up, draws and start (maximum-likelihood pretrained weights, shared by the
   chains), with the largest R-hat of each beside them (an ESS/s of chains that have not
   converged compares nothing; ChEES needs many chains: its criterion is estimated across
-  them); with ``--numpyro PYTHON`` also against NumPyro's NUTS with
+  them), on ``--ess-n`` training points and a network of ``--ess-budget`` parameters
+  (defaults ``--n`` and 1000: a CPU cannot run three samplers to convergence on the
+  954-parameter network in a benchmark's time; ``--ess-budget 100`` gives D = 93, the
+  depth-2 network of ``specs/two_moons_depth_gpu_cpu.yaml`` with two logits); with
+  ``--numpyro PYTHON`` also against NumPyro's NUTS with
   ``chain_method="vectorized"`` on the same network, data, start and chains, run by another
   interpreter that has jax and numpyro (never the project's venv; ``benchmarks/nuts.py``'s
   runner, JAX on the CPU, its JIT compilation timed).
+- ``compiled``: the same with :meth:`~zoo.inference.mcmc.potential.FlatPotential.compile`
+  (``torch.compile``, the ``chees`` method's ``compile: true``): the raw compiled batch
+  over the raw eager one (what compiling pays), ChEES on the compiled potential over that
+  (the sampler's own cost once the potential is faster) and over ChEES eager, and the
+  seconds of compilation (once per C) over those of one eager raw batch (how many
+  gradients the compilation costs). ``--no-compile`` skips them.
 - ``memory/chain``: peak memory per chain of the ChEES run at each ``C`` over that of one
   raw batched gradient of the ``C`` chains: ``torch.cuda.max_memory_allocated`` on a GPU,
   the process's peak resident set (VmHWM, reset before each measurement after glibc's
@@ -172,10 +183,15 @@ def _rss(key: str) -> int:
     return 0
 
 
-def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int) -> list[tuple]:
-    """Rows of chain-gradients per second and memory per chain, per device and C."""
+def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int,
+               compile_: bool = True) -> list[tuple]:  # fmt: skip
+    """Rows of chain-gradients per second and memory per chain, per device and C; with
+    ``compile_`` also the torch.compile'd potential (:meth:`FlatPotential.compile`) against
+    the eager one, and ChEES on it against it."""
     best: dict[tuple, list[float]] = {}
     mem: dict[tuple, tuple[float, float]] = {}
+    compiled: dict[tuple, _Counted] = {}
+    compile_s: dict[tuple, float] = {}
     for r in range(rounds):
         for dev in devices:
             for c in chains_of(dev):
@@ -188,13 +204,30 @@ def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int) -
                     with _Peak(dev) as chees_peak:
                         _chees_fast(pot, init, c, 2)
                     mem[dev.type, c] = (chees_peak.bytes / c, raw_peak.bytes / c)
+                    if compile_:
+                        compiled[dev.type, c] = cpot = _potential(model, x, y, dev)
+                        compile_s[dev.type, c] = cpot.compile(rows=c)
                 raw = c / _raw(pot, z, reps)
                 ours, _ = _chees_fast(pot, init, c, draws)
-                old = best.get((dev.type, c), [0.0, 0.0])
-                best[dev.type, c] = [max(old[0], ours), max(old[1], raw)]
+                vals = [ours, raw]
+                if compile_:
+                    cpot = compiled[dev.type, c]
+                    vals += [c / _raw(cpot, z, reps), _chees_fast(cpot, init, c, draws)[0]]
+                old = best.get((dev.type, c), [0.0] * len(vals))
+                best[dev.type, c] = [max(a, b) for a, b in zip(old, vals, strict=True)]
     rows = []
-    for (dev, c), (ours, raw) in best.items():
-        rows.append(("chain-grads/s  chees / raw batch", dev, c, ours, raw))
+    for (dev, c), v in best.items():
+        rows.append(("chain-grads/s  chees / raw batch", dev, c, v[0], v[1]))
+    if compile_:
+        for (dev, c), v in best.items():
+            rows.append(("chain-grads/s  raw compiled / raw eager", dev, c, v[2], v[1]))
+        for (dev, c), v in best.items():
+            rows.append(("chain-grads/s  chees compiled / raw compiled", dev, c, v[3], v[2]))
+        for (dev, c), v in best.items():
+            rows.append(("chain-grads/s  chees compiled / chees eager", dev, c, v[3], v[0]))
+        for (dev, c), sec in compile_s.items():
+            rows.append(("seconds  compilation / one eager raw batch", dev, c, sec,
+                         c / best[dev, c][1]))  # fmt: skip
     for (dev, c), (ours, raw) in mem.items():
         rows.append(("MB/chain  chees / raw batch", dev, c, ours / 2**20, raw / 2**20))
     return rows
@@ -246,6 +279,13 @@ def ess_rows(model, x, y, init, devices, chains: int, warmup: int, draws: int, d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=10000, help="training points (two moons)")
+    ap.add_argument("--ess-n", type=int, help="training points of the ESS rows (default --n)")
+    ap.add_argument(
+        "--ess-budget",
+        type=int,
+        default=1000,
+        help="parameter budget of the ESS rows' network (default 1000, D = 954)",
+    )
     ap.add_argument("--chains", type=int, nargs="+",
                     help="C of the throughput rows (default: 1 16 64 on the CPU, 1 256 1024 "
                     "4096 on a GPU)")  # fmt: skip
@@ -260,6 +300,11 @@ def main() -> None:
     ap.add_argument("--max-tree-depth", type=int, default=8, help="of the NUTS baselines")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--skip-ess", action="store_true")
+    ap.add_argument(
+        "--no-compile",
+        action="store_true",
+        help="skip the torch.compile rows (compiling takes 10 to 60 s per C)",
+    )
     ap.add_argument("--numpyro", metavar="PYTHON",
                     help="a Python with numpyro and jax (a separate venv) to add NumPyro's "
                     "vectorized NUTS")  # fmt: skip
@@ -275,13 +320,18 @@ def main() -> None:
     x_test = torch.as_tensor(np.random.default_rng(0).uniform([-1.5, -1], [2.5, 1.5], (100, 2)),
                              dtype=x.dtype)  # fmt: skip
     print(machine())
-    print(f"two moons N={a.n}, depth 2, D={model.num_params} (width {model.dims[1]}), "
+    print(f"two moons N={a.n} (ESS rows: N={a.ess_n or a.n}), depth 2, D={model.num_params} (width {model.dims[1]}), "
           f"torch threads {a.threads}; throughput: sampling phase, {a.draws_timed} draws of "
           f"~{MEAN_STEPS} leapfrog steps, fastest of {a.rounds} rounds; ESS: {a.warmup} warm-up "
           f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
           f"{a.max_tree_depth}, start = MLE-pretrained weights")  # fmt: skip
-    rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed)
+    rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed,
+                      not a.no_compile)  # fmt: skip
     if not a.skip_ess:
+        if (a.ess_n and a.ess_n != a.n) or a.ess_budget != 1000:
+            model, x, y, init = _setup(a.ess_n or a.n, a.ess_budget)
+            print(f"ESS rows: N={a.ess_n or a.n}, D={model.num_params} (width "
+                  f"{model.dims[1]})")  # fmt: skip
         rows += ess_rows(model, x, y, init, devices, a.ess_chains, a.warmup, a.draws,
                          a.max_tree_depth, a.numpyro, x_test)  # fmt: skip
     width = max(len(r[0]) for r in rows)

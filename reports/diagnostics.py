@@ -39,6 +39,7 @@ import arviz_stats as azs
 import numpy as np
 import pandas as pd
 import xarray as xr
+from arviz_stats.base import array_stats
 from matplotlib.figure import Figure
 from scipy.stats import binom, rankdata
 
@@ -49,6 +50,7 @@ __all__ = [
     "diagnostic_gates",
     "ecdf_band",
     "posterior_summary",
+    "predictive_convergence",
     "rank_ecdf_difference",
     "trace_rank_figure",
     "tree_depth_hits",
@@ -84,6 +86,57 @@ def _flatten(ds: xr.Dataset, stat: xr.Dataset) -> tuple[list[str], np.ndarray]:
         labels.extend(param_labels(str(name), arr.shape))
         values.append(np.ravel(arr))
     return labels, np.concatenate(values).astype(float)
+
+
+def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
+    """R-hat and bulk ESS of the predictive class probabilities, point by point.
+
+    A network's weights are not identified (hidden units permute, signs flip, a dead unit's
+    weights are free), so chains can agree on every prediction while some weights' R-hat
+    stays high, or mix in the weights of a unit that does not reach the output at all; the
+    question a posterior over functions must answer is whether the chains agree on the
+    predictions. This is the weights' diagnostic applied to :math:`p(y = k \\mid x_i,
+    \theta)`: rank-normalized split R-hat and bulk ESS (arviz-stats) of each point's
+    probability of each class over chains and draws.
+
+    Parameters
+    ----------
+    probs : np.ndarray
+        ``(chain, draw, point, class)`` probabilities; with two classes only class 1 is
+        used (class 0 is its complement: the same R-hat).
+
+    Returns
+    -------
+    dict
+        ``max_r_hat_pred`` and ``median_r_hat_pred`` (None with one chain), ``min_ess_bulk_pred``
+        and ``median_ess_bulk_pred``, over the points and classes whose statistic is finite
+        (a probability that every draw rounds to the same value has none), and
+        ``n_pred_constant``, how many had no finite R-hat.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 4:
+        raise ValueError(f"probs must be (chain, draw, point, class), got shape {p.shape}")
+    if p.shape[-1] == 2:
+        p = p[..., 1:]
+    p = p.reshape(p.shape[0], p.shape[1], -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = np.asarray(array_stats.ess(p, chain_axis=0, draw_axis=1, method="bulk"))
+        rhat = (np.asarray(array_stats.rhat(p, chain_axis=0, draw_axis=1))
+                if p.shape[0] >= 2 else None)  # fmt: skip
+    moved = (p.max((0, 1)) - p.min((0, 1))) > 0
+    ess = ess[moved & np.isfinite(ess)]
+
+    def stat(a, f) -> float | None:
+        return float(f(a)) if a is not None and a.size else None
+
+    finite = None if rhat is None else rhat[moved & np.isfinite(rhat)]
+    return {
+        "max_r_hat_pred": stat(finite, np.max),
+        "median_r_hat_pred": stat(finite, np.median),
+        "min_ess_bulk_pred": stat(ess, np.min),
+        "median_ess_bulk_pred": stat(ess, np.median),
+        "n_pred_constant": int((~moved).sum()),
+    }
 
 
 def posterior_summary(dt: xr.DataTree | xr.Dataset) -> pd.DataFrame:

@@ -12,6 +12,7 @@ from reports.diagnostics import (
     diagnostic_gates,
     ecdf_band,
     posterior_summary,
+    predictive_convergence,
     rank_ecdf_difference,
     trace_rank_figure,
     tree_depth_hits,
@@ -242,3 +243,27 @@ def test_tree_depth_gate_counts_transitions_at_the_limit():
     hmc = _tree(_iid(2, 50), diverging=np.zeros((2, 50), bool))
     assert tree_depth_hits(hmc, 5) is None
     assert diagnostic_gates(hmc, max_tree_depth=5).n_max_tree_depth is None
+
+
+def test_predictive_convergence_flags_chains_that_disagree_on_a_prediction():
+    # 4 chains x 500 iid draws of 6 points' class probabilities (logistic of normals): R-hat
+    # near 1 and ESS near the 2000 draws; shifting one chain's logits at point 2 only makes
+    # that point's R-hat large; a point whose probability never moves is counted, not used
+    rng = np.random.default_rng(0)
+    p1 = 1 / (1 + np.exp(-rng.normal(size=(4, 500, 6))))
+    p1[..., 0] = 0.25  # constant: no R-hat
+    probs = np.stack([1 - p1, p1], -1)
+    ok = predictive_convergence(probs)
+    assert ok["n_pred_constant"] == 1
+    assert ok["max_r_hat_pred"] < 1.01 and ok["min_ess_bulk_pred"] > 1000
+    # the shift changes one chain's mean by 2 standard deviations of the logit
+    p_bad = p1.copy()
+    p_bad[0, :, 2] = 1 / (1 + np.exp(-(rng.normal(size=500) + 2.0)))
+    bad = predictive_convergence(np.stack([1 - p_bad, p_bad], -1))
+    assert bad["max_r_hat_pred"] > 1.1 and bad["median_r_hat_pred"] < 1.01
+    # three classes: every class is a value; one chain: no R-hat, but an ESS
+    three = rng.dirichlet([1, 1, 1], size=(1, 300, 2))
+    one = predictive_convergence(three)
+    assert one["max_r_hat_pred"] is None and one["min_ess_bulk_pred"] > 100
+    with pytest.raises(ValueError, match="chain, draw, point, class"):
+        predictive_convergence(three[0])

@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import pyro
+
 from zoo.inference.base import (
     NO_HOOKS,
     Fit,
@@ -103,7 +105,8 @@ def fit(
         Label of the progress bar.
     others : mapping of str to section, optional
         The other methods of the spec by name, for methods that start from one
-        (``init_from``); they are refitted with the same seed and no hooks.
+        (``init_from``); they are refitted with no hooks, with the same seed (or, for an
+        ensemble of starts, the seeds the method asks for).
 
     Raises
     ------
@@ -115,9 +118,13 @@ def fit(
     run = registered(METHODS, method, "inference method", "zoo.inference.METHODS")
     named = dict(others or {})
 
-    def refit(name: str, label: str) -> Fit:
-        return fit(named[name], model, data, seed=seed, runtime=runtime, progress=progress,
-                   desc=label, others=named)  # fmt: skip
+    def refit(name: str, label: str, seed_: int | None = None) -> Fit:
+        # from a clean param store: Pyro's guides take parameters they find there by name,
+        # so a second fit of a method (an ensemble of starts) would start where the first
+        # ended instead of from its own seed
+        pyro.clear_param_store()
+        return fit(named[name], model, data, seed=seed if seed_ is None else seed_,
+                   runtime=runtime, progress=progress, desc=label, others=named)  # fmt: skip
 
     ctx = FitContext(seed, runtime, progress, desc, refit)
     return run(method, model, data, ctx, hooks)

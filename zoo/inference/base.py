@@ -184,15 +184,16 @@ class FitContext(NamedTuple):
     desc : str
         Label of the progress bar.
     refit : callable
-        ``refit(name, desc) -> Fit``: fit another method of the same spec with this seed and
-        no hooks (a sampler's ``init_from``).
+        ``refit(name, desc, seed=None) -> Fit``: fit another method of the same spec with no
+        hooks, from a clean Pyro param store, with this seed or ``seed`` (a sampler's
+        ``init_from``; an ensemble of them).
     """
 
     seed: int
     runtime: Runtime
     progress: bool = False
     desc: str = ""
-    refit: Callable[[str, str], Fit] | None = None
+    refit: Callable[..., Fit] | None = None
 
 
 def progress_bar(total: int, desc: str) -> Any:

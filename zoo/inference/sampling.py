@@ -29,7 +29,7 @@ from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
 from zoo.inference.mcmc.chees import run_chees
 from zoo.inference.mcmc.driver import MCMCResult, run_hmc, run_nuts
 from zoo.inference.mcmc.potential import FlatPotential
-from zoo.inference.mcmc.streaming import Moments, StreamingMoments
+from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes
 from zoo.models.base import BayesianNet
 from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
 
@@ -38,6 +38,9 @@ __all__ = ["SampledPosterior", "fit_chees", "fit_hmc", "fit_nuts", "sampler_fit"
 #: Seed offset of the draws of the ``init_from`` posterior that start ChEES chains
 #: (``init_spread: posterior``); the cell's other offsets are listed in :mod:`zoo.run.cell`.
 INIT_DRAWS_SEED = 6
+#: Seed stride between the fits of an ensemble of starts (``init_fits``): fit k has seed
+#: ``seed + k * INIT_FIT_SEED_STRIDE``, far from the sweep's seeds 0, 1, 2, ...
+INIT_FIT_SEED_STRIDE = 100_003
 
 
 def thin(draws: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
@@ -181,17 +184,33 @@ def _chees_start(
 ) -> tuple[Fit | None, dict[str, torch.Tensor] | None]:
     """The starting fit and the chains' starts: one draw each of the ``init_from``
     posterior (seed ``seed + 6``), its median for all (``init_spread: mode``), or None
-    (each chain its own prior draw)."""
+    (each chain its own prior draw). With ``init_fits`` K > 1 the chains are split into K
+    contiguous blocks (:func:`~zoo.inference.mcmc.streaming.group_sizes`), block k started
+    from the fit with seed ``seed + k * INIT_FIT_SEED_STRIDE``; the first fit (the cell's
+    seed) is the one returned (the agreement with the sampler is measured against it)."""
     if method.init_from == "prior":
         return None, None
-    init_fit = ctx.refit(method.init_from, f"{method.init_from} (init)")
-    stats["init_seconds"] = init_fit.seconds
-    post = init_fit.posterior
-    if method.init_spread == "mode":
-        start = post.median()
+    sizes = group_sizes(method.chains, method.init_fits)
+    # Pyro's guides read their parameters from the global param store by name, so a fit's
+    # posterior shows the values of the LAST fit of the same method: the starts are drawn
+    # right after each fit, and the cell's own fit (k = 0, returned) comes last
+    fits: dict[int, Fit] = {}
+    starts: dict[int, dict[str, torch.Tensor]] = {}
+    for k in [*range(1, len(sizes)), 0]:
+        label = f"{method.init_from} (init{'' if len(sizes) == 1 else f' {k + 1}'})"
+        f = fits[k] = ctx.refit(method.init_from, label, ctx.seed + k * INIT_FIT_SEED_STRIDE)
+        post = f.posterior
+        if method.init_spread == "mode":
+            starts[k] = {s: v.expand(sizes[k], *v.shape) for s, v in post.median().items()}
+        else:
+            starts[k] = post.sample(sizes[k], ctx.seed + INIT_DRAWS_SEED)
+    stats["init_seconds"] = sum(f.seconds for f in fits.values())
+    if len(sizes) == 1:
+        start = starts[0] if method.init_spread != "mode" else fits[0].posterior.median()
     else:
-        start = post.sample(method.chains, ctx.seed + INIT_DRAWS_SEED)
-    return init_fit, {k: v.detach() for k, v in start.items()}
+        stats["init_fits"] = len(sizes)
+        start = {s: torch.cat([starts[k][s] for k in range(len(sizes))]) for s in starts[0]}
+    return fits[0], {s: v.detach() for s, v in start.items()}
 
 
 def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: FitContext,
@@ -216,7 +235,7 @@ def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: 
         ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per draw),
         ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting),
         ``n_eff`` (median between-chain ESS of the streamed moments, over the whole flat
-        vector) and, with ``init_from``, ``init_seconds``.
+        vector), with ``init_from`` ``init_seconds`` and with ``compile`` ``compile_seconds``.
 
     Raises
     ------
@@ -233,6 +252,8 @@ def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: 
     stats: dict[str, Any] = {}
     init_fit, init = _chees_start(method, ctx, stats)
     pot = FlatPotential(model, data.x_train, data.y_train)
+    if method.compile:  # compiled for the chains' batch now, so sampling times only sampling
+        stats["compile_seconds"] = pot.compile(rows=method.chains)
     moments = StreamingMoments(pot.dim, method.chains, groups=method.stream_groups,
                                device=ctx.runtime.device)  # fmt: skip
     target = method.target_ess

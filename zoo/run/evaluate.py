@@ -12,7 +12,10 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   posterior (worst r_hat with two or more chains, smallest bulk and tail ESS, which gates
   failed: :func:`reports.diagnostics.diagnostic_gates` with the method's own
   ``max_tree_depth``; for NUTS ``n_max_tree_depth``, the transitions that reached it), mean
-  leapfrog steps, adapted step size, all draws as the ArviZ file and, when the chains
+  leapfrog steps, adapted step size, the same diagnostics of the predictive class
+  probabilities at the test points (:func:`chain_probs`,
+  :func:`reports.diagnostics.predictive_convergence`: ``max_r_hat_pred``,
+  ``min_ess_bulk_pred``, ...), all draws as the ArviZ file and, when the chains
   started from a variational method, the agreement and total variation distance between
   its predictive distribution and the sampler's.
 
@@ -43,7 +46,7 @@ import pyro
 import torch
 
 from reports.calibration import classification_metrics, regression_metrics
-from reports.diagnostics import diagnostic_gates
+from reports.diagnostics import diagnostic_gates, predictive_convergence
 from reports.predictive import predictive_agreement, predictive_tv
 from zoo.data import Dataset, TorchData
 from zoo.inference import Fit, PointPosterior, SampledPosterior, VIPosterior
@@ -61,6 +64,7 @@ from zoo.studies.base import CellContext
 __all__ = [
     "OUTPUTS",
     "cell_attrs",
+    "chain_probs",
     "evaluate",
     "evaluate_fit",
     "pointwise",
@@ -94,6 +98,25 @@ def predictive_probs(model: BayesianNet, x: torch.Tensor, draws: Draws) -> np.nd
     with torch.no_grad():
         logp = model.likelihood.class_log_probs(model.apply(x, draws))
         return Runtime.numpy((torch.logsumexp(logp, 0) - np.log(logp.shape[0])).exp().double())
+
+
+def chain_probs(model: BayesianNet, x: torch.Tensor, post: SampledPosterior) -> np.ndarray:
+    """Class probabilities at ``x`` of every kept draw, ``(chain, draw, len(x), classes)``.
+
+    The draws go through the network in chunks of at most :data:`CHUNK_VALUES` draws x
+    inputs, so the activations stay small whatever the number of chains.
+    """
+    sites = post.all()
+    total = next(iter(sites.values())).shape[0]
+    size = max(1, CHUNK_VALUES // max(1, len(x)))
+    out = []
+    with torch.no_grad():
+        for a in range(0, total, size):
+            part = {k: v[a : a + size] for k, v in sites.items()}
+            logp = model.likelihood.class_log_probs(model.apply(x, part))
+            out.append(Runtime.numpy(logp.exp().double()))
+    probs = np.concatenate(out, 0)
+    return probs.reshape(post.chains, total // post.chains, *probs.shape[1:])
 
 
 def evaluate(
@@ -324,6 +347,8 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         step_size=float(np.median(stats["step_size"])) if "step_size" in stats else None,
         gates_failed=",".join(gates.failed),
     )
+    if ctx.ds.n_classes > 0:  # do the chains agree on the predictions?
+        out.update(predictive_convergence(chain_probs(model, x_test, post)))
     if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
         out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}

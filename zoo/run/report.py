@@ -45,12 +45,13 @@ __all__ = ["BOOKKEEPING", "TIMINGS", "build_report", "report_axes", "results_tab
 #: Columns of results.csv that are not sweep axes or metrics.
 BOOKKEEPING = ["cell_id", "status", "error", "nonfinite"]
 #: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
-TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds"]
+TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds", "compile_seconds"]
 #: Numeric columns that describe a setting rather than a result: kept out of the table.
 _SETTINGS = {"n_train", "final_loss", "jitter", "dim", "n_draws", "shrinkage", "w_diag",
              "w_full", "w_diag_self", "w_full_self", "w_draws", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
              "mean_tree_steps", "step_size", "max_r_hat", "min_ess_bulk", "n_divergent",
-             "n_max_tree_depth"}  # fmt: skip
+             "n_max_tree_depth", "max_r_hat_pred", "median_r_hat_pred", "min_ess_bulk_pred",
+             "median_ess_bulk_pred", "n_pred_constant"}  # fmt: skip
 #: Sampled cells whose trace and rank plots are drawn: the worst ones.
 MAX_TRACE_PLOTS = 3
 #: Headline sentences: one per figure metric, for the first this many.
@@ -213,6 +214,11 @@ def _recorded(row: pd.Series, column: str) -> str:
     return _fmt(v)
 
 
+def _pred(row: pd.Series) -> list[str]:
+    """The predictive R-hat and bulk ESS a sampled cell recorded (blank before they were)."""
+    return [_recorded(row, "max_r_hat_pred"), _recorded(row, "min_ess_bulk_pred")]
+
+
 def _badness(d: Diagnostics) -> tuple:
     """Sort key: worst first (non-finite or larger R-hat, smaller ESS, more failed gates)."""
     r = d.max_r_hat if d.max_r_hat is not None else 0.0
@@ -293,7 +299,8 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
         except Exception as e:  # a damaged file of any kind is named, not raised
             unread.append(f"cells/{cid}.nc (cannot be read: {type(e).__name__})")
 
-    conv_cols = ["max_r_hat", "min_ess_bulk", "min_ess_tail", "ess_bulk_q05", "worst param"]
+    conv_cols = ["max_r_hat", "min_ess_bulk", "min_ess_tail", "ess_bulk_q05", "worst param",
+                 "max_r_hat_pred", "min_ess_bulk_pred"]  # fmt: skip
     samp_cols = ["divergent", "at max tree depth", "mean steps", "step size", "gates failed"]
     conv, samp = [], []
     for _, r in sampled.iterrows():
@@ -301,7 +308,7 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
         d = gates.get(r["cell_id"])
         if d is None:  # the file could not be read: the record's numbers
             conv.append(key + [_recorded(r, c) for c in conv_cols[:4]]
-                        + [_fmt(r.get("worst_ess_bulk"))])  # fmt: skip
+                        + [_fmt(r.get("worst_ess_bulk"))] + _pred(r))  # fmt: skip
             hits = r.get("n_max_tree_depth")  # NUTS cells record it; blank (NaN) for others
             samp.append(key + [_fmt(r.get("n_divergent")), "?" if pd.isna(hits) else _fmt(hits),
                                _fmt(r.get("mean_tree_steps")), _fmt(r.get("step_size")),
@@ -311,7 +318,7 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
         conv.append(key + ["n/a" if d.max_r_hat is None else _fmt(d.max_r_hat),
                            _fmt(d.min_ess_bulk), _fmt(d.min_ess_tail),
                            _fmt(d.ess_bulk_quantiles[0]),
-                           worst[0][0] if worst else ""])  # fmt: skip
+                           worst[0][0] if worst else ""] + _pred(r))  # fmt: skip
         div = "" if d.n_divergent is None else f"{d.n_divergent} of {d.n_transitions}"
         depth = ("n/a" if d.n_max_tree_depth is None
                  else f"{d.n_max_tree_depth} of {d.n_transitions} (D={d.max_tree_depth})")  # fmt: skip
@@ -324,7 +331,10 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
         "Convergence of every sampled cell, recomputed from its ArviZ file (arviz-stats on "
         "the stored posterior): the largest R-hat (rank-normalized split R-hat, two or more "
         "chains; NaN when a parameter did not move), the smallest bulk and tail ESS, the 5% "
-        "quantile of the bulk ESS over parameters and the worst-mixing parameter; then the "
+        "quantile of the bulk ESS over parameters and the worst-mixing parameter, and the "
+        "largest R-hat and smallest bulk ESS of the predictive class probabilities at the "
+        "test points (the cell's record; weights are not identified, predictions are: "
+        "chains can agree on the function while some weights do not mix); then the "
         "divergent transitions, the transitions whose NUTS tree reached max_tree_depth, the "
         "mean leapfrog steps per draw and the adapted step size. The gates are Stan's and "
         "ArviZ's: r_hat <= 1.01 (a non-finite r_hat fails), bulk ESS >= 100, no divergence, "

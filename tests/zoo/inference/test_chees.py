@@ -15,6 +15,7 @@ import torch
 
 from tests.zoo.inference.test_mcmc import _check_posterior, _regression, _small
 from zoo.inference.mcmc.chees import (
+    LEARNING_RATE,
     PooledWelford,
     chees_adaptation,
     chees_transition,
@@ -288,6 +289,13 @@ def test_adaptation_functions() -> None:
     st = ad.restart(st, 0.05)
     assert st.da_step == 0 and st.adam_step == 0 and st.avg_step == 0
     assert ad.final(st) == pytest.approx((0.05, 0.5))  # T capped again at the new eps
+    # but the iterate is capped at L times 10 eps (what dual averaging starts towards), not
+    # at L eps: a searched or dual-averaging step size far below the final one does not cut T
+    assert math.exp(st.log_trajectory_length) == pytest.approx(5.0)
+    for _ in range(5):  # acceptance 0: the iterate falls below 0.05, where L eps < 0.5
+        st = ad.update(st, 0.0, 0.0)
+    assert math.exp(st.log_step_size) < 0.05
+    assert math.exp(st.log_trajectory_length) == pytest.approx(5.0)
     for _ in range(200):  # acceptance 0: the step size shrinks
         st = ad.update(st, 0.0, math.nan)  # a NaN gradient is skipped
     assert ad.final(st)[0] < 1e-5 and st.adam_step == 0
@@ -348,3 +356,30 @@ def test_few_chains_do_not_bias_the_trajectory_length() -> None:
     z0 = torch.from_numpy(np.random.default_rng(0).standard_normal((8, 100)) * sd)
     res = run_chees(pot, seed=0, warmup=400, draws=20, chains=8, init={"theta": z0})
     assert 1.4 < res.settings["trajectory_length"] < 2.8
+
+
+def test_adam_restarts_once_dual_averaging_settles() -> None:
+    """A huge first gradient (start-up) fills Adam's second moment and freezes log T; with
+    ``adam_restart=k`` the moments restart at dual-averaging iteration k, after which each
+    update moves log T by the learning rate (a gradient of constant sign is normalized to
+    1). The restart comes again after ``restart`` (a new mass matrix), counted from it."""
+
+    def grow(adam_restart: int | None) -> tuple[float, list[int]]:
+        ad = chees_adaptation(max_leapfrog=10**6, adam_restart=adam_restart)
+        st, steps = ad.init(0.1), []
+        for phase in range(2):  # a start, then a restart
+            if phase:
+                st = ad.restart(st, 0.1)
+            lt0 = st.log_trajectory_length
+            st = ad.update(st, 0.651, 1e4)  # the first update moves by the full rate
+            for _ in range(39):  # dual-averaging iterations 2 to 40
+                st = ad.update(st, 0.651, 1e-3)
+                steps.append(st.adam_step)
+        return st.log_trajectory_length - lt0, steps
+
+    frozen, steps = grow(None)
+    assert steps[38] == 40 and frozen == pytest.approx(LEARNING_RATE, abs=1e-4)
+    moved, steps = grow(30)
+    assert steps[27] == 29 and steps[28] == 1 and steps[38] == 11  # restarted at iteration 30
+    assert steps[39 + 27] == 29 and steps[39 + 28] == 1  # and again, counted from restart()
+    assert moved == pytest.approx(12 * LEARNING_RATE, abs=1e-4)  # 1 + 11 updates at full rate

@@ -113,6 +113,59 @@ def test_chees_streams_all_draws_and_keeps_a_thinning(spec, spread):
     assert np.all(mom.mean[sl] >= lo - 10 * (hi - lo + 1)) and np.all(np.isfinite(mom.cov))
 
 
+@pytest.mark.parametrize("spread", ["posterior", "mode"])
+def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
+    spec, spread, monkeypatch
+):
+    from zoo.inference.base import FitContext
+    from zoo.inference.sampling import INIT_DRAWS_SEED, INIT_FIT_SEED_STRIDE, _chees_start
+
+    method = spec.method("chees").model_copy(update={"init_fits": 2, "init_spread": spread})
+    model, data, rt = _setup(spec)
+    others = {m.name: m for m in spec.inference}
+    seeds, fits = [], []
+
+    def refit(name, label, seed=None):  # as zoo.inference.fit's: from a clean param store
+        seeds.append(seed)
+        pyro.clear_param_store()
+        fits.append(fit(others[name], model, data, seed=seed, runtime=rt, others=others))
+        return fits[-1]
+
+    stats = {}
+    first, start = _chees_start(method, FitContext(spec.seed, rt, refit=refit), stats)
+    # the ensemble's other fit first, the cell's own last: Pyro's guides read the global
+    # param store, so the returned fit must be the last one made
+    assert seeds == [spec.seed + INIT_FIT_SEED_STRIDE, spec.seed] and first is fits[-1]
+    assert stats["init_fits"] == 2 and stats["init_seconds"] > 0
+    # chains 0-1 from the cell's fit, 2-3 from the other (contiguous blocks), each chain its
+    # own draw (posterior) or the fit's median (mode); refitted now, each must give them again
+    for k, seed in enumerate([spec.seed, spec.seed + INIT_FIT_SEED_STRIDE]):
+        pyro.clear_param_store()
+        post = fit(others["svi"], model, data, seed=seed, runtime=rt, others=others).posterior
+        own = (post.sample(2, spec.seed + INIT_DRAWS_SEED) if spread == "posterior"
+               else {s: v.expand(2, *v.shape) for s, v in post.median().items()})  # fmt: skip
+        for site, v in own.items():
+            assert torch.equal(start[site][2 * k : 2 * k + 2], v), (k, site)
+    w = start["layer0.weight"]
+    assert not torch.equal(w[0], w[2])
+    # the whole fit runs with the ensemble, and zoo's own refit starts each fit from a clean
+    # param store (else the second would start where the first ended): the same starts
+    import zoo.inference.sampling as sampling
+
+    seen = {}
+    real = sampling.run_chees
+
+    def spy(pot, **kw):
+        seen.update(kw["init"])
+        return real(pot, **kw)
+
+    monkeypatch.setattr(sampling, "run_chees", spy)
+    res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
+    assert res.posterior.chains == 4 and res.stats["init_fits"] == 2
+    for site, v in start.items():
+        assert torch.equal(seen[site], v), site
+
+
 def test_chees_draws_on_until_its_target_ess(spec):
     method = spec.method("chees").model_copy(update={"target_ess": 216, "draws": 4,
                                                      "max_draws": 54})  # fmt: skip

@@ -192,3 +192,31 @@ def test_float32_draws_accumulate_in_float64_on_the_cpu():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_float32_draws_accumulate_in_float64_on_cuda():
     _device_dtype_check("cuda")
+
+
+@pytest.mark.parametrize(("chains", "groups", "buffered"), [(1, 8, 64), (12, 4, 22), (128, 2, 1)])
+def test_buffered_draws_join_the_group_moments_exactly(chains, groups, buffered):
+    # few chains per group: draws wait in a buffer and join the co-moments as one batch; a
+    # summary taken mid-buffer merges what waits, and the stream goes on from there
+    s, d = 150, 5
+    x = _correlated(chains, s, d, np.float64, seed=chains)
+    sm = StreamingMoments(d, chains, groups=groups)
+    assert sm.buffered == buffered
+    for t in range(s):
+        sm.update(torch.from_numpy(np.ascontiguousarray(x[:, t])))
+        if t in (9, 70):  # a summary between merges equals the batch statistics so far
+            part = x[:, : t + 1].reshape(-1, d)
+            np.testing.assert_allclose(sm.summary().cov, np.cov(part, rowvar=False),
+                                       rtol=1e-12, atol=1e-13 * np.abs(part).max() ** 2)  # fmt: skip
+    m = sm.summary()
+    flat = x.reshape(-1, d)
+    np.testing.assert_allclose(m.cov, np.cov(flat, rowvar=False), rtol=1e-12,
+                               atol=1e-13 * np.abs(flat).max() ** 2)  # fmt: skip
+    np.testing.assert_allclose(m.mean, flat.mean(0), rtol=1e-12, atol=1e-13 * np.abs(flat).max())
+    np.testing.assert_allclose(m.chain_var, x.var(1, ddof=1), rtol=1e-12)
+
+
+def test_buffer_is_capped_in_bytes():
+    # 2 chains of a million coordinates: 64 draws would be 1 GB; the buffer holds 4
+    sm = StreamingMoments(2**20, 2, groups=2, device="meta")
+    assert sm.buffered == 4 and sm._buffer.shape == (4, 2, 2**20)

@@ -79,6 +79,10 @@ def test_run_cell_returns_metrics_and_artifacts(outputs):
     assert {"agreement_vi", "max_r_hat", "n_divergent", "kl_diag_full", "draws_per_chain"} <= \
         set(outputs["nuts"][0].metrics)  # fmt: skip
     assert "agreement_vi" not in outputs["hmc"][0].metrics  # started from the prior
+    # the predictive probabilities' diagnostics beside the weights' (issue 17)
+    nuts = outputs["nuts"][0].metrics
+    assert nuts["max_r_hat_pred"] >= nuts["median_r_hat_pred"] > 0.9
+    assert nuts["min_ess_bulk_pred"] > 0 and nuts["n_pred_constant"] >= 0
 
 
 def test_studies_do_not_change_the_cells_numbers(outputs):

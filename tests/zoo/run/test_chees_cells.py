@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -129,3 +130,18 @@ def test_the_archive_holds_evenly_spaced_chains_when_all_would_not_fit() -> None
     assert archived_chains(SampledPosterior({"w": np.zeros((16, 100, 3))}), 1_500) is None
     huge = archived_chains(SampledPosterior({"w": np.zeros((8, 10**6, 1))}), 10**4)
     assert huge is not None and len(huge) == 2  # never fewer than two chains (R-hat)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
+                    reason="no C++ compiler: inductor cannot build CPU code")  # fmt: skip
+def test_a_compiled_chees_cell_runs_and_times_its_compilation(tmp_path: Path) -> None:
+    spec = SPEC.replace("max_leapfrog: 64,", "max_leapfrog: 64, compile: true,")
+    (tmp_path / "spec.yaml").write_text(spec.split("studies:")[0])
+    out = tmp_path / "run"
+    code = main(["run", str(tmp_path / "spec.yaml"), "--out", str(out), "--no-progress",
+                 "--workers", "1"])  # fmt: skip
+    assert code == 0
+    m = _record(out, "chees")["metrics"]
+    assert m["compile_seconds"] > 0 and np.isfinite(m["max_r_hat_pred"])
+    assert 30 <= m["draws_per_chain"] <= 120

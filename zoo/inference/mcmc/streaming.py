@@ -33,11 +33,22 @@ Chains are assigned to groups in contiguous blocks, as :func:`numpy.array_split`
 ``range(C)``: with ``C = qG + r`` the first ``r`` groups hold ``q + 1`` chains and the others
 ``q``; ``groups`` is lowered to ``C`` when there are fewer chains than groups.
 
-Memory: ``8 D^2 + 8 D`` bytes per group (co-moment and mean) and ``16 D`` bytes per chain
-(mean and squared deviations): at ``D = 1000`` that is 8 MB per group (64 MB for the default
-8 groups) and, at ``C = 8192``, 131 MB for the chains; an update allocates one float64 copy
-of the draws, ``8 C D`` bytes, and no ``(D, D)`` temporary. The cost of an update is
-:math:`O(C D^2)` (one ``(D, C_g) @ (C_g, D)`` product per group).
+Batching: a product with few rows is a memory-bound pass over the ``(D, D)`` co-moment (one
+chain: a rank-1 update that reads and writes ``8 D^2`` bytes per draw, 7 MB at ``D = 954``,
+which cost ChEES 15 % of its speed at ``C = 1``, see ``benchmarks/chees.py``). So draws wait
+in a float64 buffer of ``B`` draws per chain until every group has at least
+:data:`MIN_ROWS` rows (``B = ceil(MIN_ROWS / min C_g)``, at most :data:`BUFFER_BYTES`), and
+join the group co-moments as one batch of ``B C_g`` rows: the same formula, the same numbers
+to float64 rounding. With :data:`MIN_ROWS` or more chains per group ``B = 1`` and nothing
+waits. The per-chain moments are updated at every draw; :meth:`StreamingMoments.summary`
+merges what is waiting first.
+
+Memory: ``8 D^2 + 8 D`` bytes per group (co-moment and mean), ``16 D`` bytes per chain
+(mean and squared deviations) and the buffer, ``8 B C D`` bytes: at ``D = 1000`` that is
+8 MB per group (64 MB for the default 8 groups), at ``C = 8192`` 131 MB for the chains and
+66 MB for a buffer of one draw; an update allocates one float64 copy of the draws and no
+``(D, D)`` temporary. The cost per draw is :math:`O(C D^2)` (one ``(D, B C_g) @ (B C_g, D)``
+product per group every ``B`` draws).
 
 :class:`Moments` is the summary in NumPy float64, with the between-chain effective sample
 size and the potential scale reduction of the chains.
@@ -51,7 +62,12 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["Moments", "StreamingMoments", "group_sizes"]
+__all__ = ["BUFFER_BYTES", "MIN_ROWS", "Moments", "StreamingMoments", "group_sizes"]
+
+#: Rows (draws x chains) a group's co-moment update waits for (module docstring: Batching).
+MIN_ROWS = 64
+#: At most this many bytes of draws wait (the buffer holds at least one draw per chain).
+BUFFER_BYTES = 64 * 2**20
 
 
 def group_sizes(chains: int, groups: int) -> tuple[int, ...]:
@@ -239,6 +255,8 @@ class StreamingMoments:
     ----------
     n : int
         Draws per chain so far.
+    buffered : int
+        Draws per chain that wait to join the group co-moments (``B``, module docstring).
     """
 
     def __init__(self, dim: int, chains: int, *, groups: int = 8, device: Any = None) -> None:
@@ -249,6 +267,9 @@ class StreamingMoments:
         stops = np.cumsum(self.sizes)
         self._bounds = list(zip((0, *stops[:-1].tolist()), stops.tolist(), strict=True))
         self.n = 0
+        self.buffered = max(1, min(-(-MIN_ROWS // min(self.sizes)),
+                                   BUFFER_BYTES // (8 * self.chains * self.dim)))  # fmt: skip
+        self._waiting = 0
         self.device = None if device is None else torch.device(device)
         if self.device is not None:
             self._allocate(self.device)
@@ -261,6 +282,7 @@ class StreamingMoments:
         self._chain_m2 = torch.zeros(c, d, **kw)
         self._group_mean = torch.zeros(g, d, **kw)
         self._group_m2 = torch.zeros(g, d, d, **kw)
+        self._buffer = torch.empty(self.buffered, c, d, **kw)
 
     @torch.no_grad()
     def update(self, z: torch.Tensor) -> None:
@@ -276,20 +298,33 @@ class StreamingMoments:
             raise ValueError(f"z has shape {tuple(z.shape)}, expected ({self.chains}, {self.dim})")
         if self.device is None:
             self._allocate(z.device)
-        x = z.detach().to(device=self.device, dtype=torch.float64)
+        x = self._buffer[self._waiting]
+        x.copy_(z.detach())
         self.n += 1
+        self._waiting += 1
         delta = x - self._chain_mean
         self._chain_mean.add_(delta / self.n)
         self._chain_m2.addcmul_(delta, x - self._chain_mean)
+        if self._waiting == self.buffered:
+            self._merge()
+
+    @torch.no_grad()
+    def _merge(self) -> None:
+        """Add the waiting draws to the group means and co-moments (Chan's batch formula)."""
+        k, d = self._waiting, self.dim
+        if k == 0:
+            return
+        done = self.n - k  # draws per chain already in the group moments
         for g, (a, b) in enumerate(self._bounds):
-            nb = b - a
-            na = (self.n - 1) * nb
-            xb = x[a:b]
+            nb = k * (b - a)
+            na = done * (b - a)
+            xb = self._buffer[:k, a:b].reshape(nb, d)
             mb = xb.mean(0)
             xc = xb - mb
-            d = mb - self._group_mean[g]
-            self._group_mean[g].add_(d, alpha=nb / (na + nb))
-            self._group_m2[g].addmm_(xc.T, xc).addr_(d, d, alpha=na * nb / (na + nb))
+            dm = mb - self._group_mean[g]
+            self._group_mean[g].add_(dm, alpha=nb / (na + nb))
+            self._group_m2[g].addmm_(xc.T, xc).addr_(dm, dm, alpha=na * nb / (na + nb))
+        self._waiting = 0
 
     def ess(self) -> torch.Tensor:
         """:meth:`Moments.ess` (capped) computed on the accumulators' device, ``(D,)``."""
@@ -313,6 +348,7 @@ class StreamingMoments:
         """
         if self.n < 2:
             raise ValueError(f"{self.n} draws per chain: need at least 2 for the variances")
+        self._merge()
         with torch.no_grad():
             counts = torch.tensor(self.sizes, dtype=torch.float64, device=self.device) * self.n
             total = float(counts.sum())
