@@ -99,8 +99,10 @@ def machine() -> str:
     except OSError:
         pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
-    return (f"machine: {cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}, "
-            f"Python {platform.python_version()}")  # fmt: skip
+    return (
+        f"machine: {cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}, "
+        f"Python {platform.python_version()}"
+    )
 
 
 def _sync(device: torch.device) -> None:
@@ -129,9 +131,19 @@ def _chees_fast(pot: _Counted, init, chains: int, draws: int, stream: bool = Tru
     """A sampling-phase ChEES run (no warm-up): chain-gradients per second and the result."""
     moments = StreamingMoments(pot.dim, chains, device=pot.x.device) if stream else None
     pot.calls = 0
-    res = run_chees(pot, seed=0, warmup=0, draws=draws, chains=chains, init=init,
-                    step_size=STEP, trajectory_length=2 * MEAN_STEPS * STEP, keep=2,
-                    threads=None, on_draw=None if moments is None else moments.update)  # fmt: skip
+    res = run_chees(
+        pot,
+        seed=0,
+        warmup=0,
+        draws=draws,
+        chains=chains,
+        init=init,
+        step_size=STEP,
+        trajectory_length=2 * MEAN_STEPS * STEP,
+        keep=2,
+        threads=None,
+        on_draw=None if moments is None else moments.update,
+    )
     return pot.calls / res.seconds, res
 
 
@@ -183,8 +195,9 @@ def _rss(key: str) -> int:
     return 0
 
 
-def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int,
-               compile_: bool = True) -> list[tuple]:  # fmt: skip
+def throughput(
+    model, x, y, init, devices, chains_of, rounds: int, draws: int, compile_: bool = True
+) -> list[tuple]:
     """Rows of chain-gradients per second and memory per chain, per device and C; with
     ``compile_`` also the torch.compile'd potential (:meth:`FlatPotential.compile`) against
     the eager one, and ChEES on it against it."""
@@ -226,8 +239,9 @@ def throughput(model, x, y, init, devices, chains_of, rounds: int, draws: int,
         for (dev, c), v in best.items():
             rows.append(("chain-grads/s  chees compiled / chees eager", dev, c, v[3], v[0]))
         for (dev, c), sec in compile_s.items():
-            rows.append(("seconds  compilation / one eager raw batch", dev, c, sec,
-                         c / best[dev, c][1]))  # fmt: skip
+            rows.append(
+                ("seconds  compilation / one eager raw batch", dev, c, sec, c / best[dev, c][1])
+            )
     for (dev, c), (ours, raw) in mem.items():
         rows.append(("MB/chain  chees / raw batch", dev, c, ours / 2**20, raw / 2**20))
     return rows
@@ -246,19 +260,44 @@ def _ess_row(model, pot, flat: np.ndarray, seconds: float, x_test) -> tuple[floa
     """(min, median) bulk ESS/s over parameters, median bulk ESS/s of the predictive, and
     the largest rank-normalized split R-hat over parameters (to see whether it converged)."""
     ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
-    pred = array_stats.ess(_predictive(model, pot, flat, x_test), chain_axis=0, draw_axis=1,
-                           method="bulk")  # fmt: skip
+    pred = array_stats.ess(
+        _predictive(model, pot, flat, x_test), chain_axis=0, draw_axis=1, method="bulk"
+    )
     rhat = array_stats.rhat(flat, chain_axis=0, draw_axis=1)
-    return (ess.min() / seconds, np.median(ess) / seconds, np.nanmedian(pred) / seconds,
-            float(np.max(rhat)))  # fmt: skip
+    return (
+        ess.min() / seconds,
+        np.median(ess) / seconds,
+        np.nanmedian(pred) / seconds,
+        float(np.max(rhat)),
+    )
 
 
-def ess_rows(model, x, y, init, devices, chains: int, warmup: int, draws: int, depth: int,
-             numpyro: str | None, x_test: torch.Tensor) -> list[tuple]:  # fmt: skip
+def ess_rows(
+    model,
+    x,
+    y,
+    init,
+    devices,
+    chains: int,
+    warmup: int,
+    draws: int,
+    depth: int,
+    numpyro: str | None,
+    x_test: torch.Tensor,
+) -> list[tuple]:
     """ESS/s of ChEES on each device against batched NUTS (CPU) and NumPyro's vectorized NUTS."""
     pot = FlatPotential(model, x, y)
-    nuts = run_nuts(pot, seed=0, warmup=warmup, draws=draws, chains=chains, init=init,
-                    max_tree_depth=depth, vectorize_chains=True, threads=None)  # fmt: skip
+    nuts = run_nuts(
+        pot,
+        seed=0,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        init=init,
+        max_tree_depth=depth,
+        vectorize_chains=True,
+        threads=None,
+    )
     base = {"batched NUTS (cpu)": _ess_row(model, pot, nuts.flat, nuts.seconds, x_test)}
     if numpyro:
         _, flat, sec, _ = _numpyro(numpyro, model, x, y, init, warmup, draws, depth, chains)
@@ -266,12 +305,26 @@ def ess_rows(model, x, y, init, devices, chains: int, warmup: int, draws: int, d
     rows = []
     for dev in devices:
         dpot = FlatPotential(model, x.to(dev), y.to(dev))
-        res = run_chees(dpot, seed=0, warmup=warmup, draws=draws, chains=chains, init=init,
-                        keep=None, threads=None)  # fmt: skip
+        res = run_chees(
+            dpot,
+            seed=0,
+            warmup=warmup,
+            draws=draws,
+            chains=chains,
+            init=init,
+            keep=None,
+            threads=None,
+        )
         ours = _ess_row(model, pot, res.flat, res.seconds, x_test)
         for name, theirs in base.items():
-            for k, what in enumerate(("ESS/s min", "ESS/s median", "ESS/s predictive median",
-                                      "max R-hat (1.01: converged)")):  # fmt: skip
+            for k, what in enumerate(
+                (
+                    "ESS/s min",
+                    "ESS/s median",
+                    "ESS/s predictive median",
+                    "max R-hat (1.01: converged)",
+                )
+            ):
                 rows.append((f"{what}  chees / {name}", dev.type, chains, ours[k], theirs[k]))
     return rows
 
@@ -286,15 +339,22 @@ def main() -> None:
         default=1000,
         help="parameter budget of the ESS rows' network (default 1000, D = 954)",
     )
-    ap.add_argument("--chains", type=int, nargs="+",
-                    help="C of the throughput rows (default: 1 16 64 on the CPU, 1 256 1024 "
-                    "4096 on a GPU)")  # fmt: skip
+    ap.add_argument(
+        "--chains",
+        type=int,
+        nargs="+",
+        help="C of the throughput rows (default: 1 16 64 on the CPU, 1 256 1024 4096 on a GPU)",
+    )
     ap.add_argument("--devices", nargs="+", help="default: cpu, and cuda when available")
     ap.add_argument("--draws-timed", type=int, default=10, help="draws of a throughput run")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
-    ap.add_argument("--ess-chains", type=int, default=64,
-                    help="chains of the ESS rows (ChEES's adaptation reads across chains: "
-                    "with 8 to 16 its trajectory length stayed at 1 to 5 leapfrog steps)")  # fmt: skip
+    ap.add_argument(
+        "--ess-chains",
+        type=int,
+        default=64,
+        help="chains of the ESS rows (ChEES's adaptation reads across chains: "
+        "with 8 to 16 its trajectory length stayed at 1 to 5 leapfrog steps)",
+    )
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--draws", type=int, default=200)
     ap.add_argument("--max-tree-depth", type=int, default=8, help="of the NUTS baselines")
@@ -305,9 +365,11 @@ def main() -> None:
         action="store_true",
         help="skip the torch.compile rows (compiling takes 10 to 60 s per C)",
     )
-    ap.add_argument("--numpyro", metavar="PYTHON",
-                    help="a Python with numpyro and jax (a separate venv) to add NumPyro's "
-                    "vectorized NUTS")  # fmt: skip
+    ap.add_argument(
+        "--numpyro",
+        metavar="PYTHON",
+        help="a Python with numpyro and jax (a separate venv) to add NumPyro's vectorized NUTS",
+    )
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     names = a.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -317,26 +379,41 @@ def main() -> None:
         return a.chains or ([1, 16, 64] if dev.type == "cpu" else [1, 256, 1024, 4096])
 
     model, x, y, init = _setup(a.n)
-    x_test = torch.as_tensor(np.random.default_rng(0).uniform([-1.5, -1], [2.5, 1.5], (100, 2)),
-                             dtype=x.dtype)  # fmt: skip
+    x_test = torch.as_tensor(
+        np.random.default_rng(0).uniform([-1.5, -1], [2.5, 1.5], (100, 2)), dtype=x.dtype
+    )
     print(machine())
-    print(f"two moons N={a.n} (ESS rows: N={a.ess_n or a.n}), depth 2, D={model.num_params} (width {model.dims[1]}), "
-          f"torch threads {a.threads}; throughput: sampling phase, {a.draws_timed} draws of "
-          f"~{MEAN_STEPS} leapfrog steps, fastest of {a.rounds} rounds; ESS: {a.warmup} warm-up "
-          f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
-          f"{a.max_tree_depth}, start = MLE-pretrained weights")  # fmt: skip
-    rows = throughput(model, x, y, init, devices, chains_of, a.rounds, a.draws_timed,
-                      not a.no_compile)  # fmt: skip
+    print(
+        f"two moons N={a.n} (ESS rows: N={a.ess_n or a.n}), depth 2, D={model.num_params} (width {model.dims[1]}), "
+        f"torch threads {a.threads}; throughput: sampling phase, {a.draws_timed} draws of "
+        f"~{MEAN_STEPS} leapfrog steps, fastest of {a.rounds} rounds; ESS: {a.warmup} warm-up "
+        f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
+        f"{a.max_tree_depth}, start = MLE-pretrained weights"
+    )
+    rows = throughput(
+        model, x, y, init, devices, chains_of, a.rounds, a.draws_timed, not a.no_compile
+    )
     if not a.skip_ess:
         if (a.ess_n and a.ess_n != a.n) or a.ess_budget != 1000:
             model, x, y, init = _setup(a.ess_n or a.n, a.ess_budget)
-            print(f"ESS rows: N={a.ess_n or a.n}, D={model.num_params} (width "
-                  f"{model.dims[1]})")  # fmt: skip
-        rows += ess_rows(model, x, y, init, devices, a.ess_chains, a.warmup, a.draws,
-                         a.max_tree_depth, a.numpyro, x_test)  # fmt: skip
+            print(f"ESS rows: N={a.ess_n or a.n}, D={model.num_params} (width {model.dims[1]})")
+        rows += ess_rows(
+            model,
+            x,
+            y,
+            init,
+            devices,
+            a.ess_chains,
+            a.warmup,
+            a.draws,
+            a.max_tree_depth,
+            a.numpyro,
+            x_test,
+        )
     width = max(len(r[0]) for r in rows)
-    print(f"{'what':<{width}} {'device':>6} {'chains':>6} {'ours':>10} {'baseline':>10} "
-          f"{'ratio':>7}")  # fmt: skip
+    print(
+        f"{'what':<{width}} {'device':>6} {'chains':>6} {'ours':>10} {'baseline':>10} {'ratio':>7}"
+    )
     for what, dev, c, ours, base in rows:
         ratio = ours / base if base else float("nan")
         print(f"{what:<{width}} {dev:>6} {c:>6} {ours:>10.4g} {base:>10.4g} {ratio:>7.3f}")

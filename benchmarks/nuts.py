@@ -101,8 +101,16 @@ def _setup(n: int, budget: int = 1000):
     rt = Runtime.cpu()
     data = ds.to_torch(rt)
     x, y = data.x_train, data.y_train
-    init = pretrain_mle(model.log_likelihood, initial_locs(model, "he", data, 0, rt), x[:1000],
-                        y[:1000], gen=rt.generator(0), epochs=10, batch_size=100, lr=0.01)  # fmt: skip
+    init = pretrain_mle(
+        model.log_likelihood,
+        initial_locs(model, "he", data, 0, rt),
+        x[:1000],
+        y[:1000],
+        gen=rt.generator(0),
+        epochs=10,
+        batch_size=100,
+        lr=0.01,
+    )
     return model, x, y, init
 
 
@@ -111,8 +119,10 @@ def _raw_ms(pot: FlatPotential, x, y, z0: torch.Tensor, reps: int, fused: bool) 
 
     ``fused`` uses ``F.cross_entropy`` (as FlatPotential does) instead of log_softmax + gather.
     """
-    layers = [(pot.site_slices[w], pot.site_shapes[w], pot.site_slices[b])
-              for w, b in pot.model.layer_sites()]  # fmt: skip
+    layers = [
+        (pot.site_slices[w], pot.site_shapes[w], pot.site_slices[b])
+        for w, b in pot.model.layer_sites()
+    ]
     yi = y.unsqueeze(-1)
 
     def raw(z):
@@ -139,8 +149,9 @@ def _raw_ms(pot: FlatPotential, x, y, z0: torch.Tensor, reps: int, fused: bool) 
 
 def _pyro_run(kernel, init_z, warmup, draws, x, y, seed):
     pyro.set_rng_seed(seed)
-    mcmc = MCMC(kernel, num_samples=draws, warmup_steps=warmup, initial_params=init_z,
-                disable_progbar=True)  # fmt: skip
+    mcmc = MCMC(
+        kernel, num_samples=draws, warmup_steps=warmup, initial_params=init_z, disable_progbar=True
+    )
     t0 = time.perf_counter()
     mcmc.run(x, y)
     return mcmc, time.perf_counter() - t0
@@ -211,16 +222,28 @@ def _numpyro(python: str, model, x, y, init, warmup, draws, depth, chains: int =
     computation), the counterpart of ``vectorize_chains=True``.
     """
     names = list(init)
-    cfg = {"names": names, "shapes": {n: list(init[n].shape) for n in names},
-           "priors": {n: model.prior_params[n] for n in names}, "depth": depth,
-           "warmup": warmup, "draws": draws, "chains": chains}  # fmt: skip
-    env = dict(os.environ, JAX_PLATFORMS="cpu",
-               XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")  # fmt: skip
+    cfg = {
+        "names": names,
+        "shapes": {n: list(init[n].shape) for n in names},
+        "priors": {n: model.prior_params[n] for n in names},
+        "depth": depth,
+        "warmup": warmup,
+        "draws": draws,
+        "chains": chains,
+    }
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    )
     with tempfile.TemporaryDirectory() as d:
         arrays = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
         np.savez(f"{d}/in.npz", x=x.numpy(), y=y.numpy(), **arrays)
-        subprocess.run([python, "-c", _NUMPYRO, f"{d}/in.npz", json.dumps(cfg), f"{d}/out.npz"],
-                       check=True, env=env)  # fmt: skip
+        subprocess.run(
+            [python, "-c", _NUMPYRO, f"{d}/in.npz", json.dumps(cfg), f"{d}/out.npz"],
+            check=True,
+            env=env,
+        )
         r = np.load(f"{d}/out.npz")
         name = "numpyro NUTS(model)" if chains == 1 else f"numpyro {chains} chains vectorized"
         return name, r["flat"], float(r["seconds"]), r["steps"].mean()
@@ -240,8 +263,16 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
         rows.append(_numpyro(numpyro, model, x, y, init, warmup, draws, depth, chains=4))
     for vec in (False, True):
         pot = _Counted(model, x, y)
-        res = run_nuts(pot, seed=0, warmup=warmup, draws=draws, init=init, max_tree_depth=depth,
-                       chains=4, vectorize_chains=vec)  # fmt: skip
+        res = run_nuts(
+            pot,
+            seed=0,
+            warmup=warmup,
+            draws=draws,
+            init=init,
+            max_tree_depth=depth,
+            chains=4,
+            vectorize_chains=vec,
+        )
         name = f"zoo 4 chains {'vectorized' if vec else 'sequential'}"
         rows.append((name, res.flat, res.seconds, pot.calls / 4 / (warmup + draws)))
     out = []
@@ -260,37 +291,51 @@ def main() -> None:
     ap.add_argument("--step-draws", type=int, default=10, help="warm-up = draws in part 1")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (part 1)")
     ap.add_argument("--skip-ess", action="store_true")
-    ap.add_argument("--numpyro", metavar="PYTHON",
-                    help="a Python with numpyro and jax (a separate venv) to add NumPyro's NUTS")  # fmt: skip
+    ap.add_argument(
+        "--numpyro",
+        metavar="PYTHON",
+        help="a Python with numpyro and jax (a separate venv) to add NumPyro's NUTS",
+    )
     a = ap.parse_args()
     torch.set_num_threads(1)
-    print(f"two-moons BNN depth 2, torch threads 1; part 1: {a.step_draws} warm-up + "
-          f"{a.step_draws} draws, max tree depth 6, fastest of {a.rounds} rounds")  # fmt: skip
+    print(
+        f"two-moons BNN depth 2, torch threads 1; part 1: {a.step_draws} warm-up + "
+        f"{a.step_draws} draws, max tree depth 6, fastest of {a.rounds} rounds"
+    )
     print(f"{'N':>6}  {'configuration':<32} {'ms/step':>8} {'ratio':>6}")
     for n in a.n:
         model, x, y, init = _setup(n)
-        times = _per_step(model, x, y, init, a.step_draws, a.step_draws, 6, max(10, 20000 // n),
-                          a.rounds)  # fmt: skip
+        times = _per_step(
+            model, x, y, init, a.step_draws, a.step_draws, 6, max(10, 20000 // n), a.rounds
+        )
         for name, ms in times.items():
             print(f"{n:>6}  {name:<32} {ms:>8.3f} {ms / times['raw']:>6.2f}", flush=True)
     if a.skip_ess:
         return
     model, x, y, init = _setup(1000)
-    print(f"\nESS_bulk on N=1000, {a.warmup} warm-up + {a.draws} draws, max tree depth "
-          f"{a.max_tree_depth}, 1 chain unless named, init = MLE-pretrained weights, "
-          f"D = {model.num_params}")  # fmt: skip
+    print(
+        f"\nESS_bulk on N=1000, {a.warmup} warm-up + {a.draws} draws, max tree depth "
+        f"{a.max_tree_depth}, 1 chain unless named, init = MLE-pretrained weights, "
+        f"D = {model.num_params}"
+    )
     rows = _ess(model, x, y, init, a.warmup, a.draws, a.max_tree_depth, a.numpyro)
-    print(f"{'sampler':<26} {'seconds':>8} {'grads/iter':>10} {'min ESS':>8} {'med ESS':>8} "
-          f"{'min ESS/s':>9} {'med ESS/s':>9}")  # fmt: skip
+    print(
+        f"{'sampler':<26} {'seconds':>8} {'grads/iter':>10} {'min ESS':>8} {'med ESS':>8} "
+        f"{'min ESS/s':>9} {'med ESS/s':>9}"
+    )
     for name, sec, nsteps, emin, emed in rows:
-        print(f"{name:<26} {sec:>8.1f} {nsteps:>10.1f} {emin:>8.1f} {emed:>8.1f} "
-              f"{emin / sec:>9.3f} {emed / sec:>9.3f}")  # fmt: skip
+        print(
+            f"{name:<26} {sec:>8.1f} {nsteps:>10.1f} {emin:>8.1f} {emed:>8.1f} "
+            f"{emin / sec:>9.3f} {emed / sec:>9.3f}"
+        )
     seq, vec = rows[-2:]
     single = [r for r in rows[1:-2] if "chains" not in r[0]]  # one chain, like rows[0]
     multi = [r for r in rows[1:-2] if "chains" in r[0]] + [seq]  # 4 chains, like vec
     for ours, base in [(rows[0], b) for b in single] + [(vec, b) for b in multi]:
-        print(f"ratio {ours[0]} / {base[0]}: min ESS/s {ours[3] / ours[1] / (base[3] / base[1]):.2f}"
-              f", median ESS/s {ours[4] / ours[1] / (base[4] / base[1]):.2f}")  # fmt: skip
+        print(
+            f"ratio {ours[0]} / {base[0]}: min ESS/s {ours[3] / ours[1] / (base[3] / base[1]):.2f}"
+            f", median ESS/s {ours[4] / ours[1] / (base[4] / base[1]):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,9 @@ def _time(executor: str, workers: int, tmp: Path) -> tuple[float, bytes]:
     spec = load_spec(path)
     out = Path(tempfile.mkdtemp(dir=tmp))
     t0 = time.perf_counter()
-    res = run_spec(spec, out, executor=executor, workers=workers, progress=False,
-                   log=lambda m: None)  # fmt: skip
+    res = run_spec(
+        spec, out, executor=executor, workers=workers, progress=False, log=lambda m: None
+    )
     seconds = time.perf_counter() - t0
     assert res.n_cells == 16 and res.n_failed == 0, res
     return seconds, (out / "results.csv").read_bytes()
@@ -77,10 +78,13 @@ def main() -> None:
     print(f"{'executor':<10} {'workers':>7} {'seconds':>8} {'ratio':>6}  same results.csv")
     for (executor, workers), ts in times.items():
         s = statistics.median(ts)
-        print(f"{executor:<10} {workers:>7} {s:>8.1f} {s / base:>6.2f}  "
-              f"{same[(executor, workers)]}")  # fmt: skip
-    print("ratio: wall time over one worker in this process (lower is faster); "
-          "'same' compares with the first run of the same torch thread count")  # fmt: skip
+        print(
+            f"{executor:<10} {workers:>7} {s:>8.1f} {s / base:>6.2f}  {same[(executor, workers)]}"
+        )
+    print(
+        "ratio: wall time over one worker in this process (lower is faster); "
+        "'same' compares with the first run of the same torch thread count"
+    )
 
 
 if __name__ == "__main__":

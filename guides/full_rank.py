@@ -430,8 +430,9 @@ class AutoFullRankNormal(PerSiteGuide):
         self._check_block("all sites", d)
         eye = torch.eye(d, dtype=init.dtype, device=init.device)
         self.loc = PyroParam(init, constraints.real_vector)
-        self.scale = PyroParam(torch.full_like(init, self.init_scale),
-                               constraints.softplus_positive)  # fmt: skip
+        self.scale = PyroParam(
+            torch.full_like(init, self.init_scale), constraints.softplus_positive
+        )
         self.scale_tril = PyroParam(eye, constraints.unit_lower_cholesky)
 
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:

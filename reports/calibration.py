@@ -291,8 +291,12 @@ def per_draw_metrics(log_probs: np.ndarray, y: np.ndarray) -> dict[str, float]:
     def sem(v: np.ndarray) -> float:
         return float(v.std(ddof=1) / np.sqrt(s)) if s > 1 else float("nan")
 
-    return {"nll_per_draw": float(nll_s.mean()), "nll_per_draw_sem": sem(nll_s),
-            "accuracy_per_draw": float(acc_s.mean()), "accuracy_per_draw_sem": sem(acc_s)}  # fmt: skip
+    return {
+        "nll_per_draw": float(nll_s.mean()),
+        "nll_per_draw_sem": sem(nll_s),
+        "accuracy_per_draw": float(acc_s.mean()),
+        "accuracy_per_draw_sem": sem(acc_s),
+    }
 
 
 def regression_metrics(

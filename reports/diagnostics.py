@@ -121,8 +121,9 @@ def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
     p = p.reshape(p.shape[0], p.shape[1], -1)
     with np.errstate(invalid="ignore", divide="ignore"):
         ess = np.asarray(array_stats.ess(p, chain_axis=0, draw_axis=1, method="bulk"))
-        rhat = (np.asarray(array_stats.rhat(p, chain_axis=0, draw_axis=1))
-                if p.shape[0] >= 2 else None)  # fmt: skip
+        rhat = (
+            np.asarray(array_stats.rhat(p, chain_axis=0, draw_axis=1)) if p.shape[0] >= 2 else None
+        )
     moved = (p.max((0, 1)) - p.min((0, 1))) > 0
     ess = ess[moved & np.isfinite(ess)]
 
@@ -397,19 +398,25 @@ def diagnostic_gates(
         if n_bad:
             failed.append("r_hat")
             worst = worst_r_hat[0]
-            line = (f"r_hat: {n_bad} of {n_params} parameters above {r_hat_max} or not finite "
-                    f"(worst {worst[1]:.4g} at {worst[0]})")  # fmt: skip
+            line = (
+                f"r_hat: {n_bad} of {n_params} parameters above {r_hat_max} or not finite "
+                f"(worst {worst[1]:.4g} at {worst[0]})"
+            )
             if n_nonfinite_r_hat:
-                line += (f"; {n_nonfinite_r_hat} have no finite r_hat: they did not move "
-                         "within their chains (a sampler that never moved)")  # fmt: skip
+                line += (
+                    f"; {n_nonfinite_r_hat} have no finite r_hat: they did not move "
+                    "within their chains (a sampler that never moved)"
+                )
             messages.append(line)
     with np.errstate(invalid="ignore"):
         n_bad = int(np.sum(bad_ess | (ess_bulk < ess_min)))
     if n_bad:
         failed.append("ess_bulk")
         worst = worst_ess[0]
-        line = (f"ess_bulk: {n_bad} of {n_params} parameters below {ess_min:g} or not finite "
-                f"(worst {worst[1]:.4g} at {worst[0]})")  # fmt: skip
+        line = (
+            f"ess_bulk: {n_bad} of {n_params} parameters below {ess_min:g} or not finite "
+            f"(worst {worst[1]:.4g} at {worst[0]})"
+        )
         if n_nonfinite_ess:
             line += f"; {n_nonfinite_ess} never moved within any chain (constant draws)"
         messages.append(line)
@@ -605,8 +612,9 @@ def trace_rank_figure(
         ax_t.set_title(f"{label}: {stat}", fontsize=9, loc="left")
         ax_t.set_ylabel("value", fontsize=8)
         _, diff = rank_ecdf_difference(values, n_grid)
-        ax_r.fill_between(grid, lower - grid, upper - grid, color="0.85", lw=0,
-                          label="95% band of mixed chains")  # fmt: skip
+        ax_r.fill_between(
+            grid, lower - grid, upper - grid, color="0.85", lw=0, label="95% band of mixed chains"
+        )
         for c in range(n_chains):
             ax_r.plot(grid, diff[c], color=colors[c], lw=1.0)
         ax_r.axhline(0.0, color="0.4", lw=0.6)

@@ -348,8 +348,10 @@ def kl_sampling_bias(n: float, d: int) -> float:
     if d < 1:
         raise ValueError(f"d must be at least 1, got {d}")
     if not n > d:
-        raise ValueError(f"n = {n} draws in d = {d} dimensions: the sample covariance is "
-                         "singular; the bias is defined for n > d")  # fmt: skip
+        raise ValueError(
+            f"n = {n} draws in d = {d} dimensions: the sample covariance is "
+            "singular; the bias is defined for n > d"
+        )
     k = np.arange(1, d + 1)
     return float(0.5 * (digamma((n - k) / 2.0).sum() - d * digamma((n - d) / 2.0)))
 

@@ -149,20 +149,33 @@ def ground_truth_metrics(
     c, s, _ = x.shape
     if c % groups:
         raise ValueError(f"{c} chains do not split into {groups} equal groups")
-    out: dict[str, Any] = {"kl_true": kl_true(cov_true), "kl_true_marginal":
-                           kl_true_marginal(cov_true)}  # fmt: skip
+    out: dict[str, Any] = {
+        "kl_true": kl_true(cov_true),
+        "kl_true_marginal": kl_true_marginal(cov_true),
+    }
     null = kl_shift_null(x, cov=cov, jitter=jitter, reps=reps, seed=seed)
-    out.update(kl=null.kl, kl_null=null.null_mean, kl_null_sd=null.null_sd,
-               kl_excess=null.excess, kl_null_draws=null.iid_draws)  # fmt: skip
+    out.update(
+        kl=null.kl,
+        kl_null=null.null_mean,
+        kl_null_sd=null.null_sd,
+        kl_excess=null.excess,
+        kl_null_draws=null.iid_draws,
+    )
     k = c // groups
     parts = [x[g * k : (g + 1) * k] for g in range(groups)]
-    gnull = [kl_shift_null(p, cov=cov, jitter=jitter, reps=reps, seed=seed + 1 + g)
-             for g, p in enumerate(parts)]  # fmt: skip
+    gnull = [
+        kl_shift_null(p, cov=cov, jitter=jitter, reps=reps, seed=seed + 1 + g)
+        for g, p in enumerate(parts)
+    ]
     gkl = np.array([n.kl for n in gnull])
     gex = np.array([n.excess for n in gnull])
-    out.update(kl_group_mean=float(gkl.mean()), kl_group_sd=float(gkl.std(ddof=1)),
-               excess_group_mean=float(gex.mean()), excess_group_sd=float(gex.std(ddof=1)),
-               excess_se=float(gex.std(ddof=1) / math.sqrt(groups)))  # fmt: skip
+    out.update(
+        kl_group_mean=float(gkl.mean()),
+        kl_group_sd=float(gkl.std(ddof=1)),
+        excess_group_mean=float(gex.mean()),
+        excess_group_sd=float(gex.std(ddof=1)),
+        excess_se=float(gex.std(ddof=1) / math.sqrt(groups)),
+    )
     out["n_eff"] = _n_eff(x)
     out["ess_median"] = float(np.nanmedian(ess(x)))
 
@@ -180,8 +193,11 @@ def ground_truth_metrics(
         out[f"kl_f{pct}"], out[f"n_eff_f{pct}"] = kf, nf
     icept, slope = _line([1 / n for n in ns], kls)
     g_icepts = [_line([1 / n for n in gn], gk)[0] for gk, gn in map(lines, parts)]
-    out.update(kl_extrapolated=icept, bias_slope=slope,
-               kl_extrapolated_se=float(np.std(g_icepts, ddof=1) / math.sqrt(groups)))  # fmt: skip
+    out.update(
+        kl_extrapolated=icept,
+        bias_slope=slope,
+        kl_extrapolated_se=float(np.std(g_icepts, ddof=1) / math.sqrt(groups)),
+    )
     return out
 
 
@@ -196,8 +212,14 @@ def ground_truth_figure(rows: Sequence[dict[str, Any]], fractions: Sequence[floa
         ax.plot(inv, kl, "o", color=color, label=f"D = {r['dim']}: KL of the draws")
         grid = np.linspace(0, inv.max(), 20)
         ax.plot(grid, r["kl_extrapolated"] + r["bias_slope"] * grid, "--", color=color)
-        ax.errorbar([0], [r["kl_extrapolated"]], yerr=[r["kl_extrapolated_se"]], fmt="s",
-                    color=color, capsize=3)  # fmt: skip
+        ax.errorbar(
+            [0],
+            [r["kl_extrapolated"]],
+            yerr=[r["kl_extrapolated_se"]],
+            fmt="s",
+            color=color,
+            capsize=3,
+        )
         ax.axhline(r["kl_true"], color=color, lw=0.8, ls=":", label=f"D = {r['dim']}: true KL")
     ax.set_xlabel("1 / n_eff")
     ax.set_ylabel("KL(q_diag || q_full), nats")

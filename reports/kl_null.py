@@ -200,8 +200,15 @@ def kl_null_figure(
     ax = fig.subplots()
     for label, (x, mean, se) in curves.items():
         style = "--" if "null" in label else "-"
-        ax.errorbar(np.asarray(x, float), np.asarray(mean, float), yerr=np.asarray(se, float),
-                    fmt=style, marker="o", capsize=3, label=label)  # fmt: skip
+        ax.errorbar(
+            np.asarray(x, float),
+            np.asarray(mean, float),
+            yerr=np.asarray(se, float),
+            fmt=style,
+            marker="o",
+            capsize=3,
+            label=label,
+        )
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)

@@ -267,8 +267,12 @@ def axis_effects(y: Sequence[float], axes: Mapping[str, Sequence[float]]) -> Axi
         se = np.sqrt(np.diag(cov))[1:]
     else:
         se = np.full(p - 1, np.nan)
-    return AxisEffects({k: float(c) for k, c in zip(names, coef[1:], strict=True)},
-                       {k: float(v) for k, v in zip(names, se, strict=True)}, r2, n)  # fmt: skip
+    return AxisEffects(
+        {k: float(c) for k, c in zip(names, coef[1:], strict=True)},
+        {k: float(v) for k, v in zip(names, se, strict=True)},
+        r2,
+        n,
+    )
 
 
 def grid_figure(
@@ -304,13 +308,15 @@ def grid_figure(
     fig = Figure(figsize=(9.0, 3.6), layout="constrained")
     left, right = fig.subplots(1, 2, sharey=True)
     for j, c in enumerate(cols):
-        left.errorbar(rows, mean[:, j], yerr=se[:, j], marker="o", capsize=3,
-                      label=f"{col_label} {c:g}")  # fmt: skip
+        left.errorbar(
+            rows, mean[:, j], yerr=se[:, j], marker="o", capsize=3, label=f"{col_label} {c:g}"
+        )
     for i, r in enumerate(rows):
-        right.errorbar(cols, mean[i], yerr=se[i], marker="o", capsize=3,
-                       label=f"{row_label} {r:g}")  # fmt: skip
-    for ax, xl, title in ((left, row_label, f"fixed {col_label}"),
-                          (right, col_label, f"fixed {row_label}")):  # fmt: skip
+        right.errorbar(cols, mean[i], yerr=se[i], marker="o", capsize=3, label=f"{row_label} {r:g}")
+    for ax, xl, title in (
+        (left, row_label, f"fixed {col_label}"),
+        (right, col_label, f"fixed {row_label}"),
+    ):
         ax.set_xlabel(xl)
         ax.set_title(title, fontsize=10)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

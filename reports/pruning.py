@@ -66,13 +66,25 @@ __all__ = [
 #: 20 UCI splits, quoted from the paper (a reference column, not computed here). Their
 #: methods ran with hyper-parameters tuned by Bayesian optimization on one split.
 PAPER_TABLE1: dict[str, dict[str, tuple[float, float]]] = {
-    "boston": {"HMC": (-2.27, 0.03), "SGLD": (-2.40, 0.05), "ES": (-2.53, 0.08),
-               "FC": (-2.89, 0.03), "MAP": (-2.68, 0.08), "MF": (-2.62, 0.06),
-               "GD": (-2.54, 0.07)},
-    "concrete": {"HMC": (-2.72, 0.02), "SGLD": (-3.08, 0.03), "ES": (-3.55, 0.11),
-                 "FC": (-3.24, 0.01), "MAP": (-4.29, 0.20), "MF": (-3.00, 0.03),
-                 "GD": (-3.07, 0.03)},
-}  # fmt: skip
+    "boston": {
+        "HMC": (-2.27, 0.03),
+        "SGLD": (-2.40, 0.05),
+        "ES": (-2.53, 0.08),
+        "FC": (-2.89, 0.03),
+        "MAP": (-2.68, 0.08),
+        "MF": (-2.62, 0.06),
+        "GD": (-2.54, 0.07),
+    },
+    "concrete": {
+        "HMC": (-2.72, 0.02),
+        "SGLD": (-3.08, 0.03),
+        "ES": (-3.55, 0.11),
+        "FC": (-3.24, 0.01),
+        "MAP": (-4.29, 0.20),
+        "MF": (-3.00, 0.03),
+        "GD": (-3.07, 0.03),
+    },
+}
 
 
 class PruningRule(NamedTuple):
@@ -179,8 +191,9 @@ def pruned_fraction(layers: list[UnitStats], rule: PruningRule = DEFAULT_RULE) -
     sit at the prior, whatever their outgoing weights (the rule's second half alone).
     """
     masks = [pruned_units(s, rule) for s in layers]
-    at_prior = [(s.in_kl <= rule.in_kl_max) & (s.in_std_ratio >= rule.in_std_ratio_min)
-                for s in layers]  # fmt: skip
+    at_prior = [
+        (s.in_kl <= rule.in_kl_max) & (s.in_std_ratio >= rule.in_std_ratio_min) for s in layers
+    ]
     out = {"pruned_frac": float(np.concatenate(masks).mean()) if masks else float("nan")}
     if len(masks) > 1:
         out.update({f"pruned_frac.layer{k}": float(m.mean()) for k, m in enumerate(masks)})
@@ -212,8 +225,9 @@ def contribution_variance(act: np.ndarray, w_next: np.ndarray) -> tuple[np.ndarr
     a = np.asarray(act, np.float64)
     w = np.asarray(w_next, np.float64)
     if a.ndim != 3 or w.ndim != 3 or a.shape[0] != w.shape[0] or a.shape[2] != w.shape[2]:
-        raise ValueError(f"act (S, N, n) and w_next (S, n_next, n) do not fit: {a.shape}, "
-                         f"{w.shape}")  # fmt: skip
+        raise ValueError(
+            f"act (S, N, n) and w_next (S, n_next, n) do not fit: {a.shape}, {w.shape}"
+        )
     w2 = (w**2).sum(1)  # (S, n): sum over k of W_skj^2
     within = (a.var(1) * w2).mean(0)
     between = (a.mean(1)[:, None, :] * w).var(0).sum(0)  # (n_next, n) -> (n,)

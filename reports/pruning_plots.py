@@ -22,8 +22,12 @@ __all__ = [
 ]
 
 
-def unit_scatter_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0,
-                        title: str = "", rule_snr: float | None = None):  # fmt: skip
+def unit_scatter_figure(
+    per_method: Mapping[str, Mapping[str, np.ndarray]],
+    layer: int = 0,
+    title: str = "",
+    rule_snr: float | None = None,
+):
     """One panel per method: each hidden unit at (incoming KL, outgoing |mean|/std).
 
     ``per_method[name]`` holds ``layer{k}.in_kl``, ``layer{k}.out_snr`` and
@@ -58,8 +62,9 @@ def _normal_pdf(x: np.ndarray, m: float, s: float) -> np.ndarray:
     return np.exp(-0.5 * ((x - m) / s) ** 2) / (s * np.sqrt(2 * np.pi))
 
 
-def unit_posterior_figure(z: Mapping[str, np.ndarray], units: list[int], layer: int = 0,
-                          title: str = ""):  # fmt: skip
+def unit_posterior_figure(
+    z: Mapping[str, np.ndarray], units: list[int], layer: int = 0, title: str = ""
+):
     """Their Figures 2 and 5: per unit, the outgoing weight posterior (top), the incoming
     weight posteriors with the prior dashed (middle) and the activation histogram over the
     training inputs and posterior draws (bottom)."""
@@ -78,16 +83,20 @@ def unit_posterior_figure(z: Mapping[str, np.ndarray], units: list[int], layer: 
             else:
                 axes[0][c].axvline(m, c="tab:red")
         axes[0][c].set_title(f"unit {j} ({'pruned' if pruned[j] else 'active'})", fontsize=9)
-        for m, s in zip(z[f"layer{layer}.in_mean"][j], z[f"layer{layer}.in_std"][j],
-                        strict=True):  # fmt: skip
+        for m, s in zip(z[f"layer{layer}.in_mean"][j], z[f"layer{layer}.in_std"][j], strict=True):
             if s > 0:
                 axes[1][c].plot(grid, _normal_pdf(grid, m, s), lw=0.8)
         axes[1][c].plot(grid, _normal_pdf(grid, 0.0, 1.0), "k--", lw=1)
         axes[1][c].set_ylim(0, 2.5)
         hist = z[f"layer{layer}.act_hist"][j]
         edges = np.linspace(-1, 1, len(hist) + 1)
-        axes[2][c].bar(edges[:-1], hist / max(hist.sum(), 1), width=np.diff(edges),
-                       align="edge", color="tab:gray")  # fmt: skip
+        axes[2][c].bar(
+            edges[:-1],
+            hist / max(hist.sum(), 1),
+            width=np.diff(edges),
+            align="edge",
+            color="tab:gray",
+        )
     axes[0][0].set_ylabel("outgoing weight")
     axes[1][0].set_ylabel("incoming weights")
     axes[2][0].set_ylabel("activation")
@@ -104,9 +113,12 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
     """
     fig = Figure(figsize=(15, 3.4))
     axes = fig.subplots(1, 4)
-    panels = [("kl", "A. KL / n (standardized units)"), ("neg_elbo", "B. -ELBO / n"),
-              ("exp_nll_train", "C. expected train NLL / n"),
-              ("nll_test", "D. predictive NLL (original units)")]  # fmt: skip
+    panels = [
+        ("kl", "A. KL / n (standardized units)"),
+        ("neg_elbo", "B. -ELBO / n"),
+        ("exp_nll_train", "C. expected train NLL / n"),
+        ("nll_test", "D. predictive NLL (original units)"),
+    ]
     seen: dict[str, list[np.ndarray]] = {key: [] for key, _ in panels}
     for name, z in per_method.items():
         if "traj.step" not in z:
@@ -116,12 +128,14 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
             seen[key].append(z[f"traj.{key}"][2:])
         seen["nll_test"].append(z["traj.nll_train"][2:])
         for ax, (key, label) in zip(axes, panels, strict=True):
-            (line,) = ax.plot(step, z[f"traj.{key}"], label=f"{name}" if key != "nll_test"
-                              else f"{name} test")  # fmt: skip
+            (line,) = ax.plot(
+                step, z[f"traj.{key}"], label=f"{name}" if key != "nll_test" else f"{name} test"
+            )
             ax.set_title(label, fontsize=9)
             if key == "nll_test":
-                ax.plot(step, z["traj.nll_train"], ls="--", c=line.get_color(),
-                        label=f"{name} train")  # fmt: skip
+                ax.plot(
+                    step, z["traj.nll_train"], ls="--", c=line.get_color(), label=f"{name} train"
+                )
     for ax, (key, _) in zip(axes, panels, strict=True):
         ax.set_xlabel("step")
         if key == "kl":
@@ -139,8 +153,9 @@ def trajectory_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], title:
     return fig
 
 
-def variance_share_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0,
-                          title: str = ""):  # fmt: skip
+def variance_share_figure(
+    per_method: Mapping[str, Mapping[str, np.ndarray]], layer: int = 0, title: str = ""
+):
     """One panel per method: the units of a hidden layer sorted by share of output variance.
 
     ``per_method[name]`` holds ``layer{k}.var_share`` and, for methods the pruning rule
@@ -165,8 +180,7 @@ def variance_share_figure(per_method: Mapping[str, Mapping[str, np.ndarray]], la
         ax.set_yscale("log")
         ax.set_ylim(floor, 1.5)
         ax.set_xlabel("unit (sorted by share)")
-        ax.set_title(f"{name}: {effective_units(share):.1f} effective of {len(share)}",
-                     fontsize=9)  # fmt: skip
+        ax.set_title(f"{name}: {effective_units(share):.1f} effective of {len(share)}", fontsize=9)
     axes[0][0].set_ylabel("share of output variance")
     fig.suptitle(title or f"hidden layer {layer}")
     fig.tight_layout()

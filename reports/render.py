@@ -268,12 +268,19 @@ def _summary_tables(
         header = [str(k) for k in keys] + chunk + (["n"] if have_n else [])
         rows = []
         for _, rec in summary.iterrows():
-            cells = [_fmt_mean_sem(rec.get(f"{m}_mean"), rec.get(f"{m}_sem"),
-                                   rec.get(f"{m}_n"), rec.get("n")) for m in chunk]  # fmt: skip
+            cells = [
+                _fmt_mean_sem(
+                    rec.get(f"{m}_mean"), rec.get(f"{m}_sem"), rec.get(f"{m}_n"), rec.get("n")
+                )
+                for m in chunk
+            ]
             if all(c == "-" for c in cells):
                 continue
-            rows.append([_fmt_value(rec[k]) for k in keys] + cells
-                        + ([_fmt_value(rec["n"])] if have_n else []))  # fmt: skip
+            rows.append(
+                [_fmt_value(rec[k]) for k in keys]
+                + cells
+                + ([_fmt_value(rec["n"])] if have_n else [])
+            )
         if rows:
             tables.append((header, rows))
     return tables
@@ -365,8 +372,9 @@ def _x_axis(values: pd.Series) -> _XAxis:
         integral = bool(uniq.size) and bool(np.all(uniq == np.round(uniq)))
         return _XAxis([float(u) for u in uniq], [_fmt_value(u) for u in uniq], False, integral, {})
     cats = list(dict.fromkeys(_fmt_value(v) for v in values))
-    return _XAxis([float(i) for i in range(len(cats))], cats, True, True,
-                  {c: i for i, c in enumerate(cats)})  # fmt: skip
+    return _XAxis(
+        [float(i) for i in range(len(cats))], cats, True, True, {c: i for i, c in enumerate(cats)}
+    )
 
 
 def figure_png(fig: Figure) -> bytes:
@@ -452,8 +460,13 @@ def _draw_panel(
     line_keys, groups = _line_groups(data, summary, x, hue)
     errors = _error_phrase(data, metric, over)
     repeats = int(data["n"].max()) if "n" in data.columns else 1
-    points = (results is not None and over is not None and over in results.columns
-              and metric in results.columns and 1 < repeats <= MAX_REPEAT_POINTS)  # fmt: skip
+    points = (
+        results is not None
+        and over is not None
+        and over in results.columns
+        and metric in results.columns
+        and 1 < repeats <= MAX_REPEAT_POINTS
+    )
     ok = None
     if points:
         ok = results[results["status"] == "ok"] if "status" in results.columns else results
@@ -480,8 +493,16 @@ def _draw_panel(
             rx = axis.positions(rows[x]) + shift
             keep = np.isfinite(y) & np.isfinite(rx)
             if keep.any():
-                ax.scatter(rx[keep], y[keep], s=14, color=color, alpha=0.55, marker="x",
-                           linewidths=1.0, zorder=3)  # fmt: skip
+                ax.scatter(
+                    rx[keep],
+                    y[keep],
+                    s=14,
+                    color=color,
+                    alpha=0.55,
+                    marker="x",
+                    linewidths=1.0,
+                    zorder=3,
+                )
     if points:
         errors += f"; crosses: single {_plural(_repeat_word(over), 2)}"
     if axis.integral:
@@ -489,8 +510,7 @@ def _draw_panel(
     if axis.categorical:
         ax.set_xlim(-0.6, len(axis.ticks) - 0.4)
     if any(label is not None for label, _, _ in groups):
-        ax.legend(title=hue if hue is not None and line_keys == [hue] else None,
-                  fontsize="small")  # fmt: skip
+        ax.legend(title=hue if hue is not None and line_keys == [hue] else None, fontsize="small")
     return errors
 
 
@@ -602,8 +622,17 @@ def plot_metric_vs(
     -----
     An empty summary gives a figure that says there were no successful cells.
     """
-    png, _ = _plot(summary, x, metric, hue, title=title, ylabel=ylabel, results=results,
-                   over=over, companion=companion)  # fmt: skip
+    png, _ = _plot(
+        summary,
+        x,
+        metric,
+        hue,
+        title=title,
+        ylabel=ylabel,
+        results=results,
+        over=over,
+        companion=companion,
+    )
     return png
 
 
@@ -669,9 +698,10 @@ def headline(
         xs = [_fmt_value(v) for v in sub[x]]
         who = f"of {label} " if label else ""
         if axis.categorical or len(sub) == 1:
-            values = ", ".join(f"{xv} {_fmt_num(a, b)}" if axis.categorical
-                               else f"{_fmt_num(a, b)} at {word} {xv}"
-                               for xv, a, b in zip(xs, m, s, strict=True))  # fmt: skip
+            values = ", ".join(
+                f"{xv} {_fmt_num(a, b)}" if axis.categorical else f"{_fmt_num(a, b)} at {word} {xv}"
+                for xv, a, b in zip(xs, m, s, strict=True)
+            )
             if axis.categorical:
                 parts.append(f"{label}: {values}" if label else values)
             else:
@@ -797,9 +827,15 @@ def render_report(
             if companion is not None and f"{companion}_mean" not in fig_summary.columns:
                 companion = None
             rel = f"figures/{figure_name(m, x)}"
-            png, caption = _plot(fig_summary, x, m, hue, results=results,
-                                 over=over if figure_summary is None else None,
-                                 companion=companion)  # fmt: skip
+            png, caption = _plot(
+                fig_summary,
+                x,
+                m,
+                hue,
+                results=results,
+                over=over if figure_summary is None else None,
+                companion=companion,
+            )
             written[rel] = png
             figures.append((caption, rel, png))
 

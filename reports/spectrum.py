@@ -196,8 +196,9 @@ def top_fraction_null(
 
     rng = np.random.default_rng(seed)
     null = np.stack([tops(shuffle_entries(m, rng)) for _ in range(shuffles)])
-    return TopFractionNull(ks, tops(m), null.mean(0), null.std(0, ddof=1), null.max(0),
-                           shuffles, seed, centre)  # fmt: skip
+    return TopFractionNull(
+        ks, tops(m), null.mean(0), null.std(0, ddof=1), null.max(0), shuffles, seed, centre
+    )
 
 
 def truncate(a: np.ndarray, k: int, clamp: bool = True) -> np.ndarray:
@@ -284,8 +285,12 @@ def spectrum_figure(
         width = 0.8 / max(1, len(labels))
         for j, label in enumerate(labels):
             f = np.asarray(fractions[layer][label])[:top]
-            ax.bar(np.arange(1, len(f) + 1) + (j - (len(labels) - 1) / 2) * width, f, width,
-                   label=label)  # fmt: skip
+            ax.bar(
+                np.arange(1, len(f) + 1) + (j - (len(labels) - 1) / 2) * width,
+                f,
+                width,
+                label=label,
+            )
         ax.set_title(layer, fontsize=9)
         ax.set_xlabel("singular value k")
         ax.set_ylim(0, 1)
@@ -305,8 +310,9 @@ def heatmap_figure(a: np.ndarray, ranks: Sequence[int] = (1, 2), title: str = ""
     axes = fig.subplots(1, len(mats), squeeze=False)[0]
     im = None
     for ax, (label, m) in zip(axes, mats, strict=True):
-        im = ax.imshow(m, aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax,
-                       interpolation="nearest")  # fmt: skip
+        im = ax.imshow(
+            m, aspect="auto", cmap="viridis", vmin=vmin, vmax=vmax, interpolation="nearest"
+        )
         ax.set_title(label, fontsize=9)
         ax.set_xlabel("input (column)")
     axes[0].set_ylabel("output unit (row)")

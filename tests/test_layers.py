@@ -325,8 +325,11 @@ def test_guides_and_reports_never_import_zoo() -> None:
 
 
 def test_every_zoo_module_has_a_layer() -> None:
-    missing = [str(MODULES[m].relative_to(ROOT)) for m in MODULES
-               if m.split(".")[0] == "zoo" and _rank(m) is None]  # fmt: skip
+    missing = [
+        str(MODULES[m].relative_to(ROOT))
+        for m in MODULES
+        if m.split(".")[0] == "zoo" and _rank(m) is None
+    ]
     _fail("zoo modules in no layer (add them to LAYERS in tests/test_layers.py)", missing)
 
 
@@ -353,8 +356,10 @@ def test_layer_order() -> None:
                 f"{i.where()}: {i.source} ({LAYER_NAMES[src]}) imports {i.target} "
                 f"({LAYER_NAMES[dst]})"
             )
-    _fail("imports against the layer order spec < data, models < inference < studies < run "
-          "< cli", lines)  # fmt: skip
+    _fail(
+        "imports against the layer order spec < data, models < inference < studies < run < cli",
+        lines,
+    )
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -381,11 +386,16 @@ def test_the_import_reader_sees_what_python_runs(tmp_path: Path) -> None:
     assert found["zoo.models"] == (("zoo.models",), False, False)  # a name of its __init__
     # the __init__s above run first, except those already running above the importer
     assert found["zoo.spec.sections.data"] == (
-        ("zoo.spec", "zoo.spec.sections", "zoo.spec.sections.data"), False, False,
-    )  # fmt: skip
+        ("zoo.spec", "zoo.spec.sections", "zoo.spec.sections.data"),
+        False,
+        False,
+    )
     assert found["zoo.run.cell"][1:] == (False, True)
     assert found["zoo.inference.svi"][1:] == (True, False)
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert _one_cycle(["a", "b", "c"], {"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [
-        "a", "b", "c", "a",
-    ]  # fmt: skip
+        "a",
+        "b",
+        "c",
+        "a",
+    ]

@@ -73,26 +73,44 @@ def _parser() -> argparse.ArgumentParser:
             "relative to the working directory (in the spec file: to the spec file)",
         )
 
-    r = sub.add_parser("run", help="run every cell of a spec and write the report",
-                       description="Expand the sweep, run each cell (skipping cells already "
-                       "stored in --out), write results.csv, summary.csv and the report.",
-                       epilog="Cells run in worker processes (one per core by default, each "
-                       "with cores/workers torch threads; with --device cuda one per GPU). The "
-                       "numbers of a cell depend on its configuration, device and thread count "
-                       "only, so the same --workers gives the same results.csv on the local "
-                       "and the Ray executor.")  # fmt: skip
+    r = sub.add_parser(
+        "run",
+        help="run every cell of a spec and write the report",
+        description="Expand the sweep, run each cell (skipping cells already "
+        "stored in --out), write results.csv, summary.csv and the report.",
+        epilog="Cells run in worker processes (one per core by default, each "
+        "with cores/workers torch threads; with --device cuda one per GPU). The "
+        "numbers of a cell depend on its configuration, device and thread count "
+        "only, so the same --workers gives the same results.csv on the local "
+        "and the Ray executor.",
+    )
     r.add_argument("spec", help="a YAML spec (see `zoo list`), or a run directory to resume")
-    r.add_argument("--out", type=Path, help="run directory (default runs/<name>/<timestamp>); "
-                   "an existing one is resumed")  # fmt: skip
+    r.add_argument(
+        "--out",
+        type=Path,
+        help="run directory (default runs/<name>/<timestamp>); an existing one is resumed",
+    )
     r.add_argument("--fresh", action="store_true", help="discard cells already in --out")
-    r.add_argument("--retry-failed", action="store_true",
-                   help="rerun the cells stored as failed (others are kept)")  # fmt: skip
-    r.add_argument("--executor", choices=["local", "ray"], default="local",
-                   help="local worker processes (default) or Ray tasks")  # fmt: skip
-    r.add_argument("--workers", type=int, metavar="N",
-                   help="cells run at once (default: the number of cores)")  # fmt: skip
-    r.add_argument("--address", metavar="ADDR", help="Ray cluster address (e.g. auto, "
-                   "ray://host:10001); default: start a local Ray instance")  # fmt: skip
+    r.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="rerun the cells stored as failed (others are kept)",
+    )
+    r.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local worker processes (default) or Ray tasks",
+    )
+    r.add_argument(
+        "--workers", type=int, metavar="N", help="cells run at once (default: the number of cores)"
+    )
+    r.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="Ray cluster address (e.g. auto, "
+        "ray://host:10001); default: start a local Ray instance",
+    )
     r.add_argument(
         "--device",
         metavar="DEVICE",
@@ -118,11 +136,14 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("run_dir", type=Path)
     st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
     st.add_argument("run_dir", type=Path)
-    mg = sub.add_parser("migrate", help="give a run directory made by an older bnn-zoo "
-                        "today's cell ids (renames, recomputes nothing)",
-                        description="Load the run directory's spec.yaml, match every stored "
-                        "cell to today's cell with the same method and axes, rename its files, "
-                        "record the new spec_version and rebuild the report.")  # fmt: skip
+    mg = sub.add_parser(
+        "migrate",
+        help="give a run directory made by an older bnn-zoo "
+        "today's cell ids (renames, recomputes nothing)",
+        description="Load the run directory's spec.yaml, match every stored "
+        "cell to today's cell with the same method and axes, rename its files, "
+        "record the new spec_version and rebuild the report.",
+    )
     mg.add_argument("run_dir", type=Path)
     mg.add_argument("--dry-run", action="store_true", help="only say what would change")
     return p
@@ -189,28 +210,40 @@ def _cmd_run(a: argparse.Namespace) -> int:
     on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
     print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
     try:  # --fresh deletes only in a run directory, under its lock (checked first)
-        res = run_spec(spec, out, executor=a.executor, workers=a.workers, address=a.address,
-                       retry_failed=a.retry_failed, progress=not a.no_progress,
-                       runtime=runtime, fresh=a.fresh)  # fmt: skip
+        res = run_spec(
+            spec,
+            out,
+            executor=a.executor,
+            workers=a.workers,
+            address=a.address,
+            retry_failed=a.retry_failed,
+            progress=not a.no_progress,
+            runtime=runtime,
+            fresh=a.fresh,
+        )
     except RunDirError as e:
         raise UsageError(str(e)) from None
     except WorkerStartError as e:  # the cells stay pending; a resume runs them
-        print(f"zoo: {e}; rerun with --workers 1 to run the cells in this process",
-              file=sys.stderr)  # fmt: skip
+        print(f"zoo: {e}; rerun with --workers 1 to run the cells in this process", file=sys.stderr)
         return 1
     if not res.report_error:
         print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
         _print_summary(out)
     code = 0
     if res.n_failed:
-        print(f"zoo: {res.n_failed} of {res.n_cells} cells failed; see {out / 'results.csv'} "
-              f"and rerun them with: zoo run {out} --retry-failed", file=sys.stderr)  # fmt: skip
+        print(
+            f"zoo: {res.n_failed} of {res.n_cells} cells failed; see {out / 'results.csv'} "
+            f"and rerun them with: zoo run {out} --retry-failed",
+            file=sys.stderr,
+        )
         code = 1
     if res.n_unsaved or res.report_error:
-        print(f"zoo: {res.n_unsaved} computed cells could not be stored in {out}"
-              + (f" (saved to {res.rescued_to})" if res.rescued_to else "")
-              + ("; the report was not written" if res.report_error else ""),
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"zoo: {res.n_unsaved} computed cells could not be stored in {out}"
+            + (f" (saved to {res.rescued_to})" if res.rescued_to else "")
+            + ("; the report was not written" if res.report_error else ""),
+            file=sys.stderr,
+        )
         code = 1
     return code
 
@@ -392,8 +425,10 @@ def _sites(cell) -> list[str]:
     x = runtime.tensor(ds.x_train[:2])
     y = runtime.tensor(ds.y_train[:2])
     tr = pyro.poutine.trace(model).get_trace(x, y, len(ds.x_train))
-    lines = [f"network {model.dims} ({model.num_params} parameters), data n_train="
-             f"{len(ds.x_train)}, n_test={len(ds.x_test)}"]  # fmt: skip
+    lines = [
+        f"network {model.dims} ({model.num_params} parameters), data n_train="
+        f"{len(ds.x_train)}, n_test={len(ds.x_test)}"
+    ]
     for name, site in tr.nodes.items():
         fn = site.get("fn")
         if site["type"] != "sample" or not hasattr(fn, "batch_shape"):
@@ -446,8 +481,10 @@ def _check_version(run_dir: Path) -> None:
 
 def _run_dir_spec(run_dir: Path):
     if not (run_dir / "spec.yaml").is_file():
-        raise UsageError(f"{run_dir}: not a run directory (no spec.yaml); give the --out "
-                         "directory of a `zoo run`")  # fmt: skip
+        raise UsageError(
+            f"{run_dir}: not a run directory (no spec.yaml); give the --out "
+            "directory of a `zoo run`"
+        )
     _check_version(run_dir)
     return _load(run_dir / "spec.yaml")
 
@@ -531,8 +568,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as e:  # the runner's RunInterrupted has said what was kept
         signum = getattr(e, "signum", None)
         if signum is None:
-            print("\nzoo: interrupted; finished cells are kept, rerun with the same --out to "
-                  "resume", file=sys.stderr)  # fmt: skip
+            print(
+                "\nzoo: interrupted; finished cells are kept, rerun with the same --out to resume",
+                file=sys.stderr,
+            )
         return 128 + (signum or 2)
 
 

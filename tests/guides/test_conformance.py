@@ -288,8 +288,22 @@ def test_guides_make_tensors_with_device_and_dtype():
     # default device with the default dtype, not the model's: every such call in guides/
     # names both (device=, dtype=, or **opts holding them), or builds on an existing tensor
     # (torch.full_like, x.new_zeros, ...).
-    constructors = {"eye", "zeros", "ones", "full", "empty", "arange", "linspace", "tensor",
-                    "as_tensor", "randn", "rand", "randint", "normal", "_standard_normal"}  # fmt: skip
+    constructors = {
+        "eye",
+        "zeros",
+        "ones",
+        "full",
+        "empty",
+        "arange",
+        "linspace",
+        "tensor",
+        "as_tensor",
+        "randn",
+        "rand",
+        "randint",
+        "normal",
+        "_standard_normal",
+    }
     offenders = []
     for path in sorted(Path(guides.__file__).parent.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -552,11 +566,17 @@ def test_full_rank_at_exact_posterior_elbo_is_log_evidence(blocks):
     unit = tril / scale.unsqueeze(-1)
     raw_scale = scale.expm1().log()  # softplus inverse
     if blocks == "global":
-        state = {"loc_unconstrained": mean, "scale_unconstrained": raw_scale,
-                 "scale_tril_unconstrained": unit}  # fmt: skip
+        state = {
+            "loc_unconstrained": mean,
+            "scale_unconstrained": raw_scale,
+            "scale_tril_unconstrained": unit,
+        }
     else:
-        state = {"locs.w_unconstrained": mean, "scales.w_unconstrained": raw_scale,
-                 "scale_trils.w_unconstrained": unit}  # fmt: skip
+        state = {
+            "locs.w_unconstrained": mean,
+            "scales.w_unconstrained": raw_scale,
+            "scale_trils.w_unconstrained": unit,
+        }
     guide.load_state_dict(state)
     q = guide.get_posterior("w")
     assert torch.allclose(q.covariance_matrix, cov, atol=1e-6)

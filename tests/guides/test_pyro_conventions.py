@@ -197,11 +197,13 @@ def test_global_block_with_a_plate_is_exact_at_the_posterior():
     guide(data)
     tril = torch.linalg.cholesky(cov)
     scale = tril.diagonal()
-    guide.load_state_dict({
-        "loc_unconstrained": mean,
-        "scale_unconstrained": scale.expm1().log(),
-        "scale_tril_unconstrained": tril / scale.unsqueeze(-1),
-    })  # fmt: skip
+    guide.load_state_dict(
+        {
+            "loc_unconstrained": mean,
+            "scale_unconstrained": scale.expm1().log(),
+            "scale_tril_unconstrained": tril / scale.unsqueeze(-1),
+        }
+    )
     trace = poutine.trace(guide).get_trace(data)
     assert trace.nodes["y"]["fn"].batch_shape == (2,)
     assert trace.nodes["y"]["cond_indep_stack"][0].name == "data"

@@ -190,8 +190,9 @@ def test_kl_sampling_bias_is_the_mean_excess_of_the_estimate_over_iid_draws(diag
     d, n, reps = 10, 40, 2000
     cov = np.diag(rng.uniform(0.5, 2.0, d)) if diagonal else _random_spd(rng, d)
     chol = np.linalg.cholesky(cov)
-    kls = np.array([kl_diag_full(np.cov((rng.normal(size=(n, d)) @ chol.T).T))
-                    for _ in range(reps)])  # fmt: skip
+    kls = np.array(
+        [kl_diag_full(np.cov((rng.normal(size=(n, d)) @ chol.T).T)) for _ in range(reps)]
+    )
     err = kls - kl_diag_full(cov)
     assert err.mean() == pytest.approx(kl_sampling_bias(n, d), abs=4 * err.std() / reps**0.5)
 
@@ -428,20 +429,30 @@ def test_flatten_sites_labels_blocks_and_order():
 
 def test_column_blocks_group_each_input_column_of_a_weight_and_the_bias():
     rng = np.random.default_rng(18)
-    sites = {"layer0.weight": rng.normal(size=(1, 4, 3, 2)),
-             "layer1.weight": rng.normal(size=(1, 4, 2, 3)),
-             "layer1.bias": rng.normal(size=(1, 4, 2))}  # fmt: skip
+    sites = {
+        "layer0.weight": rng.normal(size=(1, 4, 3, 2)),
+        "layer1.weight": rng.normal(size=(1, 4, 2, 3)),
+        "layer1.bias": rng.normal(size=(1, 4, 2)),
+    }
     flat = flatten_sites(sites)
     blocks = column_blocks(flat.labels, "layer1.weight", "layer1.bias")
-    assert list(blocks) == ["layer1.weight[:,0]", "layer1.weight[:,1]", "layer1.weight[:,2]",
-                            "layer1.bias"]  # fmt: skip
+    assert list(blocks) == [
+        "layer1.weight[:,0]",
+        "layer1.weight[:,1]",
+        "layer1.weight[:,2]",
+        "layer1.bias",
+    ]
     # layer1.weight starts at column 6; entry [i, j] is column 6 + 3 i + j
     np.testing.assert_array_equal(blocks["layer1.weight[:,2]"], [8, 11])
     np.testing.assert_array_equal(blocks["layer1.bias"], [12, 13])
     assert [flat.labels[i] for i in blocks["layer1.weight[:,1]"]] == [
-        "layer1.weight[0,1]", "layer1.weight[1,1]"]  # fmt: skip
+        "layer1.weight[0,1]",
+        "layer1.weight[1,1]",
+    ]
     assert list(column_blocks(flat.labels, "layer0.weight")) == [
-        "layer0.weight[:,0]", "layer0.weight[:,1]"]  # fmt: skip
+        "layer0.weight[:,0]",
+        "layer0.weight[:,1]",
+    ]
     with pytest.raises(ValueError, match="no columns of site 'layer2.weight'"):
         column_blocks(flat.labels, "layer2.weight")
     with pytest.raises(ValueError, match="not 2-D"):

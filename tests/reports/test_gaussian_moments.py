@@ -28,15 +28,28 @@ def test_gaussian_from_moments_is_the_empirical_fit():
     np.testing.assert_allclose(mom.cov, fit.cov, rtol=1e-13, atol=1e-15)
     np.testing.assert_array_equal(mom.mean, fit.mean)
     assert (mom.cov_method, mom.jitter, mom.n_draws, mom.dim, mom.shrinkage) == (
-        "empirical", 1e-4, 200, 5, None)  # fmt: skip
+        "empirical",
+        1e-4,
+        200,
+        5,
+        None,
+    )
 
 
 def test_moments_path_equals_draws_path_given_the_draws_moments():
     x = _draws(400, 6, seed=1)
     blocks = {"a": [0, 1, 2], "b": np.array([3, 4]), "c": slice(5, 6)}
     ref = diag_vs_full(x, blocks, jitter=1e-6, seed=3, w_max_draws=150)
-    out = diag_vs_full_moments(x.mean(0), np.cov(x, rowvar=False), blocks, n_draws=400,
-                               jitter=1e-6, draws=x, seed=3, w_max_draws=150)  # fmt: skip
+    out = diag_vs_full_moments(
+        x.mean(0),
+        np.cov(x, rowvar=False),
+        blocks,
+        n_draws=400,
+        jitter=1e-6,
+        draws=x,
+        seed=3,
+        w_max_draws=150,
+    )
     json.dumps(out)
     assert all(v is None or type(v) in (float, int, str) for v in out.values())
     for k, v in ref.items():
@@ -53,8 +66,9 @@ def test_moments_path_without_draws_has_no_wasserstein_error():
     out = diag_vs_full_moments(x.mean(0), np.cov(x, rowvar=False), n_draws=100, suffix="_x")
     assert not any(k.startswith("w_") for k in out)
     assert out["kl_diag_full"] > 0 and out["w2_diag_full"] > 0
-    with_draws = diag_vs_full_moments(x.mean(0), np.cov(x, rowvar=False), n_draws=100,
-                                      draws=x[:50], suffix="_x")  # fmt: skip
+    with_draws = diag_vs_full_moments(
+        x.mean(0), np.cov(x, rowvar=False), n_draws=100, draws=x[:50], suffix="_x"
+    )
     assert with_draws["w_draws_x"] == 50 and with_draws["n_draws"] == 100
 
 

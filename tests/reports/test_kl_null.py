@@ -90,8 +90,9 @@ def test_chains_reshape_and_bad_input():
 def test_kl_null_figure_draws_one_line_per_curve():
     from reports.kl_null import kl_null_figure
 
-    fig = kl_null_figure({"KL": ([1, 2], [3.0, 2.0], [0.1, 0.2]),
-                          "shift null": ([1, 2], [1.0, 1.0], [0.0, 0.0])})  # fmt: skip
+    fig = kl_null_figure(
+        {"KL": ([1, 2], [3.0, 2.0], [0.1, 0.2]), "shift null": ([1, 2], [1.0, 1.0], [0.0, 0.0])}
+    )
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["KL", "shift null"]
     assert ax.lines[0].get_linestyle() == "-"

@@ -24,8 +24,9 @@ def _spd(d: int, seed: int) -> np.ndarray:
 def _kl_gauss(s0: np.ndarray, s1: np.ndarray) -> float:
     """KL(N(0, s0) || N(0, s1)), the textbook formula."""
     d = len(s0)
-    return 0.5 * (np.trace(np.linalg.solve(s1, s0)) - d
-                  + np.linalg.slogdet(s1)[1] - np.linalg.slogdet(s0)[1])  # fmt: skip
+    return 0.5 * (
+        np.trace(np.linalg.solve(s1, s0)) - d + np.linalg.slogdet(s1)[1] - np.linalg.slogdet(s0)[1]
+    )
 
 
 def test_kl_is_that_of_the_kl_optimal_diagonal_gaussian():

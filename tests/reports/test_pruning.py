@@ -52,12 +52,17 @@ def test_each_half_of_the_rule_is_needed() -> None:
 def test_point_estimates_and_fixed_small_variance_are_never_pruned() -> None:
     w, b, out = _two_units()
     zero = (np.zeros_like(w[0]), np.zeros_like(w[1]))
-    st = unit_stats((w[0], zero[1]), (b[0], np.zeros(2)), (out[0], np.zeros((1, 2))),
-                    prior_in=(0.0, 1.0))  # fmt: skip
+    st = unit_stats(
+        (w[0], zero[1]), (b[0], np.zeros(2)), (out[0], np.zeros((1, 2))), prior_in=(0.0, 1.0)
+    )
     assert np.isinf(st.in_kl).all() and np.isinf(st.out_snr[1])
     assert not pruned_units(st).any()
-    gd = unit_stats((w[0], np.full_like(w[1], 0.05)), (b[0], np.full(2, 0.05)),
-                    (out[0], np.full((1, 2), 0.05)), prior_in=(0.0, 1.0))  # fmt: skip
+    gd = unit_stats(
+        (w[0], np.full_like(w[1], 0.05)),
+        (b[0], np.full(2, 0.05)),
+        (out[0], np.full((1, 2), 0.05)),
+        prior_in=(0.0, 1.0),
+    )
     assert not pruned_units(gd).any()  # GD: std fixed far below the prior std
 
 
@@ -74,8 +79,9 @@ def test_gaussian_kl_closed_form() -> None:
 
 def test_per_layer_fractions_for_deeper_networks() -> None:
     w, b, out = _two_units()
-    l0 = unit_stats(w, b, (np.array([[0.01, 1.3], [0.0, 2.0]]), np.full((2, 2), 0.05)),
-                    prior_in=(0.0, 1.0))  # fmt: skip
+    l0 = unit_stats(
+        w, b, (np.array([[0.01, 1.3], [0.0, 2.0]]), np.full((2, 2), 0.05)), prior_in=(0.0, 1.0)
+    )
     l1 = unit_stats(w, b, out, prior_in=(0.0, 1.0))
     l1 = l1._replace(in_kl=np.array([1.0, 1.0]))  # layer 1: nothing at the prior
     fr = pruned_fraction([l0, l1])

@@ -76,9 +76,13 @@ def test_shapes_are_checked() -> None:
 
 
 def test_share_figure_marks_pruned_units() -> None:
-    per = {"MF": {"layer0.var_share": np.array([0.7, 0.3, 0.0]),
-                  "layer0.pruned": np.array([False, False, True])},
-           "MAP": {"layer0.var_share": np.array([0.5, 0.5, 0.0])}}  # fmt: skip
+    per = {
+        "MF": {
+            "layer0.var_share": np.array([0.7, 0.3, 0.0]),
+            "layer0.pruned": np.array([False, False, True]),
+        },
+        "MAP": {"layer0.var_share": np.array([0.5, 0.5, 0.0])},
+    }
     fig = variance_share_figure(per, 0, title="t")
     titles = [ax.get_title() for ax in fig.axes]
     assert titles == ["MF: 1.7 effective of 3", "MAP: 2.0 effective of 3"]

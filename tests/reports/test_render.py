@@ -197,10 +197,16 @@ def _kl_results(seeds=(0, 1, 2), w_excess=True) -> pd.DataFrame:
     for depth in (1, 4):
         for method in ("mfvi", "nuts"):
             for i, seed in enumerate(seeds):
-                row = {"method": method, "seed": seed, "model.depth": depth, "status": "ok",
-                       "cell_id": f"{method}{depth}{seed}", "accuracy": 0.8 + 0.01 * i,
-                       "kl_diag_full": kl[depth][i % 3] if method == "nuts" else np.nan,
-                       "w_error": -0.1 * depth if method == "nuts" else np.nan}  # fmt: skip
+                row = {
+                    "method": method,
+                    "seed": seed,
+                    "model.depth": depth,
+                    "status": "ok",
+                    "cell_id": f"{method}{depth}{seed}",
+                    "accuracy": 0.8 + 0.01 * i,
+                    "kl_diag_full": kl[depth][i % 3] if method == "nuts" else np.nan,
+                    "w_error": -0.1 * depth if method == "nuts" else np.nan,
+                }
                 if w_excess:
                     row["w_excess"] = 0.5 * depth if method == "nuts" else np.nan
                 rows.append(row)
@@ -221,8 +227,10 @@ def test_headline_states_the_result_computed_from_the_numbers():
     )
     # accuracy is the same at both depths: within 2 s.e., said so, for each method
     text = headline(s, "accuracy", "model.depth", "method")
-    assert text.startswith("test accuracy of mfvi changes by less than 2 s.e.: 0.81 ± 0.0058 at "
-                           "depth 1, 0.81 ± 0.0058 at depth 4; of nuts changes by less")  # fmt: skip
+    assert text.startswith(
+        "test accuracy of mfvi changes by less than 2 s.e.: 0.81 ± 0.0058 at "
+        "depth 1, 0.81 ± 0.0058 at depth 4; of nuts changes by less"
+    )
     # other numbers, another sentence: nothing is hard-coded
     res.loc[(res["method"] == "nuts") & (res["model.depth"] == 4), "kl_diag_full"] += 20
     rises = headline(_summary(res, ["kl_diag_full"]), "kl_diag_full", "model.depth", "method")
@@ -252,9 +260,15 @@ def _figures(monkeypatch):
 def test_figures_are_titled_for_people_with_units_error_bars_and_seeds(monkeypatch):
     drawn = _figures(monkeypatch)
     res = _kl_results()
-    written = render_report(title="t", spec_text=None, results=res,
-                            summary=_summary(res, ["kl_diag_full"]), x="model.depth",
-                            hue="method", metrics=["kl_diag_full"])  # fmt: skip
+    written = render_report(
+        title="t",
+        spec_text=None,
+        results=res,
+        summary=_summary(res, ["kl_diag_full"]),
+        x="model.depth",
+        hue="method",
+        metrics=["kl_diag_full"],
+    )
     (ax,) = drawn[0].get_axes()
     assert ax.get_ylabel() == "KL(q_diag ‖ q_full) [nats]"
     assert ax.get_xlabel() == "hidden layers (model.depth)"
@@ -266,17 +280,24 @@ def test_figures_are_titled_for_people_with_units_error_bars_and_seeds(monkeypat
     # six seeds: means only
     drawn.clear()
     many = _kl_results(seeds=range(6))
-    plot_metric_vs(_summary(many, ["kl_diag_full"]), "model.depth", "kl_diag_full", "method",
-                   results=many)  # fmt: skip
+    plot_metric_vs(
+        _summary(many, ["kl_diag_full"]), "model.depth", "kl_diag_full", "method", results=many
+    )
     assert not [c for c in drawn[0].get_axes()[0].collections if len(c.get_offsets()) == 12]
 
 
 def test_w_error_is_never_plotted_alone(monkeypatch):
     drawn = _figures(monkeypatch)
     res = _kl_results()
-    render_report(title="t", spec_text=None, results=res,
-                  summary=_summary(res, ["w_error", "w_excess"]), x="model.depth", hue="method",
-                  metrics=["w_error"])  # fmt: skip
+    render_report(
+        title="t",
+        spec_text=None,
+        results=res,
+        summary=_summary(res, ["w_error", "w_excess"]),
+        x="model.depth",
+        hue="method",
+        metrics=["w_error"],
+    )
     left, right = drawn[0].get_axes()  # beside its bias-corrected companion
     assert "Wasserstein error" in left.get_ylabel() and "Wasserstein excess" in right.get_ylabel()
     drawn.clear()
@@ -292,9 +313,16 @@ def test_wide_summary_tables_are_split_and_non_finite_means_marked():
     res = res.assign(**{m: np.arange(len(res), dtype=float) + i for i, m in enumerate(metrics)})
     res.loc[0, "m0"] = np.nan  # mfvi, depth 1, seed 0
     summary = summarize(res, [*metrics, "kl_diag_full"], by=["method", "model.depth"])
-    md = render_report(title="t", spec_text=None, results=res, summary=summary,
-                       x="model.depth", hue="method", metrics=[],
-                       table_metrics=["kl_diag_full", *metrics])["report.md"].decode()  # fmt: skip
+    md = render_report(
+        title="t",
+        spec_text=None,
+        results=res,
+        summary=summary,
+        x="model.depth",
+        hue="method",
+        metrics=[],
+        table_metrics=["kl_diag_full", *metrics],
+    )["report.md"].decode()
     headers = [ln for ln in md.splitlines() if ln.startswith("| method | model.depth |")]
     assert len(headers) == 3  # 13 metrics, at most 5 per table
     assert all(ln.count("|") - 1 <= 2 + 5 + 1 for ln in headers)
@@ -302,21 +330,35 @@ def test_wide_summary_tables_are_split_and_non_finite_means_marked():
     # the mean over the finite values only, marked, and the mark explained
     assert "| mfvi | 1 | - | 1.5 ± 0.5 [2/3] | 2 ± 0.58 |" in md and "the k finite values" in md
     # a table of sampler-only metrics has no rows for the method without them
-    md = render_report(title="t", spec_text=None, results=res, summary=summary,
-                       x="model.depth", hue="method", metrics=[],
-                       table_metrics=["kl_diag_full"])["report.md"].decode()  # fmt: skip
+    md = render_report(
+        title="t",
+        spec_text=None,
+        results=res,
+        summary=summary,
+        x="model.depth",
+        hue="method",
+        metrics=[],
+        table_metrics=["kl_diag_full"],
+    )["report.md"].decode()
     assert "| nuts | 1 |" in md and "| mfvi |" not in md
 
 
 def test_any_categorical_x_is_drawn_as_categories(monkeypatch):
     drawn = _figures(monkeypatch)
-    res = _kl_results().assign(**{"data.path": lambda d: np.where(d["seed"] == 1, "/a/x.csv",
-                                                                  "/b/y.csv")})  # fmt: skip
+    res = _kl_results().assign(
+        **{"data.path": lambda d: np.where(d["seed"] == 1, "/a/x.csv", "/b/y.csv")}
+    )
     for x in ("method", "data.path"):
         by = list(dict.fromkeys(["method", x]))
-        written = render_report(title="t", spec_text=None, results=res,
-                                summary=summarize(res, ["accuracy"], by=by), x=x, hue="method",
-                                metrics=["accuracy"])  # fmt: skip
+        written = render_report(
+            title="t",
+            spec_text=None,
+            results=res,
+            summary=summarize(res, ["accuracy"], by=by),
+            x=x,
+            hue="method",
+            metrics=["accuracy"],
+        )
         assert f"figures/{figure_name('accuracy', x)}" in written
         ax = drawn[-1].get_axes()[0]
         assert [t.get_text() for t in ax.get_xticklabels()] == (

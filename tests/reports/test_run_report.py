@@ -75,8 +75,19 @@ def test_a_seed_only_sweep_reports_with_any_categorical_x(sampled_run, capsys) -
 
 def test_the_report_describes_the_spec_as_run(sampled_run) -> None:
     spec, out = sampled_run
-    args = ["run", str(spec), "--out", str(out), "--no-progress", "--workers", "1",
-            "--set", "sweep.seed=[0]", "--set", "data.n_train=40"]  # fmt: skip
+    args = [
+        "run",
+        str(spec),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--workers",
+        "1",
+        "--set",
+        "sweep.seed=[0]",
+        "--set",
+        "data.n_train=40",
+    ]
     assert main(args) == 0
     md = (out / "report.md").read_text()
     settings = md.split("## Settings of this run")[1].split("##")[0]
@@ -142,8 +153,12 @@ class _Run:
 
 
 def _write_cell(path: Path, post: dict, depth: np.ndarray, max_tree_depth: int) -> None:
-    dt = from_dict({"posterior": post, "sample_stats": {
-        "tree_depth": depth, "diverging": np.zeros(depth.shape, bool)}})  # fmt: skip
+    dt = from_dict(
+        {
+            "posterior": post,
+            "sample_stats": {"tree_depth": depth, "diverging": np.zeros(depth.shape, bool)},
+        }
+    )
     dt.attrs["settings"] = json.dumps({"max_tree_depth": max_tree_depth})
     dt.to_netcdf(path, engine="h5netcdf")
 
@@ -156,18 +171,21 @@ def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_pat
     rng = np.random.default_rng(0)
     good = {"a": rng.normal(size=(4, 300)), "b": rng.normal(size=(4, 300))}
     stuck = {"a": np.full((4, 300), 0.3), "b": np.full((4, 300), -1.0)}  # never moved
-    shifted = {"a": rng.normal(size=(4, 300)) + np.array([[0], [0], [0], [3.0]]),
-               "b": rng.normal(size=(4, 300))}  # fmt: skip
+    shifted = {
+        "a": rng.normal(size=(4, 300)) + np.array([[0], [0], [0], [3.0]]),
+        "b": rng.normal(size=(4, 300)),
+    }
     _write_cell(tmp_path / f"{cells[0].cell_id}.nc", good, np.ones((4, 300), int), 2)
     _write_cell(tmp_path / f"{cells[1].cell_id}.nc", stuck, np.ones((4, 300), int), 2)
     _write_cell(tmp_path / f"{cells[2].cell_id}.nc", shifted, np.full((4, 300), 2), 2)
-    results = pd.DataFrame({"method": "nuts", "seed": [0, 1, 2], "status": "ok",
-                            "cell_id": [c.cell_id for c in cells]})  # fmt: skip
+    results = pd.DataFrame(
+        {"method": "nuts", "seed": [0, 1, 2], "status": "ok", "cell_id": [c.cell_id for c in cells]}
+    )
     sec = _sampler_section(_Run(tmp_path), results, spec)
     header, rows = sec.table
     conv = {r[1]: dict(zip(header, r, strict=True)) for r in rows}
     assert conv["1"]["max_r_hat"] == "NaN"  # not a blank: a failed gate
-    (s_header, s_rows), = sec.tables  # fmt: skip
+    ((s_header, s_rows),) = sec.tables
     samp = {r[1]: dict(zip(s_header, r, strict=True)) for r in s_rows}
     assert samp["0"]["gates failed"] == "" and samp["0"]["at max tree depth"] == "0 of 1200 (D=2)"
     assert samp["1"]["gates failed"] == "r_hat, ess_bulk"

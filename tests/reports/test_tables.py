@@ -127,8 +127,10 @@ def test_nonfinite_values_names_computed_nan_and_inf_not_missing_metrics():
     df.loc[df["cell_id"] == "c1", "nll"] = np.nan
     df.loc[df["cell_id"] == "c4", "accuracy"] = -np.inf
     bad = nonfinite_values(df, ["accuracy", "nll", "kl"])
-    assert bad.values.tolist() == [["c1", "nll", pytest.approx(np.nan, nan_ok=True)],
-                                   ["c4", "accuracy", -np.inf]]  # fmt: skip
+    assert bad.values.tolist() == [
+        ["c1", "nll", pytest.approx(np.nan, nan_ok=True)],
+        ["c4", "accuracy", -np.inf],
+    ]
     # the cell record's own list wins: a NaN it does not name is a metric not computed
     df["nonfinite"] = ["", "", "", "", "accuracy", "", ""]
     assert nonfinite_values(df, ["accuracy", "nll", "kl"])["cell_id"].tolist() == ["c4"]

@@ -50,8 +50,9 @@ def class_count(labels: np.ndarray, where: str) -> int:
     labels = np.asarray(labels)
     present = np.unique(labels)
     if len(present) and present[0] < 0:
-        raise DataError(f"{where}: class labels must be the integers 0..K-1; found "
-                        f"{int(present[0])}")  # fmt: skip
+        raise DataError(
+            f"{where}: class labels must be the integers 0..K-1; found {int(present[0])}"
+        )
     k = int(present[-1]) + 1 if len(present) else 0
     if len(present) < 2:
         only = f"only class {int(present[0])}" if len(present) else "no labels"
@@ -96,36 +97,49 @@ def check_dataset(ds: Dataset, source: str) -> None:
         splits.append(("validation", ds.x_val, ds.y_val))
     for name, x, y in splits:
         if x.ndim != 2 or y is None or y.shape != (len(x),) or x.shape[1] != d:
-            raise DataError(f"{source}: the {name} split has inputs of shape {x.shape} and "
-                            f"targets of shape {None if y is None else y.shape}; expected "
-                            f"(n, {d}) and (n,)")  # fmt: skip
+            raise DataError(
+                f"{source}: the {name} split has inputs of shape {x.shape} and "
+                f"targets of shape {None if y is None else y.shape}; expected "
+                f"(n, {d}) and (n,)"
+            )
         rows = _nonfinite_rows(x)
         if len(rows):
-            raise DataError(f"{source}: the {name} split has non-finite inputs in rows "
-                            f"{list_items([str(r) for r in rows])} (of {len(x)})")  # fmt: skip
+            raise DataError(
+                f"{source}: the {name} split has non-finite inputs in rows "
+                f"{list_items([str(r) for r in rows])} (of {len(x)})"
+            )
         if classify:
             if not np.issubdtype(y.dtype, np.integer):
                 raise DataError(f"{source}: the {name} labels are {y.dtype}, not integers")
             out = np.flatnonzero((y < 0) | (y >= ds.n_classes))
             if len(out):
                 items = [f"row {i}: {int(y[i])}" for i in out]
-                raise DataError(f"{source}: {name} labels outside the classes "
-                                f"0..{ds.n_classes - 1}: {list_items(items)}")  # fmt: skip
+                raise DataError(
+                    f"{source}: {name} labels outside the classes "
+                    f"0..{ds.n_classes - 1}: {list_items(items)}"
+                )
         else:
             rows = _nonfinite_rows(y)
             if len(rows):
-                raise DataError(f"{source}: the {name} split has non-finite targets in rows "
-                                f"{list_items([str(r) for r in rows])} (of {len(y)})")  # fmt: skip
+                raise DataError(
+                    f"{source}: the {name} split has non-finite targets in rows "
+                    f"{list_items([str(r) for r in rows])} (of {len(y)})"
+                )
     x_ood = getattr(ds, "x_ood", None)
-    if x_ood is not None and (x_ood.ndim != 2 or x_ood.shape[1] != d or len(x_ood) < 1
-                              or len(_nonfinite_rows(x_ood))):  # fmt: skip
-        raise DataError(f"{source}: the held-out class has inputs of shape {x_ood.shape} "
-                        f"(finite, at least one row of {d} features expected)")  # fmt: skip
+    if x_ood is not None and (
+        x_ood.ndim != 2 or x_ood.shape[1] != d or len(x_ood) < 1 or len(_nonfinite_rows(x_ood))
+    ):
+        raise DataError(
+            f"{source}: the held-out class has inputs of shape {x_ood.shape} "
+            f"(finite, at least one row of {d} features expected)"
+        )
     n, n_test = len(ds.x_train), len(ds.x_test)
     if n < MIN_TRAIN_ROWS:
-        raise DataError(f"{source}: {n} training row{'s' * (n != 1)} ({n_test} held out for "
-                        f"testing); at least {MIN_TRAIN_ROWS} are needed: give more rows or "
-                        "hold out fewer")  # fmt: skip
+        raise DataError(
+            f"{source}: {n} training row{'s' * (n != 1)} ({n_test} held out for "
+            f"testing); at least {MIN_TRAIN_ROWS} are needed: give more rows or "
+            "hold out fewer"
+        )
     if n_test < 1:
         raise DataError(f"{source}: no test rows; hold out at least one")
     if classify:
@@ -136,5 +150,7 @@ def check_dataset(ds: Dataset, source: str) -> None:
                 "classifier needs at least 2 classes in its training data"
             )
     elif not (np.isfinite(ds.y_shift) and np.isfinite(ds.y_scale) and ds.y_scale > 0):
-        raise DataError(f"{source}: the target scaling (shift {ds.y_shift}, scale "
-                        f"{ds.y_scale}) is not finite and positive")  # fmt: skip
+        raise DataError(
+            f"{source}: the target scaling (shift {ds.y_shift}, scale "
+            f"{ds.y_scale}) is not finite and positive"
+        )

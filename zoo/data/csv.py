@@ -42,12 +42,21 @@ def load_csv(spec: CsvData, seed: int) -> Dataset:
         xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
     if spec.task == "classification":
         return Dataset(
-            xtr.astype(np.float32), y[tr], xte.astype(np.float32), y[te], t.n_classes,
-        )  # fmt: skip
+            xtr.astype(np.float32),
+            y[tr],
+            xte.astype(np.float32),
+            y[te],
+            t.n_classes,
+        )
     shift, scale = 0.0, 1.0
     if spec.standardize:
         shift, scale = float(y[tr].mean()), float(y[tr].std() or 1.0)
     return Dataset(
-        xtr.astype(np.float32), ((y[tr] - shift) / scale).astype(np.float32),
-        xte.astype(np.float32), ((y[te] - shift) / scale).astype(np.float32), 0, shift, scale,
-    )  # fmt: skip
+        xtr.astype(np.float32),
+        ((y[tr] - shift) / scale).astype(np.float32),
+        xte.astype(np.float32),
+        ((y[te] - shift) / scale).astype(np.float32),
+        0,
+        shift,
+        scale,
+    )

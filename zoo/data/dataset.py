@@ -107,6 +107,11 @@ class Dataset(NamedTuple):
         if self.true_params is not None:
             true = {k: runtime.tensor(v) for k, v in self.true_params.items()}
         return TorchData(
-            t(self.x_train), t(self.y_train), t(self.x_test), t(self.y_test),
-            t(self.x_val), t(self.y_val), true,
-        )  # fmt: skip
+            t(self.x_train),
+            t(self.y_train),
+            t(self.x_test),
+            t(self.y_test),
+            t(self.x_val),
+            t(self.y_val),
+            true,
+        )

@@ -31,8 +31,10 @@ def hold_out_class(ds: Dataset, k: int, where: str = "data.holdout_class") -> Da
     """
     if ds.n_classes < 3:
         what = "regression data" if ds.n_classes == 0 else f"{ds.n_classes} classes"
-        raise DataError(f"{where}: holding out a class needs at least 3 classes (one is "
-                        f"left to train on with 2); this data set has {what}")  # fmt: skip
+        raise DataError(
+            f"{where}: holding out a class needs at least 3 classes (one is "
+            f"left to train on with 2); this data set has {what}"
+        )
     if not 0 <= k < ds.n_classes:
         raise DataError(f"{where}: {k} is not a class of this data set (0..{ds.n_classes - 1})")
 
@@ -42,9 +44,23 @@ def hold_out_class(ds: Dataset, k: int, where: str = "data.holdout_class") -> Da
         m = y != k
         return x[m], np.where(y[m] > k, y[m] - 1, y[m]).astype(y.dtype)
 
-    held = [x[y == k] for x, y in ((ds.x_test, ds.y_test), (ds.x_val, ds.y_val),
-                                   (ds.x_train, ds.y_train)) if x is not None]  # fmt: skip
-    (xtr, ytr), (xte, yte), (xv, yv) = (keep(ds.x_train, ds.y_train), keep(ds.x_test, ds.y_test),
-                                        keep(ds.x_val, ds.y_val))  # fmt: skip
-    return ds._replace(x_train=xtr, y_train=ytr, x_test=xte, y_test=yte, x_val=xv, y_val=yv,
-                       n_classes=ds.n_classes - 1, x_ood=np.concatenate(held))  # fmt: skip
+    held = [
+        x[y == k]
+        for x, y in ((ds.x_test, ds.y_test), (ds.x_val, ds.y_val), (ds.x_train, ds.y_train))
+        if x is not None
+    ]
+    (xtr, ytr), (xte, yte), (xv, yv) = (
+        keep(ds.x_train, ds.y_train),
+        keep(ds.x_test, ds.y_test),
+        keep(ds.x_val, ds.y_val),
+    )
+    return ds._replace(
+        x_train=xtr,
+        y_train=ytr,
+        x_test=xte,
+        y_test=yte,
+        x_val=xv,
+        y_val=yv,
+        n_classes=ds.n_classes - 1,
+        x_ood=np.concatenate(held),
+    )

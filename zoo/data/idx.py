@@ -58,16 +58,21 @@ def read_idx(path: str | Path) -> np.ndarray:
         else:
             raw = path.read_bytes()
     except (OSError, EOFError, zlib.error) as e:
-        raise DataError(f"{path}: cannot be read ({e}); the file is truncated or corrupt: get "
-                        "it again") from None  # fmt: skip
+        raise DataError(
+            f"{path}: cannot be read ({e}); the file is truncated or corrupt: get it again"
+        ) from None
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES or raw[3] == 0:
-        raise DataError(f"{path}: not an IDX file (bad magic number {raw[:4]!r}; IDX files "
-                        "start with 0, 0, a type code and the number of dimensions)")  # fmt: skip
+        raise DataError(
+            f"{path}: not an IDX file (bad magic number {raw[:4]!r}; IDX files "
+            "start with 0, 0, a type code and the number of dimensions)"
+        )
     ndim = raw[3]
     offset = 4 + 4 * ndim
     if len(raw) < offset:
-        raise DataError(f"{path}: the IDX header is cut short ({len(raw)} bytes, a header of "
-                        f"{ndim} dimensions needs {offset}); the file is truncated")  # fmt: skip
+        raise DataError(
+            f"{path}: the IDX header is cut short ({len(raw)} bytes, a header of "
+            f"{ndim} dimensions needs {offset}); the file is truncated"
+        )
     dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
     dtype = np.dtype(_DTYPES[raw[2]])
     n = int(np.prod(dims, dtype=np.int64))
@@ -145,24 +150,32 @@ def load_idx(spec: IdxData, seed: int) -> Dataset:
         raise DataError(f"data.dir: {e}") from None
     for x, y, px, py in ((xtr, ytr, *paths[:2]), (xte, yte, *paths[2:])):
         if x.ndim < 2 or x.dtype != np.uint8:
-            raise DataError(f"data.dir: {px}: images of shape {x.shape} and type {x.dtype}; "
-                            "expected unsigned bytes of shape (n, rows, cols)")  # fmt: skip
+            raise DataError(
+                f"data.dir: {px}: images of shape {x.shape} and type {x.dtype}; "
+                "expected unsigned bytes of shape (n, rows, cols)"
+            )
         if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
-            raise DataError(f"data.dir: {py}: labels of shape {y.shape} and type {y.dtype}; "
-                            "expected integers of shape (n,)")  # fmt: skip
+            raise DataError(
+                f"data.dir: {py}: labels of shape {y.shape} and type {y.dtype}; "
+                "expected integers of shape (n,)"
+            )
         if len(x) != len(y):
-            raise DataError(f"data.dir: {d}: {len(x)} images in {px.name} but {len(y)} labels "
-                            f"in {py.name}")  # fmt: skip
+            raise DataError(
+                f"data.dir: {d}: {len(x)} images in {px.name} but {len(y)} labels in {py.name}"
+            )
     if xtr.shape[1:] != xte.shape[1:]:
-        raise DataError(f"data.dir: {d}: training images are {xtr.shape[1:]}, test images "
-                        f"{xte.shape[1:]}")  # fmt: skip
+        raise DataError(
+            f"data.dir: {d}: training images are {xtr.shape[1:]}, test images {xte.shape[1:]}"
+        )
     n_classes = class_count(ytr, f"data.dir: {paths[1]}")
     labels = yte.astype(np.int64)
     out = np.flatnonzero((labels < 0) | (labels >= n_classes))
     if len(out):
         items = [f"item {i}: {labels[i]}" for i in out]
-        raise DataError(f"data.dir: {paths[3]}: test labels outside the training classes "
-                        f"0..{n_classes - 1}: {list_items(items)}")  # fmt: skip
+        raise DataError(
+            f"data.dir: {paths[3]}: test labels outside the training classes "
+            f"0..{n_classes - 1}: {list_items(items)}"
+        )
     n_fit = len(xtr) - spec.validation
     if n_fit < MIN_TRAIN_ROWS:
         raise DataError(
@@ -178,6 +191,11 @@ def load_idx(spec: IdxData, seed: int) -> Dataset:
         x_fit, y_fit = x_fit[keep], y_fit[keep]
     n_test = len(xte) if spec.n_test is None else min(spec.n_test, len(xte))
     return Dataset(
-        x_fit, y_fit, _scale(xte[:n_test], spec.pixel_range), yte[:n_test].astype(np.int64),
-        n_classes, x_val=x_all[n_fit:], y_val=y_all[n_fit:],
-    )  # fmt: skip
+        x_fit,
+        y_fit,
+        _scale(xte[:n_test], spec.pixel_range),
+        yte[:n_test].astype(np.int64),
+        n_classes,
+        x_val=x_all[n_fit:],
+        y_val=y_all[n_fit:],
+    )

@@ -19,9 +19,12 @@ def load_two_moons(spec: TwoMoonsData, seed: int) -> Dataset:
     xtr, ytr = make_moons(spec.n_train, noise=spec.noise, random_state=s1)
     xte, yte = make_moons(spec.n_test, noise=spec.noise, random_state=s2)
     return Dataset(
-        xtr.astype(np.float32), ytr.astype(np.int64), xte.astype(np.float32),
-        yte.astype(np.int64), 2,
-    )  # fmt: skip
+        xtr.astype(np.float32),
+        ytr.astype(np.int64),
+        xte.astype(np.float32),
+        yte.astype(np.int64),
+        2,
+    )
 
 
 def load_digits(spec: DigitsData, seed: int) -> Dataset:
@@ -35,6 +38,9 @@ def load_digits(spec: DigitsData, seed: int) -> Dataset:
         x / 16.0, y, test_size=spec.test_fraction, random_state=s, stratify=y
     )
     return Dataset(
-        xtr.astype(np.float32), ytr.astype(np.int64), xte.astype(np.float32),
-        yte.astype(np.int64), 10,
-    )  # fmt: skip
+        xtr.astype(np.float32),
+        ytr.astype(np.int64),
+        xte.astype(np.float32),
+        yte.astype(np.int64),
+        10,
+    )

@@ -66,6 +66,11 @@ def standardize_split(
         xtr, xte = (xtr - mu) / sd, (xte - mu) / sd
         shift, scale = float(y[train].mean()), float(y[train].std() or 1.0)
     return Dataset(
-        xtr.astype(np.float32), ((y[train] - shift) / scale).astype(np.float32),
-        xte.astype(np.float32), ((y[test] - shift) / scale).astype(np.float32), 0, shift, scale,
-    )  # fmt: skip
+        xtr.astype(np.float32),
+        ((y[train] - shift) / scale).astype(np.float32),
+        xte.astype(np.float32),
+        ((y[test] - shift) / scale).astype(np.float32),
+        0,
+        shift,
+        scale,
+    )

@@ -121,8 +121,14 @@ def _parse(text: str, path: Path, delimiter: str, field: str) -> np.ndarray:
     import pandas as pd  # pandas is slow to import: only when a table is read
 
     try:
-        df = pd.read_csv(io.StringIO(text), sep=delimiter, header=None, dtype=str,
-                         keep_default_na=False, skip_blank_lines=False)  # fmt: skip
+        df = pd.read_csv(
+            io.StringIO(text),
+            sep=delimiter,
+            header=None,
+            dtype=str,
+            keep_default_na=False,
+            skip_blank_lines=False,
+        )
     except pd.errors.ParserError as e:
         m = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(e))
         if m:
@@ -154,8 +160,11 @@ def _describe(raw: str, value: float, label: bool) -> str:
     if raw == "":
         return "is empty"
     if np.isnan(value):
-        return f"{raw!r} is NaN" if raw.lower() in ("nan", "-nan", "+nan") else (
-            f"{raw!r} is not a number")  # fmt: skip
+        return (
+            f"{raw!r} is NaN"
+            if raw.lower() in ("nan", "-nan", "+nan")
+            else (f"{raw!r} is not a number")
+        )
     if np.isinf(value):
         return f"{raw!r} is infinite"
     if abs(value) > _FLOAT32_MAX:
@@ -213,9 +222,11 @@ def read_table(
     where = f"{field}: {path}:{hline}"
     unnamed = [j + 1 for j, n in enumerate(names) if n == ""]
     if unnamed:
-        raise DataError(f"{where}: column {unnamed[0]} of the header has no name; name every "
-                        "column (an unnamed first column is often an index written by "
-                        "pandas: write the file with index=False)")  # fmt: skip
+        raise DataError(
+            f"{where}: column {unnamed[0]} of the header has no name; name every "
+            "column (an unnamed first column is often an index written by "
+            "pandas: write the file with index=False)"
+        )
     dups = {n: [j + 1 for j, m in enumerate(names) if m == n] for n in names if names.count(n) > 1}
     if dups:
         what = "; ".join(f"{n!r} (columns {', '.join(map(str, js))})" for n, js in dups.items())
@@ -225,8 +236,9 @@ def read_table(
         if len(names) == 1:
             seps = [d for d in _DELIMITERS if d != delimiter and d in names[0]]
             hint = f" (one column: is the delimiter {seps[0]!r}?)" if seps else ""
-        raise DataError(f"data.target: {path} has no column {target!r}; columns: "
-                        f"{', '.join(names)}{hint}")  # fmt: skip
+        raise DataError(
+            f"data.target: {path} has no column {target!r}; columns: {', '.join(names)}{hint}"
+        )
     if len(names) < 2:
         raise DataError(f"{where}: the only column is the target {target!r}; no inputs")
     if len(cells) == 0:
@@ -245,11 +257,16 @@ def read_table(
         out = []
         for j in np.flatnonzero(bad.any(axis=0)):
             is_label = label and j == j_target
-            items = [f"line {lines[i]}: {_describe(cells[i, j], values[i, j], is_label)}"
-                     for i in np.flatnonzero(bad[:, j])]  # fmt: skip
+            items = [
+                f"line {lines[i]}: {_describe(cells[i, j], values[i, j], is_label)}"
+                for i in np.flatnonzero(bad[:, j])
+            ]
             out.append(f"  column {names[j]!r}: {list_items(items)}")
-        need = ("inputs must be finite numbers; class labels the integers 0..K-1" if label
-                else "inputs and targets must be finite numbers")  # fmt: skip
+        need = (
+            "inputs must be finite numbers; class labels the integers 0..K-1"
+            if label
+            else "inputs and targets must be finite numbers"
+        )
         raise DataError(
             f"{field}: {path}: {len(rows)} of {len(cells)} rows cannot be used ({need}; fix "
             "or remove these rows):\n" + "\n".join(out)

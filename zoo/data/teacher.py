@@ -18,8 +18,12 @@ __all__ = ["load_teacher", "teacher_params"]
 def teacher_params(in_dim: int, width: int, prior_scale: float, seed: int) -> dict[str, np.ndarray]:
     """Weights of the teacher network drawn from N(0, prior_scale^2), site names of the model."""
     rng = np.random.default_rng([seed, 7])
-    shapes = {"layer0.weight": (width, in_dim), "layer0.bias": (width,),
-              "layer1.weight": (1, width), "layer1.bias": (1,)}  # fmt: skip
+    shapes = {
+        "layer0.weight": (width, in_dim),
+        "layer0.bias": (width,),
+        "layer1.weight": (1, width),
+        "layer1.bias": (1,),
+    }
     return {k: (prior_scale * rng.standard_normal(s)).astype(np.float32) for k, s in shapes.items()}
 
 
@@ -47,6 +51,12 @@ def load_teacher(spec: TeacherData, seed: int) -> Dataset:
     xtr, ytr = draw(spec.n_train)
     xte, yte = draw(spec.n_test)
     return Dataset(
-        xtr.astype(np.float32), ytr.astype(np.float32), xte.astype(np.float32),
-        yte.astype(np.float32), 0, 0.0, 1.0, params,
-    )  # fmt: skip
+        xtr.astype(np.float32),
+        ytr.astype(np.float32),
+        xte.astype(np.float32),
+        yte.astype(np.float32),
+        0,
+        0.0,
+        1.0,
+        params,
+    )

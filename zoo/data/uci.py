@@ -44,14 +44,18 @@ class UciTable(NamedTuple):
 #: name -> its vendored table.
 UCI_SETS: dict[str, UciTable] = {
     "boston": UciTable(
-        "boston.csv.gz", "medv", (506, 13),
+        "boston.csv.gz",
+        "medv",
+        (506, 13),
         "dabe774132cf1f35464a048f213b1d4f39f64ad9efb1157d64d457702f72e19b",
     ),
     "concrete": UciTable(
-        "concrete.csv.gz", "compressive_strength", (1030, 8),
+        "concrete.csv.gz",
+        "compressive_strength",
+        (1030, 8),
         "431e0b0b8bab99794c905cb45440a089c32c8f6d14bfd2602d1449727db92222",
     ),
-}  # fmt: skip
+}
 
 
 def uci_arrays(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
@@ -69,13 +73,17 @@ def uci_arrays(name: str) -> tuple[np.ndarray, np.ndarray, tuple[str, ...]]:
     path = TABLES_DIR / entry.file
     digest = hashlib.sha256(read_text(path, "data.name").encode()).hexdigest()
     if digest != entry.sha256:
-        raise DataError(f"data.name: {path} is not the table shipped with bnn-zoo (SHA-256 "
-                        f"{digest[:12]}..., expected {entry.sha256[:12]}...); reinstall "
-                        "bnn-zoo")  # fmt: skip
+        raise DataError(
+            f"data.name: {path} is not the table shipped with bnn-zoo (SHA-256 "
+            f"{digest[:12]}..., expected {entry.sha256[:12]}...); reinstall "
+            "bnn-zoo"
+        )
     t = read_table(path, entry.target, field="data.name")
     if t.x.shape != entry.shape:
-        raise DataError(f"data.name: {path} is {t.x.shape[0]} x {t.x.shape[1]}, expected "
-                        f"the UCI shape {entry.shape[0]} x {entry.shape[1]}")  # fmt: skip
+        raise DataError(
+            f"data.name: {path} is {t.x.shape[0]} x {t.x.shape[1]}, expected "
+            f"the UCI shape {entry.shape[0]} x {entry.shape[1]}"
+        )
     return t.x, t.y, t.inputs
 
 

@@ -123,8 +123,16 @@ def fit(
         # so a second fit of a method (an ensemble of starts) would start where the first
         # ended instead of from its own seed
         pyro.clear_param_store()
-        return fit(named[name], model, data, seed=seed if seed_ is None else seed_,
-                   runtime=runtime, progress=progress, desc=label, others=named)  # fmt: skip
+        return fit(
+            named[name],
+            model,
+            data,
+            seed=seed if seed_ is None else seed_,
+            runtime=runtime,
+            progress=progress,
+            desc=label,
+            others=named,
+        )
 
     ctx = FitContext(seed, runtime, progress, desc, refit)
     return run(method, model, data, ctx, hooks)

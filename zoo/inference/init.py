@@ -50,8 +50,10 @@ def _zero(model: BayesianNet, data: TrainingData, gen: torch.Generator, rt: Runt
 def _teacher(model: BayesianNet, data: TrainingData, gen: torch.Generator, rt: Runtime) -> Locs:
     """The weights that generated the data, checked against the model's shapes."""
     if data.true_params is None:
-        raise ValueError("guide.init_loc: 'teacher' needs data that come with their generating "
-                         "weights (data.kind teacher); use he, prior or zero")  # fmt: skip
+        raise ValueError(
+            "guide.init_loc: 'teacher' needs data that come with their generating "
+            "weights (data.kind teacher); use he, prior or zero"
+        )
     out = {}
     for site, (shape, _) in model.site_info().items():
         t = data.true_params.get(site)

@@ -74,8 +74,10 @@ def log_prior(model: BayesianNet, params: Mapping[str, torch.Tensor]) -> torch.T
 
 
 def _constrained(raw: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {("noise" if k == "log_noise" else k): (v.exp() if k == "log_noise" else v)
-            for k, v in raw.items()}  # fmt: skip
+    return {
+        ("noise" if k == "log_noise" else k): (v.exp() if k == "log_noise" else v)
+        for k, v in raw.items()
+    }
 
 
 def fit_point(
@@ -136,8 +138,9 @@ def fit_point(
             if prior:
                 loss = loss - log_prior(model, params) / n
             if not torch.isfinite(loss):
-                raise FloatingPointError(f"{desc}: loss is {loss.item()} at step {step}; "
-                                         "lower the method's lr")  # fmt: skip
+                raise FloatingPointError(
+                    f"{desc}: loss is {loss.item()} at step {step}; lower the method's lr"
+                )
             loss.backward()
             opt.step()
             sched.step()
@@ -166,8 +169,14 @@ def fit_point(
         "best_step": best_step if best is not None else step,
         "n_var_params": sum(v.numel() for v in params.values()),
     }
-    return Fit(PointPosterior(params), seconds, losses, stats, predictive_draws=1,
-               history={"val_nll": np.array(val)})  # fmt: skip
+    return Fit(
+        PointPosterior(params),
+        seconds,
+        losses,
+        stats,
+        predictive_draws=1,
+        history={"val_nll": np.array(val)},
+    )
 
 
 def fit_map(
@@ -175,9 +184,18 @@ def fit_map(
 ) -> Fit:
     """The ``map`` method: maximize the log joint from the method's initial weights."""
     init = initial_locs(model, method.init_loc, data, ctx.seed, ctx.runtime)
-    return fit_point(model, data.x_train, data.y_train, init, method,
-                     gen=ctx.runtime.generator(ctx.seed), seed=ctx.seed, prior=True,
-                     progress=ctx.progress, desc=ctx.desc)  # fmt: skip
+    return fit_point(
+        model,
+        data.x_train,
+        data.y_train,
+        init,
+        method,
+        gen=ctx.runtime.generator(ctx.seed),
+        seed=ctx.seed,
+        prior=True,
+        progress=ctx.progress,
+        desc=ctx.desc,
+    )
 
 
 def fit_mle(
@@ -189,12 +207,23 @@ def fit_mle(
     ``seed + 7``, are held out.
     """
     x, y = data.x_train, data.y_train
-    perm = torch.randperm(len(x), generator=ctx.runtime.generator(ctx.seed + 7),
-                          device=ctx.runtime.device)  # fmt: skip
+    perm = torch.randperm(
+        len(x), generator=ctx.runtime.generator(ctx.seed + 7), device=ctx.runtime.device
+    )
     n_val = max(1, round(method.validation_fraction * len(x)))
     stopping = EarlyStopping(x[perm[:n_val]], y[perm[:n_val]], method.patience, method.eval_every)
     x, y = x[perm[n_val:]], y[perm[n_val:]]
     init = initial_locs(model, method.init_loc, data, ctx.seed, ctx.runtime)
-    return fit_point(model, x, y, init, method, gen=ctx.runtime.generator(ctx.seed),
-                     seed=ctx.seed, prior=False, stopping=stopping, progress=ctx.progress,
-                     desc=ctx.desc)  # fmt: skip
+    return fit_point(
+        model,
+        x,
+        y,
+        init,
+        method,
+        gen=ctx.runtime.generator(ctx.seed),
+        seed=ctx.seed,
+        prior=False,
+        stopping=stopping,
+        progress=ctx.progress,
+        desc=ctx.desc,
+    )

@@ -88,12 +88,16 @@ class SampledPosterior:
 
     def all(self) -> dict[str, torch.Tensor]:
         """Every draw, ``(chains * draws, *site_shape)`` chain-major."""
-        return {k: torch.as_tensor(v.reshape((-1,) + v.shape[2:]), device=self.device)
-                for k, v in self.draws.items()}  # fmt: skip
+        return {
+            k: torch.as_tensor(v.reshape((-1,) + v.shape[2:]), device=self.device)
+            for k, v in self.draws.items()
+        }
 
     def median(self) -> dict[str, torch.Tensor]:
-        return {k: torch.as_tensor(np.median(v.reshape((-1,) + v.shape[2:]), 0),
-                                   device=self.device) for k, v in self.draws.items()}  # fmt: skip
+        return {
+            k: torch.as_tensor(np.median(v.reshape((-1,) + v.shape[2:]), 0), device=self.device)
+            for k, v in self.draws.items()
+        }
 
 
 def _stopping(pot: FlatPotential, hooks: Hooks) -> dict[str, Any]:
@@ -112,14 +116,16 @@ def _stopping(pot: FlatPotential, hooks: Hooks) -> dict[str, Any]:
 
 def _nuts(method: NUTSMethod) -> Callable[..., MCMCResult]:
     """NUTS with adapted step size and mass matrix."""
-    return functools.partial(run_nuts, max_tree_depth=method.max_tree_depth,
-                             mass_matrix=method.mass_matrix)  # fmt: skip
+    return functools.partial(
+        run_nuts, max_tree_depth=method.max_tree_depth, mass_matrix=method.mass_matrix
+    )
 
 
 def _hmc(method: HMCMethod) -> Callable[..., MCMCResult]:
     """HMC: a fixed number of leapfrog steps per draw, adapted step size."""
-    return functools.partial(run_hmc, num_steps=method.num_steps,
-                             adapt_mass_matrix=method.adapt_mass_matrix)  # fmt: skip
+    return functools.partial(
+        run_hmc, num_steps=method.num_steps, adapt_mass_matrix=method.adapt_mass_matrix
+    )
 
 
 def sampler_fit(kernel: Callable[[Any], Callable[..., MCMCResult]]) -> Callable[..., Fit]:
@@ -132,8 +138,9 @@ def sampler_fit(kernel: Callable[[Any], Callable[..., MCMCResult]]) -> Callable[
     :class:`~zoo.inference.mcmc.driver.MCMCResult`.
     """
 
-    def fit(method: Any, model: BayesianNet, data: TrainingData, ctx: FitContext,
-            hooks: Hooks) -> Fit:  # fmt: skip
+    def fit(
+        method: Any, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
+    ) -> Fit:
         return _fit_sampler(kernel(method), method, model, data, ctx, hooks)
 
     fit.__doc__ = f"Sample with the kernel of :func:`{kernel.__name__}`."
@@ -163,20 +170,33 @@ def _fit_sampler(
         init = {k: v.detach() for k, v in init_fit.posterior.median().items()}
         stats["init_seconds"] = init_fit.seconds
     pot = FlatPotential(model, data.x_train, data.y_train)
-    result = run(pot, seed=ctx.seed, warmup=method.warmup, draws=method.draws,
-                 chains=method.chains, target_accept=method.target_accept,
-                 step_size=method.step_size, init=init, progress=ctx.progress,
-                 vectorize_chains=method.vectorize_chains, **_stopping(pot, hooks))  # fmt: skip
+    result = run(
+        pot,
+        seed=ctx.seed,
+        warmup=method.warmup,
+        draws=method.draws,
+        chains=method.chains,
+        target_accept=method.target_accept,
+        step_size=method.step_size,
+        init=init,
+        progress=ctx.progress,
+        vectorize_chains=method.vectorize_chains,
+        **_stopping(pot, hooks),
+    )
     stats.update(
         n_divergent=int(result.n_divergent),
         draws_per_chain=int(result.settings["draws"]),
         warmup_seconds=result.warmup_seconds,
     )
     return Fit(
-        SampledPosterior(result.draws, ctx.runtime.device), result.seconds, stats=stats,
-        predictive_draws=method.predictive_draws, save_draws=True,
-        sample_stats=result.sample_stats, init=init_fit,
-    )  # fmt: skip
+        SampledPosterior(result.draws, ctx.runtime.device),
+        result.seconds,
+        stats=stats,
+        predictive_draws=method.predictive_draws,
+        save_draws=True,
+        sample_stats=result.sample_stats,
+        init=init_fit,
+    )
 
 
 def _chees_start(
@@ -213,8 +233,9 @@ def _chees_start(
     return fits[0], {s: v.detach() for s, v in start.items()}
 
 
-def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: FitContext,
-              hooks: Hooks) -> Fit:  # fmt: skip
+def fit_chees(
+    method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
+) -> Fit:
     """The ``chees`` method: ChEES-HMC on all chains as one batch, draws streamed.
 
     Every post-warm-up draw of every chain goes into a
@@ -254,16 +275,28 @@ def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: 
     pot = FlatPotential(model, data.x_train, data.y_train)
     if method.compile:  # compiled for the chains' batch now, so sampling times only sampling
         stats["compile_seconds"] = pot.compile(rows=method.chains)
-    moments = StreamingMoments(pot.dim, method.chains, groups=method.stream_groups,
-                               device=ctx.runtime.device)  # fmt: skip
+    moments = StreamingMoments(
+        pot.dim, method.chains, groups=method.stream_groups, device=ctx.runtime.device
+    )
     target = method.target_ess
     until = None if target is None else (lambda n: moments.n_eff() >= target)
-    result = run_chees(pot, seed=ctx.seed, warmup=method.warmup, draws=method.draws,
-                       chains=method.chains, target_accept=method.target_accept,
-                       step_size=method.step_size, init=init, progress=ctx.progress,
-                       threads=None, keep=method.keep_draws, on_draw=moments.update,
-                       until=until, max_draws=None if until is None else method.draws_cap(),
-                       max_leapfrog=method.max_leapfrog)  # fmt: skip
+    result = run_chees(
+        pot,
+        seed=ctx.seed,
+        warmup=method.warmup,
+        draws=method.draws,
+        chains=method.chains,
+        target_accept=method.target_accept,
+        step_size=method.step_size,
+        init=init,
+        progress=ctx.progress,
+        threads=None,
+        keep=method.keep_draws,
+        on_draw=moments.update,
+        until=until,
+        max_draws=None if until is None else method.draws_cap(),
+        max_leapfrog=method.max_leapfrog,
+    )
     summary = moments.summary() if moments.n >= 2 else None
     settings = result.settings
     stats.update(
@@ -278,10 +311,18 @@ def fit_chees(method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: 
         # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
         max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
     )
-    posterior = SampledPosterior(result.draws, ctx.runtime.device, moments=summary,
-                                 site_slices=dict(pot.site_slices))  # fmt: skip
-    return Fit(posterior, result.seconds, stats=stats, predictive_draws=method.predictive_draws,
-               save_draws=True, sample_stats=result.sample_stats, init=init_fit)  # fmt: skip
+    posterior = SampledPosterior(
+        result.draws, ctx.runtime.device, moments=summary, site_slices=dict(pot.site_slices)
+    )
+    return Fit(
+        posterior,
+        result.seconds,
+        stats=stats,
+        predictive_draws=method.predictive_draws,
+        save_draws=True,
+        sample_stats=result.sample_stats,
+        init=init_fit,
+    )
 
 
 def _max_finite(values: np.ndarray | None) -> float | None:

@@ -162,8 +162,10 @@ def fit_svi(
     smodel, sguide = scale(model), scale(guide)
     elbo_cls = TraceMeanField_ELBO if m.closed_form_kl else Trace_ELBO
     optim_args: dict | Callable = {
-        "lr": m.lr, "lrd": m.lr_decay ** (1.0 / max(total, 1)), "betas": tuple(m.betas)
-    }  # fmt: skip
+        "lr": m.lr,
+        "lrd": m.lr_decay ** (1.0 / max(total, 1)),
+        "betas": tuple(m.betas),
+    }
     if m.scale_lr is not None:
         optim_args = _per_param_lr(guide, optim_args, m.scale_lr)
     tap = _GradTap(optim_args, hooks.on_grads) if hooks.on_grads is not None else None
@@ -180,8 +182,7 @@ def fit_svi(
             if step >= total:
                 break
             if m.kl_warmup_steps:
-                scale.weight = kl_weight_at(step, m.kl_weight, m.kl_warmup_steps,
-                                            m.kl_warmup_every)  # fmt: skip
+                scale.weight = kl_weight_at(step, m.kl_weight, m.kl_warmup_steps, m.kl_warmup_every)
             if tap is not None:
                 tap.step = step
             with LocalReparameterization(strict=True) if local_reparam else nullcontext():
@@ -209,8 +210,14 @@ def fit_svi(
         "final_loss": float(np.mean(losses[-10:])),
         "n_var_params": int(getattr(guide, "num_variational_params", 0)),
     }
-    return Fit(VIPosterior(guide, (x[:1],)), seconds, losses, stats,
-               predictive_draws=m.predictive_samples, save_draws=m.save_draws)  # fmt: skip
+    return Fit(
+        VIPosterior(guide, (x[:1],)),
+        seconds,
+        losses,
+        stats,
+        predictive_draws=m.predictive_samples,
+        save_draws=m.save_draws,
+    )
 
 
 def fit_svi_method(
@@ -224,14 +231,30 @@ def fit_svi_method(
     init = initial_locs(model, method.guide.init_loc, data, ctx.seed, ctx.runtime)
     if method.pretrain_epochs:
         init = pretrain_mle(
-            model.log_likelihood, init, x, y, gen=ctx.runtime.generator(ctx.seed),
-            epochs=method.pretrain_epochs, batch_size=method.batch_size, lr=method.lr,
-        )  # fmt: skip
+            model.log_likelihood,
+            init,
+            x,
+            y,
+            gen=ctx.runtime.generator(ctx.seed),
+            epochs=method.pretrain_epochs,
+            batch_size=method.batch_size,
+            lr=method.lr,
+        )
     guide = build_guide(model, method.guide, init)
     if hooks.on_start is not None:
         hooks.on_start(guide)
-    return fit_svi(model, guide, x, y, method, gen=ctx.runtime.generator(ctx.seed),
-                   seed=ctx.seed, hooks=hooks, progress=ctx.progress, desc=ctx.desc)  # fmt: skip
+    return fit_svi(
+        model,
+        guide,
+        x,
+        y,
+        method,
+        gen=ctx.runtime.generator(ctx.seed),
+        seed=ctx.seed,
+        hooks=hooks,
+        progress=ctx.progress,
+        desc=ctx.desc,
+    )
 
 
 def _per_param_lr(guide: AutoGuide, optim_args: dict, scale_lr: float) -> Callable[[str], dict]:

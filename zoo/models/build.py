@@ -123,10 +123,17 @@ def build_mlp(section: MLPModel, ds: Dataset, parts: NetParts) -> BayesianMLP:
 def build_lenet(section: LeNetModel, ds: Dataset, parts: NetParts) -> BayesianLeNet:
     """A :class:`BayesianLeNet` of ``section`` for the (square image) inputs of ``ds``."""
     return BayesianLeNet(
-        ds.in_dim, parts.likelihood, channels=section.channels, conv=tuple(section.conv),
-        dense=section.dense, kernel_size=section.kernel_size, padding=section.padding,
-        pool=section.pool, weight_prior=parts.weight_prior, bias_prior=parts.bias_prior,
-    )  # fmt: skip
+        ds.in_dim,
+        parts.likelihood,
+        channels=section.channels,
+        conv=tuple(section.conv),
+        dense=section.dense,
+        kernel_size=section.kernel_size,
+        padding=section.padding,
+        pool=section.pool,
+        weight_prior=parts.weight_prior,
+        bias_prior=parts.bias_prior,
+    )
 
 
 #: Model section class -> builder ``(section, ds, parts) -> BayesianNet``.

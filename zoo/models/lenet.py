@@ -89,8 +89,10 @@ class BayesianLeNet(PyroModule):
         side, c_in = self.side, channels
         self.shapes: dict[str, tuple[tuple[int, ...], int]] = {}
         for c_out in conv:
-            self.shapes[f"layer{len(self.shapes)}"] = ((c_out, c_in, kernel_size, kernel_size),
-                                                       c_in * kernel_size**2)  # fmt: skip
+            self.shapes[f"layer{len(self.shapes)}"] = (
+                (c_out, c_in, kernel_size, kernel_size),
+                c_in * kernel_size**2,
+            )
             side = side + 2 * padding - kernel_size + 1
             side = side // 2 if pool else side
             if side < 1:

@@ -460,9 +460,15 @@ def posterior_to_datatree(
         for k, v in zip(_LIBRARY_KEYS, (inference_library, inference_library_version), strict=True)
         if v is not None
     }
-    where = {"log_likelihood": train, "posterior_predictive": train, "observed_data": train,
-             "constant_data": train, "predictions": test, "log_likelihood_test": test,
-             "predictions_constant_data": test}  # fmt: skip
+    where = {
+        "log_likelihood": train,
+        "posterior_predictive": train,
+        "observed_data": train,
+        "constant_data": train,
+        "predictions": test,
+        "log_likelihood_test": test,
+        "predictions_constant_data": test,
+    }
     nodes = {}
     for group, data in groups.items():
         sampled = group not in ("observed_data", "constant_data", "predictions_constant_data")

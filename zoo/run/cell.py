@@ -59,14 +59,25 @@ def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
     ctx = CellContext(cell, model, ds, ds.to_torch(runtime), runtime)
     probes = [STUDIES[type(s)].probe(s, ctx) for s in cell.studies]
     probes = [p for p in probes if p is not None]
-    result = fit(cell.method, model, ctx.data, seed=spec.seed, runtime=runtime,
-                 hooks=combine_hooks(p.hooks for p in probes), progress=progress,
-                 desc=cell.cell_id[:40], others={m.name: m for m in spec.inference})  # fmt: skip
+    result = fit(
+        cell.method,
+        model,
+        ctx.data,
+        seed=spec.seed,
+        runtime=runtime,
+        hooks=combine_hooks(p.hooks for p in probes),
+        progress=progress,
+        desc=cell.cell_id[:40],
+        others={m.name: m for m in spec.inference},
+    )
     metrics, artifacts = evaluate_fit(ctx, result)
     for probe in probes:
         more, files = probe.finish(result)
         metrics.update(more)
         artifacts.update(files)
-    sizes = {"width": model.dims[1] if model.depth else 0, "n_params": model.num_params,
-             "n_train": len(ds.x_train)}  # fmt: skip
+    sizes = {
+        "width": model.dims[1] if model.depth else 0,
+        "n_params": model.num_params,
+        "n_train": len(ds.x_train),
+    }
     return CellOutput({**sizes, **metrics}, artifacts)

@@ -132,12 +132,16 @@ def evaluate(
         logp = Runtime.numpy(model.likelihood.class_log_probs(out)).astype(np.float64)
         res = classification_metrics(logp, ds.y_test, n_bins=metrics.ece_bins)
     else:
-        noise = Runtime.numpy(draws["noise"])[:, None] if "noise" in draws else \
-            model.likelihood.noise  # fmt: skip
+        noise = (
+            Runtime.numpy(draws["noise"])[:, None] if "noise" in draws else model.likelihood.noise
+        )
         res = regression_metrics(
-            Runtime.numpy(out.squeeze(-1)).astype(np.float64), noise,
-            ds.y_test.astype(np.float64), y_scale=ds.y_scale, y_shift=ds.y_shift,
-        )  # fmt: skip
+            Runtime.numpy(out.squeeze(-1)).astype(np.float64),
+            noise,
+            ds.y_test.astype(np.float64),
+            y_scale=ds.y_scale,
+            y_shift=ds.y_shift,
+        )
     names = metrics.names or list(res)
     return {k: float(res[k]) for k in names if k in res}
 
@@ -235,8 +239,9 @@ def posterior_datatree(
         return a.reshape((chains, a.shape[0] // chains) + a.shape[1:])
 
     attrs = dict(attrs or {})
-    left_out = [n for n, x in (("x_train", ds.x_train), ("x_test", ds.x_test))
-                if x.size > MAX_INPUT_VALUES]  # fmt: skip
+    left_out = [
+        n for n, x in (("x_train", ds.x_train), ("x_test", ds.x_test)) if x.size > MAX_INPUT_VALUES
+    ]
     if left_out:
         attrs["constant_data_note"] = (
             f"{' and '.join(left_out)} left out (more than {MAX_INPUT_VALUES} values); "
@@ -278,11 +283,18 @@ def cell_attrs(cell: Any, ds: Dataset) -> dict[str, Any]:
 
 
 def _archive(ctx: CellContext, draws: Draws, chains: int, *, sampled: bool, sample_stats=None):
-    return posterior_datatree(ctx.model, ctx.ds, ctx.data, draws, chains=chains,
-                              gen=ctx.runtime.generator(ctx.seed + 2), sample_stats=sample_stats,
-                              draws_kind=DRAWS_MCMC if sampled else DRAWS_GUIDE,
-                              library=LIBRARY_SAMPLER if sampled else LIBRARY_VI,
-                              attrs=cell_attrs(ctx.cell, ctx.ds))  # fmt: skip
+    return posterior_datatree(
+        ctx.model,
+        ctx.ds,
+        ctx.data,
+        draws,
+        chains=chains,
+        gen=ctx.runtime.generator(ctx.seed + 2),
+        sample_stats=sample_stats,
+        draws_kind=DRAWS_MCMC if sampled else DRAWS_GUIDE,
+        library=LIBRARY_SAMPLER if sampled else LIBRARY_VI,
+        attrs=cell_attrs(ctx.cell, ctx.ds),
+    )
 
 
 def _variational(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:

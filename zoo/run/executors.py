@@ -296,8 +296,12 @@ class _Worker:
     def __init__(self, ctx: Any, slot: int, threads: int, device: str | None) -> None:
         self.slot, self.device = slot, device
         self.conn, child = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(target=_worker_main, name=f"zoo-worker-{slot}", daemon=True,
-                                args=(child, threads, os.getpid(), device))  # fmt: skip
+        self.proc = ctx.Process(
+            target=_worker_main,
+            name=f"zoo-worker-{slot}",
+            daemon=True,
+            args=(child, threads, os.getpid(), device),
+        )
         # the worker starts with SIGINT blocked (a mask survives fork and exec), so a Ctrl-C
         # during its start cannot print a traceback; here it is delivered right after
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
@@ -404,9 +408,13 @@ def run_local_pool(
                 w.stop()
                 w.dead = True
                 if w.cell is not None:
-                    yield _failed(w.cell, f"WorkerDied: the worker process (pid {w.proc.pid}) "
-                                  f"running this cell died ({cause})", runtime,
-                                  died=cause)  # fmt: skip
+                    yield _failed(
+                        w.cell,
+                        f"WorkerDied: the worker process (pid {w.proc.pid}) "
+                        f"running this cell died ({cause})",
+                        runtime,
+                        died=cause,
+                    )
                     w.cell = None
                 elif not w.ready:
                     start_failures += 1
@@ -455,8 +463,12 @@ def run_ray(
         if address:
             ray.init(address=address, log_to_driver=False)
         else:
-            ray.init(num_cpus=workers * threads, num_gpus=len(runtime.worker_runtimes()) * gpus,
-                     include_dashboard=False, log_to_driver=False)  # fmt: skip
+            ray.init(
+                num_cpus=workers * threads,
+                num_gpus=len(runtime.worker_runtimes()) * gpus,
+                include_dashboard=False,
+                log_to_driver=False,
+            )
     pending: dict[Any, Any] = {}
     try:
         task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(execute_cell)

@@ -62,15 +62,19 @@ class Migration:
         """A few lines for the user."""
         was = "no spec_version" if self.version_from is None else f"version {self.version_from}"
         verb = "would rename" if self.dry_run else "renamed"
-        lines = [f"{self.run_dir}: {was} -> {self.version_to}; {verb} {len(self.renamed)} "
-                 f"cells, {len(self.unchanged)} already current, {len(self.skipped)} kept "
-                 f"as they are, {len(self.pending)} not stored yet"]  # fmt: skip
+        lines = [
+            f"{self.run_dir}: {was} -> {self.version_to}; {verb} {len(self.renamed)} "
+            f"cells, {len(self.unchanged)} already current, {len(self.skipped)} kept "
+            f"as they are, {len(self.pending)} not stored yet"
+        ]
         lines += [f"  {old} -> {new}" for old, new in self.renamed]
         lines += [f"  kept {old}: {why}" for old, why in self.skipped]
         if self.deprecations:
             verb = "would be" if self.dry_run else "was"
-            lines.append(f"spec.yaml used {len(self.deprecations)} deprecated form(s); it "
-                         f"{verb} rewritten in today's form")  # fmt: skip
+            lines.append(
+                f"spec.yaml used {len(self.deprecations)} deprecated form(s); it "
+                f"{verb} rewritten in today's form"
+            )
         return "\n".join(lines)
 
 
@@ -146,8 +150,10 @@ def _migrate(store: RunStore, *, dry_run: bool, log: Callable[[str], None] | Non
     """The migration of :func:`migrate_run_dir` (called holding the lock, unless dry)."""
     version = store.spec_version()
     if version is not None and version > SPEC_VERSION:
-        raise ValueError(f"{store.root} was made by a newer bnn-zoo (spec_version {version}); "
-                         f"this one migrates up to {SPEC_VERSION}")  # fmt: skip
+        raise ValueError(
+            f"{store.root} was made by a newer bnn-zoo (spec_version {version}); "
+            f"this one migrates up to {SPEC_VERSION}"
+        )
     with warnings.catch_warnings(record=True) as caught:  # old forms: expected here
         warnings.simplefilter("always")
         spec = load_spec(store.spec_path)

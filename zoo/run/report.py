@@ -39,19 +39,41 @@ from zoo.spec import Spec
 from zoo.spec.sweep import AXIS_ALIASES
 from zoo.studies import STUDIES
 
-__all__ = ["BOOKKEEPING", "TIMINGS", "build_report", "report_axes", "results_table",
-           "run_settings"]  # fmt: skip
+__all__ = ["BOOKKEEPING", "TIMINGS", "build_report", "report_axes", "results_table", "run_settings"]
 
 #: Columns of results.csv that are not sweep axes or metrics.
 BOOKKEEPING = ["cell_id", "status", "error", "nonfinite"]
 #: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
 TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds", "compile_seconds"]
 #: Numeric columns that describe a setting rather than a result: kept out of the table.
-_SETTINGS = {"n_train", "final_loss", "jitter", "dim", "n_draws", "shrinkage", "w_diag",
-             "w_full", "w_diag_self", "w_full_self", "w_draws", "best_step", "ess_bulk_q05", "ess_bulk_q50", "min_ess_tail",
-             "mean_tree_steps", "step_size", "max_r_hat", "min_ess_bulk", "n_divergent",
-             "n_max_tree_depth", "max_r_hat_pred", "median_r_hat_pred", "min_ess_bulk_pred",
-             "median_ess_bulk_pred", "n_pred_constant"}  # fmt: skip
+_SETTINGS = {
+    "n_train",
+    "final_loss",
+    "jitter",
+    "dim",
+    "n_draws",
+    "shrinkage",
+    "w_diag",
+    "w_full",
+    "w_diag_self",
+    "w_full_self",
+    "w_draws",
+    "best_step",
+    "ess_bulk_q05",
+    "ess_bulk_q50",
+    "min_ess_tail",
+    "mean_tree_steps",
+    "step_size",
+    "max_r_hat",
+    "min_ess_bulk",
+    "n_divergent",
+    "n_max_tree_depth",
+    "max_r_hat_pred",
+    "median_r_hat_pred",
+    "min_ess_bulk_pred",
+    "median_ess_bulk_pred",
+    "n_pred_constant",
+}
 #: Sampled cells whose trace and rank plots are drawn: the worst ones.
 MAX_TRACE_PLOTS = 3
 #: Headline sentences: one per figure metric, for the first this many.
@@ -113,8 +135,9 @@ def _fields(
     if section is None:
         return "none"
     d = section.model_dump(mode="json", exclude_defaults=not defaults)
-    d.update({k: None for k in type(section).model_fields
-              if f"{prefix}.{k}" in sweep and k not in d})  # fmt: skip
+    d.update(
+        {k: None for k in type(section).model_fields if f"{prefix}.{k}" in sweep and k not in d}
+    )
     parts = [str(d.pop("kind"))] if "kind" in d else []
     for key, v in d.items():
         path = f"{prefix}.{key}"
@@ -169,8 +192,10 @@ def run_settings(spec: Spec, results: pd.DataFrame) -> list[str]:
     model = _fields(spec.model, "model", sweep)
     widths = _widths(results, spec)
     lines.append(f"Model: {model}" + (f"; {widths}" if widths else "") + ".")
-    lines.append(f"Prior: {_fields(spec.prior, 'prior', sweep, defaults=True)}; likelihood: "
-                 f"{_fields(spec.likelihood, 'likelihood', sweep, defaults=True)}.")  # fmt: skip
+    lines.append(
+        f"Prior: {_fields(spec.prior, 'prior', sweep, defaults=True)}; likelihood: "
+        f"{_fields(spec.likelihood, 'likelihood', sweep, defaults=True)}."
+    )
     for m in spec.inference:
         text = _fields(m, f"inference.{m.name}", sweep, skip=("name",))
         lines.append(f"Method {m.name}: {text}.")
@@ -237,37 +262,45 @@ def _advice(gates: dict[str, Diagnostics], n: int) -> list[str]:
     if "r_hat" in by_gate or "ess_bulk" in by_gate:
         cells = {id(d) for g in ("r_hat", "ess_bulk") for d in by_gate.get(g, [])}
         nonfinite = sum(1 for d in gates.values() if d.n_nonfinite_r_hat or d.n_nonfinite_ess)
-        text = (f"{len(cells)} of {n} sampled cells have an r_hat above 1.01 or a bulk ESS "
-                "below 100: their chains have not mixed, so their KL and Wasserstein numbers "
-                "describe where the chains happened to be, not the posterior. More warm-up "
-                "and draws (or more chains) are the fix.")  # fmt: skip
+        text = (
+            f"{len(cells)} of {n} sampled cells have an r_hat above 1.01 or a bulk ESS "
+            "below 100: their chains have not mixed, so their KL and Wasserstein numbers "
+            "describe where the chains happened to be, not the posterior. More warm-up "
+            "and draws (or more chains) are the fix."
+        )
         if nonfinite:
-            text += (f" In {nonfinite} of them some parameter never moved within its chains "
-                     "(r_hat or ESS not finite): the sampler is stuck, e.g. a step size that "
-                     "collapsed during warm-up.")  # fmt: skip
+            text += (
+                f" In {nonfinite} of them some parameter never moved within its chains "
+                "(r_hat or ESS not finite): the sampler is stuck, e.g. a step size that "
+                "collapsed during warm-up."
+            )
         out.append(text)
     if "divergences" in by_gate:
         ds = by_gate["divergences"]
         total = sum(d.n_divergent or 0 for d in ds)
         trans = sum(d.n_transitions for d in ds)
-        out.append(f"{len(ds)} of {n} sampled cells have divergent transitions ({total} of "
-                   f"{trans}): the sampler met curvature its step size cannot follow, and "
-                   "the draws may miss part of the posterior. Raise target_accept (smaller "
-                   "steps) or reparameterize.")  # fmt: skip
+        out.append(
+            f"{len(ds)} of {n} sampled cells have divergent transitions ({total} of "
+            f"{trans}): the sampler met curvature its step size cannot follow, and "
+            "the draws may miss part of the posterior. Raise target_accept (smaller "
+            "steps) or reparameterize."
+        )
     if "tree_depth" in by_gate:
         ds = by_gate["tree_depth"]
         hits = sum(d.n_max_tree_depth or 0 for d in ds)
         trans = sum(d.n_transitions for d in ds)
         depths = sorted({d.max_tree_depth for d in ds if d.max_tree_depth is not None})
-        out.append(f"{len(ds)} of {n} sampled cells hit the maximum tree depth: {hits} of "
-                   f"{trans} transitions ({100 * hits / max(trans, 1):.0f}%) reached "
-                   f"max_tree_depth ({', '.join(map(str, depths))}), so their trajectories "
-                   "were cut at 2^D - 1 leapfrog steps before they could turn. The draws are "
-                   "still valid but explore slowly (low ESS per gradient); the usual causes "
-                   "are a step size or mass matrix that adapted poorly, or strong "
-                   "correlations. Raise max_tree_depth, lengthen warm-up so the step size "
-                   "and mass matrix adapt, or reparameterize (a dense mass matrix, "
-                   "mass_matrix: dense, helps with correlations).")  # fmt: skip
+        out.append(
+            f"{len(ds)} of {n} sampled cells hit the maximum tree depth: {hits} of "
+            f"{trans} transitions ({100 * hits / max(trans, 1):.0f}%) reached "
+            f"max_tree_depth ({', '.join(map(str, depths))}), so their trajectories "
+            "were cut at 2^D - 1 leapfrog steps before they could turn. The draws are "
+            "still valid but explore slowly (low ESS per gradient); the usual causes "
+            "are a step size or mass matrix that adapted poorly, or strong "
+            "correlations. Raise max_tree_depth, lengthen warm-up so the step size "
+            "and mass matrix adapt, or reparameterize (a dense mass matrix, "
+            "mass_matrix: dense, helps with correlations)."
+        )
     return out
 
 
@@ -299,31 +332,67 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
         except Exception as e:  # a damaged file of any kind is named, not raised
             unread.append(f"cells/{cid}.nc (cannot be read: {type(e).__name__})")
 
-    conv_cols = ["max_r_hat", "min_ess_bulk", "min_ess_tail", "ess_bulk_q05", "worst param",
-                 "max_r_hat_pred", "min_ess_bulk_pred"]  # fmt: skip
+    conv_cols = [
+        "max_r_hat",
+        "min_ess_bulk",
+        "min_ess_tail",
+        "ess_bulk_q05",
+        "worst param",
+        "max_r_hat_pred",
+        "min_ess_bulk_pred",
+    ]
     samp_cols = ["divergent", "at max tree depth", "mean steps", "step size", "gates failed"]
     conv, samp = [], []
     for _, r in sampled.iterrows():
         key = [_fmt(r[a]) for a in axes]
         d = gates.get(r["cell_id"])
         if d is None:  # the file could not be read: the record's numbers
-            conv.append(key + [_recorded(r, c) for c in conv_cols[:4]]
-                        + [_fmt(r.get("worst_ess_bulk"))] + _pred(r))  # fmt: skip
+            conv.append(
+                key
+                + [_recorded(r, c) for c in conv_cols[:4]]
+                + [_fmt(r.get("worst_ess_bulk"))]
+                + _pred(r)
+            )
             hits = r.get("n_max_tree_depth")  # NUTS cells record it; blank (NaN) for others
-            samp.append(key + [_fmt(r.get("n_divergent")), "?" if pd.isna(hits) else _fmt(hits),
-                               _fmt(r.get("mean_tree_steps")), _fmt(r.get("step_size")),
-                               _fmt(r.get("gates_failed"))])  # fmt: skip
+            samp.append(
+                key
+                + [
+                    _fmt(r.get("n_divergent")),
+                    "?" if pd.isna(hits) else _fmt(hits),
+                    _fmt(r.get("mean_tree_steps")),
+                    _fmt(r.get("step_size")),
+                    _fmt(r.get("gates_failed")),
+                ]
+            )
             continue
         worst = (d.worst_r_hat or d.worst_ess_bulk)[:1]
-        conv.append(key + ["n/a" if d.max_r_hat is None else _fmt(d.max_r_hat),
-                           _fmt(d.min_ess_bulk), _fmt(d.min_ess_tail),
-                           _fmt(d.ess_bulk_quantiles[0]),
-                           worst[0][0] if worst else ""] + _pred(r))  # fmt: skip
+        conv.append(
+            key
+            + [
+                "n/a" if d.max_r_hat is None else _fmt(d.max_r_hat),
+                _fmt(d.min_ess_bulk),
+                _fmt(d.min_ess_tail),
+                _fmt(d.ess_bulk_quantiles[0]),
+                worst[0][0] if worst else "",
+            ]
+            + _pred(r)
+        )
         div = "" if d.n_divergent is None else f"{d.n_divergent} of {d.n_transitions}"
-        depth = ("n/a" if d.n_max_tree_depth is None
-                 else f"{d.n_max_tree_depth} of {d.n_transitions} (D={d.max_tree_depth})")  # fmt: skip
-        samp.append(key + [div, depth, _fmt(r.get("mean_tree_steps")), _fmt(r.get("step_size")),
-                           ", ".join(d.failed)])  # fmt: skip
+        depth = (
+            "n/a"
+            if d.n_max_tree_depth is None
+            else f"{d.n_max_tree_depth} of {d.n_transitions} (D={d.max_tree_depth})"
+        )
+        samp.append(
+            key
+            + [
+                div,
+                depth,
+                _fmt(r.get("mean_tree_steps")),
+                _fmt(r.get("step_size")),
+                ", ".join(d.failed),
+            ]
+        )
 
     n = len(sampled)
     n_flag = sum(1 for d in gates.values() if d.failed)
@@ -344,10 +413,12 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
     ]
     paras += _advice(gates, len(gates))
     if unread:
-        paras.append(f"{len(unread)} of {n} sampled cells' ArviZ files could not be read; their "
-                     f"rows show the numbers of the cell record: {', '.join(unread)}. Deleting a "
-                     "damaged file's cell record (cells/<cell id>.json) makes `zoo run DIR` "
-                     "compute that cell again.")  # fmt: skip
+        paras.append(
+            f"{len(unread)} of {n} sampled cells' ArviZ files could not be read; their "
+            f"rows show the numbers of the cell record: {', '.join(unread)}. Deleting a "
+            "damaged file's cell record (cells/<cell id>.json) makes `zoo run DIR` "
+            "compute that cell again."
+        )
     figs = []
     worst_cells = sorted(gates, key=lambda c: _badness(gates[c]))[:MAX_TRACE_PLOTS]
     for cid in worst_cells:
@@ -366,8 +437,9 @@ def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section 
             "CDF; chains that mix stay inside the grey 95% band, a chain stuck elsewhere "
             "leaves it (Säilynoja et al. 2022)."
         )
-    return Section("Sampler diagnostics", paras, (axes + conv_cols, conv), figs,
-                   [(axes + samp_cols, samp)])  # fmt: skip
+    return Section(
+        "Sampler diagnostics", paras, (axes + conv_cols, conv), figs, [(axes + samp_cols, samp)]
+    )
 
 
 def _study_sections(run: RunDir, results: pd.DataFrame, spec: Spec) -> list[Section]:
@@ -388,8 +460,11 @@ def _nonfinite_names(rec: dict[str, Any]) -> str:
     named = rec.get("nonfinite")
     if isinstance(named, list | tuple):
         return ",".join(map(str, named))
-    bad = [k for k, v in (rec.get("metrics") or {}).items()
-           if isinstance(v, float) and not math.isfinite(v) and k not in TIMINGS]  # fmt: skip
+    bad = [
+        k
+        for k, v in (rec.get("metrics") or {}).items()
+        if isinstance(v, float) and not math.isfinite(v) and k not in TIMINGS
+    ]
     return ",".join(bad)
 
 
@@ -404,8 +479,12 @@ def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
             continue
         row = {a: cell.axes.get(a, cell.spec.seed if a == "seed" else None) for a in axes}
         row.update({k: v for k, v in rec["metrics"].items() if k not in TIMINGS})
-        row.update(cell_id=rec["cell_id"], status=rec["status"], error=rec["error"],
-                   nonfinite=_nonfinite_names(rec))  # fmt: skip
+        row.update(
+            cell_id=rec["cell_id"],
+            status=rec["status"],
+            error=rec["error"],
+            nonfinite=_nonfinite_names(rec),
+        )
         rows.append(row)
     if not rows:  # no cell stored yet: the columns all the same
         return pd.DataFrame(columns=[*axes, *BOOKKEEPING])
@@ -421,9 +500,11 @@ def _nonfinite_note(results: pd.DataFrame, metrics: list[str]) -> str | None:
         return None
     listed = "; ".join(f"{r.metric} = {r.value} in {r.cell_id}" for r in bad.head(8).itertuples())
     more = f"; and {len(bad) - 8} more" if len(bad) > 8 else ""
-    return (f"{len(bad)} metric value(s) of ok cells are NaN or infinite and are left out of "
-            f"the means (the tables mark such means [k/n]; summary.csv has <metric>_n, the "
-            f"number of finite values): {listed}{more}.")  # fmt: skip
+    return (
+        f"{len(bad)} metric value(s) of ok cells are NaN or infinite and are left out of "
+        f"the means (the tables mark such means [k/n]; summary.csv has <metric>_n, the "
+        f"number of finite values): {listed}{more}."
+    )
 
 
 def build_report(out: RunStore | str | os.PathLike[str], spec: Spec) -> dict[str, Path]:
@@ -464,16 +545,22 @@ def build_report(out: RunStore | str | os.PathLike[str], spec: Spec) -> dict[str
     notes = []
     skipped = [m for m in spec.report.figures if m not in numeric]
     if skipped and have_rows:
-        notes.append(f"report.figures: {', '.join(skipped)} not among these cells' numeric "
-                     "metrics; no figure for them.")  # fmt: skip
+        notes.append(
+            f"report.figures: {', '.join(skipped)} not among these cells' numeric "
+            "metrics; no figure for them."
+        )
     if spec.description:
-        notes.append(f"The spec's description, as written (the settings above are the ones "
-                     f"run): {' '.join(spec.description.split())}")  # fmt: skip
+        notes.append(
+            f"The spec's description, as written (the settings above are the ones "
+            f"run): {' '.join(spec.description.split())}"
+        )
     if have_rows:
         notes.append(f"{len(results)} cells stored of {len(spec.cells())} in the spec.")
     else:
-        notes.append(f"No cell is stored yet (0 of {len(spec.cells())} in the spec): `zoo run "
-                     f"{store.root}` computes them and writes this report again.")  # fmt: skip
+        notes.append(
+            f"No cell is stored yet (0 of {len(spec.cells())} in the spec): `zoo run "
+            f"{store.root}` computes them and writes this report again."
+        )
     note = _nonfinite_note(results, table_metrics) if have_rows else None
     if note:
         notes.append(note)

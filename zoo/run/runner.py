@@ -202,9 +202,11 @@ class _Saver:
         except OSError as e:
             self.unsaved.append(res)
             self.next_try = time.monotonic() + RETRY_EVERY
-            self.say(f"zoo: could not store cell {res.record['cell_id']} in {self.store.root} "
-                     f"({_why(e)}); its result is kept in memory and written again "
-                     "later")  # fmt: skip
+            self.say(
+                f"zoo: could not store cell {res.record['cell_id']} in {self.store.root} "
+                f"({_why(e)}); its result is kept in memory and written again "
+                "later"
+            )
             return False
 
     def retry(self, final: bool = False) -> None:
@@ -242,14 +244,18 @@ class _Saver:
                 text = json.dumps(res.record, indent=1, sort_keys=True)
                 (where / f"{cid}.json").write_text(text, encoding="utf-8")
         except OSError as e:
-            self.say(f"zoo: LOST: the results of {len(ids)} computed cells could not be "
-                     f"written anywhere ({_why(e)}): {', '.join(ids)}; a resume computes "
-                     "them again")  # fmt: skip
+            self.say(
+                f"zoo: LOST: the results of {len(ids)} computed cells could not be "
+                f"written anywhere ({_why(e)}): {', '.join(ids)}; a resume computes "
+                "them again"
+            )
             return None
-        self.say(f"zoo: {len(ids)} computed cells could not be stored in {self.store.root}; "
-                 f"they were saved to {where}. Once there is room, move them in with: "
-                 f"mv {where}/* {self.store.cells_dir}/  (or a resume computes them "
-                 "again)")  # fmt: skip
+        self.say(
+            f"zoo: {len(ids)} computed cells could not be stored in {self.store.root}; "
+            f"they were saved to {where}. Once there is room, move them in with: "
+            f"mv {where}/* {self.store.cells_dir}/  (or a resume computes them "
+            "again)"
+        )
         self.rescued += self.unsaved
         self.unsaved = []
         return where.parent
@@ -265,8 +271,15 @@ def _why(e: OSError) -> str:
 class _Feedback:
     """Cell lines, per-method time left, and progress inside running cells."""
 
-    def __init__(self, cells: list[Any], todo: list[Any], done_before: int, workers: int,
-                 log: Callable[[str], None], progress: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cells: list[Any],
+        todo: list[Any],
+        done_before: int,
+        workers: int,
+        log: Callable[[str], None],
+        progress: bool,
+    ) -> None:
         self.method = {c.cell_id: c.method.name for c in cells}
         self.left = Counter(self.method[c.cell_id] for c in todo)
         self.times: dict[str, list[float]] = defaultdict(list)
@@ -280,11 +293,26 @@ class _Feedback:
         self.slots: list[Any] = []
         if self.tty:
             fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
-            self.bar = tqdm(total=self.n, initial=self.k, desc="cells", unit="cell",
-                            dynamic_ncols=True, bar_format=fmt, file=sys.stderr)  # fmt: skip
-            self.slots = [tqdm(total=1, position=i + 1, leave=False, bar_format="  {desc}",
-                               dynamic_ncols=True, file=sys.stderr)
-                          for i in range(min(self.workers, len(todo)))]  # fmt: skip
+            self.bar = tqdm(
+                total=self.n,
+                initial=self.k,
+                desc="cells",
+                unit="cell",
+                dynamic_ncols=True,
+                bar_format=fmt,
+                file=sys.stderr,
+            )
+            self.slots = [
+                tqdm(
+                    total=1,
+                    position=i + 1,
+                    leave=False,
+                    bar_format="  {desc}",
+                    dynamic_ncols=True,
+                    file=sys.stderr,
+                )
+                for i in range(min(self.workers, len(todo)))
+            ]
             self.free = list(range(len(self.slots)))
 
     def say(self, msg: str) -> None:
@@ -335,8 +363,11 @@ class _Feedback:
         eta = self.eta()
         if rec.get("status") == "ok":
             met = rec.get("metrics", {})
-            shown = ", ".join(f"{key}={met[key]:.4g}" for key in ("accuracy", "nll", "rmse")
-                              if isinstance(met.get(key), int | float))  # fmt: skip
+            shown = ", ".join(
+                f"{key}={met[key]:.4g}"
+                for key in ("accuracy", "nll", "rmse")
+                if isinstance(met.get(key), int | float)
+            )
             status = f"ok {shown}"
         else:
             status = f"FAILED {rec.get('error', '')}"
@@ -461,18 +492,37 @@ def run_spec(
             if spec.simulation is not None:  # no cells: seconds of numpy
                 SIMULATIONS[type(spec.simulation)](spec, store, log=log)
                 return RunOutcome(out_dir, 1, 1, 0, 0)
-            return _run_cells(spec, store, stopper, executor=executor, workers=workers,
-                              address=address, retry_failed=retry_failed, progress=progress,
-                              log=log, runtime=runtime)  # fmt: skip
+            return _run_cells(
+                spec,
+                store,
+                stopper,
+                executor=executor,
+                workers=workers,
+                address=address,
+                retry_failed=retry_failed,
+                progress=progress,
+                log=log,
+                runtime=runtime,
+            )
     except RunInterrupted as e:
         if not e.reported:
             log(f"\nzoo: {_how(e.signum)} before any cell ran; resume with: zoo run {out_dir}")
         raise
 
 
-def _run_cells(spec: Spec, store: RunStore, stopper: _Stopper, *, executor: str,
-               workers: int | None, address: str | None, retry_failed: bool, progress: bool,
-               log: Callable[[str], None], runtime: Runtime) -> RunOutcome:  # fmt: skip
+def _run_cells(
+    spec: Spec,
+    store: RunStore,
+    stopper: _Stopper,
+    *,
+    executor: str,
+    workers: int | None,
+    address: str | None,
+    retry_failed: bool,
+    progress: bool,
+    log: Callable[[str], None],
+    runtime: Runtime,
+) -> RunOutcome:
     out_dir = store.root
     n_workers, threads = plan_workers(workers, runtime=runtime)
     runtime = with_threads(runtime, threads)
@@ -501,17 +551,23 @@ def _run_cells(spec: Spec, store: RunStore, stopper: _Stopper, *, executor: str,
         extra = f" ({kept_failed} failed: rerun with --retry-failed)" if kept_failed else ""
         why = "" if retry_failed else " whose worker died"
         more = f"; running {again} failed cells{why} again" if again else ""
-        log(f"resuming {out_dir}: {done_before} of {len(cells)} cells already done"
-            f"{extra}{more}")  # fmt: skip
+        log(f"resuming {out_dir}: {done_before} of {len(cells)} cells already done{extra}{more}")
     if todo and executor != "inprocess":
         on = f" on {runtime.device}" if runtime.is_cuda else ""
-        log(f"running {len(todo)} cells on {executor}: {n_workers} workers x {threads} "
-            f"torch threads{on}")  # fmt: skip
+        log(
+            f"running {len(todo)} cells on {executor}: {n_workers} workers x {threads} "
+            f"torch threads{on}"
+        )
     shown = _Feedback(cells, todo, done_before, n_workers, log, progress)
     saver = _Saver(store, stopper, shown.say)
-    results = EXECUTORS[executor](todo, workers=n_workers, runtime=runtime, address=address,
-                                  progress=False, on_progress=shown.on_progress if progress
-                                  else None)  # fmt: skip
+    results = EXECUTORS[executor](
+        todo,
+        workers=n_workers,
+        runtime=runtime,
+        address=address,
+        progress=False,
+        on_progress=shown.on_progress if progress else None,
+    )
     ran, report_error = 0, ""
     try:
         try:
@@ -535,42 +591,64 @@ def _run_cells(spec: Spec, store: RunStore, stopper: _Stopper, *, executor: str,
                 report_error = "no cell is stored"
         except OSError as e:
             report_error = _why(e)
-            log(f"zoo: could not write the report in {out_dir} ({report_error}); every "
-                f"stored cell is kept: once there is room, run: zoo report {out_dir}")  # fmt: skip
+            log(
+                f"zoo: could not write the report in {out_dir} ({report_error}); every "
+                f"stored cell is kept: once there is room, run: zoo report {out_dir}"
+            )
     except RunInterrupted as e:
         _stopped(e.signum, spec, store, saver, status, log)
         e.reported = True
         raise
     failed = sum(status[c.cell_id] == "failed" for c in cells)
-    return RunOutcome(out_dir, len(cells), ran, done_before, failed,
-                      n_unsaved=len(saver.unsaved) + len(saver.rescued), rescued_to=rescued,
-                      report_error=report_error, problems=store.problems())  # fmt: skip
+    return RunOutcome(
+        out_dir,
+        len(cells),
+        ran,
+        done_before,
+        failed,
+        n_unsaved=len(saver.unsaved) + len(saver.rescued),
+        rescued_to=rescued,
+        report_error=report_error,
+        problems=store.problems(),
+    )
 
 
 def _warn_about(rec: dict[str, Any], say: Callable[[str], None]) -> None:
     """Warning lines for a dead worker and for non-finite metrics."""
     cid = rec["cell_id"]
     if rec.get("worker_died"):
-        say(f"zoo: worker died ({rec['worker_died']}) while running cell {cid}; the other "
+        say(
+            f"zoo: worker died ({rec['worker_died']}) while running cell {cid}; the other "
             "cells go on, and a plain resume runs this one again (fewer --workers need "
-            "less memory)")  # fmt: skip
+            "less memory)"
+        )
     if rec.get("nonfinite"):
         met = rec.get("metrics", {})
         bad = ", ".join(f"{k}={met.get(k)}" for k in rec["nonfinite"])
-        say(f"zoo: warning: cell {cid} has non-finite metrics: {bad} (kept in results.csv; "
-            "the summary's means are over the finite values only)")  # fmt: skip
+        say(
+            f"zoo: warning: cell {cid} has non-finite metrics: {bad} (kept in results.csv; "
+            "the summary's means are over the finite values only)"
+        )
 
 
-def _stopped(signum: int, spec: Spec, store: RunStore, saver: _Saver,
-             status: dict[str, str], log: Callable[[str], None]) -> None:  # fmt: skip
+def _stopped(
+    signum: int,
+    spec: Spec,
+    store: RunStore,
+    saver: _Saver,
+    status: dict[str, str],
+    log: Callable[[str], None],
+) -> None:
     """Store what can be stored and say what was kept and how to resume."""
     saver.retry()
     saver.rescue()
     cells = spec.cells()
     stored = sum(status[c.cell_id] in ("ok", "failed") for c in cells)
-    log(f"\nzoo: {_how(signum)}: the running cells were stopped. {stored} of {len(cells)} "
+    log(
+        f"\nzoo: {_how(signum)}: the running cells were stopped. {stored} of {len(cells)} "
         f"cells are stored in {store.root} ({len(cells) - stored} not yet); resume with: "
-        f"zoo run {store.root}")  # fmt: skip
+        f"zoo run {store.root}"
+    )
 
 
 def _how(signum: int) -> str:

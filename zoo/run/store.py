@@ -204,9 +204,11 @@ class RunDir:
         files = (self._raw_record(cell_id)[0] or {}).get("files")
         info = files.get(suffix) if isinstance(files, dict) else None
         if isinstance(info, dict) and _digest(data) != {**_digest(data), **info}:
-            self._note(f"{CELLS}/{cell_id}{suffix}: its contents differ from what was "
-                       f"stored (damaged); delete {CELLS}/{cell_id}{RECORD} to compute the "
-                       "cell again")  # fmt: skip
+            self._note(
+                f"{CELLS}/{cell_id}{suffix}: its contents differ from what was "
+                f"stored (damaged); delete {CELLS}/{cell_id}{RECORD} to compute the "
+                "cell again"
+            )
             return None
         return data
 
@@ -396,8 +398,10 @@ class RunStore(RunDir):
         """
         root = self.root
         if root.exists() and not root.is_dir():
-            raise RunDirError(f"{root} is a file, not a directory; give a new or empty "
-                              "directory, or a zoo run directory")  # fmt: skip
+            raise RunDirError(
+                f"{root} is a file, not a directory; give a new or empty "
+                "directory, or a zoo run directory"
+            )
         if not root.is_dir() or self.looks_like_run_dir():
             return
         try:
@@ -439,9 +443,11 @@ class RunStore(RunDir):
                     raise RunDirError(f"cannot lock {self.root}: {e.strerror or e}") from None
                 pid = self.lock_owner()
                 who = f"another zoo run (pid {pid})" if pid else "another zoo run"
-                raise RunDirBusy(f"{who} is using {self.root}; wait for it to end (`zoo "
-                                 f"status {self.root}` shows its progress) or give another "
-                                 "--out") from None  # fmt: skip
+                raise RunDirBusy(
+                    f"{who} is using {self.root}; wait for it to end (`zoo "
+                    f"status {self.root}` shows its progress) or give another "
+                    "--out"
+                ) from None
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
             yield

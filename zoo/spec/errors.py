@@ -137,8 +137,9 @@ def _join(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def _unknown_key(schema: type[BaseModel], path: list[Any], owners: Sequence[Any],
-                 kind_set: str | None) -> str:  # fmt: skip
+def _unknown_key(
+    schema: type[BaseModel], path: list[Any], owners: Sequence[Any], kind_set: str | None
+) -> str:
     """``unknown key`` with the fix: a close name, the allowed keys, or the kind it is of."""
     name = str(path[-1])
     strpath = [p for p in path if not isinstance(p, int)]
@@ -146,26 +147,38 @@ def _unknown_key(schema: type[BaseModel], path: list[Any], owners: Sequence[Any]
     if len(owners) != 1 or kinds[0] is None:  # not one member of a union: the field names
         options = fields_at(schema, strpath[:-1])
         close = [o for o in options if o != name]
-        return f"unknown key {name!r}" + (did_you_mean(name, close) or (
-            f"; allowed keys: {', '.join(options)}" if options else ""))  # fmt: skip
+        return f"unknown key {name!r}" + (
+            did_you_mean(name, close)
+            or (f"; allowed keys: {', '.join(options)}" if options else "")
+        )
     owner, kind = owners[0], kinds[0]
     section = format_path([p for p in path[:-1]]) or "the spec"
     allowed = list(owner.model_fields)
     msg = f"unknown key {name!r} for {section} of kind {kind!r}"
-    of = [k for m in models_at(schema, strpath[:-1])[0]
-          if name in m.model_fields and (k := kind_of(m)) not in (None, kind)]  # fmt: skip
+    of = [
+        k
+        for m in models_at(schema, strpath[:-1])[0]
+        if name in m.model_fields and (k := kind_of(m)) not in (None, kind)
+    ]
     if not of:
         return msg + (did_you_mean(name, allowed) or f"; allowed keys: {', '.join(allowed)}")
     msg += f" (a key of kind{'s' if len(of) > 1 else ''} {_join(sorted(of))}; {kind} has "
     msg += f"{', '.join(allowed)})"
     if kind_set is not None:
-        return (f"{msg}; --set {kind_set} changed the kind and kept the other keys: "
-                f"replace the whole section instead, e.g. --set '{section}={{kind: {kind}}}'")  # fmt: skip
+        return (
+            f"{msg}; --set {kind_set} changed the kind and kept the other keys: "
+            f"replace the whole section instead, e.g. --set '{section}={{kind: {kind}}}'"
+        )
     return msg + "; remove it"
 
 
-def _message(schema: type[BaseModel], err: dict[str, Any], path: list[Any],
-             owners: Sequence[Any] = (), kind_set: str | None = None) -> tuple[str, bool]:  # fmt: skip
+def _message(
+    schema: type[BaseModel],
+    err: dict[str, Any],
+    path: list[Any],
+    owners: Sequence[Any] = (),
+    kind_set: str | None = None,
+) -> tuple[str, bool]:
     """Human message for one pydantic error; the flag says 'point at the key node'."""
     typ = err["type"]
     if typ == "extra_forbidden":
@@ -231,10 +244,15 @@ class Reporter:
         The spec data validated (its method names stand for indices in ``overrides``).
     """
 
-    def __init__(self, fname: str, root: yaml.Node | None,
-                 overrides: Sequence[tuple[Sequence[str], str]], schema: type[BaseModel],
-                 moved: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]] = (),
-                 data: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fname: str,
+        root: yaml.Node | None,
+        overrides: Sequence[tuple[Sequence[str], str]],
+        schema: type[BaseModel],
+        moved: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]] = (),
+        data: Any = None,
+    ) -> None:
         self.fname = fname
         self.root = root
         self.overrides = [([str(p) for p in parts], text) for parts, text in overrides]

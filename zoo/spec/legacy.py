@@ -87,8 +87,11 @@ def _old_sampler_keys(method: dict[str, Any]) -> list[str]:
     """The old price-of-MF keys on ``method`` that are not fields of its own section (ChEES
     has its own ``max_draws``)."""
     kind = method.get("kind")
-    own = getattr(member_for_kind(InferenceSpec, kind), "model_fields", {}) if isinstance(
-        kind, str) else {}  # fmt: skip
+    own = (
+        getattr(member_for_kind(InferenceSpec, kind), "model_fields", {})
+        if isinstance(kind, str)
+        else {}
+    )
     return [k for k in _SAMPLER_KEYS if k in method and k not in own]
 
 
@@ -120,8 +123,11 @@ class _Migration:
         methods = self.data.get("inference") or []
         every = [i for i, m in enumerate(methods) if _family(m) in cls.families]
         if sorted(i for i, _ in sources) != every:
-            study = {"kind": study["kind"], "methods": [n for _, n in sources],
-                     **{k: v for k, v in study.items() if k != "kind"}}  # fmt: skip
+            study = {
+                "kind": study["kind"],
+                "methods": [n for _, n in sources],
+                **{k: v for k, v in study.items() if k != "kind"},
+            }
         self.studies.append(study)
         return len(self.studies) - 1
 
@@ -158,15 +164,26 @@ class _Migration:
         return None
 
     def dropped(self, old: tuple[Any, ...], what: str) -> None:
-        self.moves.append(Move(old, f"{_fmt(old)}: deprecated key; null does nothing: remove "
-                                    f"it ({what} is configured in the `studies:` list now; "
-                                    f"{_REMOVAL})"))  # fmt: skip
+        self.moves.append(
+            Move(
+                old,
+                f"{_fmt(old)}: deprecated key; null does nothing: remove "
+                f"it ({what} is configured in the `studies:` list now; "
+                f"{_REMOVAL})",
+            )
+        )
 
     def moved(self, old: tuple[Any, ...], keys: str, k: int, paths: list[tuple]) -> None:
         study = self.studies[k]
-        self.moves.append(Move(old, f"{_fmt(old[:-1] + (keys,))}: deprecated location, read "
-                                    f"as studies[{k}] for now ({_REMOVAL}); write it as "
-                                    f"studies: [{_flow(study)}]", tuple(paths)))  # fmt: skip
+        self.moves.append(
+            Move(
+                old,
+                f"{_fmt(old[:-1] + (keys,))}: deprecated location, read "
+                f"as studies[{k}] for now ({_REMOVAL}); write it as "
+                f"studies: [{_flow(study)}]",
+                tuple(paths),
+            )
+        )
 
     def grouped(self, found: dict[int, dict[str, Any]], cls: type):
         """Studies of class ``cls`` for methods ``{index: settings}``, one per distinct
@@ -251,11 +268,17 @@ def _price_of_mf(mig: _Migration, methods: list[Any]) -> None:
         for i in idx:
             keys = present[i]
             if not keys:
-                mig.moves.append(Move(("inference", i, "kind"), (
-                    f"inference[{i}]: a sampler records the price of mean field only in a "
-                    f"study now; read as studies[{k}] for this spec without a `studies:` key "
-                    f"({_REMOVAL}); write studies: [{_flow(mig.studies[k])}]"),
-                    ((("studies", k), ("inference", i)),)))  # fmt: skip
+                mig.moves.append(
+                    Move(
+                        ("inference", i, "kind"),
+                        (
+                            f"inference[{i}]: a sampler records the price of mean field only in a "
+                            f"study now; read as studies[{k}] for this spec without a `studies:` key "
+                            f"({_REMOVAL}); write studies: [{_flow(mig.studies[k])}]"
+                        ),
+                        ((("studies", k), ("inference", i)),),
+                    )
+                )
                 continue
             paths = [(("studies", k, key), ("inference", i, key)) for key in keys]
             paths.append((("studies", k), ("inference", i, keys[0])))
@@ -305,5 +328,9 @@ def _metrics(mig: _Migration, metrics: dict[str, Any]) -> None:
         else:
             mig.studies.append({"kind": kind_of(ProductMatrixStudy), "draws": value})
             k = len(mig.studies) - 1
-            mig.moved(old, "product_matrix_draws", k,
-                      [(("studies", k, "draws"), old), (("studies", k), old)])  # fmt: skip
+            mig.moved(
+                old,
+                "product_matrix_draws",
+                k,
+                [(("studies", k, "draws"), old), (("studies", k), old)],
+            )

@@ -87,15 +87,17 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     fname = str(path)
     try:
         if not p.exists():
-            raise SpecError([f"{fname}: no such file; `zoo list` shows the specs shipped in "
-                             "specs/"])  # fmt: skip
+            raise SpecError(
+                [f"{fname}: no such file; `zoo list` shows the specs shipped in specs/"]
+            )
         if p.is_dir():
             raise SpecError([f"{fname}: is a directory; give the path of a YAML spec file"])
         if not p.is_file():  # a device or a pipe: reading it might never end
             raise SpecError([f"{fname}: not a regular file; give the path of a YAML spec file"])
         if p.stat().st_size > MAX_BYTES:
-            raise SpecError([f"{fname}: {p.stat().st_size} bytes; a spec file is at most "
-                             f"{MAX_BYTES} bytes"])  # fmt: skip
+            raise SpecError(
+                [f"{fname}: {p.stat().st_size} bytes; a spec file is at most {MAX_BYTES} bytes"]
+            )
         raw = p.read_bytes()
     except (OSError, ValueError) as e:  # ValueError: a NUL in the path
         why = getattr(e, "strerror", None) or one_line(e)
@@ -118,8 +120,7 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     absolute_paths(data, base)
     applied = apply_overrides(data, parsed)
     data, moves = migrate(data)
-    rep = Reporter(fname, root, applied, Spec, [pair for m in moves for pair in m.paths],
-                   data=data)  # fmt: skip
+    rep = Reporter(fname, root, applied, Spec, [pair for m in moves for pair in m.paths], data=data)
     context = {"base_dir": str(base)}
     errors = _sweep_axes(data.get("sweep"), rep)
     errors += _combinations(data, rep)
@@ -152,16 +153,20 @@ def _sweep_axes(sweep: Any, rep: Reporter) -> list[str]:
     if sweep is None:
         return []
     if not isinstance(sweep, dict):
-        return [f"{rep.where(['sweep'])}: sweep: must be a mapping from a field path to its "
-                f"list of values, e.g. sweep: {{seed: [0, 1, 2]}}; got {sweep!r:.60}"]  # fmt: skip
+        return [
+            f"{rep.where(['sweep'])}: sweep: must be a mapping from a field path to its "
+            f"list of values, e.g. sweep: {{seed: [0, 1, 2]}}; got {sweep!r:.60}"
+        ]
     errors = []
     for key, values in sweep.items():
         problem = axis_problem(Spec, str(key), values)
         if problem:
             errors.append(f"{rep.where(['sweep', str(key)], key=True)}: sweep.{key}: {problem}")
         elif not isinstance(values, list):
-            errors.append(f"{rep.where(['sweep', str(key)])}: sweep.{key}: an axis is a list "
-                          f"of values, e.g. [{json.dumps(values)[:40]}]; got {values!r:.60}")  # fmt: skip
+            errors.append(
+                f"{rep.where(['sweep', str(key)])}: sweep.{key}: an axis is a list "
+                f"of values, e.g. [{json.dumps(values)[:40]}]; got {values!r:.60}"
+            )
     return errors
 
 
@@ -177,13 +182,16 @@ def _combinations(data: dict[str, Any], rep: Reporter) -> list[str]:
     if n <= MAX_COMBINATIONS:
         return []
     sizes = " x ".join(str(len(v)) for v in sweep.values() if isinstance(v, list))
-    return [f"{rep.where(['sweep'], key=True)}: sweep: {n} combinations ({sizes} axis values "
-            f"x {max(1, len(methods) if isinstance(methods, list) else 1)} methods); at most "
-            f"{MAX_COMBINATIONS}: split the study into several specs"]  # fmt: skip
+    return [
+        f"{rep.where(['sweep'], key=True)}: sweep: {n} combinations ({sizes} axis values "
+        f"x {max(1, len(methods) if isinstance(methods, list) else 1)} methods); at most "
+        f"{MAX_COMBINATIONS}: split the study into several specs"
+    ]
 
 
-def _check_sweep(spec: Spec, data: dict[str, Any], rep: Reporter, context: dict,
-                 used: set[int]) -> list[str]:  # fmt: skip
+def _check_sweep(
+    spec: Spec, data: dict[str, Any], rep: Reporter, context: dict, used: set[int]
+) -> list[str]:
     """Validate every sweep value where it stands, then every combination.
 
     ``used`` gets the indices of the studies that record a method in some combination.
@@ -246,6 +254,8 @@ def _check_studies(spec: Spec, rep: Reporter, used: set[int]) -> list[str]:
     for k, s in enumerate(spec.studies):
         if k not in used:
             path = rep.original(["studies", k])
-            errors.append(f"{rep.where(path)}: {format_path(path)}: the {s.kind} study records no "
-                          f"cell: it applies to {s.needs()}; add one or remove the study")  # fmt: skip
+            errors.append(
+                f"{rep.where(path)}: {format_path(path)}: the {s.kind} study records no "
+                f"cell: it applies to {s.needs()}; add one or remove the study"
+            )
     return errors

@@ -63,9 +63,11 @@ def parse_overrides(items: Iterable[str]) -> list[tuple[str, Any, str]]:
             errors.append(f"--set {item}: expected FIELD.PATH=VALUE, e.g. --set model.depth=3")
             continue
         if not _KEY.match(key):
-            errors.append(f"--set {item}: {key!r} is not a field path: give names joined by "
-                          "dots, e.g. model.depth, inference.mfvi.steps or "
-                          "sweep.model.depth")  # fmt: skip
+            errors.append(
+                f"--set {item}: {key!r} is not a field path: give names joined by "
+                "dots, e.g. model.depth, inference.mfvi.steps or "
+                "sweep.model.depth"
+            )
             continue
         try:
             value = read_yaml(raw, f"--set {item}", positions=False)[1] if raw.strip() else None
@@ -95,9 +97,11 @@ def _method_index(methods: list[Any], part: str) -> int:
     if part.isdigit() and int(part) < len(methods):
         return int(part)
     known = _names(methods)
-    raise _SetProblem(f"inference has no method {part!r}; the methods are: "
-                      f"{', '.join(known) or '(none)'} (name one, or give its index)"
-                      f"{did_you_mean(part, known)}")  # fmt: skip
+    raise _SetProblem(
+        f"inference has no method {part!r}; the methods are: "
+        f"{', '.join(known) or '(none)'} (name one, or give its index)"
+        f"{did_you_mean(part, known)}"
+    )
 
 
 def _drop_methods(data: dict[str, Any], dropped: set[str]) -> None:
@@ -160,8 +164,9 @@ def _apply(data: dict[str, Any], parts: list[str], value: Any) -> list[str]:
                 named[1] = name if isinstance(name, str) else str(k)
                 if last and value is None:  # inference.NAME=null drops the method
                     if len(node) == 1:
-                        raise _SetProblem(f"{named[1]!r} is the only method; a spec needs at "
-                                          "least one")  # fmt: skip
+                        raise _SetProblem(
+                            f"{named[1]!r} is the only method; a spec needs at least one"
+                        )
                     del node[k]
                     _drop_methods(data, {named[1]})
                     return named
@@ -169,9 +174,11 @@ def _apply(data: dict[str, Any], parts: list[str], value: Any) -> list[str]:
                 k = int(p)
             else:
                 where = format_path(parts[:i]) if i else "the spec"
-                raise _SetProblem(f"{where} is a list of {len(node)}; give an index "
-                                  f"0..{len(node) - 1}" if node else f"{where} is an empty "
-                                  "list: set the whole list")  # fmt: skip
+                raise _SetProblem(
+                    f"{where} is a list of {len(node)}; give an index 0..{len(node) - 1}"
+                    if node
+                    else f"{where} is an empty list: set the whole list"
+                )
             if last:
                 node[k] = value
                 return named
@@ -194,8 +201,10 @@ def _no_scalar(value: Any, parts: list[str], i: int) -> None:
     """A value at ``parts[: i + 1]`` that ``parts[i + 1]`` cannot be a field of is an error."""
     if value is not None and not isinstance(value, dict | list):
         where = ".".join(parts[: i + 1])
-        raise _SetProblem(f"{where} is {_flow(value)[:40]}, which has no field "
-                          f"{parts[i + 1]!r}; set {where} itself")  # fmt: skip
+        raise _SetProblem(
+            f"{where} is {_flow(value)[:40]}, which has no field "
+            f"{parts[i + 1]!r}; set {where} itself"
+        )
 
 
 def _swept(named: list[str], sweep: dict[str, Any]) -> str | None:
@@ -217,8 +226,9 @@ def _flow(value: Any) -> str:
     )
 
 
-def apply_overrides(data: dict[str, Any],
-                    parsed: list[tuple[str, Any, str]]) -> list[tuple[list[str], str]]:  # fmt: skip
+def apply_overrides(
+    data: dict[str, Any], parsed: list[tuple[str, Any, str]]
+) -> list[tuple[list[str], str]]:
     """Apply the parsed ``--set`` items to spec ``data`` in order.
 
     Returns
@@ -249,10 +259,12 @@ def apply_overrides(data: dict[str, Any],
     for (named, text), value in zip(applied, values, strict=True):
         axis = _swept(named, sweep)
         if axis is not None:
-            errors.append(f"--set {text}: {'.'.join(named)} is a sweep axis (sweep.{axis}: "
-                          f"{_flow(sweep[axis])[:60]}), whose values replace it in every "
-                          f"cell; set the axis instead: --set 'sweep.{axis}=[{_flow(value)}]', "
-                          f"or drop the axis with --set sweep.{axis}=null")  # fmt: skip
+            errors.append(
+                f"--set {text}: {'.'.join(named)} is a sweep axis (sweep.{axis}: "
+                f"{_flow(sweep[axis])[:60]}), whose values replace it in every "
+                f"cell; set the axis instead: --set 'sweep.{axis}=[{_flow(value)}]', "
+                f"or drop the axis with --set sweep.{axis}=null"
+            )
     if errors:
         raise SpecError(errors)
     return applied

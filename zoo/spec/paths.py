@@ -43,8 +43,10 @@ def set_path(d: dict[str, Any], parts: list[str], value: Any) -> None:
         if isinstance(node, list):
             k = _list_index(node, p)
             if k is None:
-                raise KeyError(f"{'.'.join(parts[: i + 1])}: no list element {p!r} (give an "
-                               f"index 0..{len(node) - 1} or a name)")  # fmt: skip
+                raise KeyError(
+                    f"{'.'.join(parts[: i + 1])}: no list element {p!r} (give an "
+                    f"index 0..{len(node) - 1} or a name)"
+                )
             if last:
                 node[k] = value
             else:

@@ -81,8 +81,7 @@ class _Loader(yaml.SafeLoader):
 
 
 def _too_deep() -> str:
-    return (f"lists and mappings nest deeper than {MAX_DEPTH} levels; a spec needs a "
-            "handful")  # fmt: skip
+    return f"lists and mappings nest deeper than {MAX_DEPTH} levels; a spec needs a handful"
 
 
 def _short_tag(tag: str) -> str:
@@ -115,14 +114,19 @@ class _Builder:
 
     def _build(self, node: yaml.Node, depth: int) -> Any:
         if depth > MAX_DEPTH:  # only through aliases: the composer bounds the text
-            raise _Problem(self.alias or node.start_mark, _too_deep() + " (YAML aliases "
-                           "nest here; write the values out)")  # fmt: skip
+            raise _Problem(
+                self.alias or node.start_mark,
+                _too_deep() + " (YAML aliases nest here; write the values out)",
+            )
         self.count += 1
         if self.count > MAX_VALUES:
             if self.alias is not None:
-                raise _Problem(self.alias, f"YAML aliases expand the spec to more than "
-                               f"{MAX_VALUES} values; write the values out or use fewer "
-                               "aliases")  # fmt: skip
+                raise _Problem(
+                    self.alias,
+                    f"YAML aliases expand the spec to more than "
+                    f"{MAX_VALUES} values; write the values out or use fewer "
+                    "aliases",
+                )
             raise _Problem(node.start_mark, f"the spec has more than {MAX_VALUES} values")
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node)
@@ -135,8 +139,10 @@ class _Builder:
         return self._mapping(node, depth)
 
     def _bad_tag(self, node: yaml.Node) -> None:
-        self.error(node.start_mark, f"the YAML tag {_short_tag(node.tag)} is not allowed: a "
-                   f"spec holds only {_JSON_TYPES}")  # fmt: skip
+        self.error(
+            node.start_mark,
+            f"the YAML tag {_short_tag(node.tag)} is not allowed: a spec holds only {_JSON_TYPES}",
+        )
         return None
 
     def _scalar(self, node: yaml.ScalarNode) -> Any:
@@ -146,8 +152,11 @@ class _Builder:
         try:
             value = construct(node)
         except (ValueError, ArithmeticError, yaml.YAMLError) as e:
-            self.error(node.start_mark, f"{node.value[:40]!r} is not a valid "
-                       f"{_short_tag(node.tag)[2:]} ({one_line(e)[:80]})")  # fmt: skip
+            self.error(
+                node.start_mark,
+                f"{node.value[:40]!r} is not a valid "
+                f"{_short_tag(node.tag)[2:]} ({one_line(e)[:80]})",
+            )
             return None
         if isinstance(value, float) and not math.isfinite(value):
             self.error(node.start_mark, f"{node.value[:40]!r} is not a finite number")
@@ -156,8 +165,10 @@ class _Builder:
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
-                self.error(node.start_mark, "the string holds an unpaired surrogate "
-                           "(\\ud800-\\udfff), which is not text")  # fmt: skip
+                self.error(
+                    node.start_mark,
+                    "the string holds an unpaired surrogate (\\ud800-\\udfff), which is not text",
+                )
                 return None
         return value
 
@@ -172,12 +183,17 @@ class _Builder:
             key = self.build(k, depth + 1)
             if not isinstance(key, str):
                 if key is not None or k.tag == f"{_T}null":
-                    self.error(k.start_mark, f"a key must be a string, got {key!r:.40}; quote it "
-                               "if it is meant as text")  # fmt: skip
+                    self.error(
+                        k.start_mark,
+                        f"a key must be a string, got {key!r:.40}; quote it if it is meant as text",
+                    )
                 continue
             if key in first:
-                self.error(k.start_mark, f"duplicate key {key!r} (first at line "
-                           f"{first[key].line + 1}); keep one of them")  # fmt: skip
+                self.error(
+                    k.start_mark,
+                    f"duplicate key {key!r} (first at line "
+                    f"{first[key].line + 1}); keep one of them",
+                )
                 continue
             first[key] = k.start_mark
             out[key] = self.build(v, depth + 1)
@@ -191,8 +207,9 @@ class _Builder:
         out = []
         for item in items:
             if not isinstance(item, yaml.MappingNode):
-                self.error(item.start_mark, "a merge key (<<) takes a mapping or a list of "
-                           "mappings")  # fmt: skip
+                self.error(
+                    item.start_mark, "a merge key (<<) takes a mapping or a list of mappings"
+                )
                 continue
             value = self.build(item, depth + 1)
             if isinstance(value, dict):

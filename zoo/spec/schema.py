@@ -140,8 +140,9 @@ class Spec(Section):
     @model_validator(mode="after")
     def _cross_checks(self) -> Spec:
         if self.simulation is not None:
-            extra = [k for k in ("data", "model", "inference", "sweep", "studies")
-                     if getattr(self, k)]  # fmt: skip
+            extra = [
+                k for k in ("data", "model", "inference", "sweep", "studies") if getattr(self, k)
+            ]
             if extra:
                 raise ValueError(
                     f"a simulation spec has no {', '.join(extra)}: remove "
@@ -154,8 +155,12 @@ class Spec(Section):
                 f"{', '.join(missing)}: required (a spec needs data, model and at least one "
                 "inference method; see specs/two_moons_depth.yaml)"
             )
-        problems = [*self._task_problems(), *self._method_problems(), *self._study_problems(),
-                    *sweep_problems(self)]  # fmt: skip
+        problems = [
+            *self._task_problems(),
+            *self._method_problems(),
+            *self._study_problems(),
+            *sweep_problems(self),
+        ]
         if problems:  # one line each, "PATH: message"; the loader reports them at PATH
             raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
         return self
@@ -163,21 +168,41 @@ class Spec(Section):
     def _task_problems(self) -> list[tuple[str, str]]:
         task, lik = self.data.task, self.likelihood
         if lik.task != task:
-            fits = [kind_of(m) for m in union_members(LikelihoodSpec)
-                    if getattr(m, "task", None) == task and m.n_classes is None]  # fmt: skip
+            fits = [
+                kind_of(m)
+                for m in union_members(LikelihoodSpec)
+                if getattr(m, "task", None) == task and m.n_classes is None
+            ]
             want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
-            return [("likelihood.kind", f"{lik.kind!r} does not fit {task} data "
-                                        f"({self.data.kind}){want}")]  # fmt: skip
+            return [
+                (
+                    "likelihood.kind",
+                    f"{lik.kind!r} does not fit {task} data ({self.data.kind}){want}",
+                )
+            ]
         if lik.n_classes is not None and self.data.n_classes not in (None, lik.n_classes):
-            fits = [kind_of(m) for m in union_members(LikelihoodSpec)
-                    if m.task == task and m.n_classes is None]  # fmt: skip
+            fits = [
+                kind_of(m)
+                for m in union_members(LikelihoodSpec)
+                if m.task == task and m.n_classes is None
+            ]
             want = f"; use likelihood: {{kind: {fits[0]}}}" if fits else ""
-            return [("likelihood.kind", f"{lik.kind!r} needs {lik.n_classes} classes; "
-                                        f"{self.data.kind} data has {self.data.n_classes}{want}")]  # fmt: skip
+            return [
+                (
+                    "likelihood.kind",
+                    f"{lik.kind!r} needs {lik.n_classes} classes; "
+                    f"{self.data.kind} data has {self.data.n_classes}{want}",
+                )
+            ]
         bad = [m for m in self.metrics.names or [] if m not in lik.metrics]
         if bad:
-            return [("metrics.names", f"{bad} do not apply to {lik.kind} likelihoods; "
-                                      f"choose from {sorted(lik.metrics)}")]  # fmt: skip
+            return [
+                (
+                    "metrics.names",
+                    f"{bad} do not apply to {lik.kind} likelihoods; "
+                    f"choose from {sorted(lik.metrics)}",
+                )
+            ]
         return []
 
     def _method_problems(self) -> list[tuple[str, str]]:
@@ -189,29 +214,54 @@ class Spec(Section):
         for i, m in enumerate(self.inference):
             ref = getattr(m, "init_from", "prior")
             if ref != "prior" and ref not in starters:
-                hint = (f"one of {starters} or 'prior'" if starters
-                        else "'prior' (no svi method here)")  # fmt: skip
-                out.append((f"inference[{i}].init_from", f"{ref!r} is not a variational "
-                            f"(svi) method of this spec; use {hint}"))  # fmt: skip
+                hint = (
+                    f"one of {starters} or 'prior'" if starters else "'prior' (no svi method here)"
+                )
+                out.append(
+                    (
+                        f"inference[{i}].init_from",
+                        f"{ref!r} is not a variational (svi) method of this spec; use {hint}",
+                    )
+                )
             if m.needs_samplable_model and not self.model.samplable:
-                out.append((f"inference[{i}].kind", f"{m.kind!r} cannot sample a "
-                            f"{self.model.kind} network (the samplers' flat potential covers "
-                            f"model kinds {samplable}); use a method of kind "
-                            f"{' or '.join(sorted(others))}, or another model"))  # fmt: skip
+                out.append(
+                    (
+                        f"inference[{i}].kind",
+                        f"{m.kind!r} cannot sample a "
+                        f"{self.model.kind} network (the samplers' flat potential covers "
+                        f"model kinds {samplable}); use a method of kind "
+                        f"{' or '.join(sorted(others))}, or another model",
+                    )
+                )
             g = getattr(m, "guide", None)
             if g is not None and g.init_loc == "teacher" and not self.data.has_teacher:
-                out.append((f"inference[{i}].guide.init_loc", "'teacher' needs data that "
-                            "comes with its generating weights (data.kind teacher); use he, "
-                            "prior or zero"))  # fmt: skip
+                out.append(
+                    (
+                        f"inference[{i}].guide.init_loc",
+                        "'teacher' needs data that "
+                        "comes with its generating weights (data.kind teacher); use he, "
+                        "prior or zero",
+                    )
+                )
         for key in self.sweep:
             if key.startswith("inference.") and key.split(".")[1] not in names:
-                out.append((f"sweep.{key}", f"{key.split('.')[1]!r} is not an inference "
-                            f"method of this spec; methods: {names}"))  # fmt: skip
+                out.append(
+                    (
+                        f"sweep.{key}",
+                        f"{key.split('.')[1]!r} is not an inference "
+                        f"method of this spec; methods: {names}",
+                    )
+                )
         if "split" in self.sweep and "split" not in type(self.data).model_fields:
             split = [kind_of(m) for m in union_members(DataSpec) if "split" in m.model_fields]
-            out.append(("sweep.split", f"data kind {self.data.kind!r} has no train/test "
-                        f"split index; use data kind {' or '.join(split)}, or remove the "
-                        "split axis"))  # fmt: skip
+            out.append(
+                (
+                    "sweep.split",
+                    f"data kind {self.data.kind!r} has no train/test "
+                    f"split index; use data kind {' or '.join(split)}, or remove the "
+                    "split axis",
+                )
+            )
         return out
 
     def _study_problems(self) -> list[tuple[str, str]]:
@@ -223,20 +273,35 @@ class Spec(Section):
             for j, name in enumerate(s.methods or []):
                 m = by_name.get(name)
                 if m is None:
-                    out.append((f"studies[{k}].methods[{j}]", f"{name!r} is not an "
-                                f"inference method of this spec; methods: {list(by_name)}"))  # fmt: skip
+                    out.append(
+                        (
+                            f"studies[{k}].methods[{j}]",
+                            f"{name!r} is not an "
+                            f"inference method of this spec; methods: {list(by_name)}",
+                        )
+                    )
                 elif m.family not in s.families:
-                    out.append((f"studies[{k}].methods[{j}]", f"the {s.kind} study applies "
-                                f"to {s.needs()}; {name!r} is a {m.kind} method"))  # fmt: skip
+                    out.append(
+                        (
+                            f"studies[{k}].methods[{j}]",
+                            f"the {s.kind} study applies "
+                            f"to {s.needs()}; {name!r} is a {m.kind} method",
+                        )
+                    )
         seen: dict[tuple[str, str], int] = {}
         for k, s in enumerate(self.studies):
             for i, m in enumerate(self.inference):
                 if not self._applies(s, m):
                     continue
                 if (m.name, s.kind) in seen:
-                    out.append((f"studies[{k}]", f"method {m.name!r} already has a {s.kind} "
-                                f"study (studies[{seen[m.name, s.kind]}]); give each study "
-                                "its own methods"))  # fmt: skip
+                    out.append(
+                        (
+                            f"studies[{k}]",
+                            f"method {m.name!r} already has a {s.kind} "
+                            f"study (studies[{seen[m.name, s.kind]}]); give each study "
+                            "its own methods",
+                        )
+                    )
                 seen.setdefault((m.name, s.kind), k)
                 for field, msg in s.method_problems(m):
                     out.append((f"inference[{i}].{field}", f"{msg} (studies[{k}])"))
@@ -251,10 +316,15 @@ class Spec(Section):
         target = getattr(study, "kl_target_draws", None)
         if own is None or target is None:
             return []
-        return [(f"studies[{k}].kl_target_draws", f"method {method.name!r} ({method.kind}) "
-                 f"stops on its streamed moments, not on held draws: remove kl_target_draws "
-                 f"(and max_draws) here and set inference[{i}].{own} instead (e.g. {own}: "
-                 f"{target}), or name only the other samplers in this study's methods")]  # fmt: skip
+        return [
+            (
+                f"studies[{k}].kl_target_draws",
+                f"method {method.name!r} ({method.kind}) "
+                f"stops on its streamed moments, not on held draws: remove kl_target_draws "
+                f"(and max_draws) here and set inference[{i}].{own} instead (e.g. {own}: "
+                f"{target}), or name only the other samplers in this study's methods",
+            )
+        ]
 
     def method(self, name: str) -> Any:
         """The inference method called ``name``."""

@@ -137,23 +137,32 @@ def axis_problem(root: type[BaseModel], key: str, values: Any) -> str | None:
     if key.startswith("inference."):  # a method's own field: inference.<name>.<path>
         if len(key.split(".")) < 3 or not key.split(".")[2]:
             name = key.split(".")[1] or "<method name>"
-            return (f"sweep axis {key!r} is a whole method; sweep one of its fields: "
-                    f"inference.{name}.<field>, e.g. inference.{name}.lr")  # fmt: skip
+            return (
+                f"sweep axis {key!r} is a whole method; sweep one of its fields: "
+                f"inference.{name}.<field>, e.g. inference.{name}.lr"
+            )
     elif key not in AXIS_ALIASES and not path_in_schema(root, key):
         return f"{key!r} is not a spec field{suggest_path(root, key)}; {_AXES_HELP}"
     parts = _schema_parts(key)
     if parts[-1] == "kind" and _sections_at(root, parts[:-1])[0]:
-        what = ("give one inference method per kind instead" if parts[0] == "inference"
-                else "write one spec per kind instead")  # fmt: skip
-        return (f"sweep axis {key!r} changes the kind of a section; the kinds have different "
-                f"fields, so one spec cannot hold them: {what}")  # fmt: skip
+        what = (
+            "give one inference method per kind instead"
+            if parts[0] == "inference"
+            else "write one spec per kind instead"
+        )
+        return (
+            f"sweep axis {key!r} changes the kind of a section; the kinds have different "
+            f"fields, so one spec cannot hold them: {what}"
+        )
     sections, listed = _sections_at(root, parts)
     if sections:
         fields = sorted({f for m in sections for f in m.model_fields if f != "kind"})
         known = [f for f in _EXAMPLES if f in fields] + fields
         example = f"{key}{'.0' if listed else ''}.{known[0]}" if known else key
-        return (f"sweep axis {key!r} is a whole section; sweep one of its fields instead "
-                f"(e.g. {example}; fields: {', '.join(fields)})")  # fmt: skip
+        return (
+            f"sweep axis {key!r} is a whole section; sweep one of its fields instead "
+            f"(e.g. {example}; fields: {', '.join(fields)})"
+        )
     if isinstance(values, list):
         if not values:
             return "the axis is empty; give at least one value"
@@ -163,8 +172,10 @@ def axis_problem(root: type[BaseModel], key: str, values: Any) -> str | None:
         for i, v in enumerate(values):
             j = seen.setdefault(_value_key(v), i)
             if j != i:
-                return (f"value {v!r} is given twice (positions {j} and {i}); each value is "
-                        "one cell: remove the repeat")  # fmt: skip
+                return (
+                    f"value {v!r} is given twice (positions {j} and {i}); each value is "
+                    "one cell: remove the repeat"
+                )
     return None
 
 
@@ -184,8 +195,13 @@ def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
     n = math.prod(len(v) for v in spec.sweep.values()) * max(len(spec.inference), 1)
     if n > MAX_CELLS:
         sizes = " x ".join(f"{len(v)} ({k})" for k, v in spec.sweep.items())
-        out.append(("sweep", f"{n:,} cells ({sizes} x {len(spec.inference)} methods); a spec "
-                    f"has at most {MAX_CELLS:,}: split it into several specs"))  # fmt: skip
+        out.append(
+            (
+                "sweep",
+                f"{n:,} cells ({sizes} x {len(spec.inference)} methods); a spec "
+                f"has at most {MAX_CELLS:,}: split it into several specs",
+            )
+        )
     if out:
         return out
     base = _written(spec)
@@ -199,8 +215,13 @@ def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
             except (ValidationError, KeyError):
                 continue  # the loader reports the value where it stands
             if resolved in seen:
-                out.append((f"sweep.{key}", f"values {seen[resolved]!r} and {value!r} are the "
-                            "same setting (the same cell twice); remove one"))  # fmt: skip
+                out.append(
+                    (
+                        f"sweep.{key}",
+                        f"values {seen[resolved]!r} and {value!r} are the "
+                        "same setting (the same cell twice); remove one",
+                    )
+                )
                 break
             seen[resolved] = value
     return out
@@ -292,8 +313,10 @@ class Cell:
         d = {k: v for k, v in d.items() if v != {}}  # runtime: a device but dtype at default
         d["method"] = self.method.model_dump(mode="json", exclude_defaults=True)
         if self.studies:
-            d["studies"] = [s.model_dump(mode="json", exclude_defaults=True,
-                                         exclude={"methods"}) for s in self.studies]  # fmt: skip
+            d["studies"] = [
+                s.model_dump(mode="json", exclude_defaults=True, exclude={"methods"})
+                for s in self.studies
+            ]
         ref = getattr(self.method, "init_from", "prior")
         if ref != "prior":
             d["init_method"] = self.spec.method(ref).model_dump(mode="json", exclude_defaults=True)
@@ -311,8 +334,9 @@ def _slug(axes: Mapping[str, Any], *, ascii_only: bool = True) -> str:
         if k != "method":
             parts.append(f"{k.split('.')[-1]}={v}")
     slug = "_".join(parts)
-    return "".join(c if (c.isascii() or not ascii_only) and (c.isalnum() or c in "=-_.")
-                   else "-" for c in slug)  # fmt: skip
+    return "".join(
+        c if (c.isascii() or not ascii_only) and (c.isalnum() or c in "=-_.") else "-" for c in slug
+    )
 
 
 def cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:

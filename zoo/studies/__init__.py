@@ -28,8 +28,15 @@ from zoo.studies.base import ArtifactReader, CellContext, Probe, Study, StudyPlu
 from zoo.studies.price_of_mf.ground_truth import run_ground_truth
 from zoo.studies.product_matrix.simulate import run_simulation
 
-__all__ = ["SIMULATIONS", "STUDIES", "ArtifactReader", "CellContext", "Probe", "Study",
-           "StudyPlugin"]  # fmt: skip
+__all__ = [
+    "SIMULATIONS",
+    "STUDIES",
+    "ArtifactReader",
+    "CellContext",
+    "Probe",
+    "Study",
+    "StudyPlugin",
+]
 
 #: Study section class -> the study.
 STUDIES: dict[type, Study] = {

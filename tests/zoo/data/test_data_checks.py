@@ -79,15 +79,17 @@ def test_unreadable_files_fail_at_validate_and_load(tmp_path, capsys, content, n
     with pytest.raises(DataError, match=says) as e:
         zoo.data.load(_section(p), 0)
     assert str(p) in str(e.value)
-    err = _bad_input(["validate", str(_spec(tmp_path, f"{{kind: csv, path: {name}, target: y}}"))],
-                     capsys)  # fmt: skip
+    err = _bad_input(
+        ["validate", str(_spec(tmp_path, f"{{kind: csv, path: {name}, target: y}}"))], capsys
+    )
     assert says in err and str(p) in err
 
 
 def test_missing_target_column_fails_at_validate(tmp_path, capsys) -> None:
     _csv(tmp_path, GOOD)
-    err = _bad_input(["validate", str(_spec(tmp_path, "{kind: csv, path: d.csv, target: price}"))],
-                     capsys)  # fmt: skip
+    err = _bad_input(
+        ["validate", str(_spec(tmp_path, "{kind: csv, path: d.csv, target: price}"))], capsys
+    )
     assert "data.target" in err and "no column 'price'" in err and "columns: a, b, y" in err
     # a wrong delimiter reads as one column: the message says which delimiter it may be
     p = _csv(tmp_path, GOOD.replace(",", ";"), "semi.csv")
@@ -114,8 +116,12 @@ def test_ragged_row_names_its_line(tmp_path) -> None:
 
 
 def test_nonfinite_and_non_numeric_values_name_column_and_lines(tmp_path, capsys) -> None:
-    text = (GOOD.replace("3,1,1\n", "nan,1,1\n").replace("5,0,1\n", "cat,0,1\n")
-            .replace("7,4,1\n", "inf,,1\n").replace("9,3,1\n", "9,3,-inf\n"))  # fmt: skip
+    text = (
+        GOOD.replace("3,1,1\n", "nan,1,1\n")
+        .replace("5,0,1\n", "cat,0,1\n")
+        .replace("7,4,1\n", "inf,,1\n")
+        .replace("9,3,1\n", "9,3,-inf\n")
+    )
     p = _csv(tmp_path, text)
     with pytest.raises(DataError) as e:
         zoo.data.load(_section(p), 0)
@@ -128,8 +134,9 @@ def test_nonfinite_and_non_numeric_values_name_column_and_lines(tmp_path, capsys
     p = _csv(tmp_path, GOOD.replace("4,3,0\n", "4\n").replace("6,2,0\n", "1e39,2,0\n"))
     with pytest.raises(DataError, match=r"column 'a': line 8: '1e39' is beyond the float32"):
         zoo.data.load(_section(p), 0)
-    err = _bad_input(["validate", str(_spec(tmp_path, "{kind: csv, path: d.csv, target: y}"))],
-                     capsys)  # fmt: skip
+    err = _bad_input(
+        ["validate", str(_spec(tmp_path, "{kind: csv, path: d.csv, target: y}"))], capsys
+    )
     assert "column 'b': line 6: is empty" in err
 
 
@@ -148,14 +155,15 @@ def test_many_bad_rows_are_counted_after_the_first_five(tmp_path) -> None:
         ("-1", "'-1' is a negative class label"),
         ("", "is empty"),
         ("1e12", "'1e12' is too large for a class label"),
-    ],  # fmt: skip
+    ],
 )
 def test_class_labels_must_be_integers(tmp_path, capsys, label: str, says: str) -> None:
     p = _csv(tmp_path, GOOD.replace("2,4,0\n", f"2,4,{label}\n"))
     with pytest.raises(DataError, match=f"column 'y': line 4: {says}"):
         zoo.data.load(_section(p, "classification"), 0)
-    spec = _spec(tmp_path, "{kind: csv, path: d.csv, target: y, task: classification}",
-                 "classification")  # fmt: skip
+    spec = _spec(
+        tmp_path, "{kind: csv, path: d.csv, target: y, task: classification}", "classification"
+    )
     assert says in _bad_input(["validate", str(spec)], capsys)
 
 
@@ -198,8 +206,11 @@ def test_training_split_with_a_single_class_is_refused(tmp_path) -> None:
 
 def test_one_training_row_is_refused(tmp_path) -> None:
     p = _csv(tmp_path, "a,y\n1,2\n2,3\n")
-    with pytest.raises(DataError, match=f"{p}: 2 rows, of which test_fraction 0.1 holds out 1, "
-                       "leave 1 to train on; at least 2"):  # fmt: skip
+    with pytest.raises(
+        DataError,
+        match=f"{p}: 2 rows, of which test_fraction 0.1 holds out 1, "
+        "leave 1 to train on; at least 2",
+    ):
         zoo.data.load(_section(p), 0)
     assert MIN_TRAIN_ROWS == 2
     ok = zoo.data.load(_section(_csv(tmp_path, "a,y\n1,2\n2,3\n4,4\n", "three.csv")), 0)
@@ -238,8 +249,11 @@ def test_zoo_run_refuses_bad_data_before_any_cell(tmp_path, capsys) -> None:
 
 def _idx_bytes(arr: np.ndarray, code: int = 0x08) -> bytes:
     dtype = {0x08: ">u1", 0x09: ">i1", 0x0D: ">f4"}[code]
-    return (struct.pack(">BBBB", 0, 0, code, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
-            + arr.astype(dtype).tobytes())  # fmt: skip
+    return (
+        struct.pack(">BBBB", 0, 0, code, arr.ndim)
+        + struct.pack(f">{arr.ndim}I", *arr.shape)
+        + arr.astype(dtype).tobytes()
+    )
 
 
 def _idx_dir(d: Path, **override: bytes) -> Path:
@@ -322,9 +336,13 @@ def test_missing_idx_files_are_a_note_at_validate_and_an_error_at_run(tmp_path, 
 
 def _ds(**kw) -> Dataset:
     rng = np.random.default_rng(0)
-    base = dict(x_train=rng.normal(size=(6, 2)).astype(np.float32),
-                y_train=np.array([0, 1, 0, 1, 2, 2]), x_test=np.zeros((2, 2), np.float32),
-                y_test=np.array([0, 1]), n_classes=3)  # fmt: skip
+    base = dict(
+        x_train=rng.normal(size=(6, 2)).astype(np.float32),
+        y_train=np.array([0, 1, 0, 1, 2, 2]),
+        x_test=np.zeros((2, 2), np.float32),
+        y_test=np.array([0, 1]),
+        n_classes=3,
+    )
     return Dataset(**{**base, **kw})
 
 

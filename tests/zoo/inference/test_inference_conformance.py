@@ -89,8 +89,9 @@ def test_method_fits_and_gives_a_posterior(spec, cls):
 
 @pytest.mark.parametrize("spread", ["posterior", "mode"])
 def test_chees_streams_all_draws_and_keeps_a_thinning(spec, spread):
-    method = spec.method("chees").model_copy(update={"init_spread": spread, "draws": 6,
-                                                     "keep_draws": 3})  # fmt: skip
+    method = spec.method("chees").model_copy(
+        update={"init_spread": spread, "draws": 6, "keep_draws": 3}
+    )
     model, data, rt = _setup(spec)
     others = {m.name: m for m in spec.inference}
     res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
@@ -142,8 +143,11 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     for k, seed in enumerate([spec.seed, spec.seed + INIT_FIT_SEED_STRIDE]):
         pyro.clear_param_store()
         post = fit(others["svi"], model, data, seed=seed, runtime=rt, others=others).posterior
-        own = (post.sample(2, spec.seed + INIT_DRAWS_SEED) if spread == "posterior"
-               else {s: v.expand(2, *v.shape) for s, v in post.median().items()})  # fmt: skip
+        own = (
+            post.sample(2, spec.seed + INIT_DRAWS_SEED)
+            if spread == "posterior"
+            else {s: v.expand(2, *v.shape) for s, v in post.median().items()}
+        )
         for site, v in own.items():
             assert torch.equal(start[site][2 * k : 2 * k + 2], v), (k, site)
     w = start["layer0.weight"]
@@ -167,8 +171,9 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
 
 
 def test_chees_draws_on_until_its_target_ess(spec):
-    method = spec.method("chees").model_copy(update={"target_ess": 216, "draws": 4,
-                                                     "max_draws": 54})  # fmt: skip
+    method = spec.method("chees").model_copy(
+        update={"target_ess": 216, "draws": 4, "max_draws": 54}
+    )
     model, data, rt = _setup(spec)
     others = {m.name: m for m in spec.inference}
     res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
@@ -182,8 +187,15 @@ def test_chees_refuses_a_studys_stopping_rule(spec):
     model, data, rt = _setup(spec)
     hooks = Hooks(stop_when=lambda draws: True, max_draws=10)
     with pytest.raises(ValueError, match="target_ess"):
-        fit(spec.method("chees"), model, data, seed=0, runtime=rt, hooks=hooks,
-            others={m.name: m for m in spec.inference})  # fmt: skip
+        fit(
+            spec.method("chees"),
+            model,
+            data,
+            seed=0,
+            runtime=rt,
+            hooks=hooks,
+            others={m.name: m for m in spec.inference},
+        )
 
 
 def test_fit_rejects_an_unknown_section(spec):
@@ -198,8 +210,9 @@ def test_every_guide_has_an_example():
 
 @pytest.mark.parametrize("guide", GUIDE_EXAMPLES, ids=lambda g: g["kind"])
 def test_guide_builds_declares_std_params_and_trains(spec, guide):
-    method = spec.method("svi").model_copy(update={"guide": _guide_section(guide),
-                                                   "scale_lr": 0.05})  # fmt: skip
+    method = spec.method("svi").model_copy(
+        update={"guide": _guide_section(guide), "scale_lr": 0.05}
+    )
     model, data, rt = _setup(spec)
     pyro.clear_param_store()
     starts = []

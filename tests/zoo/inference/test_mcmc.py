@@ -30,8 +30,11 @@ def _regression(n: int = 60, seed: int = 0):
     z = np.hstack([x, np.ones((n, 1))])
     prec = np.eye(3) + z.T @ z / SIGMA**2
     mean = np.linalg.solve(prec, z.T @ y / SIGMA**2)
-    pot = FlatPotential(BayesianMLP(2, [], GaussianLikelihood(SIGMA)),
-                        torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32))  # fmt: skip
+    pot = FlatPotential(
+        BayesianMLP(2, [], GaussianLikelihood(SIGMA)),
+        torch.tensor(x, dtype=torch.float32),
+        torch.tensor(y, dtype=torch.float32),
+    )
     return pot, mean, np.linalg.inv(prec)
 
 
@@ -40,8 +43,9 @@ def _small(kind: str, n: int = 25):
     x = torch.randn(n, 3, generator=gen)
     if kind == "classification":
         lik, y = CategoricalLikelihood(3), torch.randint(0, 3, (n,), generator=gen)
-        model = BayesianMLP(3, [4, 5], lik, act="tanh", weight_prior=normal_prior(0.7),
-                            bias_prior=he_prior())  # fmt: skip
+        model = BayesianMLP(
+            3, [4, 5], lik, act="tanh", weight_prior=normal_prior(0.7), bias_prior=he_prior()
+        )
     else:
         lik, y = GaussianLikelihood(None, prior_scale=0.8), torch.randn(n, generator=gen)
         model = BayesianMLP(3, [4], lik, act="leaky_relu", weight_prior=he_prior())
@@ -96,8 +100,9 @@ def _check_posterior(res, mean: np.ndarray, cov: np.ndarray) -> None:
     flat = res.flat  # (chain, draw, 3)
     ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="mean")
     assert ess.min() > 200
-    np.testing.assert_array_less(np.abs(res.flat_draws().mean(0) - mean),
-                                 4 * np.sqrt(np.diag(cov) / ess))  # fmt: skip
+    np.testing.assert_array_less(
+        np.abs(res.flat_draws().mean(0) - mean), 4 * np.sqrt(np.diag(cov) / ess)
+    )
     c = flat - mean
     for i in range(3):
         for j in range(i + 1):
@@ -124,15 +129,24 @@ def test_hmc_recovers_conjugate_posterior(adapt: bool, num_steps: int) -> None:
     # num_steps keeps the trajectory away from half periods, where fixed-length HMC is
     # antithetic and its variance draws barely mix (ESS of c_i^2 below 10 at 8 and 3 steps)
     pot, mean, cov = _regression()
-    res = run_hmc(pot, seed=0, warmup=300, draws=1000, chains=2, num_steps=num_steps,
-                  adapt_mass_matrix=adapt, mass_matrix="dense")  # fmt: skip
+    res = run_hmc(
+        pot,
+        seed=0,
+        warmup=300,
+        draws=1000,
+        chains=2,
+        num_steps=num_steps,
+        adapt_mass_matrix=adapt,
+        mass_matrix="dense",
+    )
     _check_posterior(res, mean, cov)
 
 
 def test_same_seed_same_draws() -> None:
     pot, _, _ = _small("classification")
-    a, b, c = (run_nuts(pot, seed=s, warmup=20, draws=10, chains=2, max_tree_depth=4)
-               for s in (3, 3, 4))  # fmt: skip
+    a, b, c = (
+        run_nuts(pot, seed=s, warmup=20, draws=10, chains=2, max_tree_depth=4) for s in (3, 3, 4)
+    )
     np.testing.assert_array_equal(a.flat, b.flat)
     for k in STATS:
         np.testing.assert_array_equal(a.sample_stats[k], b.sample_stats[k])
@@ -152,16 +166,20 @@ def test_sample_stats_shapes_and_values() -> None:
     assert ((st["tree_depth"] >= 1) & (st["tree_depth"] <= 5)).all()
     assert (2 ** (st["tree_depth"] - 1) <= st["n_steps"]).all()
     assert ((st["acceptance_rate"] >= 0) & (st["acceptance_rate"] <= 1)).all()
-    np.testing.assert_array_equal(st["step_size"], np.array(res.settings["step_size"])[:, None]
-                                  * np.ones((1, 15)))  # fmt: skip
+    np.testing.assert_array_equal(
+        st["step_size"], np.array(res.settings["step_size"])[:, None] * np.ones((1, 15))
+    )
     lp = -pot(torch.as_tensor(res.flat)).numpy()
     np.testing.assert_allclose(st["lp"], lp, rtol=1e-4)
     assert (st["energy"] >= -st["lp"] - 1e-4).all()  # U + K >= U
     assert res.draws["layer0.weight"].shape == (2, 15, 4, 3)
     assert res.draws["noise"].shape == (2, 15) and (res.draws["noise"] > 0).all()
     assert res.flat_draws().shape == (30, pot.dim)
-    np.testing.assert_allclose(np.log(res.draws["noise"]).ravel(),
-                               res.flat_draws()[:, res.site_slices["noise"]].ravel(), rtol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        np.log(res.draws["noise"]).ravel(),
+        res.flat_draws()[:, res.site_slices["noise"]].ravel(),
+        rtol=1e-5,
+    )
     assert res.seconds >= res.warmup_seconds > 0
 
 
@@ -169,8 +187,9 @@ def test_sample_stats_shapes_and_values() -> None:
 def test_block_and_dense_mass_matrices_run(mass_matrix: str) -> None:
     pot, _, _ = _small("regression")
     init = pot.unravel(torch.zeros(pot.dim))
-    res = run_nuts(pot, seed=0, warmup=60, draws=10, mass_matrix=mass_matrix, init=init,
-                   max_tree_depth=5)  # fmt: skip
+    res = run_nuts(
+        pot, seed=0, warmup=60, draws=10, mass_matrix=mass_matrix, init=init, max_tree_depth=5
+    )
     assert np.isfinite(res.flat).all() and res.settings["mass_matrix"] == mass_matrix
     assert res.settings["init"] == "given"
 

@@ -29,8 +29,11 @@ def _fixed_noise_regression() -> FlatPotential:
 
 
 def _pots() -> dict[str, FlatPotential]:
-    return {"categorical": _small("classification")[0],
-            "learned_noise": _small("regression")[0], "fixed_noise": _fixed_noise_regression()}  # fmt: skip
+    return {
+        "categorical": _small("classification")[0],
+        "learned_noise": _small("regression")[0],
+        "fixed_noise": _fixed_noise_regression(),
+    }
 
 
 @pytest.mark.parametrize("chains", [1, 5])
@@ -101,8 +104,10 @@ def _nuts(depth):
     return seq, bat
 
 
-_CASES = {"conjugate": (lambda: _regression()[0], 0.05, 6),
-          "bnn": (lambda: _small("classification")[0], 0.2, 6)}  # fmt: skip
+_CASES = {
+    "conjugate": (lambda: _regression()[0], 0.05, 6),
+    "bnn": (lambda: _small("classification")[0], 0.2, 6),
+}
 
 
 @pytest.mark.parametrize("case", list(_CASES))
@@ -137,9 +142,16 @@ def test_hmc_batch_chains_follow_their_own_runs() -> None:
     eps3 = [0.1, 0.02, 5.0]
     minv = torch.rand(3, pot.dim, generator=torch.Generator().manual_seed(1)) + 0.5
     z = torch.randn(3, pot.dim, generator=torch.Generator().manual_seed(2)) * 0.1
-    per_chain = _lockstep(pot, minv, z, eps3, 8, [1, 2, 3],
-                          lambda pot, m, p, e, rng: hmc_step(pot, m, p, e, 7, rng),
-                          lambda pot, m, p, e, rngs: hmc_step_batch(pot, m, p, e, 7, rngs))  # fmt: skip
+    per_chain = _lockstep(
+        pot,
+        minv,
+        z,
+        eps3,
+        8,
+        [1, 2, 3],
+        lambda pot, m, p, e, rng: hmc_step(pot, m, p, e, 7, rng),
+        lambda pot, m, p, e, rngs: hmc_step_batch(pot, m, p, e, 7, rngs),
+    )
     for c, pairs in enumerate(per_chain):
         _compare(pairs, c)
     assert any(st["diverging"] for (_, st), _ in per_chain[2])
@@ -155,8 +167,12 @@ def test_vectorized_nuts_recovers_conjugate_posterior() -> None:
 
 def test_vectorized_same_seed_same_draws_and_layout() -> None:
     pot, _, _ = _small("regression")
-    a, b, c = (run_nuts(pot, seed=s, warmup=20, draws=10, chains=3, max_tree_depth=4,
-                        vectorize_chains=True) for s in (3, 3, 4))  # fmt: skip
+    a, b, c = (
+        run_nuts(
+            pot, seed=s, warmup=20, draws=10, chains=3, max_tree_depth=4, vectorize_chains=True
+        )
+        for s in (3, 3, 4)
+    )
     np.testing.assert_array_equal(a.flat, b.flat)
     for k in STATS:
         np.testing.assert_array_equal(a.sample_stats[k], b.sample_stats[k])
@@ -166,8 +182,16 @@ def test_vectorized_same_seed_same_draws_and_layout() -> None:
     seq = run_nuts(pot, seed=3, warmup=20, draws=10, chains=3, max_tree_depth=4)
     assert a.flat.shape == seq.flat.shape and set(a.sample_stats) == set(seq.sample_stats)
     assert seq.settings["vectorize_chains"] is False
-    h = run_hmc(pot, seed=0, warmup=10, draws=5, chains=2, num_steps=3, vectorize_chains=True,
-                adapt_mass_matrix=True)  # fmt: skip
+    h = run_hmc(
+        pot,
+        seed=0,
+        warmup=10,
+        draws=5,
+        chains=2,
+        num_steps=3,
+        vectorize_chains=True,
+        adapt_mass_matrix=True,
+    )
     assert h.flat.shape == (2, 5, pot.dim) and (h.sample_stats["n_steps"] == 3).all()
 
 
@@ -187,8 +211,9 @@ def test_vectorized_run_is_the_sequential_run() -> None:
     b = run_nuts(pot, max_tree_depth=5, vectorize_chains=True, **kw)
     np.testing.assert_allclose(b.flat, a.flat, rtol=1e-4, atol=1e-5)
     for k in STATS:
-        np.testing.assert_allclose(b.sample_stats[k], a.sample_stats[k], rtol=1e-4, atol=1e-5,
-                                   err_msg=k)  # fmt: skip
+        np.testing.assert_allclose(
+            b.sample_stats[k], a.sample_stats[k], rtol=1e-4, atol=1e-5, err_msg=k
+        )
     a = run_hmc(pot, num_steps=5, adapt_mass_matrix=False, **kw)
     b = run_hmc(pot, num_steps=5, adapt_mass_matrix=False, vectorize_chains=True, **kw)
     np.testing.assert_allclose(b.flat, a.flat, rtol=1e-4, atol=1e-5)
@@ -197,8 +222,9 @@ def test_vectorized_run_is_the_sequential_run() -> None:
 def test_vectorized_needs_diag_mass_matrix() -> None:
     pot, _, _ = _small("classification")
     with pytest.raises(ValueError, match="mass_matrix='diag'"):
-        run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, mass_matrix="dense",
-                 vectorize_chains=True)  # fmt: skip
+        run_nuts(
+            pot, seed=0, warmup=5, draws=5, chains=2, mass_matrix="dense", vectorize_chains=True
+        )
     with pytest.raises(pydantic.ValidationError, match="vectorize_chains"):
         NUTSMethod(name="n", kind="nuts", mass_matrix="block", vectorize_chains=True)
     assert NUTSMethod(name="n", kind="nuts", vectorize_chains=True).vectorize_chains
@@ -246,8 +272,17 @@ def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
         np.testing.assert_array_equal(a.sample_stats[k], full.sample_stats[k])
     capped = run_nuts(pot, draws=10, max_draws=40, until=lambda x: False, **kw)
     assert capped.flat.shape[1] == 40 and capped.sample_stats["lp"].shape == (3, 40)
-    h = run_hmc(pot, seed=0, warmup=10, draws=5, chains=2, num_steps=3, vectorize_chains=True,
-                max_draws=30, until=lambda x: True)  # fmt: skip
+    h = run_hmc(
+        pot,
+        seed=0,
+        warmup=10,
+        draws=5,
+        chains=2,
+        num_steps=3,
+        vectorize_chains=True,
+        max_draws=30,
+        until=lambda x: True,
+    )
     assert h.flat.shape == (2, 5, pot.dim)
 
 
@@ -256,7 +291,15 @@ def test_stopping_rule_needs_vectorized_chains_and_a_cap() -> None:
     with pytest.raises(ValueError, match="vectorize_chains=True and chains >= 2"):
         run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, max_draws=10, until=lambda x: True)
     with pytest.raises(ValueError, match="max_draws must be >= draws"):
-        run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, max_draws=4, until=lambda x: True,
-                 vectorize_chains=True)  # fmt: skip
+        run_nuts(
+            pot,
+            seed=0,
+            warmup=5,
+            draws=5,
+            chains=2,
+            max_draws=4,
+            until=lambda x: True,
+            vectorize_chains=True,
+        )
     # the spec side of the rule (kl_target_draws, max_draws, draws_cap) is tested with the
     # price_of_mean_field study in tests/zoo/spec/test_spec_studies.py

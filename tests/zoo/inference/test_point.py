@@ -51,10 +51,19 @@ def test_map_is_the_posterior_mean_and_mle_is_least_squares() -> None:
     x, y, post_mean, lstsq = _problem()
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
     kw = dict(steps=800, lr=0.1, lr_decay=0.001)
-    map_ = fit_point(model, x, y, _zeros(), MAPMethod(name="m", kind="map", **kw), gen=_gen(),
-                     seed=0, prior=True)  # fmt: skip
-    mle = fit_point(model, x, y, _zeros(), MLEMethod(name="e", kind="mle", **kw), gen=_gen(),
-                    seed=0, prior=False)  # fmt: skip
+    map_ = fit_point(
+        model, x, y, _zeros(), MAPMethod(name="m", kind="map", **kw), gen=_gen(), seed=0, prior=True
+    )
+    mle = fit_point(
+        model,
+        x,
+        y,
+        _zeros(),
+        MLEMethod(name="e", kind="mle", **kw),
+        gen=_gen(),
+        seed=0,
+        prior=False,
+    )
     assert np.abs(post_mean - lstsq).max() > 0.02  # the prior matters at n = 40
     np.testing.assert_allclose(_flat(map_.posterior.params), post_mean, atol=3e-3)
     np.testing.assert_allclose(_flat(mle.posterior.params), lstsq, atol=3e-3)
@@ -68,12 +77,21 @@ def test_map_is_the_posterior_mean_and_mle_is_least_squares() -> None:
 def test_log_prior_matches_torch() -> None:
     model = BayesianMLP(3, [4], GaussianLikelihood(None, prior_scale=2.0))
     g = torch.Generator().manual_seed(0)
-    params = {k: torch.randn(s, generator=g) for k, s in
-              [("layer0.weight", (4, 3)), ("layer0.bias", (4,)), ("layer1.weight", (1, 4)),
-               ("layer1.bias", (1,))]}  # fmt: skip
+    params = {
+        k: torch.randn(s, generator=g)
+        for k, s in [
+            ("layer0.weight", (4, 3)),
+            ("layer0.bias", (4,)),
+            ("layer1.weight", (1, 4)),
+            ("layer1.bias", (1,)),
+        ]
+    }
     params["noise"] = torch.tensor(0.7)
-    want = sum(torch.distributions.Normal(0.0, 1.0).log_prob(v).sum()
-               for k, v in params.items() if k != "noise")  # fmt: skip
+    want = sum(
+        torch.distributions.Normal(0.0, 1.0).log_prob(v).sum()
+        for k, v in params.items()
+        if k != "noise"
+    )
     want = want + torch.distributions.HalfNormal(2.0).log_prob(params["noise"])
     torch.testing.assert_close(log_prior(model, params), want)
 
@@ -92,8 +110,17 @@ def test_early_stopping_keeps_the_best_validation_estimate() -> None:
         init[f"layer{i}.bias"] = torch.zeros(fo)
     val = (x[20:], y[20:])
     method = MLEMethod(name="es", kind="mle", steps=3000, lr=0.01, patience=5, eval_every=20)
-    res = fit_point(model, x[:20], y[:20], init, method, gen=_gen(), seed=0, prior=False,
-                    stopping=EarlyStopping(*val, method.patience, method.eval_every))  # fmt: skip
+    res = fit_point(
+        model,
+        x[:20],
+        y[:20],
+        init,
+        method,
+        gen=_gen(),
+        seed=0,
+        prior=False,
+        stopping=EarlyStopping(*val, method.patience, method.eval_every),
+    )
     assert res.stats["best_step"] < 3000 and len(res.losses) < 3000  # it stopped early
     val_nll = res.history["val_nll"]
     best = val_nll.min()

@@ -30,9 +30,12 @@ def _potential(lik, dtype: torch.dtype) -> FlatPotential:
 @pytest.mark.skipif(not HAS_CXX, reason="no C++ compiler: inductor cannot build CPU code")
 @pytest.mark.parametrize(
     ("lik", "dtype"),
-    [(CategoricalLikelihood(3), torch.float32), (BernoulliLikelihood(), torch.float64),
-     (GaussianLikelihood(noise=None), torch.float32)],
-)  # fmt: skip
+    [
+        (CategoricalLikelihood(3), torch.float32),
+        (BernoulliLikelihood(), torch.float64),
+        (GaussianLikelihood(noise=None), torch.float32),
+    ],
+)
 def test_compiled_batch_equals_eager(lik, dtype) -> None:
     pot = _potential(lik, dtype)
     z = torch.randn(6, pot.dim, generator=torch.Generator().manual_seed(1), dtype=dtype)

@@ -23,8 +23,21 @@ from zoo.models.likelihoods import CategoricalLikelihood
 from zoo.models.mlp import BayesianMLP
 
 GPU_PATH = ["potential.py", "chees.py", "streaming.py"]
-CONSTRUCTORS = {"eye", "zeros", "ones", "full", "empty", "arange", "linspace", "tensor",
-                "as_tensor", "randn", "rand", "randint", "normal"}  # fmt: skip
+CONSTRUCTORS = {
+    "eye",
+    "zeros",
+    "ones",
+    "full",
+    "empty",
+    "arange",
+    "linspace",
+    "tensor",
+    "as_tensor",
+    "randn",
+    "rand",
+    "randint",
+    "normal",
+}
 
 
 @pytest.mark.parametrize("module", GPU_PATH)

@@ -206,12 +206,17 @@ def test_buffered_draws_join_the_group_moments_exactly(chains, groups, buffered)
         sm.update(torch.from_numpy(np.ascontiguousarray(x[:, t])))
         if t in (9, 70):  # a summary between merges equals the batch statistics so far
             part = x[:, : t + 1].reshape(-1, d)
-            np.testing.assert_allclose(sm.summary().cov, np.cov(part, rowvar=False),
-                                       rtol=1e-12, atol=1e-13 * np.abs(part).max() ** 2)  # fmt: skip
+            np.testing.assert_allclose(
+                sm.summary().cov,
+                np.cov(part, rowvar=False),
+                rtol=1e-12,
+                atol=1e-13 * np.abs(part).max() ** 2,
+            )
     m = sm.summary()
     flat = x.reshape(-1, d)
-    np.testing.assert_allclose(m.cov, np.cov(flat, rowvar=False), rtol=1e-12,
-                               atol=1e-13 * np.abs(flat).max() ** 2)  # fmt: skip
+    np.testing.assert_allclose(
+        m.cov, np.cov(flat, rowvar=False), rtol=1e-12, atol=1e-13 * np.abs(flat).max() ** 2
+    )
     np.testing.assert_allclose(m.mean, flat.mean(0), rtol=1e-12, atol=1e-13 * np.abs(flat).max())
     np.testing.assert_allclose(m.chain_var, x.var(1, ddof=1), rtol=1e-12)
 

@@ -45,8 +45,7 @@ def _problem(n: int = 60, seed: int = 0):
     z = np.hstack([x, np.ones((n, 1))])
     prec = np.eye(3) + z.T @ z / SIGMA**2
     mean = np.linalg.solve(prec, z.T @ y / SIGMA**2)
-    return (torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32),
-            mean, prec)  # fmt: skip
+    return (torch.tensor(x, dtype=torch.float32), torch.tensor(y, dtype=torch.float32), mean, prec)
 
 
 def test_mean_field_reaches_closed_form_optimum() -> None:
@@ -57,16 +56,35 @@ def test_mean_field_reaches_closed_form_optimum() -> None:
     assert np.all(marginal_sd / mf_sd > 1.3)
 
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
-    guide = AutoMeanField(model, init_scale=0.1,
-                          init_loc_fn=init_to_value(values={"layer0.weight": torch.zeros(1, 2),
-                                                            "layer0.bias": torch.zeros(1)}))  # fmt: skip
-    fit_svi(model, guide, x, y, _method(steps=1500, lr=0.02, lr_decay=0.01, num_particles=2),
-            gen=_gen(), seed=0)  # fmt: skip
+    guide = AutoMeanField(
+        model,
+        init_scale=0.1,
+        init_loc_fn=init_to_value(
+            values={"layer0.weight": torch.zeros(1, 2), "layer0.bias": torch.zeros(1)}
+        ),
+    )
+    fit_svi(
+        model,
+        guide,
+        x,
+        y,
+        _method(steps=1500, lr=0.02, lr_decay=0.01, num_particles=2),
+        gen=_gen(),
+        seed=0,
+    )
     post = {n: guide.get_posterior(n) for n in ("layer0.weight", "layer0.bias")}
-    loc = np.concatenate([post["layer0.weight"].mean.detach().numpy().ravel(),
-                          post["layer0.bias"].mean.detach().numpy().ravel()])  # fmt: skip
-    sd = np.concatenate([post["layer0.weight"].stddev.detach().numpy().ravel(),
-                         post["layer0.bias"].stddev.detach().numpy().ravel()])  # fmt: skip
+    loc = np.concatenate(
+        [
+            post["layer0.weight"].mean.detach().numpy().ravel(),
+            post["layer0.bias"].mean.detach().numpy().ravel(),
+        ]
+    )
+    sd = np.concatenate(
+        [
+            post["layer0.weight"].stddev.detach().numpy().ravel(),
+            post["layer0.bias"].stddev.detach().numpy().ravel(),
+        ]
+    )
     # Tolerance from the Monte Carlo error of the optimizer: the reparameterized gradient
     # of the likelihood term is noisy, and the final iterate keeps a jitter set by the last
     # learning rates. Over seeds 0-2 this setting leaves |loc - m| / sd_mf with a spread of
@@ -113,8 +131,9 @@ def test_pretrain_mle_finds_least_squares() -> None:
     x, y, _, _ = _problem(n=200)
     model = BayesianMLP(2, [], GaussianLikelihood(SIGMA))
     init = {"layer0.weight": torch.zeros(1, 2), "layer0.bias": torch.zeros(1)}
-    fit = pretrain_mle(model.log_likelihood, init, x, y, gen=_gen(), epochs=300,
-                       batch_size=None, lr=0.05)  # fmt: skip
+    fit = pretrain_mle(
+        model.log_likelihood, init, x, y, gen=_gen(), epochs=300, batch_size=None, lr=0.05
+    )
     z = np.hstack([x.numpy(), np.ones((200, 1))])
     ls = np.linalg.lstsq(z, y.numpy(), rcond=None)[0]
     got = np.concatenate([fit["layer0.weight"].numpy().ravel(), fit["layer0.bias"].numpy()])
@@ -157,8 +176,10 @@ def test_fit_svi_hooks_see_every_step_and_do_not_change_results():
     y = x @ torch.tensor([1.0, -1.0]) + torch.randn(50, generator=g)
     steps, grads = [], []
     method = _method(steps=12, batch_size=10, kl_warmup_steps=8, kl_warmup_every=4)
-    hooks = Hooks(on_step=lambda s, guide, loss: steps.append((s, guide, loss)),
-                  on_grads=lambda s, gr: grads.append((s, gr)))  # fmt: skip
+    hooks = Hooks(
+        on_step=lambda s, guide, loss: steps.append((s, guide, loss)),
+        on_grads=lambda s, gr: grads.append((s, gr)),
+    )
     pyro.clear_param_store()
     guide = AutoNormal(_tiny_model)
     r1 = fit_svi(_tiny_model, guide, x, y, method, gen=_gen(), seed=0, hooks=hooks)
@@ -186,9 +207,16 @@ def test_kl_warmup_every_raises_the_weight_stepwise():
     pyro.clear_param_store()
     KLWeight._process_message = spy
     try:
-        fit_svi(_tiny_model, AutoNormal(_tiny_model), x, y,
-                _method(steps=8, kl_warmup_steps=8, kl_warmup_every=4), gen=_gen(), seed=0,
-                eval_particles=1)  # fmt: skip
+        fit_svi(
+            _tiny_model,
+            AutoNormal(_tiny_model),
+            x,
+            y,
+            _method(steps=8, kl_warmup_steps=8, kl_warmup_every=4),
+            gen=_gen(),
+            seed=0,
+            eval_particles=1,
+        )
     finally:
         KLWeight._process_message = orig
     per_step = sorted(set(seen))

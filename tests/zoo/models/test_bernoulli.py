@@ -45,8 +45,9 @@ def test_log_likelihood_is_minus_torch_binary_cross_entropy(tmp_path):
     net = zoo.models.build(spec, ds)
     assert isinstance(net.likelihood, BernoulliLikelihood) and net.dims[-1] == 1
     gen = torch.Generator().manual_seed(0)
-    params = {s: torch.randn((3, *shape), generator=gen)
-              for s, (shape, _) in net.site_info().items()}  # fmt: skip
+    params = {
+        s: torch.randn((3, *shape), generator=gen) for s, (shape, _) in net.site_info().items()
+    }
     x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
     ll = net.log_likelihood(x, y, params)
     p = torch.sigmoid(net.apply(x, params).squeeze(-1).double())
@@ -113,8 +114,9 @@ def test_a_csv_with_three_classes_is_refused_when_loaded(tmp_path):
     rows = "\n".join(f"{i},{i % 3}" for i in range(30))
     (tmp_path / "d.csv").write_text("a,y\n" + rows + "\n")
     data = "{kind: csv, path: d.csv, target: y, task: classification}"
-    spec = _spec(tmp_path, SPEC.replace("{kind: two_moons, n_train: 40, n_test: 30, noise: 0.1}",
-                                        data))  # fmt: skip
+    spec = _spec(
+        tmp_path, SPEC.replace("{kind: two_moons, n_train: 40, n_test: 30, noise: 0.1}", data)
+    )
     ds = zoo.data.load(spec.data, 0)
     with pytest.raises(ValueError, match="likelihood.kind: 'bernoulli' needs binary labels"):
         zoo.models.build(spec, ds)

@@ -24,8 +24,11 @@ def _trace(model, x, y, n_total=None):
 
 
 def _latent(tr):
-    return {n: s for n, s in tr.nodes.items()
-            if s["type"] == "sample" and not s["is_observed"] and hasattr(s["fn"], "batch_shape")}  # fmt: skip
+    return {
+        n: s
+        for n, s in tr.nodes.items()
+        if s["type"] == "sample" and not s["is_observed"] and hasattr(s["fn"], "batch_shape")
+    }
 
 
 @pytest.mark.parametrize("depth", [0, 1, 3])
@@ -51,9 +54,12 @@ def test_priors_normal_and_he(tiny_spec) -> None:
     assert torch.allclose(w1.scale, torch.tensor(math.sqrt(2 / 10)))
     spec = load_spec(
         tiny_spec,
-        ["prior={kind: normal, scale: 0.5, bias: {kind: normal, scale: 2.0}}", "sweep.seed=[0]",
-         "sweep.model.depth=[2]"],
-    )  # fmt: skip
+        [
+            "prior={kind: normal, scale: 0.5, bias: {kind: normal, scale: 2.0}}",
+            "sweep.seed=[0]",
+            "sweep.model.depth=[2]",
+        ],
+    )
     cell = spec.cells()[0]
     m = zoo.models.build(cell.spec, zoo.data.load(cell.spec.data, cell.spec.seed))
     assert m.prior_params["layer1.weight"] == (0.0, 0.5)
@@ -97,8 +103,10 @@ def test_learned_noise_site() -> None:
 def test_activations(act: str) -> None:
     model = BayesianMLP(2, [3], CategoricalLikelihood(2), act=act, negative_slope=0.2)
     x = torch.tensor([[-1.0, 2.0]])
-    params = {n: torch.ones_like(s["value"]) for n, s in
-              _latent(_trace(model, x, torch.zeros(1, dtype=torch.long))).items()}  # fmt: skip
+    params = {
+        n: torch.ones_like(s["value"])
+        for n, s in _latent(_trace(model, x, torch.zeros(1, dtype=torch.long))).items()
+    }
     out = model.apply(x, params)
     pre = torch.tensor(2.0)  # -1 + 2 + bias 1
     h = {"relu": pre, "leaky_relu": pre, "tanh": torch.tanh(pre), "linear": pre}[act]
@@ -134,16 +142,21 @@ def test_networks_are_bayesian_nets_with_consistent_sites(net) -> None:
 
 def test_mlp_site_info_fan_ins() -> None:
     info = BayesianMLP(5, [7], CategoricalLikelihood(2)).site_info()
-    assert info == {"layer0.weight": ((7, 5), 5), "layer0.bias": ((7,), 5),
-                    "layer1.weight": ((2, 7), 7), "layer1.bias": ((2,), 7)}  # fmt: skip
+    assert info == {
+        "layer0.weight": ((7, 5), 5),
+        "layer0.bias": ((7,), 5),
+        "layer1.weight": ((2, 7), 7),
+        "layer1.bias": ((2,), 7),
+    }
 
 
 def test_build_errors_name_the_field(tiny_spec) -> None:
     spec = load_spec(tiny_spec, ["sweep.seed=[0]", "sweep.model.depth=[2]"])
     spec = spec.cells()[0].spec
     ds = zoo.data.load(spec.data, spec.seed)
-    small = spec.model_copy(update={"model": spec.model.model_copy(
-        update={"width": None, "param_budget": 3})})  # fmt: skip
+    small = spec.model_copy(
+        update={"model": spec.model.model_copy(update={"width": None, "param_budget": 3})}
+    )
     with pytest.raises(ValueError, match="model.param_budget"):
         zoo.models.build(small, ds)
     with pytest.raises(TypeError, match="no builder for str"):
@@ -160,14 +173,23 @@ def _cell(spec_path, overrides):
 
 def test_width_warnings_on_a_budget_too_small_for_digits(tiny_spec) -> None:
     # param_budget 100 on digits: width 1 (accuracy 0.31), below 3, the classes and inputs
-    cell = _cell(tiny_spec, ["data={kind: digits}", "model.param_budget=100",
-                             "sweep.model.depth=[1]", "sweep.seed=[0]"])  # fmt: skip
+    cell = _cell(
+        tiny_spec,
+        [
+            "data={kind: digits}",
+            "model.param_budget=100",
+            "sweep.model.depth=[1]",
+            "sweep.seed=[0]",
+        ],
+    )
     ds = zoo.data.load(cell.spec.data, 0)
     net = zoo.models.build(cell.spec, ds)
     assert net.dims == [64, 1, 10]  # the warnings' arithmetic is the network's
     (w,) = zoo.models.width_warnings(cell, (ds.in_dim, ds.n_classes))
-    assert w.startswith(f"cell {cell.cell_id}: hidden width 1 (from model.param_budget 100 at "
-                        "depth 1) is below 3, the 10 classes and the 64 inputs")  # fmt: skip
+    assert w.startswith(
+        f"cell {cell.cell_id}: hidden width 1 (from model.param_budget 100 at "
+        "depth 1) is below 3, the 10 classes and the 64 inputs"
+    )
     assert "raise model.param_budget" in w
 
 
@@ -187,8 +209,15 @@ def test_width_warnings_on_deep_two_moons_at_the_shipped_budget() -> None:
     assert zoo.models.width_warnings(one, (2, 2)) == []
 
 
-@pytest.mark.parametrize("name", ["two_moons_depth.yaml", "digits_depth.yaml",
-                                  "overpruning_depth.yaml", "ktied_mlp_fashion.yaml"])  # fmt: skip
+@pytest.mark.parametrize(
+    "name",
+    [
+        "two_moons_depth.yaml",
+        "digits_depth.yaml",
+        "overpruning_depth.yaml",
+        "ktied_mlp_fashion.yaml",
+    ],
+)
 def test_shipped_networks_give_no_warning(name: str) -> None:
     shapes = {"two_moons": (2, 2), "digits": (64, 10), "uci": (13, 0), "idx": (784, 10)}
     for cell in load_spec(SPECS / name).cells():
@@ -226,7 +255,20 @@ def test_cli_validate_and_run_warn_and_refuse(tiny_spec, tmp_path, capsys) -> No
     assert "Traceback" not in err
     # zoo run refuses it before any cell runs
     out = tmp_path / "run"
-    assert main(["run", str(tiny_spec), *digits, "--set", "model.param_budget=50", "--out",
-                 str(out), "--no-progress"]) == 2  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                str(tiny_spec),
+                *digits,
+                "--set",
+                "model.param_budget=50",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     assert "model.param_budget: param_budget 50" in capsys.readouterr().err
     assert not (out / "cells").exists() or not any((out / "cells").iterdir())

@@ -71,7 +71,7 @@ def _tree(seed: int = 0, n_chain: int = N_CHAIN) -> xr.DataTree:
         predictions_constant_data={
             "x": rng.normal(size=(N_TEST, 2)),
             "y": rng.integers(0, 2, size=N_TEST),
-        },  # fmt: skip
+        },
         n_classes=2,
         draws_kind=DRAWS_MCMC,
         inference_library="bnn-zoo",
@@ -128,8 +128,12 @@ def test_compact_dtypes():
     assert dt["sample_stats"]["n_steps"].dtype == np.int8
     for group in ("log_likelihood", "log_likelihood_test"):
         assert dt[group]["y"].dtype == np.float32
-    for group in ("posterior_predictive", "observed_data", "predictions",
-                  "predictions_constant_data"):  # fmt: skip
+    for group in (
+        "posterior_predictive",
+        "observed_data",
+        "predictions",
+        "predictions_constant_data",
+    ):
         assert dt[group]["y"].dtype == np.int8, group
     assert dt["constant_data"]["x"].dtype == np.float32
     assert [label_dtype(k) for k in (1, 10, 128, 129, 32768, 32769)] == [np.int8] * 3 + [
@@ -184,8 +188,7 @@ def test_heldout_lpd_is_the_log_mean_density_of_the_test_group():
     np.testing.assert_allclose(out.pointwise, expected, rtol=1e-6)
     assert out.n == 3 and out.lpd == pytest.approx(expected.sum(), rel=1e-6)
     with pytest.raises(KeyError, match="log_likelihood_test"):
-        heldout_lpd(posterior_to_datatree({"w": rng.normal(size=(2, 50))},
-                                          log_likelihood=ll))  # fmt: skip
+        heldout_lpd(posterior_to_datatree({"w": rng.normal(size=(2, 50))}, log_likelihood=ll))
 
 
 def test_site_dims_for_other_sites():
@@ -234,8 +237,12 @@ def test_variational_posterior_is_one_chain():
     dt = posterior_to_datatree({"layer0.weight": rng.normal(size=(1, 100, 4, 2))})
     assert dict(dt["posterior"].sizes) == {"chain": 1, "draw": 100, "layer0_out": 4, "layer0_in": 2}
     assert set(dt.children) == {"posterior"} and dict(dt.attrs) == {}
-    guide = posterior_to_datatree({"w": rng.normal(size=(1, 100))}, draws_kind=DRAWS_GUIDE,
-                                  inference_library="pyro", inference_library_version="1.9.2")  # fmt: skip
+    guide = posterior_to_datatree(
+        {"w": rng.normal(size=(1, 100))},
+        draws_kind=DRAWS_GUIDE,
+        inference_library="pyro",
+        inference_library_version="1.9.2",
+    )
     assert guide.attrs["draws_kind"] == "independent guide draws"
     assert guide.attrs["inference_library"] == "pyro"
 
@@ -271,7 +278,7 @@ def test_multi_output_predictive_gets_extra_dims():
         (
             {"predictions": np.zeros((2, 5, 4)), "log_likelihood_test": np.zeros((2, 5, 3))},
             "test-set .*disagree",
-        ),  # fmt: skip
+        ),
         ({"observed": np.zeros((3, 2)), "posterior_predictive": np.zeros((2, 5, 3))}, "event"),
         ({"observed": np.array([0, 2]), "n_classes": 2}, "class labels 0..1"),
         ({"predictions": np.full((2, 5, 3), 0.5), "n_classes": 2}, "predictions.*0.5"),

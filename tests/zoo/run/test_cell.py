@@ -69,15 +69,20 @@ def test_run_cell_returns_metrics_and_artifacts(outputs):
         )
         assert not any(k.startswith("_") for k in out.metrics), name
         assert all(isinstance(v, bytes) for v in out.artifacts.values())
-    assert set(outputs["mfvi"][0].artifacts) == {".nc", ".ktied.npz", ".pruning.npz",
-                                                 ".product_cov.npz"}  # fmt: skip
+    assert set(outputs["mfvi"][0].artifacts) == {
+        ".nc",
+        ".ktied.npz",
+        ".pruning.npz",
+        ".product_cov.npz",
+    }
     # the pruning study's rule-free measure applies to point estimates too (issue 18)
     assert set(outputs["map"][0].artifacts) == {".pruning.npz"}
     assert set(outputs["nuts"][0].artifacts) == {".nc", ".pruning.npz"}
     assert {"neg_elbo", "final_loss", "n_var_params"} <= set(outputs["mfvi"][0].metrics)
     assert {"best_step", "final_loss"} <= set(outputs["mle"][0].metrics)
-    assert {"agreement_vi", "max_r_hat", "n_divergent", "kl_diag_full", "draws_per_chain"} <= \
-        set(outputs["nuts"][0].metrics)  # fmt: skip
+    assert {"agreement_vi", "max_r_hat", "n_divergent", "kl_diag_full", "draws_per_chain"} <= set(
+        outputs["nuts"][0].metrics
+    )
     assert "agreement_vi" not in outputs["hmc"][0].metrics  # started from the prior
     # the predictive probabilities' diagnostics beside the weights' (issue 17)
     nuts = outputs["nuts"][0].metrics
@@ -108,15 +113,22 @@ def test_every_method_posterior_has_an_evaluation(tmp_path):
     for cell in cells.values():
         spec, rt = cell.spec, Runtime.cpu()
         ds = zoo.data.load(spec.data, spec.seed)
-        res = fit(cell.method, zoo.models.build(spec, ds), ds.to_torch(rt), seed=spec.seed,
-                  runtime=rt, others={m.name: m for m in spec.inference})  # fmt: skip
+        res = fit(
+            cell.method,
+            zoo.models.build(spec, ds),
+            ds.to_torch(rt),
+            seed=spec.seed,
+            runtime=rt,
+            others={m.name: m for m in spec.inference},
+        )
         assert type(res.posterior) in OUTPUTS
 
 
 def test_combine_hooks_calls_each_in_order_and_keeps_one_stopping_rule():
     seen = []
-    a = Hooks(on_step=lambda s, g, loss: seen.append(("a", s)), stop_when=lambda d: True,
-              max_draws=9)  # fmt: skip
+    a = Hooks(
+        on_step=lambda s, g, loss: seen.append(("a", s)), stop_when=lambda d: True, max_draws=9
+    )
     b = Hooks(on_step=lambda s, g, loss: seen.append(("b", s)), on_start=seen.append)
     h = combine_hooks([a, b])
     h.on_step(3, None, 0.5)

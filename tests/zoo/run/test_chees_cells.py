@@ -48,8 +48,9 @@ def chees_run(tmp_path_factory) -> Path:
     out = root / "run"
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
-        code = main(["run", str(root / "spec.yaml"), "--out", str(out), "--no-progress",
-                     "--workers", "1"])  # fmt: skip
+        code = main(
+            ["run", str(root / "spec.yaml"), "--out", str(out), "--no-progress", "--workers", "1"]
+        )
     assert code == 0, err.getvalue()
     return out
 
@@ -65,9 +66,21 @@ def test_chees_cell_metrics_exist_and_are_finite(chees_run: Path) -> None:
     assert rec["status"] == "ok", rec.get("error")
     assert "nonfinite" not in rec
     m = rec["metrics"]
-    for key in ("accuracy", "nll", "kl_diag_full", "w2_diag_full", "kl_null", "min_ess_bulk",
-                "max_r_hat", "step_size", "trajectory_length", "warmup_seconds", "n_eff",
-                "agreement_vi", "tv_vi"):  # fmt: skip
+    for key in (
+        "accuracy",
+        "nll",
+        "kl_diag_full",
+        "w2_diag_full",
+        "kl_null",
+        "min_ess_bulk",
+        "max_r_hat",
+        "step_size",
+        "trajectory_length",
+        "warmup_seconds",
+        "n_eff",
+        "agreement_vi",
+        "tv_vi",
+    ):
         assert key in m and m[key] is not None and np.isfinite(m[key]), key
     # drawn from 30 to the cap (4 x 30) by the ESS rule; KEEP / 2 to KEEP held per chain
     assert 30 <= m["draws_per_chain"] <= 120 and KEEP // 2 <= m["kept_per_chain"] <= KEEP
@@ -102,16 +115,18 @@ def test_chees_report_is_written(chees_run: Path) -> None:
 def test_validate_refuses_bad_chees_settings_with_exit_2(tmp_path: Path) -> None:
     bad = SPEC.replace("target_ess: 400,", "target_ess: 400, vectorize_chains: true,").replace(
         "{cov: empirical}}", "{cov: empirical}, kl_target_draws: 100}"
-    )  # fmt: skip
+    )
     p = tmp_path / "bad.yaml"
     p.write_text(bad)
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "vectorize_chains: chees always runs its chains as one batch" in r.stderr
     p.write_text(SPEC.replace("{cov: empirical}}", "{cov: empirical}, kl_target_draws: 100}"))
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "studies[0].kl_target_draws" in r.stderr and "target_ess" in r.stderr
 
@@ -133,14 +148,17 @@ def test_the_archive_holds_evenly_spaced_chains_when_all_would_not_fit() -> None
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("c++") is None and shutil.which("g++") is None,
-                    reason="no C++ compiler: inductor cannot build CPU code")  # fmt: skip
+@pytest.mark.skipif(
+    shutil.which("c++") is None and shutil.which("g++") is None,
+    reason="no C++ compiler: inductor cannot build CPU code",
+)
 def test_a_compiled_chees_cell_runs_and_times_its_compilation(tmp_path: Path) -> None:
     spec = SPEC.replace("max_leapfrog: 64,", "max_leapfrog: 64, compile: true,")
     (tmp_path / "spec.yaml").write_text(spec.split("studies:")[0])
     out = tmp_path / "run"
-    code = main(["run", str(tmp_path / "spec.yaml"), "--out", str(out), "--no-progress",
-                 "--workers", "1"])  # fmt: skip
+    code = main(
+        ["run", str(tmp_path / "spec.yaml"), "--out", str(out), "--no-progress", "--workers", "1"]
+    )
     assert code == 0
     m = _record(out, "chees")["metrics"]
     assert m["compile_seconds"] > 0 and np.isfinite(m["max_r_hat_pred"])

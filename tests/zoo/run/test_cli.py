@@ -32,8 +32,13 @@ def test_run_writes_the_run_directory(tiny_spec: Path, tmp_path: Path, capsys) -
     summ = pd.read_csv(out / "summary.csv")
     assert len(summ) == 2 and (summ["n"] == 2).all()
     assert {"accuracy_mean", "accuracy_sem"} <= set(summ.columns)
-    for f in ("spec.yaml", "report.md", "report.html", "figures/accuracy_vs_model_depth.png",
-              "figures/neg_elbo_vs_model_depth.png"):  # fmt: skip
+    for f in (
+        "spec.yaml",
+        "report.md",
+        "report.html",
+        "figures/accuracy_vs_model_depth.png",
+        "figures/neg_elbo_vs_model_depth.png",
+    ):
         assert (out / f).is_file(), f
     assert "data:image/png;base64," in (out / "report.html").read_text()
     assert (out / "spec.yaml").read_text().startswith("# bnn-zoo spec_version: ")
@@ -62,9 +67,21 @@ def test_failing_cell_is_recorded_and_others_go_on(tiny_spec: Path, tmp_path: Pa
     out = tmp_path / "run"
     # a learning rate that passes validation (a finite float32) but makes the ELBO blow up
     # at run time: that cell fails, the other one runs and is stored
-    args = ["run", str(tiny_spec), "--out", str(out), "--no-progress", "--workers", "1",
-            "--set", "sweep.seed=[0]", "--set", "sweep.model.depth=[1]",
-            "--set", "sweep.inference.mfvi.lr=[0.02, 1e30]"]  # fmt: skip
+    args = [
+        "run",
+        str(tiny_spec),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--workers",
+        "1",
+        "--set",
+        "sweep.seed=[0]",
+        "--set",
+        "sweep.model.depth=[1]",
+        "--set",
+        "sweep.inference.mfvi.lr=[0.02, 1e30]",
+    ]
     assert main(["validate", str(tiny_spec), *args[7:]]) == 0  # nothing to refuse up front
     assert main(args) == 1
     res = pd.read_csv(out / "results.csv")
@@ -106,25 +123,32 @@ def test_show_schema_list(tiny_spec: Path, capsys) -> None:
 
 def test_cli_bad_input_exit_2_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("name: x\ndata: {kind: two_moons}\nmodel: {kind: mlp, depth: -1, width: 3}\n"
-                   "inference: [{name: m, kind: svi, guide: {kind: mean_field}, steps: 1}]\n")  # fmt: skip
-    for args in (["run", str(bad)], ["show", str(bad)], ["report", str(tmp_path)],
-                 ["run", str(tmp_path / "missing.yaml")]):  # fmt: skip
-        r = subprocess.run([sys.executable, "-m", "zoo.cli", *args], capture_output=True,
-                           text=True, cwd=tmp_path)  # fmt: skip
+    bad.write_text(
+        "name: x\ndata: {kind: two_moons}\nmodel: {kind: mlp, depth: -1, width: 3}\n"
+        "inference: [{name: m, kind: svi, guide: {kind: mean_field}, steps: 1}]\n"
+    )
+    for args in (
+        ["run", str(bad)],
+        ["show", str(bad)],
+        ["report", str(tmp_path)],
+        ["run", str(tmp_path / "missing.yaml")],
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "zoo.cli", *args], capture_output=True, text=True, cwd=tmp_path
+        )
         assert r.returncode == 2, (args, r.stderr)
         assert "Traceback" not in r.stderr
         assert r.stderr.strip()
 
 
 def test_help_answers_questions() -> None:
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "--help"], capture_output=True,
-                       text=True)  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "zoo.cli", "--help"], capture_output=True, text=True)
     assert r.returncode == 0
     assert "resume" in r.stdout and "exit status" in r.stdout
     assert "--device cuda" in r.stdout and "migrate" in r.stdout
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "run", "--help"], capture_output=True,
-                       text=True)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "run", "--help"], capture_output=True, text=True
+    )
     assert "--device DEVICE" in r.stdout and "cuda:N" in r.stdout
     with pytest.raises(SystemExit):
         main(["run", "--help"])

@@ -32,11 +32,23 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     study = next(i for i, s in enumerate(spec.studies) if s.kind == "price_of_mean_field")
     out = tmp_path / "run"
     depths = [min(spec.sweep["model.depth"]), max(spec.sweep["model.depth"])]
-    args = ["run", str(SPEC), "--out", str(out), "--no-progress",
-            "--set", f"sweep.model.depth={depths}", "--set", "sweep.seed=[0]",
-            "--set", f"inference.{sampler.name}.warmup=60",
-            "--set", f"inference.{sampler.name}.draws=60",
-            "--set", f"studies.{study}.max_draws=120"]  # fmt: skip
+    args = [
+        "run",
+        str(SPEC),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--set",
+        f"sweep.model.depth={depths}",
+        "--set",
+        "sweep.seed=[0]",
+        "--set",
+        f"inference.{sampler.name}.warmup=60",
+        "--set",
+        f"inference.{sampler.name}.draws=60",
+        "--set",
+        f"studies.{study}.max_draws=120",
+    ]
     assert main(args) == 0
     res = pd.read_csv(out / "results.csv")
     assert len(res) == 4 and (res["status"] == "ok").all()
@@ -66,8 +78,13 @@ def test_default_spec_end_to_end_with_a_short_chain(tmp_path: Path) -> None:
     assert ((sampled["kl_null_draws"] > 0) & (sampled["kl_null_draws"] < n_drawn)).all()
     for cell_id in res["cell_id"]:
         dt = xr.open_datatree(out / "cells" / f"{cell_id}.nc")
-        assert {"posterior", "log_likelihood", "posterior_predictive", "predictions",
-                "log_likelihood_test"} <= set(dt.children)  # fmt: skip
+        assert {
+            "posterior",
+            "log_likelihood",
+            "posterior_predictive",
+            "predictions",
+            "log_likelihood_test",
+        } <= set(dt.children)
         dt.close()
     for fig in spec.report.figures:
         assert (out / "figures" / f"{fig}_vs_model_depth.png").is_file(), fig

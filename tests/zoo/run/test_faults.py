@@ -98,23 +98,30 @@ def test_a_signal_stops_the_run_at_once_and_keeps_what_finished(tmp_path: Path, 
 def _signal_run(tmp_path: Path, sig: int, stack: contextlib.ExitStack) -> None:
     spec, out = _spec(tmp_path), tmp_path / "run"
     err = stack.enter_context((tmp_path / "err.txt").open("w+"))
-    proc = subprocess.Popen([*ZOO, "run", str(spec), "--out", str(out), "--workers", "2",
-                             "--no-progress"], stdout=subprocess.DEVNULL, stderr=err,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*ZOO, "run", str(spec), "--out", str(out), "--workers", "2", "--no-progress"],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        start_new_session=True,
+    )
     try:
         cells = out / "cells"
-        _wait_for(lambda: len(list(cells.glob("quick_*.json"))) == 2, 240, "two stored cells",
-                  proc)  # fmt: skip
+        _wait_for(lambda: len(list(cells.glob("quick_*.json"))) == 2, 240, "two stored cells", proc)
         time.sleep(1.0)  # both workers are in the endless cells now
         if sig == signal.SIGINT:
             # the directory is locked: a second run is refused, reading it is not
-            res = subprocess.run([*ZOO, "run", str(spec), "--out", str(out)], text=True,
-                                 capture_output=True, timeout=120)  # fmt: skip
+            res = subprocess.run(
+                [*ZOO, "run", str(spec), "--out", str(out)],
+                text=True,
+                capture_output=True,
+                timeout=120,
+            )
             assert res.returncode == 2, res.stderr
             assert f"another zoo run (pid {proc.pid}) is using {out}" in res.stderr
             assert "Traceback" not in res.stderr
-            res = subprocess.run([*ZOO, "status", str(out)], text=True, capture_output=True,
-                                 timeout=120)  # fmt: skip
+            res = subprocess.run(
+                [*ZOO, "status", str(out)], text=True, capture_output=True, timeout=120
+            )
             assert res.returncode == 0 and "done 2, failed 0, pending 2" in res.stdout
         assert proc.poll() is None
         t0 = time.monotonic()
@@ -198,8 +205,11 @@ def test_a_directory_that_is_not_a_run_directory_is_left_alone(
 ) -> None:
     mine = tmp_path / "mine"
     (mine / "cells").mkdir(parents=True)
-    files = {mine / "notes.txt": b"mine", mine / ".draft.tmp": b"also mine",
-             mine / "cells" / "keep.json": b"{}"}  # fmt: skip
+    files = {
+        mine / "notes.txt": b"mine",
+        mine / ".draft.tmp": b"also mine",
+        mine / "cells" / "keep.json": b"{}",
+    }
     for p, data in files.items():
         p.write_bytes(data)
     for extra in (["--fresh"], []):
@@ -215,9 +225,16 @@ def test_a_directory_that_is_not_a_run_directory_is_left_alone(
 
 def test_the_lock_names_the_process_that_holds_it(tmp_path: Path) -> None:
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from zoo.run.store import RunStore\n"
-         "with RunStore(sys.argv[1]).lock():\n    print('locked', flush=True); time.sleep(60)",
-         str(tmp_path)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from zoo.run.store import RunStore\n"
+            "with RunStore(sys.argv[1]).lock():\n    print('locked', flush=True); time.sleep(60)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         with pytest.raises(runner.RunDirError, match=f"another zoo run \\(pid {holder.pid}\\)"):

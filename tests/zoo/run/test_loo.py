@@ -85,14 +85,25 @@ def conjugate():
     assert list(model.site_info()) == ["layer0.weight", "layer0.bias"]
     mean, cov = _posterior(z[:N_TRAIN], y_train)
     beta = rng.multivariate_normal(mean, cov, size=S)  # exact, independent: chain-major
-    draws = {"layer0.weight": torch.as_tensor(beta[:, None, :D]),
-             "layer0.bias": torch.as_tensor(beta[:, D:])}  # fmt: skip
-    dt = posterior_datatree(model, ds, data, draws, chains=CHAINS,
-                            gen=Runtime.cpu(torch.float64).generator(1), draws_kind=DRAWS_MCMC,
-                            library=("bnn-zoo", "test"), attrs={"method": "exact"})  # fmt: skip
+    draws = {
+        "layer0.weight": torch.as_tensor(beta[:, None, :D]),
+        "layer0.bias": torch.as_tensor(beta[:, D:]),
+    }
+    dt = posterior_datatree(
+        model,
+        ds,
+        data,
+        draws,
+        chains=CHAINS,
+        gen=Runtime.cpu(torch.float64).generator(1),
+        draws_kind=DRAWS_MCMC,
+        library=("bnn-zoo", "test"),
+        attrs={"method": "exact"},
+    )
     dt = datatree_from_bytes(datatree_to_bytes(dt))
-    return SimpleNamespace(z=z, y=y, mean=mean, cov=cov, beta=beta, dt=dt,
-                           args=(model, ds, data, draws))  # fmt: skip
+    return SimpleNamespace(
+        z=z, y=y, mean=mean, cov=cov, beta=beta, dt=dt, args=(model, ds, data, draws)
+    )
 
 
 def test_psis_loo_of_the_cell_file_is_exact_leave_one_out(conjugate):
@@ -155,16 +166,20 @@ def test_the_test_set_score_is_where_the_schema_puts_held_out_data(conjugate):
     # and the training data beside the training log-likelihood
     np.testing.assert_allclose(dt["observed_data"]["y"].values, c.y[:N_TRAIN], rtol=1e-6)
     np.testing.assert_allclose(dt["constant_data"]["x"].values, c.z[:N_TRAIN, :D], rtol=1e-6)
-    assert dt["posterior_predictive"]["y"].sizes == {"chain": CHAINS, "draw": DRAWS,
-                                                     "obs_id": N_TRAIN}  # fmt: skip
+    assert dt["posterior_predictive"]["y"].sizes == {
+        "chain": CHAINS,
+        "draw": DRAWS,
+        "obs_id": N_TRAIN,
+    }
 
 
 def test_large_inputs_are_left_out_and_chunks_change_nothing(conjugate, monkeypatch):
     model, ds, data, draws = conjugate.args
     monkeypatch.setattr(evaluate, "MAX_INPUT_VALUES", N_TEST * D)  # x_test fits, x_train not
     monkeypatch.setattr(evaluate, "CHUNK_VALUES", 7 * S)  # chunks of 7 inputs, same draws
-    dt = posterior_datatree(model, ds, data, draws, chains=CHAINS,
-                            gen=Runtime.cpu(torch.float64).generator(1))  # fmt: skip
+    dt = posterior_datatree(
+        model, ds, data, draws, chains=CHAINS, gen=Runtime.cpu(torch.float64).generator(1)
+    )
     assert "constant_data" not in dt.children
     assert "x_train left out" in dt.attrs["constant_data_note"]
     assert set(dt["predictions_constant_data"].data_vars) == {"x", "y"}
@@ -176,15 +191,18 @@ def test_class_draws_follow_the_predictive_probabilities():
     probs = np.array([0.2, 0.3, 0.5])
     n, n_draws = 4, 20_000
     ds = Dataset(np.zeros((n, 1)), np.zeros(n, np.int64), np.zeros((1, 1)), np.zeros(1), 3)
-    spec = SimpleNamespace(model=MLPModel(kind="mlp", depth=0),
-                           prior=NormalPrior(kind="normal", scale=1.0),
-                           likelihood=CategoricalLikelihood(kind="categorical"))  # fmt: skip
+    spec = SimpleNamespace(
+        model=MLPModel(kind="mlp", depth=0),
+        prior=NormalPrior(kind="normal", scale=1.0),
+        likelihood=CategoricalLikelihood(kind="categorical"),
+    )
     model = zoo.models.build(spec, ds)
-    draws = {"layer0.weight": torch.zeros(n_draws, 3, 1, dtype=torch.float64),
-             "layer0.bias": torch.log(torch.as_tensor(probs)).expand(n_draws, 3)}  # fmt: skip
+    draws = {
+        "layer0.weight": torch.zeros(n_draws, 3, 1, dtype=torch.float64),
+        "layer0.bias": torch.log(torch.as_tensor(probs)).expand(n_draws, 3),
+    }
     x, y = torch.zeros(n, 1, dtype=torch.float64), torch.tensor([0, 1, 2, 2])
-    ll, rep = evaluate.pointwise(model, x, y, draws, n_classes=3,
-                                 gen=Runtime.cpu().generator(0))  # fmt: skip
+    ll, rep = evaluate.pointwise(model, x, y, draws, n_classes=3, gen=Runtime.cpu().generator(0))
     np.testing.assert_allclose(ll[0].numpy(), np.log(probs[[0, 1, 2, 2]]), rtol=1e-12)
     freq = np.stack([(rep.numpy() == k).mean(0) for k in range(3)], 1)  # (n, 3)
     sd = np.sqrt(probs * (1 - probs) / n_draws)
@@ -221,12 +239,23 @@ def cells(tmp_path_factory):
 def test_a_real_cell_writes_the_schema(cells, name):
     cell, res, dt = cells[name]
     ds = zoo.data.load(cell.spec.data, cell.spec.seed)
-    assert {"posterior", "log_likelihood", "posterior_predictive", "observed_data",
-            "constant_data", "predictions", "log_likelihood_test",
-            "predictions_constant_data"} <= set(dt.children)  # fmt: skip
+    assert {
+        "posterior",
+        "log_likelihood",
+        "posterior_predictive",
+        "observed_data",
+        "constant_data",
+        "predictions",
+        "log_likelihood_test",
+        "predictions_constant_data",
+    } <= set(dt.children)
     chains, draws = dt["posterior"].sizes["chain"], dt["posterior"].sizes["draw"]
-    for group, dim, n in (("log_likelihood", "obs_id", 60), ("posterior_predictive", "obs_id", 60),
-                          ("predictions", "test_id", 40), ("log_likelihood_test", "test_id", 40)):  # fmt: skip
+    for group, dim, n in (
+        ("log_likelihood", "obs_id", 60),
+        ("posterior_predictive", "obs_id", 60),
+        ("predictions", "test_id", 40),
+        ("log_likelihood_test", "test_id", 40),
+    ):
         assert dt[group]["y"].dims == ("chain", "draw", dim), group
         assert dt[group]["y"].shape == (chains, draws, n), group
     np.testing.assert_array_equal(dt["observed_data"]["y"].values, ds.y_train)
@@ -255,8 +284,7 @@ def test_a_real_cell_writes_the_schema(cells, name):
         assert -held.lpd / held.n == pytest.approx(res.metrics["nll"], rel=1e-5)
 
     stats = set(dt["sample_stats"].data_vars) if "sample_stats" in dt.children else set()
-    expected = {"nuts": set(SAMPLE_STATS), "hmc": set(SAMPLE_STATS) - {"tree_depth"},
-                "mfvi": set()}  # fmt: skip
+    expected = {"nuts": set(SAMPLE_STATS), "hmc": set(SAMPLE_STATS) - {"tree_depth"}, "mfvi": set()}
     assert stats == expected[name]
     if name == "nuts":
         depth = dt["sample_stats"]["tree_depth"]

@@ -38,8 +38,12 @@ def test_the_fixture_is_a_version_1_directory(old_run: Path) -> None:
 
 def test_old_directory_says_to_migrate(old_run: Path, tiny_spec: Path, capsys) -> None:
     files = {p: p.read_bytes() for p in old_run.rglob("*") if p.is_file()}
-    for cmd in (["status", str(old_run)], ["report", str(old_run)], ["run", str(old_run)],
-                ["run", str(tiny_spec), "--out", str(old_run)]):  # fmt: skip
+    for cmd in (
+        ["status", str(old_run)],
+        ["report", str(old_run)],
+        ["run", str(old_run)],
+        ["run", str(tiny_spec), "--out", str(old_run)],
+    ):
         assert main(cmd) == 2, cmd
         err = capsys.readouterr().err
         assert "made by an older bnn-zoo" in err and f"zoo migrate {old_run}" in err

@@ -42,8 +42,10 @@ class GpuProbe:
         self.cell_id, self.axes = f"probe{i}", {"method": "probe"}
 
     def config(self) -> dict:
-        return {"gpu_ids": [str(g) for g in ray.get_gpu_ids()],
-                "visible": os.environ.get("CUDA_VISIBLE_DEVICES")}  # fmt: skip
+        return {
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+            "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        }
 
 
 def test_each_cuda_cell_gets_one_gpu_and_sees_only_it(two_fake_gpus) -> None:

@@ -60,9 +60,12 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(tiny_spec: Path, tmp_pa
     assert _run(["run", str(tiny_spec), "--out", str(full), *extra]).returncode == 0
 
     out = tmp_path / "killed"
-    proc = subprocess.Popen([*ZOO, "run", str(tiny_spec), "--out", str(out), *extra],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*ZOO, "run", str(tiny_spec), "--out", str(out), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     cells = out / "cells"
     deadline = time.monotonic() + 300
     while len(list(cells.glob("*.json"))) < 3:
@@ -170,8 +173,15 @@ def test_cuda_without_a_gpu_is_bad_input_and_loses_nothing(
     assert "runtime.device 'cuda'" in capsys.readouterr().err
     # a run directory with finished cells keeps every file untouched
     done = tmp_path / "done"
-    args = ["--workers", "1", "--no-progress", "--set", "inference.0.steps=20", "--set",
-            "sweep.seed=[0]"]  # fmt: skip
+    args = [
+        "--workers",
+        "1",
+        "--no-progress",
+        "--set",
+        "inference.0.steps=20",
+        "--set",
+        "sweep.seed=[0]",
+    ]
     assert main(["run", str(tiny_spec), "--out", str(done), *args]) == 0
     files = {p: p.read_bytes() for p in done.rglob("*") if p.is_file()}
     assert main(["run", str(done), "--device", "cuda", "--no-progress"]) == 2

@@ -53,8 +53,15 @@ def one_chain_run(tmp_path_factory) -> tuple[Path, str]:
     err = io.StringIO()
     with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stderr(err):
         mp.setattr(evaluate, "cell_attrs", without_settings)
-        args = ["run", str(root / "spec.yaml"), "--out", str(out), "--no-progress",
-                "--workers", "1"]  # fmt: skip
+        args = [
+            "run",
+            str(root / "spec.yaml"),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--workers",
+            "1",
+        ]
         assert main(args) == 0
     return out, err.getvalue()
 

@@ -104,8 +104,9 @@ def test_tables_files_and_rename(tmp_path):
 def test_damaged_records_and_artifacts_are_pending_and_named(tmp_path):
     store = RunStore(tmp_path)
     store.prepare()
-    store.write_cell({"cell_id": "a_1", "status": "ok", "error": "", "metrics": {"x": 1}},
-                     {".nc": b"0123456789"})  # fmt: skip
+    store.write_cell(
+        {"cell_id": "a_1", "status": "ok", "error": "", "metrics": {"x": 1}}, {".nc": b"0123456789"}
+    )
     rec = json.loads(store.record_path("a_1").read_text())
     assert rec["files"][".nc"]["size"] == 10 and len(rec["files"][".nc"]["sha256"]) == 64
     assert store.status("a_1") == "ok" and store.read_artifact("a_1", ".nc") == b"0123456789"
@@ -128,8 +129,7 @@ def test_damaged_records_and_artifacts_are_pending_and_named(tmp_path):
     assert "truncated" in problems and "names cell 'other'" in problems
     # an old record without a list of files is read as it is, with defaults filled in
     store.record_path("f_1").write_text(json.dumps({"cell_id": "f_1", "status": "failed"}))
-    assert store.record("f_1") == {"cell_id": "f_1", "status": "failed", "metrics": {},
-                                   "error": ""}  # fmt: skip
+    assert store.record("f_1") == {"cell_id": "f_1", "status": "failed", "metrics": {}, "error": ""}
 
 
 def test_target_checks_and_lock(tmp_path):

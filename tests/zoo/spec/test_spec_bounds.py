@@ -52,8 +52,9 @@ REFUSED = [
 
 
 @pytest.mark.parametrize(("item", "field", "words"), REFUSED, ids=[r[0][:40] for r in REFUSED])
-def test_values_no_cell_can_run_are_refused(tmp_path: Path, item: str, field: str,
-                                            words: str) -> None:  # fmt: skip
+def test_values_no_cell_can_run_are_refused(
+    tmp_path: Path, item: str, field: str, words: str
+) -> None:
     text = GOOD[: GOOD.index("sweep:")]
     text = text.replace("mean_field}", "mean_field}\n    betas: [0.9, 0.99]")
     text += "prior: {kind: normal}\n"
@@ -84,12 +85,16 @@ def test_floats_are_finite_and_float32(value: float) -> None:
 def test_a_bad_value_in_the_file_is_reported_at_its_position(tmp_path: Path) -> None:
     p = write(tmp_path, GOOD.replace("  depth: 2\n", "  depth: 1000000000000\n"))
     msgs = errors(p)
-    assert len(msgs) == 1 and msgs[0].startswith(f"{p}:7:10: model.depth: Input should be "
-                                                 "less than or equal to 1000"), msgs  # fmt: skip
+    assert len(msgs) == 1 and msgs[0].startswith(
+        f"{p}:7:10: model.depth: Input should be less than or equal to 1000"
+    ), msgs
     p = write(tmp_path, GOOD.replace("  seed: [0, 1, 2]", "  seed: [0, -1]"))
     msgs = errors(p)
-    assert len(msgs) == 1 and re.match(rf"{p}:16:\d+: sweep.seed\[1\]: .*greater than or equal "
-                                       "to 0", msgs[0]), msgs  # fmt: skip
+    assert len(msgs) == 1 and re.match(
+        rf"{p}:16:\d+: sweep.seed\[1\]: .*greater than or equal "
+        "to 0",
+        msgs[0],
+    ), msgs
 
 
 def test_bounds_themselves_are_accepted(tmp_path: Path) -> None:
@@ -111,17 +116,21 @@ def test_the_largest_seed_and_its_offsets_are_valid_library_seeds() -> None:
 
 
 def test_sampler_draws_times_chains_is_bounded(tmp_path: Path) -> None:
-    text = GOOD.replace("    steps: 10\n", "    steps: 10\n  - {name: nuts, kind: nuts, "
-                        "draws: 100000, chains: 1000}\n")  # fmt: skip
+    text = GOOD.replace(
+        "    steps: 10\n",
+        "    steps: 10\n  - {name: nuts, kind: nuts, draws: 100000, chains: 1000}\n",
+    )
     msgs = errors(write(tmp_path, text))
-    assert len(msgs) == 1 and "draws x chains = 100,000,000 kept draws; at most 1,000,000" in (
-        msgs[0]), msgs  # fmt: skip
+    assert (
+        len(msgs) == 1 and "draws x chains = 100,000,000 kept draws; at most 1,000,000" in (msgs[0])
+    ), msgs
 
 
 def test_lenet_filters_must_be_positive(tmp_path: Path) -> None:
     text = GOOD.replace("  kind: mlp\n  depth: 2\n  width: 8\n", "  kind: lenet\n  conv: [8, 0]\n")
-    text = text.replace("  model.depth: [1, 2]\n", "").replace("two_moons\n  n_train: 100",
-                                                                "digits")  # fmt: skip
+    text = text.replace("  model.depth: [1, 2]\n", "").replace(
+        "two_moons\n  n_train: 100", "digits"
+    )
     msgs = errors(write(tmp_path, text))
     assert len(msgs) == 1 and "model.conv[1]: Input should be greater than 0" in msgs[0], msgs
 
@@ -130,8 +139,11 @@ def test_lenet_filters_must_be_positive(tmp_path: Path) -> None:
 def test_csv_delimiter_is_one_character(tmp_path: Path, delimiter: str) -> None:
     csv = tmp_path / "d.csv"
     csv.write_text("a,y\n1,0\n2,1\n")
-    text = GOOD.replace("two_moons\n  n_train: 100", f"csv\n  path: {csv}\n  target: y\n"
-                        f"  task: classification\n  delimiter: {delimiter}")  # fmt: skip
+    text = GOOD.replace(
+        "two_moons\n  n_train: 100",
+        f"csv\n  path: {csv}\n  target: y\n  task: classification\n  delimiter: {delimiter}",
+    )
     msgs = errors(write(tmp_path, text))
-    assert len(msgs) == 1 and "data.delimiter: " in msgs[0] and "one printable character" in (
-        msgs[0]), msgs  # fmt: skip
+    assert (
+        len(msgs) == 1 and "data.delimiter: " in msgs[0] and "one printable character" in (msgs[0])
+    ), msgs

@@ -32,8 +32,12 @@ def _spec(extra: str = "", tail: str = "studies: []\n") -> str:
 def test_defaults_and_facts() -> None:
     m = ChEESMethod(name="c", kind="chees")
     assert (m.chains, m.target_accept, m.keep_draws, m.max_leapfrog) == (64, 0.651, 100, 1024)
-    assert (m.init_spread, m.stream_groups, m.target_ess, m.max_draws) == ("posterior", 8,
-                                                                          None, None)  # fmt: skip
+    assert (m.init_spread, m.stream_groups, m.target_ess, m.max_draws) == (
+        "posterior",
+        8,
+        None,
+        None,
+    )
     assert m.family == "sampler" and m.needs_samplable_model and not m.starts_samplers
     assert m.vectorize_chains and "vectorize_chains" not in ChEESMethod.model_fields
     assert m.draws_cap() == m.draws and m.stopping_rule == "target_ess"
@@ -44,8 +48,9 @@ def test_defaults_and_facts() -> None:
 
 
 def test_chees_spec_loads_with_its_fields(tmp_path: Path) -> None:
-    text = _spec(", target_ess: 200, max_draws: 60, max_leapfrog: 64, init_spread: mode, "
-                 "stream_groups: 4")  # fmt: skip
+    text = _spec(
+        ", target_ess: 200, max_draws: 60, max_leapfrog: 64, init_spread: mode, stream_groups: 4"
+    )
     spec = load_spec(write(tmp_path, text))
     m = spec.method("chees")
     assert (m.target_ess, m.max_draws, m.max_leapfrog, m.init_spread) == (200, 60, 64, "mode")
@@ -86,17 +91,17 @@ def test_kept_draws_bound_counts_kept_not_drawn(tmp_path: Path) -> None:
         (
             ", vectorize_chains: true",
             ["vectorize_chains", "always runs its chains as one batch", "remove the field"],
-        ),  # fmt: skip
+        ),
         (", max_draws: 60", ["max_draws applies only with target_ess", "set target_ess"]),
         (", target_ess: 50, max_draws: 15", ["max_draws (15) must be >= draws (20)"]),
         (
             ", init_spread: mode, init_from: prior",
             ["init_spread: mode needs init_from", "init_spread: posterior"],
-        ),  # fmt: skip
+        ),
         (
             ", target_ess: 100000",
             ["target_ess (100,000) is more than chains x max_draws = 1,280", "lower target_ess"],
-        ),  # fmt: skip
+        ),
         (", max_leapfrog: 0", ["max_leapfrog", "greater than or equal to 1"]),
         (", target_accept: 1.5", ["target_accept", "less than 1"]),
         (", init_spread: median", ["init_spread", "'posterior' or 'mode'"]),
@@ -121,8 +126,10 @@ def test_bad_chees_fields_name_the_field_and_the_fix(tmp_path: Path, extra: str,
 
 
 def test_kl_target_draws_is_refused_for_chees(tmp_path: Path) -> None:
-    study = ("studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
-             "kl_target_draws: 500}\n")  # fmt: skip
+    study = (
+        "studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
+        "kl_target_draws: 500}\n"
+    )
     msgs = errors(write(tmp_path, _spec(tail=study)))
     assert len(msgs) == 1, msgs
     msg = msgs[0]
@@ -134,17 +141,20 @@ def test_kl_target_draws_is_refused_for_chees(tmp_path: Path) -> None:
 
 
 def test_kl_target_draws_still_applies_to_other_samplers(tmp_path: Path) -> None:
-    text = _spec(tail="  - {name: nuts, kind: nuts, warmup: 5, draws: 10, chains: 2, "
-                      "vectorize_chains: true}\nstudies:\n  - {kind: price_of_mean_field, "
-                      "methods: [nuts], gaussian_fit: {cov: empirical}, kl_target_draws: 50}\n"
-                      "  - {kind: price_of_mean_field, methods: [chees]}\n")  # fmt: skip
+    text = _spec(
+        tail="  - {name: nuts, kind: nuts, warmup: 5, draws: 10, chains: 2, "
+        "vectorize_chains: true}\nstudies:\n  - {kind: price_of_mean_field, "
+        "methods: [nuts], gaussian_fit: {cov: empirical}, kl_target_draws: 50}\n"
+        "  - {kind: price_of_mean_field, methods: [chees]}\n"
+    )
     spec = load_spec(write(tmp_path, text))
     assert [s.kl_target_draws for s in spec.studies] == [50, None]
 
 
 def test_validate_exits_2_with_the_message(tmp_path: Path) -> None:
     p = write(tmp_path, _spec(", max_draws: 60"))
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
+    )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "max_draws applies only with target_ess" in r.stderr and str(p) in r.stderr

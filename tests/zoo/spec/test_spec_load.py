@@ -242,13 +242,17 @@ def test_yaml_never_constructs_objects(tmp_path: Path) -> None:
 
 def test_validate_cli_exit_code_and_no_traceback(tmp_path: Path) -> None:
     p = _write(tmp_path, GOOD.replace("depth: 2", "depth: -2"))
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p)],
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert f"{p}:7:10: model.depth:" in r.stderr
-    ok = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(_write(tmp_path, GOOD, "g.yaml"))],
-                        capture_output=True, text=True)  # fmt: skip
+    ok = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", str(_write(tmp_path, GOOD, "g.yaml"))],
+        capture_output=True,
+        text=True,
+    )
     assert ok.returncode == 0, ok.stderr
 
 
@@ -409,8 +413,9 @@ def test_huge_files_and_sweeps_are_refused(tmp_path: Path) -> None:
         (None, None, ["studies={}"], "studies"),
     ],
 )
-def test_wrong_typed_sections_name_the_field(tmp_path: Path, section, value, override,
-                                             fragment) -> None:  # fmt: skip
+def test_wrong_typed_sections_name_the_field(
+    tmp_path: Path, section, value, override, fragment
+) -> None:
     # `sweep: 5` and `--set sweep=5` exited 2 with an EMPTY message before
     data = yaml.safe_load(GOOD)
     if section is not None:
@@ -438,8 +443,12 @@ def test_cli_never_prints_an_empty_error(tmp_path: Path, capsys) -> None:
 def test_cli_tag_and_bomb_exit_2_without_traceback(tmp_path: Path) -> None:
     p = _write(tmp_path, GOOD.replace("name: t", "name: t\ndescription: !!binary aGVsbG8="))
     q = _write(tmp_path, GOOD + "".join(f"x{line}\n" for line in _BOMB.splitlines()), "q.yaml")
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", str(p), str(q)],
-                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", str(p), str(q)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2
     assert "Traceback" not in r.stderr
     assert f"{p}:2:14: the YAML tag !!binary is not allowed" in r.stderr
@@ -623,9 +632,14 @@ def test_validate_from_another_directory(tmp_path: Path) -> None:
     text = GOOD.replace("kind: two_moons\n  n_train: 100", "kind: csv\n  path: a.csv\n  target: y")
     text = text.replace("sweep:\n", "likelihood: {kind: gaussian}\nsweep:\n  data.path: [a.csv]\n")
     _write(d, text)
-    r = subprocess.run([sys.executable, "-m", "zoo.cli", "validate", "specdir/s.yaml"],
-                       capture_output=True, text=True, cwd=tmp_path, timeout=60,
-                       env={**os.environ, "PYTHONPATH": str(SPECS.parent)})  # fmt: skip
+    r = subprocess.run(
+        [sys.executable, "-m", "zoo.cli", "validate", "specdir/s.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(SPECS.parent)},
+    )
     assert r.returncode == 0, r.stderr
     assert "Traceback" not in r.stderr
 

@@ -14,9 +14,11 @@ MODULES = sorted(SPEC_DIR.rglob("*.py"))
 
 
 def test_import_zoo_spec_leaves_torch_unloaded() -> None:
-    code = ("import sys, zoo.spec, zoo, zoo.spec.load; "
-            "assert 'torch' not in sys.modules, 'torch imported'; "
-            "assert 'numpy' not in sys.modules, 'numpy imported'")  # fmt: skip
+    code = (
+        "import sys, zoo.spec, zoo, zoo.spec.load; "
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'numpy' not in sys.modules, 'numpy imported'"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
@@ -48,14 +50,19 @@ def _kind_comparisons(tree: ast.AST) -> list[int]:
             continue
         sides = [node.left, *node.comparators]
         kind = any(isinstance(s, ast.Attribute) and s.attr == "kind" for s in sides)
-        literal = any(isinstance(s, ast.Constant) and isinstance(s.value, str)
-                      or isinstance(s, ast.Tuple | ast.List | ast.Set) for s in sides)  # fmt: skip
+        literal = any(
+            isinstance(s, ast.Constant)
+            and isinstance(s.value, str)
+            or isinstance(s, ast.Tuple | ast.List | ast.Set)
+            for s in sides
+        )
         if kind and literal:
             out.append(node.lineno)
     return out
 
 
-@pytest.mark.parametrize("path", [p for p in MODULES if "sections" not in p.parts],
-                         ids=lambda p: p.name)  # fmt: skip
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if "sections" not in p.parts], ids=lambda p: p.name
+)
 def test_no_kind_comparisons_outside_sections(path: Path) -> None:
     assert not _kind_comparisons(ast.parse(path.read_text())), path.name

@@ -46,7 +46,7 @@ PROFILE = settings(
         HealthCheck.too_slow,
         HealthCheck.data_too_large,
         HealthCheck.function_scoped_fixture,
-    ],  # fmt: skip
+    ],
 )
 
 _LOC = re.compile(r"^.+:\d+:\d+: \S")
@@ -83,12 +83,54 @@ FIELDS = sorted({k for d in DATA.values() for k in _keys(d)})
 
 # --------------------------------------------------------------------------- strategies
 
-NUMBERS = st.sampled_from([0, 1, 2, -1, 3, 7, 10**12, -(10**18), 2**63, 10**40, 0.0, 0.5,
-                           -0.5, 1e-300, 1e300, 3.4e38, 1.5, float("nan"), float("inf")])  # fmt: skip
-WORDS = st.sampled_from([*KINDS, *FIELDS, "", " ", "..", "../x", "/", "é", "名前", "\u202e",
-                         "a" * 300, "null", "true", "0", "mfvi", "nuts", "method", "seed"])  # fmt: skip
-SCALARS = st.one_of(st.none(), st.booleans(), NUMBERS, st.integers(), WORDS,
-                    st.text(max_size=12), st.floats())  # fmt: skip
+NUMBERS = st.sampled_from(
+    [
+        0,
+        1,
+        2,
+        -1,
+        3,
+        7,
+        10**12,
+        -(10**18),
+        2**63,
+        10**40,
+        0.0,
+        0.5,
+        -0.5,
+        1e-300,
+        1e300,
+        3.4e38,
+        1.5,
+        float("nan"),
+        float("inf"),
+    ]
+)
+WORDS = st.sampled_from(
+    [
+        *KINDS,
+        *FIELDS,
+        "",
+        " ",
+        "..",
+        "../x",
+        "/",
+        "é",
+        "名前",
+        "\u202e",
+        "a" * 300,
+        "null",
+        "true",
+        "0",
+        "mfvi",
+        "nuts",
+        "method",
+        "seed",
+    ]
+)
+SCALARS = st.one_of(
+    st.none(), st.booleans(), NUMBERS, st.integers(), WORDS, st.text(max_size=12), st.floats()
+)
 VALUES = st.recursive(
     SCALARS,
     lambda inner: (
@@ -104,18 +146,75 @@ _BOMB = "".join(
 )
 
 #: YAML text a value may become: tags, aliases, nesting, odd scalars, broken syntax
-HOSTILE = st.sampled_from([
-    "!!set {a, b}", "!!binary aGVsbG8=", "!!python/object/apply:os.system [echo]",
-    "!!python/name:os.system ''", "!!timestamp 2001-12-14", "2001-12-14", "2001-12-14 10:00:00",
-    "!foo bar", "!!omap [{a: 1}]", "!!pairs [[a, 1]]", "!!str 3", "!!int '3'", "!!float 1",
-    "!!int [1]", "!!map [1]", ".nan", ".inf", "-.inf", "1.0e+999", "0x1F", "1_000", "1:30",
-    "0o17", "0b101", "~", "", "yes", "on", "NO", "=", "<<", '"\\ud800"', "'\\ud800'",
-    "&a [1, 2]", "*undefined", "[&x 1, *x]", "&c [*c]", "[" * 100 + "]" * 100, "[" * 3000,
-    "{a: 1, a: 2}", "{? [a]: b}", "{1: 2}", "{null: 1}", "{<<: {a: 1}, b: 2}", "{<<: [1]}",
-    "9" * 5000, "!!int " + "9" * 5000, "-" + "9" * 400, "'" + "é" * 50 + "'", "\t", "\x00",
-    "\x85", "\ufeff", "%TAG ! tag:x", "---", "...", "@", "`", "|\n  block", "- a\n- b",
-    "[a, b", "{a: [}", "'unterminated", "key: value: other", "*a *b",
-])  # fmt: skip
+HOSTILE = st.sampled_from(
+    [
+        "!!set {a, b}",
+        "!!binary aGVsbG8=",
+        "!!python/object/apply:os.system [echo]",
+        "!!python/name:os.system ''",
+        "!!timestamp 2001-12-14",
+        "2001-12-14",
+        "2001-12-14 10:00:00",
+        "!foo bar",
+        "!!omap [{a: 1}]",
+        "!!pairs [[a, 1]]",
+        "!!str 3",
+        "!!int '3'",
+        "!!float 1",
+        "!!int [1]",
+        "!!map [1]",
+        ".nan",
+        ".inf",
+        "-.inf",
+        "1.0e+999",
+        "0x1F",
+        "1_000",
+        "1:30",
+        "0o17",
+        "0b101",
+        "~",
+        "",
+        "yes",
+        "on",
+        "NO",
+        "=",
+        "<<",
+        '"\\ud800"',
+        "'\\ud800'",
+        "&a [1, 2]",
+        "*undefined",
+        "[&x 1, *x]",
+        "&c [*c]",
+        "[" * 100 + "]" * 100,
+        "[" * 3000,
+        "{a: 1, a: 2}",
+        "{? [a]: b}",
+        "{1: 2}",
+        "{null: 1}",
+        "{<<: {a: 1}, b: 2}",
+        "{<<: [1]}",
+        "9" * 5000,
+        "!!int " + "9" * 5000,
+        "-" + "9" * 400,
+        "'" + "é" * 50 + "'",
+        "\t",
+        "\x00",
+        "\x85",
+        "\ufeff",
+        "%TAG ! tag:x",
+        "---",
+        "...",
+        "@",
+        "`",
+        "|\n  block",
+        "- a\n- b",
+        "[a, b",
+        "{a: [}",
+        "'unterminated",
+        "key: value: other",
+        "*a *b",
+    ]
+)
 
 
 def _walk(node: Any) -> Iterator[tuple[Any, Any]]:
@@ -145,8 +244,11 @@ def mutated_data(draw: st.DrawFn) -> tuple[str, Any]:
             op = draw(st.sampled_from(["scalar", "value", "delete", "wrap"]))
         else:
             parent, key = draw(st.sampled_from(places))
-            op = draw(st.sampled_from(["value", "scalar", "delete", "rename", "add", "wrap",
-                                       "unwrap", "kind"]))  # fmt: skip
+            op = draw(
+                st.sampled_from(
+                    ["value", "scalar", "delete", "rename", "add", "wrap", "unwrap", "kind"]
+                )
+            )
         old = parent[key]
         if op == "value":
             parent[key] = draw(VALUES)
@@ -175,8 +277,11 @@ def hostile_text(draw: st.DrawFn) -> str:
     lines = text.splitlines()
     for _ in range(draw(st.integers(1, 3))):
         i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(["value", "value", "value", "dup", "drop", "indent",
-                                   "insert", "bomb", "truncate"]))  # fmt: skip
+        op = draw(
+            st.sampled_from(
+                ["value", "value", "value", "dup", "drop", "indent", "insert", "bomb", "truncate"]
+            )
+        )
         line = lines[i]
         if op == "value" and ":" in line:
             head = line.split(":")[0]
@@ -229,9 +334,15 @@ def random_spec(draw: st.DrawFn) -> dict[str, Any]:
         "model": draw(_section(fields["model"].annotation)),
         "inference": methods,
     }
-    for key in draw(st.lists(st.sampled_from(["prior", "likelihood", "studies", "runtime",
-                                              "report", "metrics", "seed", "sweep"]),
-                             max_size=3, unique=True)):  # fmt: skip
+    for key in draw(
+        st.lists(
+            st.sampled_from(
+                ["prior", "likelihood", "studies", "runtime", "report", "metrics", "seed", "sweep"]
+            ),
+            max_size=3,
+            unique=True,
+        )
+    ):
         if key in ("studies",):
             data[key] = draw(st.lists(_section(fields["studies"].annotation), max_size=2))
         elif key == "sweep":
@@ -260,19 +371,49 @@ def random_spec(draw: st.DrawFn) -> dict[str, Any]:
     return data
 
 
-_PATHS = ["model.depth", "model.width", "model.kind", "data.kind", "data.n_train", "seed",
-          "name", "inference", "inference.mfvi", "inference.mfvi.steps", "inference.0.steps",
-          "inference.nuts.max_draws", "inference.mf.steps", "inference.nuts", "sweep",
-          "sweep.seed", "sweep.model.depth", "sweep.inference.mfvi.lr", "studies",
-          "studies.0.max_draws", "studies.5.x", "report.x", "metrics.names.0",
-          "metrics.names.0.x", "runtime.device", "data.path", "sweep.data.path", "a..b",
-          "", ".", "model.", "é"]  # fmt: skip
+_PATHS = [
+    "model.depth",
+    "model.width",
+    "model.kind",
+    "data.kind",
+    "data.n_train",
+    "seed",
+    "name",
+    "inference",
+    "inference.mfvi",
+    "inference.mfvi.steps",
+    "inference.0.steps",
+    "inference.nuts.max_draws",
+    "inference.mf.steps",
+    "inference.nuts",
+    "sweep",
+    "sweep.seed",
+    "sweep.model.depth",
+    "sweep.inference.mfvi.lr",
+    "studies",
+    "studies.0.max_draws",
+    "studies.5.x",
+    "report.x",
+    "metrics.names.0",
+    "metrics.names.0.x",
+    "runtime.device",
+    "data.path",
+    "sweep.data.path",
+    "a..b",
+    "",
+    ".",
+    "model.",
+    "é",
+]
 SET_ITEMS = st.one_of(
-    st.builds(lambda p, v: f"{p}={v}", st.sampled_from(_PATHS),
-              st.one_of(HOSTILE, VALUES.map(lambda v: json.dumps(v)))),
+    st.builds(
+        lambda p, v: f"{p}={v}",
+        st.sampled_from(_PATHS),
+        st.one_of(HOSTILE, VALUES.map(lambda v: json.dumps(v))),
+    ),
     st.text(alphabet="ab.=[]{}:!&*-_ 09\n", max_size=20),
     st.sampled_from(_PATHS),
-)  # fmt: skip
+)
 
 
 # --------------------------------------------------------------------------- the property

@@ -51,8 +51,11 @@ def test_studies_apply_to_their_families(tmp_path: Path) -> None:
     spec = _load_warning_free(_write(tmp_path, text))
     kinds = {m.name: [s.kind for s in spec.studies_for(m)] for m in spec.inference}
     # pruning's rule-free measure applies to point estimates too (issue 18)
-    assert kinds == {"mfvi": ["pruning"], "map": ["pruning"],
-                     "nuts": ["pruning", "price_of_mean_field"]}  # fmt: skip
+    assert kinds == {
+        "mfvi": ["pruning"],
+        "map": ["pruning"],
+        "nuts": ["pruning", "price_of_mean_field"],
+    }
     for cell in spec.cells():
         assert cell.studies == spec.studies_for(cell.method)
     assert isinstance(spec.studies[0], PruningStudy)
@@ -60,9 +63,10 @@ def test_studies_apply_to_their_families(tmp_path: Path) -> None:
 
 
 def test_methods_narrow_a_study(tmp_path: Path) -> None:
-    text = BASE.replace("  - {name: map", "  - {name: kt, kind: svi, guide: {kind: k_tied}, "
-                        "steps: 5}\n  - {name: map") + (
-        "studies:\n  - {kind: ktied, methods: [kt], snr_steps: [2]}\n")  # fmt: skip
+    text = BASE.replace(
+        "  - {name: map",
+        "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 5}\n  - {name: map",
+    ) + ("studies:\n  - {kind: ktied, methods: [kt], snr_steps: [2]}\n")
     spec = _load_warning_free(_write(tmp_path, text))
     by = {c.method.name: c.studies for c in spec.cells()}
     assert by["mfvi"] == [] and [s.kind for s in by["kt"]] == ["ktied"]
@@ -87,7 +91,8 @@ def test_product_matrix_needs_a_linear_network(tmp_path: Path) -> None:
 def test_price_of_mean_field_draws_cap(tmp_path: Path) -> None:
     text = BASE.replace("    vectorize_chains: true\n", "    vectorize_chains: true\n") + (
         "studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
-        "kl_target_draws: 100}\n")  # fmt: skip
+        "kl_target_draws: 100}\n"
+    )
     spec = _load_warning_free(_write(tmp_path, text))
     nuts = spec.method("nuts")
     (study,) = spec.studies_for(nuts)
@@ -190,7 +195,10 @@ def test_study_errors_all_at_once(tmp_path: Path) -> None:
     msgs = _errors(_write(tmp_path, text))
     assert len(msgs) == 3, msgs
     assert [m.split(": ")[1] for m in msgs] == [
-        "likelihood.kind", "studies[0].methods[0]", "studies[0].methods[1]"]  # fmt: skip
+        "likelihood.kind",
+        "studies[0].methods[0]",
+        "studies[0].methods[1]",
+    ]
 
 
 def test_lenet_with_a_sampler_fails_at_validation(tmp_path: Path) -> None:
@@ -208,11 +216,17 @@ def test_lenet_with_a_sampler_fails_at_validation(tmp_path: Path) -> None:
 def test_runtime_section(tmp_path: Path) -> None:
     spec = _load_warning_free(_write(tmp_path, BASE + "studies: []\n"))
     assert (spec.runtime.device, spec.runtime.dtype, spec.runtime.threads) == (
-        "cpu", "float32", None)  # fmt: skip
+        "cpu",
+        "float32",
+        None,
+    )
     text = BASE + "studies: []\nruntime: {device: cuda:1, dtype: float64, threads: 2}\n"
     spec = _load_warning_free(_write(tmp_path, text))
     assert (spec.runtime.device, spec.runtime.dtype, spec.runtime.threads) == (
-        "cuda:1", "float64", 2)  # fmt: skip
+        "cuda:1",
+        "float64",
+        2,
+    )
     p = _write(tmp_path, BASE + "studies: []\nruntime: {device: gpu, dtype: float16}\n")
     msgs = _errors(p)
     assert msgs[0].startswith(f"{p}:14:19: runtime.device: device 'gpu': give cpu, cuda")
@@ -318,9 +332,12 @@ def test_old_sampler_without_studies_keeps_the_price_of_mean_field(tmp_path: Pat
 
 
 def test_old_locations_per_method_settings(tmp_path: Path) -> None:
-    text = BASE.replace("steps: 5}\n  - {name: map", "steps: 5, ktied: {snr_steps: [2]}}\n"
-                        "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 5, "
-                        "ktied: {snr_steps: [3]}}\n  - {name: map")  # fmt: skip
+    text = BASE.replace(
+        "steps: 5}\n  - {name: map",
+        "steps: 5, ktied: {snr_steps: [2]}}\n"
+        "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 5, "
+        "ktied: {snr_steps: [3]}}\n  - {name: map",
+    )
     spec, msgs = _load_old(_write(tmp_path, text))
     kt = [s for s in spec.studies if isinstance(s, KTiedStudy)]
     assert [(s.methods, s.snr_steps) for s in kt] == [(["mfvi"], [2]), (["kt"], [3])]
@@ -350,8 +367,9 @@ def test_errors_inside_old_locations_point_at_them(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an invalid spec raises before any deprecation
         msgs = _errors(p)
-    assert msgs[0].startswith(f"{p}:9:25: inference[0].ktied.snr_window: Input should be "
-                              "greater than or equal to 2")  # fmt: skip
+    assert msgs[0].startswith(
+        f"{p}:9:25: inference[0].ktied.snr_window: Input should be greater than or equal to 2"
+    )
     assert msgs[1].startswith(f"{p}:22:13: metrics.pruning.draw: unknown key 'draw'")
     assert msgs[1].endswith("did you mean 'draws'?")
     text = OLD.replace("chains: 2\n", "chains: 1\n")

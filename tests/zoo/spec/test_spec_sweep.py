@@ -48,8 +48,12 @@ def test_defaults_written_out_leave_ids_unchanged(tmp_path: Path) -> None:
 
 def test_what_changes_the_numbers_changes_the_ids(tmp_path: Path) -> None:
     a = _ids(tmp_path, GOOD)
-    for override in ["data.noise=0.2", "runtime.dtype=float64", "inference.mfvi.lr=0.1",
-                     "metrics.ece_bins=10"]:  # fmt: skip
+    for override in [
+        "data.noise=0.2",
+        "runtime.dtype=float64",
+        "inference.mfvi.lr=0.1",
+        "metrics.ece_bins=10",
+    ]:
         b = _ids(tmp_path, GOOD, [override])
         assert not set(a) & set(b), override
     # the device, the threads, the name and the report layout do not
@@ -58,12 +62,14 @@ def test_what_changes_the_numbers_changes_the_ids(tmp_path: Path) -> None:
 
 
 def test_studies_enter_the_ids_of_their_methods_only(tmp_path: Path) -> None:
-    text = GOOD.replace("sweep:", "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 10}\n"
-                        "sweep:")  # fmt: skip
+    text = GOOD.replace(
+        "sweep:", "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 10}\nsweep:"
+    )
     base = dict(zip(_ids(tmp_path, text), _ids(tmp_path, text), strict=True))
     with_study = _ids(tmp_path, text + "studies:\n  - {kind: ktied, methods: [kt]}\n")
-    assert {i for i in with_study if i.startswith("mfvi")} == {i for i in base if
-                                                              i.startswith("mfvi")}  # fmt: skip
+    assert {i for i in with_study if i.startswith("mfvi")} == {
+        i for i in base if i.startswith("mfvi")
+    }
     assert not {i for i in with_study if i.startswith("kt")} & set(base)
     # the study's methods list is bookkeeping, not configuration
     all_svi = _ids(tmp_path, text + "studies:\n  - {kind: ktied, methods: [kt, mfvi]}\n")
@@ -82,16 +88,21 @@ def test_spec_version_enters_the_hash(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_id_shape_and_length_bound(tmp_path: Path) -> None:
     ids = _ids(tmp_path, GOOD)
     assert ids[0].startswith("mfvi_depth=1_seed=0_") and len(ids[0].rsplit("_", 1)[1]) == 12
-    long = GOOD.replace("  seed: [0, 1]", "  seed: [0, 1]\n  data.noise: [0.1234567890123, "
-                        "0.2234567890123]\n  inference.mfvi.guide.init_scale: [0.00123456789, "
-                        "0.00223456789]\n  inference.mfvi.kl_warmup_steps: [100000000, "
-                        "200000000]")  # fmt: skip
+    long = GOOD.replace(
+        "  seed: [0, 1]",
+        "  seed: [0, 1]\n  data.noise: [0.1234567890123, "
+        "0.2234567890123]\n  inference.mfvi.guide.init_scale: [0.00123456789, "
+        "0.00223456789]\n  inference.mfvi.kl_warmup_steps: [100000000, "
+        "200000000]",
+    )
     ids = _ids(tmp_path, long)
     assert len(ids) == 2 * 2 * 2 * 2 * 2 and len(set(ids)) == len(ids)
     assert max(len(i) for i in ids) == MAX_SLUG + 1 + 12
     assert all(i.rsplit("_", 1)[0] == i[:MAX_SLUG] for i in ids)
-    assert cell_id({}, {"method": "x" * 500}) == "x" * MAX_SLUG + "_" + cell_id({}, {
-        "method": "x" * 500}).rsplit("_", 1)[1]  # fmt: skip
+    assert (
+        cell_id({}, {"method": "x" * 500})
+        == "x" * MAX_SLUG + "_" + cell_id({}, {"method": "x" * 500}).rsplit("_", 1)[1]
+    )
 
 
 # computed with the code of commit 6b1521c (zoo/spec/schema.py _cell_id) before the change
@@ -157,9 +168,9 @@ def test_ids_are_ascii_and_every_cell_file_fits_a_file_name(tmp_path: Path) -> N
         p = tmp_path / (letter * 60 + ".csv")
         p.write_text("a,y\n" + "".join(f"{i},{i % 2}\n" for i in range(20)))
         paths.append(str(p))
-    text = GOOD.replace("two_moons\n  n_train: 100", f"csv\n  path: {paths[0]}\n  target: y\n"
-                        "  task: classification").replace("  seed: [0, 1]", f"  data.path: "
-                        f"{json.dumps(paths)}\n  seed: [0, 1]")  # fmt: skip
+    text = GOOD.replace(
+        "two_moons\n  n_train: 100", f"csv\n  path: {paths[0]}\n  target: y\n  task: classification"
+    ).replace("  seed: [0, 1]", f"  data.path: {json.dumps(paths)}\n  seed: [0, 1]")
     ids = _ids(tmp_path, text)
     assert len(ids) == 2 * 2 * 2 and len(set(ids)) == len(ids)
     for i in ids:
@@ -226,11 +237,13 @@ def test_repeated_axis_values_are_refused(tmp_path: Path, values: str, said: str
 
 def test_two_axes_of_one_field_are_refused(tmp_path: Path) -> None:
     text = GOOD.replace("two_moons\n  n_train: 100", "uci\n  name: boston").replace(
-        "  seed: [0, 1]", "  split: [0, 1]\n  data.split: [2, 3]")  # fmt: skip
+        "  seed: [0, 1]", "  split: [0, 1]\n  data.split: [2, 3]"
+    )
     p = _write(tmp_path, text + "likelihood: {kind: gaussian}\n")
     msgs = errors(p)
-    assert msgs == [f"{p}:17:15: sweep.data.split: sets the same field as the axis 'split'; "
-                    "keep one"]  # fmt: skip
+    assert msgs == [
+        f"{p}:17:15: sweep.data.split: sets the same field as the axis 'split'; keep one"
+    ]
 
 
 def test_more_cells_than_a_spec_holds_are_refused() -> None:
@@ -248,12 +261,13 @@ def test_more_cells_than_a_spec_holds_are_refused() -> None:
         ("data.kind", "[two_moons, digits]", "write one spec per kind"),
     ],
 )
-def test_axes_over_a_kind_are_refused(tmp_path: Path, axis: str, values: str,
-                                      instead: str) -> None:  # fmt: skip
+def test_axes_over_a_kind_are_refused(tmp_path: Path, axis: str, values: str, instead: str) -> None:
     # the cells met the other kind's fields: a pydantic traceback at `zoo run` (and a run
     # directory whose stored spec could not be loaded again)
     p = _write(tmp_path, GOOD.replace("  seed: [0, 1]", f"  {axis}: {values}"))
     msgs = errors(p)
-    assert msgs == [f"{p}:16:3: sweep.{axis}: sweep axis {axis!r} changes the kind of a "
-                    "section; the kinds have different fields, so one spec cannot hold them: "
-                    f"{instead} instead"]  # fmt: skip
+    assert msgs == [
+        f"{p}:16:3: sweep.{axis}: sweep axis {axis!r} changes the kind of a "
+        "section; the kinds have different fields, so one spec cannot hold them: "
+        f"{instead} instead"
+    ]

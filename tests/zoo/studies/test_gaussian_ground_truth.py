@@ -23,8 +23,9 @@ simulation: {{kind: gaussian, dims: [{dim}], condition: {condition}, structure: 
 
 def _run(tmp_path: Path, **kw) -> pd.Series:
     p = tmp_path / "s.yaml"
-    p.write_text(SPEC.format(**{"seed": 0, "dim": 100, "condition": 30, "structure": "rotated",
-                                **kw}))  # fmt: skip
+    p.write_text(
+        SPEC.format(**{"seed": 0, "dim": 100, "condition": 30, "structure": "rotated", **kw})
+    )
     assert main(["run", str(p), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     return pd.read_csv(tmp_path / "run" / "results.csv").iloc[0]
 
@@ -79,8 +80,9 @@ def test_metrics_on_independent_draws_recover_the_kl() -> None:
     assert abs(m["kl_excess"] - m["kl_true"]) < 3 * m["excess_se"] + 1e-3
     assert abs(m["kl_extrapolated"] - m["kl_true"]) < 3 * m["kl_extrapolated_se"] + 0.05
     diag = np.diag(np.diag(cov))  # the control on independent draws: the null is the bias
-    m0 = ground_truth_metrics(x @ np.linalg.inv(np.linalg.cholesky(cov)).T @ np.sqrt(diag),
-                              diag, reps=4, seed=6)  # fmt: skip
+    m0 = ground_truth_metrics(
+        x @ np.linalg.inv(np.linalg.cholesky(cov)).T @ np.sqrt(diag), diag, reps=4, seed=6
+    )
     assert m0["kl_true"] == 0 and abs(m0["kl_excess"]) < 3 * m0["excess_se"] + 1e-3
 
 
@@ -110,8 +112,10 @@ def test_cov_file_holding_a_precision(tmp_path: Path) -> None:
     cov = random_spd(12, 20.0, seed=7)
     np.save(tmp_path / "h.npy", np.linalg.inv(cov))
     p = tmp_path / "s.yaml"
-    p.write_text("name: f\nseed: 1\nsimulation: {kind: gaussian, cov_file: h.npy, file_holds: "
-                 "precision, chains: 4, groups: 2, warmup: 100, draws: 200, null_reps: 2}\n")  # fmt: skip
+    p.write_text(
+        "name: f\nseed: 1\nsimulation: {kind: gaussian, cov_file: h.npy, file_holds: "
+        "precision, chains: 4, groups: 2, warmup: 100, draws: 200, null_reps: 2}\n"
+    )
     assert main(["run", str(p), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     r = pd.read_csv(tmp_path / "run" / "results.csv").iloc[0]
     assert r["dim"] == 12 and r["kl_true"] == pytest.approx(kl_true(cov))

@@ -68,8 +68,9 @@ def _spec(tmp_path: Path, text: str = SPEC):
 
 def _fit(ctx, hooks: Hooks = NO_HOOKS):
     cell = ctx.cell
-    return fit(cell.method, ctx.model, ctx.data, seed=cell.spec.seed, runtime=ctx.runtime,
-               hooks=hooks)  # fmt: skip
+    return fit(
+        cell.method, ctx.model, ctx.data, seed=cell.spec.seed, runtime=ctx.runtime, hooks=hooks
+    )
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +132,9 @@ def test_lenet_interface_and_conv_k_tied_layout():
     from zoo.models.likelihoods import CategoricalLikelihood
     from zoo.models.priors import he_prior
 
-    net = BayesianLeNet(64, CategoricalLikelihood(10), conv=(4, 6), dense=8, pool=False,
-                        weight_prior=he_prior())  # fmt: skip
+    net = BayesianLeNet(
+        64, CategoricalLikelihood(10), conv=(4, 6), dense=8, pool=False, weight_prior=he_prior()
+    )
     info = net.site_info()
     assert info["layer0.weight"] == ((4, 1, 3, 3), 9) and info["layer1.weight"] == (
         (6, 4, 3, 3),
@@ -232,8 +234,15 @@ def test_evaluate_loc_std_zero_std_is_the_point_estimate(tmp_path, cell_context)
     model, ds = ctx.model, ctx.ds
     locs = {s: torch.randn(shape) * 0.1 for s, (shape, _) in model.site_info().items()}
     ls = {s: (v, torch.zeros_like(v)) for s, v in locs.items()}
-    res = evaluate_loc_std(model, ctx.data.x_test, ds.y_test, ls, n_draws=3,
-                           gen=torch.Generator().manual_seed(0), n_train=100)  # fmt: skip
+    res = evaluate_loc_std(
+        model,
+        ctx.data.x_test,
+        ds.y_test,
+        ls,
+        n_draws=3,
+        gen=torch.Generator().manual_seed(0),
+        n_train=100,
+    )
     logp = torch.log_softmax(model.apply(ctx.data.x_test, locs), -1)
     nll = -logp[torch.arange(len(ds.y_test)), ctx.data.y_test].mean()
     assert res["nll"] == pytest.approx(float(nll), rel=1e-5)
@@ -241,10 +250,16 @@ def test_evaluate_loc_std_zero_std_is_the_point_estimate(tmp_path, cell_context)
 
 def test_report_has_the_study_sections(run_dir):
     md = (run_dir / "report.md").read_text()
-    for title in ("spectra of posterior means", "post-training low-rank truncation",
-                  "std matrix heat maps", "gradient signal-to-noise", "convergence",
-                  "parameter counts", "the std spectrum against a shuffled null",
-                  "per-draw and mixture NLL"):  # fmt: skip
+    for title in (
+        "spectra of posterior means",
+        "post-training low-rank truncation",
+        "std matrix heat maps",
+        "gradient signal-to-noise",
+        "convergence",
+        "parameter counts",
+        "the std spectrum against a shuffled null",
+        "per-draw and mixture NLL",
+    ):
         assert f"k-tied study: {title}" in md
     assert (run_dir / "figures" / "heatmap_mf.png").is_file()
     assert "rank-1 truncation" in md

@@ -44,8 +44,11 @@ def test_snr_comparison_pairs_fits_with_the_same_optimizer_settings() -> None:
 def test_snr_comparison_skips_fits_without_snr_steps() -> None:
     no_snr = _cell("mean_field", None, 0.001, {"l0": 5.0})
     no_snr[3]["snr"] = {"l0": {}}  # the recorder's layout when snr_steps is empty
-    cells = [no_snr, _cell("mf_early", None, 0.001, {"l0": 1.0}),
-             _cell("k_tied rank=1", 1, 0.001, {"l0": 9.0})]  # fmt: skip
+    cells = [
+        no_snr,
+        _cell("mf_early", None, 0.001, {"l0": 1.0}),
+        _cell("k_tied rank=1", 1, 0.001, {"l0": 9.0}),
+    ]
     lines = _snr_comparison(cells, {0})
     assert lines and "above mf_early in 1 of 1" in lines[0]
 
@@ -62,9 +65,18 @@ def test_snr_comparison_needs_both_kinds_in_a_group() -> None:
 
 
 def _res(nll: float, per_draw: float, acc: float = 0.9) -> dict:
-    return {"neg_elbo": nll + 0.1, "nll": nll, "accuracy": acc, "brier": 0.2, "ece": 0.05,
-            "clamped_entries": 0, "nll_per_draw": per_draw, "nll_per_draw_sem": 0.01,
-            "accuracy_per_draw": acc - 0.01, "accuracy_per_draw_sem": 0.001}  # fmt: skip
+    return {
+        "neg_elbo": nll + 0.1,
+        "nll": nll,
+        "accuracy": acc,
+        "brier": 0.2,
+        "ece": 0.05,
+        "clamped_entries": 0,
+        "nll_per_draw": per_draw,
+        "nll_per_draw_sem": 0.01,
+        "accuracy_per_draw": acc - 0.01,
+        "accuracy_per_draw_sem": 0.001,
+    }
 
 
 def _mf_cell(std: np.ndarray, *, controls: bool = True, predictive: bool = True):
@@ -75,8 +87,10 @@ def _mf_cell(std: np.ndarray, *, controls: bool = True, predictive: bool = True)
         "kl_std_floor": 1e-6,
     }
     if controls:
-        rec["truncation_control"] = {"none": [_res(0.40, 0.45), _res(0.42, 0.47)],
-                                     "1": [_res(0.41, 0.46), _res(0.43, 0.48)]}  # fmt: skip
+        rec["truncation_control"] = {
+            "none": [_res(0.40, 0.45), _res(0.42, 0.47)],
+            "1": [_res(0.41, 0.46), _res(0.43, 0.48)],
+        }
         rec["control_shuffles"] = 2
     if predictive:
         rec["predictive"], rec["predictive_draws"] = rec["truncation"]["none"], 100

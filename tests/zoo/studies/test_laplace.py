@@ -33,9 +33,11 @@ def linreg():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(40, 3)).astype(np.float32)
     y = (x @ np.array([1.0, -2.0, 0.5]) + 0.3 + SIGMA * rng.normal(size=40)).astype(np.float32)
-    spec = SimpleNamespace(model=MLPModel(kind="mlp", depth=0),
-                           prior=NormalPrior(kind="normal", scale=S),
-                           likelihood=GaussianLikelihood(kind="gaussian", noise=SIGMA))  # fmt: skip
+    spec = SimpleNamespace(
+        model=MLPModel(kind="mlp", depth=0),
+        prior=NormalPrior(kind="normal", scale=S),
+        likelihood=GaussianLikelihood(kind="gaussian", noise=SIGMA),
+    )
     net = zoo.models.build(spec, Dataset(x, y, x, y, 0))
     x1 = np.c_[x.astype(np.float64), np.ones(len(x))]  # weights then the bias, as flattened
     h = x1.T @ x1 / SIGMA**2 + np.eye(4) / S**2
@@ -57,8 +59,9 @@ def test_hessian_and_ggn_are_the_closed_form(linreg):
 def test_kl_and_w2_equal_the_exact_posterior_closed_form(linreg, curvature):
     net, x, y, h, mean = linreg
     start = {"layer0.weight": torch.zeros(1, 3), "layer0.bias": torch.zeros(1)}
-    res = laplace_metrics(net, torch.as_tensor(x), torch.as_tensor(y), start,
-                          curvature=curvature, refine_steps=50)  # fmt: skip
+    res = laplace_metrics(
+        net, torch.as_tensor(x), torch.as_tensor(y), start, curvature=curvature, refine_steps=50
+    )
     # the exact posterior is N(mean, h^-1); its KL-optimal diagonal Gaussian has variances
     # 1 / h_ii, and the KL between two Gaussians by the textbook formula
     cov, diag = inv(h), np.diag(1 / np.diag(h))
@@ -66,8 +69,9 @@ def test_kl_and_w2_equal_the_exact_posterior_closed_form(linreg, curvature):
     rd = sqrtm(diag).real
     w2 = np.sqrt(np.trace(diag) + np.trace(cov) - 2 * np.trace(sqrtm(rd @ cov @ rd).real))
     assert res["laplace_kl"] == pytest.approx(kl, rel=1e-9)
-    assert res["laplace_kl"] == pytest.approx(0.5 * (np.log(np.diag(h)).sum()
-                                                     - np.linalg.slogdet(h)[1]), rel=1e-9)  # fmt: skip
+    assert res["laplace_kl"] == pytest.approx(
+        0.5 * (np.log(np.diag(h)).sum() - np.linalg.slogdet(h)[1]), rel=1e-9
+    )
     assert res["laplace_w2"] == pytest.approx(w2, rel=1e-6)
     assert res["laplace_kl_layer0"] == pytest.approx(kl, rel=1e-9)  # one layer: the whole
     assert res["laplace_grad_norm"] < 1e-5 and res["laplace_refine_iters"] > 0
@@ -97,8 +101,15 @@ def test_a_tiny_mlp_run_writes_the_laplace_metrics(tmp_path: Path):
     assert out.n_failed == 0, pd.read_csv(tmp_path / "run" / "results.csv")["error"].tolist()
     res = pd.read_csv(tmp_path / "run" / "results.csv")
     assert len(res) == 2
-    for col in ("laplace_kl", "laplace_w2", "laplace_kl_layer0", "laplace_kl_layer2",
-                "laplace_w2_layer1", "laplace_kl_marginal_layer2", "laplace_grad_norm"):  # fmt: skip
+    for col in (
+        "laplace_kl",
+        "laplace_w2",
+        "laplace_kl_layer0",
+        "laplace_kl_layer2",
+        "laplace_w2_layer1",
+        "laplace_kl_marginal_layer2",
+        "laplace_grad_norm",
+    ):
         assert col in res.columns and res[col].notna().all(), col
     assert (res["laplace_kl"] > 0).all() and (res["laplace_min_eig"] > 0).all()
     assert (res["laplace_dim"] == 3 * 3 + 4 * 3 + 4 * 1).all()
@@ -123,8 +134,13 @@ report: {x: model.depth, figures: [accuracy]}
 def test_the_saved_precision_is_a_valid_ground_truth_target(tmp_path: Path):
     """save_precision stores H; the Gaussian ground truth takes it as cov_file (precision)."""
     (tmp_path / "s.yaml").write_text(SAVED)
-    out = run_spec(load_spec(tmp_path / "s.yaml"), tmp_path / "run", workers=1, progress=False,
-                   log=lambda m: None)  # fmt: skip
+    out = run_spec(
+        load_spec(tmp_path / "s.yaml"),
+        tmp_path / "run",
+        workers=1,
+        progress=False,
+        log=lambda m: None,
+    )
     assert out.n_failed == 0
     res = pd.read_csv(tmp_path / "run" / "results.csv").iloc[0]
     (path,) = (tmp_path / "run" / "cells").glob(f"*{PRECISION_ARTIFACT}")
@@ -143,16 +159,22 @@ def test_the_saved_precision_is_a_valid_ground_truth_target(tmp_path: Path):
         f"name: g\nseed: 0\nsimulation: {{kind: gaussian, cov_file: {path}, file_holds: "
         "precision, chains: 4, groups: 2, warmup: 100, draws: 100, null_reps: 2}\n"
     )
-    assert main(["run", str(tmp_path / "g.yaml"), "--out", str(tmp_path / "g"),
-                 "--no-progress"]) == 0  # fmt: skip
+    assert (
+        main(["run", str(tmp_path / "g.yaml"), "--out", str(tmp_path / "g"), "--no-progress"]) == 0
+    )
     g = pd.read_csv(tmp_path / "g" / "results.csv").iloc[0]
     assert g["dim"] == 13 and g["kl_true"] == pytest.approx(res["laplace_kl"], rel=1e-6)
 
 
 def test_no_artifact_unless_asked(tmp_path: Path):
     (tmp_path / "s.yaml").write_text(SAVED.replace(", save_precision: true", ""))
-    run_spec(load_spec(tmp_path / "s.yaml"), tmp_path / "run", workers=1, progress=False,
-             log=lambda m: None)  # fmt: skip
+    run_spec(
+        load_spec(tmp_path / "s.yaml"),
+        tmp_path / "run",
+        workers=1,
+        progress=False,
+        log=lambda m: None,
+    )
     assert not list((tmp_path / "run" / "cells").glob(f"*{PRECISION_ARTIFACT}"))
 
 
@@ -189,8 +211,13 @@ report: {x: model.depth, hue: model.width, figures: [laplace_kl]}
 
 def test_a_depth_by_width_grid_reports_both_axes(tmp_path: Path):
     (tmp_path / "s.yaml").write_text(GRID)
-    out = run_spec(load_spec(tmp_path / "s.yaml"), tmp_path / "run", workers=1, progress=False,
-                   log=lambda m: None)  # fmt: skip
+    out = run_spec(
+        load_spec(tmp_path / "s.yaml"),
+        tmp_path / "run",
+        workers=1,
+        progress=False,
+        log=lambda m: None,
+    )
     assert out.n_failed == 0
     res = pd.read_csv(tmp_path / "run" / "results.csv")
     assert len(res) == 4 and res["laplace_kl"].notna().all()

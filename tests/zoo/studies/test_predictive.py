@@ -61,8 +61,12 @@ def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell
     spec = load_spec(tmp_path / "s.yaml")
     cell = spec.cells()[0]
     ctx = cell_context(cell)
-    shapes = {"layer0.weight": (3, 2), "layer0.bias": (3,), "layer1.weight": (1, 3),
-              "layer1.bias": (1,)}  # fmt: skip
+    shapes = {
+        "layer0.weight": (3, 2),
+        "layer0.bias": (3,),
+        "layer1.weight": (1, 3),
+        "layer1.bias": (1,),
+    }
     assert [n for pair in ctx.model.layer_sites() for n in pair] == list(shapes)
     dim = sum(int(np.prod(s)) for s in shapes.values())
     rng = np.random.default_rng(0)
@@ -86,9 +90,19 @@ def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell
     res, _ = PredictiveProbe(section, ctx).finish(Fit(SampledPosterior(exact(4000)), 0.0))
     # an independent floor: two more sets of exact draws, as many as the study uses
     x = ctx.data.x_test
-    p1, p2 = (np.exp(log_predictive(ctx.model, x, {k: ctx.runtime.tensor(v.reshape(-1, *v.shape[2:]))
-                                                   for k, v in exact(1000).items()}))
-              for _ in range(2))  # fmt: skip
+    p1, p2 = (
+        np.exp(
+            log_predictive(
+                ctx.model,
+                x,
+                {
+                    k: ctx.runtime.tensor(v.reshape(-1, *v.shape[2:]))
+                    for k, v in exact(1000).items()
+                },
+            )
+        )
+        for _ in range(2)
+    )
     floor = predictive_tv(p1, p2)
     assert res["pred_tv_mc_floor"] == pytest.approx(floor, rel=0.5)
     for sfx in ("", "_ood"):
@@ -200,14 +214,32 @@ def test_the_report_keeps_other_swept_axes_apart():
     from zoo.studies.predictive.report import predictive_sections
 
     rows = pd.DataFrame(
-        [{"method": "nuts", "seed": s, "model.depth": d, "model.width": w, "status": "ok",
-          "pred_ood_kind": "far", "pred_tv_mc_floor": 0.01, "pred_tv_split": 0.02,
-          **{f"pred_{m}_{q}{sfx}": 0.1 * w + 0.01 * d + 0.001 * s
-             for m in ("tv", "agree") for q in ("qdiag", "qfull") for sfx in ("", "_ood")}}
-         for d in (1, 3) for w in (4, 8) for s in (0, 1)]
-    )  # fmt: skip
-    spec = SimpleNamespace(report=SimpleNamespace(x="model.depth"),
-                           sweep={"model.depth": [1, 3], "model.width": [4, 8], "seed": [0, 1]})  # fmt: skip
+        [
+            {
+                "method": "nuts",
+                "seed": s,
+                "model.depth": d,
+                "model.width": w,
+                "status": "ok",
+                "pred_ood_kind": "far",
+                "pred_tv_mc_floor": 0.01,
+                "pred_tv_split": 0.02,
+                **{
+                    f"pred_{m}_{q}{sfx}": 0.1 * w + 0.01 * d + 0.001 * s
+                    for m in ("tv", "agree")
+                    for q in ("qdiag", "qfull")
+                    for sfx in ("", "_ood")
+                },
+            }
+            for d in (1, 3)
+            for w in (4, 8)
+            for s in (0, 1)
+        ]
+    )
+    spec = SimpleNamespace(
+        report=SimpleNamespace(x="model.depth"),
+        sweep={"model.depth": [1, 3], "model.width": [4, 8], "seed": [0, 1]},
+    )
     (section,) = predictive_sections(rows, None, spec)
     header, body = section.table
     assert header[:3] == ["method", "model.width", "model.depth"] and len(body) == 4

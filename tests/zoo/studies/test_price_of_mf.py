@@ -44,9 +44,12 @@ def test_kl_output_columns_sums_the_closed_form_pair_kls():
     s, rhos = 4000, [-0.8, -0.4, 0.0, 0.6]
     pairs = [rng.multivariate_normal([0, 0], [[1, r], [r, 1]], size=s) for r in rhos]
     w_out = np.stack(pairs[:3], axis=2)  # (S, 2, 3): column j is pair j
-    sites = {"layer0.weight": rng.normal(size=(1, s, 3, 2)),
-             "layer0.bias": rng.normal(size=(1, s, 3)),
-             "layer1.weight": w_out[None], "layer1.bias": pairs[3][None]}  # fmt: skip
+    sites = {
+        "layer0.weight": rng.normal(size=(1, s, 3, 2)),
+        "layer0.bias": rng.normal(size=(1, s, 3)),
+        "layer1.weight": w_out[None],
+        "layer1.bias": pairs[3][None],
+    }
     flat = flatten_sites(sites)
     fit = GaussianFitSpec(cov="empirical", jitter=0.0)
     cov = fit_gaussian(flat.draws, cov="empirical", jitter=0.0).cov
@@ -66,19 +69,28 @@ def test_kl_output_columns_sums_the_closed_form_pair_kls():
     )
 
 
-def test_stopping_rule_sees_the_weight_columns_of_the_flat_draws(tmp_path, monkeypatch,
-                                                                 cell_context):  # fmt: skip
+def test_stopping_rule_sees_the_weight_columns_of_the_flat_draws(
+    tmp_path, monkeypatch, cell_context
+):
     # a learned noise sits after the weights in the flat vector; the rule must leave it out
     p = tmp_path / "s.yaml"
-    p.write_text(SPEC.replace("data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}",
-                              "data: {kind: uci, name: boston}\nlikelihood: {kind: gaussian, "
-                              "noise: learned}"))  # fmt: skip
+    p.write_text(
+        SPEC.replace(
+            "data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}",
+            "data: {kind: uci, name: boston}\nlikelihood: {kind: gaussian, noise: learned}",
+        )
+    )
     cell = load_spec(p).cells()[1]
     ctx = cell_context(cell)
     pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
     flat = np.random.default_rng(0).normal(size=(2, 30, pot.dim)).astype(np.float32)
-    cols = np.concatenate([np.arange(sl.start, sl.stop) for name, sl in pot.site_slices.items()
-                           if name.startswith("layer")])  # fmt: skip
+    cols = np.concatenate(
+        [
+            np.arange(sl.start, sl.stop)
+            for name, sl in pot.site_slices.items()
+            if name.startswith("layer")
+        ]
+    )
     seen = {}
 
     class _Null:
@@ -103,8 +115,18 @@ def test_sampled_cell_records_the_price_of_mean_field(tmp_path):
     cell = load_spec(p).cells()[1]
     out = run_cell(cell, Runtime.cpu())
     m = out.metrics
-    for k in ("kl_diag_full", "kl_null", "kl_excess", "kl_null_draws", "kl_output_columns",
-              "w2_diag_full", "agreement_vi", "tv_vi", "max_r_hat", "min_ess_bulk"):  # fmt: skip
+    for k in (
+        "kl_diag_full",
+        "kl_null",
+        "kl_excess",
+        "kl_null_draws",
+        "kl_output_columns",
+        "w2_diag_full",
+        "agreement_vi",
+        "tv_vi",
+        "max_r_hat",
+        "min_ess_bulk",
+    ):
         assert k in m, k
     # the target is out of reach: the chains drew up to the cap, in rounds of 25 past draws
     assert m["draws_per_chain"] == 35
@@ -122,16 +144,17 @@ class _Streamed(SampledPosterior):
     site_slices: Any = None
 
 
-BOSTON = ("data: {kind: uci, name: boston}\n"
-          "likelihood: {kind: gaussian, noise: learned}")  # fmt: skip
+BOSTON = "data: {kind: uci, name: boston}\nlikelihood: {kind: gaussian, noise: learned}"
 
 
 def _cell(tmp_path, data: str | None = None, cov: str = "empirical"):
     p = tmp_path / "s.yaml"
     text = SPEC
     if cov != "empirical":  # the stopping rule is for the sample covariance only
-        text = text.replace("gaussian_fit: {cov: empirical}, kl_target_draws: 100000,\n"
-                            "     max_draws: 35}", f"gaussian_fit: {{cov: {cov}}}}}")  # fmt: skip
+        text = text.replace(
+            "gaussian_fit: {cov: empirical}, kl_target_draws: 100000,\n     max_draws: 35}",
+            f"gaussian_fit: {{cov: {cov}}}}}",
+        )
     if data is not None:
         text = text.replace("data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}", data)
     p.write_text(text)
@@ -153,11 +176,12 @@ def _posteriors(ctx, flat: np.ndarray, groups: int = 3):
         sm.update(torch.from_numpy(flat[:, t]))
     with torch.no_grad():
         sites = {k: v.numpy() for k, v in pot.unravel(torch.from_numpy(flat)).items()}
-    return SampledPosterior(sites), _Streamed(sites, moments=sm.summary(),
-                                              site_slices=dict(pot.site_slices))  # fmt: skip
+    return SampledPosterior(sites), _Streamed(
+        sites, moments=sm.summary(), site_slices=dict(pot.site_slices)
+    )
 
 
-NEW = ("kl_source", "kl_ess_n", "kl_bias_ess", "kl_excess_ess")  # fmt: skip
+NEW = ("kl_source", "kl_ess_n", "kl_bias_ess", "kl_excess_ess")
 
 
 @pytest.mark.parametrize("data", [None, BOSTON], ids=["softmax", "learned_noise"])
@@ -193,8 +217,11 @@ def test_moments_path_equals_draws_path_on_the_same_draws(tmp_path, cell_context
             assert out[k] is not None, k
         assert out["kl_excess_ess"] == pytest.approx(out["kl_diag_full"] - out["kl_bias_ess"])
         assert all(np.isfinite(v) for v in out.values() if isinstance(v, float))
-    assert b["kl_ess_n"] == pytest.approx(streamed.moments.restrict(
-        pmf.weight_index(ctx.model, streamed.draws, streamed.site_slices)).n_eff)  # fmt: skip
+    assert b["kl_ess_n"] == pytest.approx(
+        streamed.moments.restrict(
+            pmf.weight_index(ctx.model, streamed.draws, streamed.site_slices)
+        ).n_eff
+    )
 
 
 def test_weight_index_without_site_slices_is_flat_potentials_layout(tmp_path, cell_context):

@@ -46,18 +46,35 @@ def _results(new: bool) -> pd.DataFrame:
     for depth in (1, 2):
         for seed in (0, 1, 2):
             kl, null = 8.0 / depth + 0.1 * seed, 2.0 + 0.01 * seed
-            row = {"method": "nuts", "seed": seed, "model.depth": depth, "status": "ok",
-                   "cell_id": f"nuts{depth}{seed}", "kl_diag_full": kl, "kl_null": null,
-                   "kl_null_sd": 0.05, "kl_excess": kl - null, "kl_null_draws": 1000.0 + seed,
-                   "w2_diag_full": 1.5 / depth, "w_error": -0.3 / depth,
-                   "w_excess": 4.0 / depth, "n_draws": 2000, "dim": 97}  # fmt: skip
+            row = {
+                "method": "nuts",
+                "seed": seed,
+                "model.depth": depth,
+                "status": "ok",
+                "cell_id": f"nuts{depth}{seed}",
+                "kl_diag_full": kl,
+                "kl_null": null,
+                "kl_null_sd": 0.05,
+                "kl_excess": kl - null,
+                "kl_null_draws": 1000.0 + seed,
+                "w2_diag_full": 1.5 / depth,
+                "w_error": -0.3 / depth,
+                "w_excess": 4.0 / depth,
+                "n_draws": 2000,
+                "dim": 97,
+            }
             if new:
                 bias = 2.1 + 0.01 * seed
-                row.update(kl_bias_ess=bias, kl_ess_n=950.0 + seed, kl_excess_ess=kl - bias,
-                           w2_null=0.4 + 0.01 * seed)  # fmt: skip
+                row.update(
+                    kl_bias_ess=bias,
+                    kl_ess_n=950.0 + seed,
+                    kl_excess_ess=kl - bias,
+                    w2_null=0.4 + 0.01 * seed,
+                )
             rows.append(row)
-    rows.append({"method": "mfvi", "seed": 0, "model.depth": 1, "status": "ok",
-                 "cell_id": "mfvi10"})  # fmt: skip
+    rows.append(
+        {"method": "mfvi", "seed": 0, "model.depth": 1, "status": "ok", "cell_id": "mfvi10"}
+    )
     return pd.DataFrame(rows)
 
 
@@ -106,8 +123,10 @@ def test_the_closed_form_w2_leads_with_its_floor(spec) -> None:
     assert "empirical W error of samples, an assignment-problem estimate with its own bias" in text
     fig = dict(sec.figures)[W2_FIGURE]
     left, right = fig.axes[:2]
-    assert left.get_legend_handles_labels()[1] == ["W2(q_diag, q_full), closed form (nuts)",
-                                                  "sampling floor: shift null (nuts)"]  # fmt: skip
+    assert left.get_legend_handles_labels()[1] == [
+        "W2(q_diag, q_full), closed form (nuts)",
+        "sampling floor: shift null (nuts)",
+    ]
     assert "secondary" in right.get_title() and "biased" in right.get_title()
     means = left.lines[0].get_ydata()
     np.testing.assert_allclose(means, [1.5, 0.75])  # positive, the closed form's means
@@ -127,8 +146,15 @@ def test_a_w2_figure_in_report_figures_gets_the_empirical_error_beside_it() -> N
     res = _results(new=True)
     metrics = ["w2_diag_full", "w_error", "w_excess"]
     summary = summarize(res, metrics, by=["method", "model.depth"])
-    files = render_report(title="t", spec_text=None, results=res, summary=summary,
-                          x="model.depth", hue="method", metrics=["w2_diag_full", "w_error"])  # fmt: skip
+    files = render_report(
+        title="t",
+        spec_text=None,
+        results=res,
+        summary=summary,
+        x="model.depth",
+        hue="method",
+        metrics=["w2_diag_full", "w_error"],
+    )
     md = files["report.md"].decode()
     assert "figures/w2_diag_full_vs_model_depth.png" in files  # new
     assert "figures/w_error_vs_model_depth.png" in files  # the old name still works

@@ -41,8 +41,10 @@ def test_simulation_spec_runs_and_matches_exact(tmp_path: Path) -> None:
     assert f"at L = 3 reaches {mc_deep:.0%}" in report
     # the exact column is the library's exact covariance of the same seeded layers
     exact = simulate(3, [2, 3], method="exact", seed=3)
-    np.testing.assert_allclose(res["off_diagonal_mass_exact"].iloc[1:],
-                               [off_diagonal_mass(exact[2]), off_diagonal_mass(exact[3])])  # fmt: skip
+    np.testing.assert_allclose(
+        res["off_diagonal_mass_exact"].iloc[1:],
+        [off_diagonal_mass(exact[2]), off_diagonal_mass(exact[3])],
+    )
 
 
 def test_simulation_spec_rejects_data_and_bad_depths(tmp_path: Path) -> None:
@@ -64,9 +66,21 @@ def test_trained_deep_linear_network_stores_its_product_covariance(
     tiny_spec: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "run"
-    args = ["run", str(tiny_spec), "--out", str(out), "--no-progress", "--workers", "1",
-            "--set", "model.activation=linear", "--set", "sweep.seed=[0]",
-            "--set", "studies=[{kind: product_matrix, draws: 300}]"]  # fmt: skip
+    args = [
+        "run",
+        str(tiny_spec),
+        "--out",
+        str(out),
+        "--no-progress",
+        "--workers",
+        "1",
+        "--set",
+        "model.activation=linear",
+        "--set",
+        "sweep.seed=[0]",
+        "--set",
+        "studies=[{kind: product_matrix, draws: 300}]",
+    ]
     assert main(args) == 0
     res = pd.read_csv(out / "results.csv")
     assert res["product_offdiag_mass"].between(0, 1).all()

@@ -57,8 +57,14 @@ def _cell(spec, method: str):
 
 
 def _fit(ctx, hooks: Hooks = NO_HOOKS):
-    return fit(ctx.cell.method, ctx.model, ctx.data, seed=ctx.cell.spec.seed,
-               runtime=ctx.runtime, hooks=hooks)  # fmt: skip
+    return fit(
+        ctx.cell.method,
+        ctx.model,
+        ctx.data,
+        seed=ctx.cell.spec.seed,
+        runtime=ctx.runtime,
+        hooks=hooks,
+    )
 
 
 def test_guide_moments_are_the_guide_parameters(tmp_path: Path, cell_context) -> None:
@@ -71,8 +77,11 @@ def test_guide_moments_are_the_guide_parameters(tmp_path: Path, cell_context) ->
     np.testing.assert_allclose(mom["layer1.bias"][1], mf.scales.layer1.bias.detach().numpy())
     fc = _fit(cell_context(_cell(spec, "FC"))).posterior.guide
     q = fc.get_posterior("layer0.weight")
-    np.testing.assert_allclose(mom_fc := guide_moments(fc, model)["layer0.weight"][1],
-                               q.variance.detach().sqrt().numpy(), rtol=1e-5)  # fmt: skip
+    np.testing.assert_allclose(
+        mom_fc := guide_moments(fc, model)["layer0.weight"][1],
+        q.variance.detach().sqrt().numpy(),
+        rtol=1e-5,
+    )
     assert mom_fc.shape == (8, 13)
     draws = {k: torch.randn(4000, *v[0].shape) * 2 + 1 for k, v in mom.items()}
     dm = draw_moments(draws, model)
@@ -130,15 +139,18 @@ class _WithPoint:
             return self.run.read_artifact(cell_id, suffix)
         buf = io.BytesIO()
         v = np.array([1.0, 1.0] + [0.0] * 6)
-        np.savez(buf, **{"layer0.var_share": v / 2, "layer0.var_within": v,
-                         "layer0.var_between": 0 * v})  # fmt: skip
+        np.savez(
+            buf, **{"layer0.var_share": v / 2, "layer0.var_within": v, "layer0.var_between": 0 * v}
+        )
         return buf.getvalue()
 
 
 def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert main(["run", str(_spec(tmp_path)), "--out", str(out), "--no-progress",
-                 "--workers", "1"]) == 0  # fmt: skip
+    assert (
+        main(["run", str(_spec(tmp_path)), "--out", str(out), "--no-progress", "--workers", "1"])
+        == 0
+    )
     res = pd.read_csv(out / "results.csv")
     assert list(res.columns[:3]) == ["method", "seed", "split"]
     assert sorted(res["split"].unique()) == [0, 1]
@@ -151,8 +163,12 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     md = (out / "report.md").read_text()
     assert "Over-pruning: pruned hidden units" in md and "Table 1 (quoted)" in md
     assert "MF: -2.62 ± 0.06" in md and "(HMC, not run)" in md
-    for stem in ("pruning_units_layer0", "pruning_trajectories", "pruning_unit_posteriors_MF",
-                 "pruning_shares_layer0"):  # fmt: skip
+    for stem in (
+        "pruning_units_layer0",
+        "pruning_trajectories",
+        "pruning_unit_posteriors_MF",
+        "pruning_shares_layer0",
+    ):
         assert (out / "figures" / f"{stem}.png").is_file()
     # the rule-free measure: finite for GD (which the rule cannot prune), beside the rule
     bayes = res[res["method"].isin(["MF", "GD", "FC"])]
@@ -164,8 +180,9 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     assert "variance share of rule-pruned units" in md
     # a run stored before the measure: no table and no share figure, the rest as before
     spec = load_spec(_spec(tmp_path))
-    old = res.drop(columns=[c for c in res.columns if c.startswith(("units_eff",
-                                                                    "pruned_var_share"))])  # fmt: skip
+    old = res.drop(
+        columns=[c for c in res.columns if c.startswith(("units_eff", "pruned_var_share"))]
+    )
     sections = pruning_sections(old, _OldRun(out), spec)
     titles = [s.title for s in sections]
     assert EFFECTIVE not in titles and "Over-pruning: pruned hidden units" in titles
@@ -196,16 +213,22 @@ def test_functional_measure_on_a_constructed_network(tmp_path: Path, cell_contex
     (1, 0, ...) and one effective unit; equal units: all 8."""
     ctx = cell_context(_cell(load_spec(_spec(tmp_path)), "MF"))
     gen = torch.Generator().manual_seed(0)
-    draws = {"layer0.weight": torch.randn(3, 8, 13, generator=gen),
-             "layer0.bias": torch.randn(3, 8, generator=gen),
-             "layer1.weight": torch.zeros(3, 1, 8), "layer1.bias": torch.zeros(3, 1)}  # fmt: skip
+    draws = {
+        "layer0.weight": torch.randn(3, 8, 13, generator=gen),
+        "layer0.bias": torch.randn(3, 8, generator=gen),
+        "layer1.weight": torch.zeros(3, 1, 8),
+        "layer1.bias": torch.zeros(3, 1),
+    }
     draws["layer1.weight"][:, 0, 0] = torch.randn(3, generator=gen)
     shares, arrays = functional_outputs(ctx.model, ctx.data.x_test, draws)
     np.testing.assert_array_equal(shares[0], np.eye(8)[0])
     assert set(arrays) == {"layer0.var_share", "layer0.var_within", "layer0.var_between"}
-    equal = {**draws, "layer0.weight": draws["layer0.weight"][:, :1].expand(3, 8, 13),
-             "layer0.bias": draws["layer0.bias"][:, :1].expand(3, 8),
-             "layer1.weight": torch.ones(3, 1, 8)}  # fmt: skip
+    equal = {
+        **draws,
+        "layer0.weight": draws["layer0.weight"][:, :1].expand(3, 8, 13),
+        "layer0.bias": draws["layer0.bias"][:, :1].expand(3, 8),
+        "layer1.weight": torch.ones(3, 1, 8),
+    }
     shares, _ = functional_outputs(ctx.model, ctx.data.x_test, equal)
     np.testing.assert_allclose(shares[0], np.full(8, 1 / 8))
 
@@ -230,8 +253,22 @@ def test_probe_measures_gd_and_point_estimates(tmp_path: Path, cell_context, met
 @pytest.mark.slow
 def test_deeper_networks_report_pruning_per_layer(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert main(["run", str(_spec(tmp_path, depth=2)), "--out", str(out), "--no-progress",
-                 "--workers", "1", "--set", "sweep.split=[0]"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "run",
+                str(_spec(tmp_path, depth=2)),
+                "--out",
+                str(out),
+                "--no-progress",
+                "--workers",
+                "1",
+                "--set",
+                "sweep.split=[0]",
+            ]
+        )
+        == 0
+    )
     res = pd.read_csv(out / "results.csv")
     assert {"pruned_frac.layer0", "pruned_frac.layer1", "units_eff.layer1"} <= set(res.columns)
     md = (out / "report.md").read_text()

@@ -67,15 +67,28 @@ def test_study_probes_a_cell_and_reports_it(spec, cls, cell_context):
     ctx = cell_context(cell)
     probe = study.probe(section, ctx)
     assert probe is not None and isinstance(probe.hooks, Hooks)
-    res = fit(cell.method, ctx.model, ctx.data, seed=cell.spec.seed, runtime=ctx.runtime,
-              hooks=combine_hooks([probe.hooks]), others={m.name: m for m in spec.inference})  # fmt: skip
+    res = fit(
+        cell.method,
+        ctx.model,
+        ctx.data,
+        seed=cell.spec.seed,
+        runtime=ctx.runtime,
+        hooks=combine_hooks([probe.hooks]),
+        others={m.name: m for m in spec.inference},
+    )
     metrics, artifacts = probe.finish(res)
     # None: a metric that does not apply to this cell (NaN would mean a numerical failure)
     assert metrics and all(v is None or isinstance(v, int | float | str) for v in metrics.values())
     assert all(k.startswith(".") and isinstance(v, bytes) for k, v in artifacts.items())
     run = _Run()
     run.files.update({(cell.cell_id, k): v for k, v in artifacts.items()})
-    row = {"method": cell.method.name, "seed": cell.spec.seed, "cell_id": cell.cell_id,
-           "status": "ok", "error": "", **metrics}  # fmt: skip
+    row = {
+        "method": cell.method.name,
+        "seed": cell.spec.seed,
+        "cell_id": cell.cell_id,
+        "status": "ok",
+        "error": "",
+        **metrics,
+    }
     sections = study.sections(pd.DataFrame([row]), run, spec)
     assert isinstance(sections, list) and all(isinstance(s, Section) for s in sections)

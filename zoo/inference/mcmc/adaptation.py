@@ -207,8 +207,9 @@ def _log(x: torch.Tensor) -> torch.Tensor:
     return x.new_tensor([math.log(v) for v in x.tolist()])
 
 
-def window_adaptation(num_warmup: int, *, target_accept: float = 0.8,
-                      adapt_mass_matrix: bool = True) -> WindowAdaptation:  # fmt: skip
+def window_adaptation(
+    num_warmup: int, *, target_accept: float = 0.8, adapt_mass_matrix: bool = True
+) -> WindowAdaptation:
     """Stan's windowed warm-up for C chains at once: dual-averaging step size, diagonal mass.
 
     The functions reproduce, chain by chain, Pyro's ``WarmupAdapter(adapt_step_size=True,
@@ -250,26 +251,42 @@ def window_adaptation(num_warmup: int, *, target_accept: float = 0.8,
     def restart(state: AdaptationState, step_size: torch.Tensor) -> AdaptationState:
         eps = step_size.to(torch.float64)
         zeros = torch.zeros_like(eps)
-        return state._replace(step_size=eps, prox_center=_log(10 * eps),
-                              log_step_size_avg=zeros, gradient_avg=zeros, da_step=0,
-                              needs_search=False)  # fmt: skip
+        return state._replace(
+            step_size=eps,
+            prox_center=_log(10 * eps),
+            log_step_size_avg=zeros,
+            gradient_avg=zeros,
+            da_step=0,
+            needs_search=False,
+        )
 
-    def init(z: torch.Tensor, step_size: float | torch.Tensor = 1.0,
-             search: bool = True) -> AdaptationState:  # fmt: skip
+    def init(
+        z: torch.Tensor, step_size: float | torch.Tensor = 1.0, search: bool = True
+    ) -> AdaptationState:
         if z.dim() != 2:
             raise ValueError(f"z has shape {tuple(z.shape)}; expected (chains, D)")
         c = z.shape[0]
         eps = torch.as_tensor(step_size, dtype=torch.float64).expand(c).clone()
         zeros = torch.zeros(c, dtype=torch.float64)
-        state = AdaptationState(step_size=eps, inverse_mass_matrix=torch.ones_like(z),
-                                log_step_size=zeros, log_step_size_avg=zeros,
-                                gradient_avg=zeros, prox_center=zeros, da_step=0,
-                                mean=torch.zeros_like(z), m2=torch.zeros_like(z), count=0,
-                                window=0, needs_search=search)  # fmt: skip
+        state = AdaptationState(
+            step_size=eps,
+            inverse_mass_matrix=torch.ones_like(z),
+            log_step_size=zeros,
+            log_step_size_avg=zeros,
+            gradient_avg=zeros,
+            prox_center=zeros,
+            da_step=0,
+            mean=torch.zeros_like(z),
+            m2=torch.zeros_like(z),
+            count=0,
+            window=0,
+            needs_search=search,
+        )
         return restart(state, eps)._replace(needs_search=search)
 
-    def update(state: AdaptationState, t: int, z: torch.Tensor,
-               accept_prob: torch.Tensor) -> AdaptationState:  # fmt: skip
+    def update(
+        state: AdaptationState, t: int, z: torch.Tensor, accept_prob: torch.Tensor
+    ) -> AdaptationState:
         if t >= num_warmup:
             return state
         i = state.window
@@ -282,8 +299,13 @@ def window_adaptation(num_warmup: int, *, target_accept: float = 0.8,
         x = state.prox_center - (k**0.5) / GAMMA * g_avg
         w = k ** (-KAPPA)
         x_avg = (1 - w) * state.log_step_size_avg + w * x
-        state = state._replace(step_size=_exp(x), log_step_size=x, log_step_size_avg=x_avg,
-                               gradient_avg=g_avg, da_step=k)  # fmt: skip
+        state = state._replace(
+            step_size=_exp(x),
+            log_step_size=x,
+            log_step_size_avg=x_avg,
+            gradient_avg=g_avg,
+            da_step=k,
+        )
         if slow:  # Welford (Pyro's WelfordCovariance, diagonal)
             n = state.count + 1
             delta_pre = z - state.mean
@@ -301,8 +323,9 @@ def window_adaptation(num_warmup: int, *, target_accept: float = 0.8,
             cov = state.m2 / (n - 1)
             minv = (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0))
             zeros = torch.zeros_like(state.mean)
-            state = state._replace(inverse_mass_matrix=minv, mean=zeros, m2=zeros, count=0,
-                                   needs_search=True)  # fmt: skip
+            state = state._replace(
+                inverse_mass_matrix=minv, mean=zeros, m2=zeros, count=0, needs_search=True
+            )
         return state._replace(window=i + 1)
 
     def final(state: AdaptationState) -> tuple[torch.Tensor, torch.Tensor]:

@@ -31,8 +31,14 @@ import torch
 from zoo.inference.mcmc.kernel import MAX_ENERGY_ERROR
 from zoo.inference.mcmc.potential import FlatPotential
 
-__all__ = ["BatchMetric", "BatchPoint", "hmc_step_batch", "leapfrog_batch", "new_point_batch",
-           "nuts_step_batch"]  # fmt: skip
+__all__ = [
+    "BatchMetric",
+    "BatchPoint",
+    "hmc_step_batch",
+    "leapfrog_batch",
+    "new_point_batch",
+    "nuts_step_batch",
+]
 
 
 class BatchPoint(NamedTuple):
@@ -48,13 +54,23 @@ class BatchPoint(NamedTuple):
     def where(self, mask: torch.Tensor, other: BatchPoint) -> BatchPoint:
         """Rows of ``self`` where ``mask`` (shape ``(C,)``), else rows of ``other``."""
         m = mask.unsqueeze(1)
-        return BatchPoint(*(torch.where(m if a.dim() == 2 else mask, a, b)
-                            for a, b in zip(self, other, strict=True)))  # fmt: skip
+        return BatchPoint(
+            *(
+                torch.where(m if a.dim() == 2 else mask, a, b)
+                for a, b in zip(self, other, strict=True)
+            )
+        )
 
     def row(self, c: int) -> tuple:
         """Chain ``c``: ``(z, r, v, g, potential, energy)`` with Python-float scalars."""
-        return (self.z[c], self.r[c], self.v[c], self.g[c], float(self.potential[c]),
-                float(self.energy[c]))  # fmt: skip
+        return (
+            self.z[c],
+            self.r[c],
+            self.v[c],
+            self.g[c],
+            float(self.potential[c]),
+            float(self.energy[c]),
+        )
 
 
 class BatchMetric:
@@ -84,8 +100,9 @@ def new_point_batch(metric: BatchMetric, z, u, g, gens) -> BatchPoint:
     return BatchPoint(z, r, v, g, u, u + _kinetic(r, v))
 
 
-def leapfrog_batch(pot: FlatPotential, metric: BatchMetric, p: BatchPoint,
-                   eps: torch.Tensor) -> BatchPoint:  # fmt: skip
+def leapfrog_batch(
+    pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: torch.Tensor
+) -> BatchPoint:
     """One leapfrog step of every chain; ``eps`` of shape (C, 1) (signed: the direction)."""
     half = 0.5 * eps
     r = torch.addcmul(p.r, p.g, half, value=-1)
@@ -188,8 +205,14 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0: list[float], act
     return p, cur, done, diverging, sum_acc, n
 
 
-def nuts_step_batch(pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: torch.Tensor,
-                    max_depth: int, rngs: Sequence[np.random.Generator]) -> tuple[BatchPoint, dict]:  # fmt: skip
+def nuts_step_batch(
+    pot: FlatPotential,
+    metric: BatchMetric,
+    p: BatchPoint,
+    eps: torch.Tensor,
+    max_depth: int,
+    rngs: Sequence[np.random.Generator],
+) -> tuple[BatchPoint, dict]:
     """One NUTS transition of every chain from ``p`` (with fresh momenta); Pyro's scheme.
 
     Parameters
@@ -224,8 +247,7 @@ def nuts_step_batch(pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps:
         fmask = torch.tensor(fwd)
         sign = torch.where(fmask, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
         start = right.where(fmask, left)
-        last, tree, done, div, acc, nt = _build(pot, metric, start, eps * sign, d, e0, active,
-                                                rngs)  # fmt: skip
+        last, tree, done, div, acc, nt = _build(pot, metric, start, eps * sign, d, e0, active, rngs)
         was = torch.tensor(active)
         right = last.where(was & fmask, right)
         left = last.where(was & ~fmask, left)
@@ -254,14 +276,23 @@ def nuts_step_batch(pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps:
                     log_w[i] = _logaddexp(log_w[i], tree.log_w[i])
         if not any(active):
             break
-    stats = {"n_steps": np.array(n), "tree_depth": np.array(depth),
-             "diverging": np.array(diverging),
-             "acceptance_rate": np.array(sum_acc) / np.array(n)}  # fmt: skip
+    stats = {
+        "n_steps": np.array(n),
+        "tree_depth": np.array(depth),
+        "diverging": np.array(diverging),
+        "acceptance_rate": np.array(sum_acc) / np.array(n),
+    }
     return proposal, stats
 
 
-def hmc_step_batch(pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: torch.Tensor,
-                   num_steps: int, rngs: Sequence[np.random.Generator]) -> tuple[BatchPoint, dict]:  # fmt: skip
+def hmc_step_batch(
+    pot: FlatPotential,
+    metric: BatchMetric,
+    p: BatchPoint,
+    eps: torch.Tensor,
+    num_steps: int,
+    rngs: Sequence[np.random.Generator],
+) -> tuple[BatchPoint, dict]:
     """One HMC transition of every chain: ``num_steps`` leapfrog steps, Metropolis per chain.
 
     A chain whose energy becomes infinite stops there (frozen), as the sequential kernel does.
@@ -278,6 +309,9 @@ def hmc_step_batch(pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: 
     accept = [_exp0(-x) for x in de]
     keep = [rngs[i].random() < accept[i] for i in range(c)]
     new = q.where(torch.tensor(keep), p)
-    stats = {"n_steps": np.full(c, num_steps), "diverging": np.array(de) > MAX_ENERGY_ERROR,
-             "acceptance_rate": np.array(accept)}  # fmt: skip
+    stats = {
+        "n_steps": np.full(c, num_steps),
+        "diverging": np.array(de) > MAX_ENERGY_ERROR,
+        "acceptance_rate": np.array(accept),
+    }
     return new, stats

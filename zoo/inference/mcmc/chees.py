@@ -188,9 +188,17 @@ def _kinetic(r: torch.Tensor, minv: torch.Tensor) -> torch.Tensor:
     return 0.5 * (r * r * minv).sum(1).to(torch.float64)
 
 
-def chees_transition(pot: FlatPotential, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor,
-                     eps: float, minv: torch.Tensor, n_steps: int, noise: torch.Tensor,
-                     log_uniform: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, ChEESInfo]:  # fmt: skip
+def chees_transition(
+    pot: FlatPotential,
+    z: torch.Tensor,
+    u: torch.Tensor,
+    g: torch.Tensor,
+    eps: float,
+    minv: torch.Tensor,
+    n_steps: int,
+    noise: torch.Tensor,
+    log_uniform: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, ChEESInfo]:
     """One HMC transition of ``n_steps`` leapfrog steps for each of ``C`` chains.
 
     Momenta :math:`r = M^{1/2}\\xi` from ``noise`` :math:`\\xi`; velocity Verlet with step
@@ -246,8 +254,12 @@ def chees_transition(pot: FlatPotential, z: torch.Tensor, u: torch.Tensor, g: to
     accept = (log_uniform.to(torch.float64) < -dh) & ~diverging
     a2 = accept.unsqueeze(1)
     info = ChEESInfo(z1, v1, acc, accept, diverging, torch.where(accept, h1, h0), n_steps)
-    return (torch.where(a2, z1, z), torch.where(accept, u1, u.to(torch.float64)),
-            torch.where(a2, g1, g), info)  # fmt: skip
+    return (
+        torch.where(a2, z1, z),
+        torch.where(accept, u1, u.to(torch.float64)),
+        torch.where(a2, g1, g),
+        info,
+    )
 
 
 def halton(i: int) -> float:
@@ -264,8 +276,9 @@ def halton(i: int) -> float:
     return x
 
 
-def num_steps(jitter: float, log_trajectory_length: float, log_step_size: float,
-              max_leapfrog: int) -> int:  # fmt: skip
+def num_steps(
+    jitter: float, log_trajectory_length: float, log_step_size: float, max_leapfrog: int
+) -> int:
     """:math:`\\min(\\max(\\lceil u T / \\epsilon \\rceil, 1), L_{\\max})` from logs (no 0/0)."""
     ratio = math.exp(min(log_trajectory_length - log_step_size, math.log(max_leapfrog)))
     return min(max(math.ceil(jitter * ratio), 1), max_leapfrog)
@@ -316,9 +329,14 @@ class ChEESAdaptation(NamedTuple):
     """``final(state)``: the adapted ``(step_size, trajectory_length)``."""
 
 
-def chees_adaptation(*, target_accept: float = TARGET_ACCEPT, max_leapfrog: int = 1024,
-                     learning_rate: float = LEARNING_RATE, beta1: float = 0.0,
-                     adam_restart: int | None = ADAM_RESTART) -> ChEESAdaptation:  # fmt: skip
+def chees_adaptation(
+    *,
+    target_accept: float = TARGET_ACCEPT,
+    max_leapfrog: int = 1024,
+    learning_rate: float = LEARNING_RATE,
+    beta1: float = 0.0,
+    adam_restart: int | None = ADAM_RESTART,
+) -> ChEESAdaptation:
     """ChEES's step-size and trajectory-length adaptation as pure functions (module docstring).
 
     Parameters
@@ -361,8 +379,12 @@ def chees_adaptation(*, target_accept: float = TARGET_ACCEPT, max_leapfrog: int 
         le = state.mu - math.sqrt(k) / GAMMA * g_avg
         if not math.isfinite(le):
             le = state.log_step_size
-        lt, m, v, a = (state.log_trajectory_length, state.grad_avg, state.sq_grad_avg,
-                       state.adam_step)  # fmt: skip
+        lt, m, v, a = (
+            state.log_trajectory_length,
+            state.grad_avg,
+            state.sq_grad_avg,
+            state.adam_step,
+        )
         if k == adam_restart:  # dual averaging has settled: forget the start-up gradients
             m, v, a = 0.0, 0.0, 0
         if math.isfinite(gradient):
@@ -374,17 +396,36 @@ def chees_adaptation(*, target_accept: float = TARGET_ACCEPT, max_leapfrog: int 
         lt = min(lt, state.mu + log_max)  # T <= L 10 eps0, not L eps_k (see the module docstring)
         n = state.avg_step + 1
         w = n**-DECAY
-        return ChEESState(le, lt, state.mu, g_avg, k, m, v, a,
-                          (1 - w) * state.log_step_size_avg + w * le,
-                          (1 - w) * state.log_trajectory_length_avg + w * lt, n)  # fmt: skip
+        return ChEESState(
+            le,
+            lt,
+            state.mu,
+            g_avg,
+            k,
+            m,
+            v,
+            a,
+            (1 - w) * state.log_step_size_avg + w * le,
+            (1 - w) * state.log_trajectory_length_avg + w * lt,
+            n,
+        )
 
     def restart(state: ChEESState, step_size: float) -> ChEESState:
         le = math.log(step_size)
         lt = max(min(state.log_trajectory_length, le + math.log(10) + log_max), le)
-        return state._replace(log_step_size=le, log_trajectory_length=lt,
-                              mu=le + math.log(10), gradient_avg=0.0, da_step=0,
-                              grad_avg=0.0, sq_grad_avg=0.0, adam_step=0,
-                              log_step_size_avg=le, log_trajectory_length_avg=lt, avg_step=0)  # fmt: skip
+        return state._replace(
+            log_step_size=le,
+            log_trajectory_length=lt,
+            mu=le + math.log(10),
+            gradient_avg=0.0,
+            da_step=0,
+            grad_avg=0.0,
+            sq_grad_avg=0.0,
+            adam_step=0,
+            log_step_size_avg=le,
+            log_trajectory_length_avg=lt,
+            avg_step=0,
+        )
 
     def final(state: ChEESState) -> tuple[float, float]:
         le, lt = state.log_step_size_avg, state.log_trajectory_length_avg
@@ -395,8 +436,12 @@ def chees_adaptation(*, target_accept: float = TARGET_ACCEPT, max_leapfrog: int 
     return ChEESAdaptation(init, update, restart, final)
 
 
-def chees_statistics(z0: torch.Tensor, info: ChEESInfo, duration: float,
-                     centre: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:  # fmt: skip
+def chees_statistics(
+    z0: torch.Tensor,
+    info: ChEESInfo,
+    duration: float,
+    centre: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> torch.Tensor:
     """``[harmonic-mean acceptance, scaled ChEES gradient wrt log T, divergent chains]`` as one
     float64 tensor of 3 on the device (read back with one synchronization); ``duration`` is
     the transition's integration time ``n_steps * eps``.
@@ -468,9 +513,16 @@ class PooledWelford:
         return (n / (n + 5.0)) * (self.m2 / (n - 1)) + 1e-3 * (5.0 / (n + 5.0))
 
 
-def find_shared_step_size(pot: FlatPotential, z: torch.Tensor, u: torch.Tensor,
-                          g: torch.Tensor, minv: torch.Tensor, step_size: float,
-                          gen: torch.Generator, threshold: float = 0.8) -> float:  # fmt: skip
+def find_shared_step_size(
+    pot: FlatPotential,
+    z: torch.Tensor,
+    u: torch.Tensor,
+    g: torch.Tensor,
+    minv: torch.Tensor,
+    step_size: float,
+    gen: torch.Generator,
+    threshold: float = 0.8,
+) -> float:
     """One step size for all chains: Hoffman & Gelman (2014), Algorithm 4, on the chains' mean.
 
     From ``step_size``, fresh momenta for all chains and one leapfrog step; the mean over
@@ -502,8 +554,14 @@ def _seeds(seed: int) -> tuple[int, int]:
     return int(s[0]), int(s[1])
 
 
-def _start(pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: int,
-           gen: torch.Generator, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, str]:  # fmt: skip
+def _start(
+    pot: FlatPotential,
+    init: Mapping[str, torch.Tensor] | None,
+    chains: int,
+    gen: torch.Generator,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, str]:
     """Initial unconstrained points ``(C, D)`` and how they were made."""
     if init is None:
         z = torch.stack([pot.prior_draw(gen) for _ in range(chains)])
@@ -519,8 +577,9 @@ def _start(pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: 
     )
 
 
-def _check_start(pot: FlatPotential, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor,
-                 where: str) -> None:  # fmt: skip
+def _check_start(
+    pot: FlatPotential, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor, where: str
+) -> None:
     bad = ~(torch.isfinite(u) & torch.isfinite(g).all(1))
     if not bool(bad.any()):
         return
@@ -543,8 +602,9 @@ class _Thinned:
     Buffers live on the CPU (one copy of the draw and its statistics per kept draw).
     """
 
-    def __init__(self, chains: int, dim: int, capacity: int, expected: int,
-                 dtype: torch.dtype) -> None:  # fmt: skip
+    def __init__(
+        self, chains: int, dim: int, capacity: int, expected: int, dtype: torch.dtype
+    ) -> None:
         self.z = torch.empty(chains, capacity, dim, dtype=dtype, device="cpu")
         self.stats = torch.empty(chains, capacity, 4, dtype=torch.float64, device="cpu")
         self.n_steps: list[int] = []
@@ -571,16 +631,28 @@ class _Thinned:
         self.n_steps.append(n_steps)
 
 
-def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, chains: int,
-              target_accept: float = TARGET_ACCEPT, step_size: float | None = None,
-              init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-              threads: int | None = 1, keep: int | None = None,
-              on_draw: Callable[[torch.Tensor], None] | None = None,
-              until: Callable[[int], bool] | None = None, max_draws: int | None = None,
-              max_leapfrog: int = 1024, adapt_mass_matrix: bool = True,
-              trajectory_length: float | None = None,
-              learning_rate: float = LEARNING_RATE,
-              adam_restart: int | None = ADAM_RESTART) -> MCMCResult:  # fmt: skip
+def run_chees(
+    potential: FlatPotential,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int,
+    target_accept: float = TARGET_ACCEPT,
+    step_size: float | None = None,
+    init: Mapping[str, torch.Tensor] | None = None,
+    progress: bool = False,
+    threads: int | None = 1,
+    keep: int | None = None,
+    on_draw: Callable[[torch.Tensor], None] | None = None,
+    until: Callable[[int], bool] | None = None,
+    max_draws: int | None = None,
+    max_leapfrog: int = 1024,
+    adapt_mass_matrix: bool = True,
+    trajectory_length: float | None = None,
+    learning_rate: float = LEARNING_RATE,
+    adam_restart: int | None = ADAM_RESTART,
+) -> MCMCResult:
     """Sample ``potential`` with ChEES-HMC: ``chains`` chains as one batch (module docstring).
 
     Parameters
@@ -749,9 +821,13 @@ def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, c
     eps0 = step_size
     if eps0 is None:
         eps0 = find_shared_step_size(pot, z, u, g, minv, 1.0, gen)
-    ad = chees_adaptation(target_accept=target_accept, max_leapfrog=max_leapfrog,
-                          learning_rate=learning_rate, adam_restart=adam_restart,
-                          beta1=0.0 if chains > 1 else BETA1_ONE_CHAIN)  # fmt: skip
+    ad = chees_adaptation(
+        target_accept=target_accept,
+        max_leapfrog=max_leapfrog,
+        learning_rate=learning_rate,
+        adam_restart=adam_restart,
+        beta1=0.0 if chains > 1 else BETA1_ONE_CHAIN,
+    )
     state = ad.init(eps0, trajectory_length)
     schedule = build_schedule(warmup) if warmup > 0 else ()
     welford = PooledWelford(pot.dim, device)
@@ -767,8 +843,7 @@ def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, c
         torch.set_num_threads(threads)
         for t in range(warmup):
             jitter = halton(t)
-            n = num_steps(jitter, state.log_trajectory_length, state.log_step_size,
-                          max_leapfrog)  # fmt: skip
+            n = num_steps(jitter, state.log_trajectory_length, state.log_step_size, max_leapfrog)
             noise = torch.randn(z.shape, generator=gen, dtype=dtype, device=device)
             logu = torch.rand(chains, generator=gen, dtype=torch.float64, device=device).log()
             z0, eps_t = z, math.exp(state.log_step_size)
@@ -789,8 +864,9 @@ def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, c
                 if t == w.end:
                     minv = welford.regularized_variance().to(dtype)
                     welford = PooledWelford(pot.dim, device)
-                    eps = find_shared_step_size(pot, z, u, g, minv,
-                                                math.exp(state.log_step_size), gen)  # fmt: skip
+                    eps = find_shared_step_size(
+                        pot, z, u, g, minv, math.exp(state.log_step_size), gen
+                    )
                     state = ad.restart(state, eps)
             if bar is not None:
                 bar.update(1)
@@ -818,8 +894,9 @@ def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, c
             div_total = nd if div_total is None else div_total + nd
             steps_total += n
             if buf.due(j):
-                st = torch.stack([-u, info.energy, info.acceptance_rate,
-                                  info.diverging.to(torch.float64)])  # fmt: skip
+                st = torch.stack(
+                    [-u, info.energy, info.acceptance_rate, info.diverging.to(torch.float64)]
+                )
                 buf.add(j, z, st, n)
             if bar is not None:
                 bar.update(1)
@@ -844,18 +921,34 @@ def run_chees(potential: FlatPotential, *, seed: int, warmup: int, draws: int, c
     }
     mv = minv.to("cpu", torch.float64)
     settings = {
-        "method": "chees", "seed": seed, "warmup": warmup, "draws": drawn, "kept": kept,
-        "chains": chains, "target_accept": target_accept, "initial_step_size": step_size,
-        "step_size": eps, "trajectory_length": traj, "n_steps_mean": steps_total / drawn,
-        "max_leapfrog": max_leapfrog, "kept_index": list(buf.index), "thin": buf.stride,
-        "divergences": int(div_total), "warmup_divergences": warm_div,
-        "mass_matrix": "diag", "adapt_mass_matrix": adapt_mass_matrix,
+        "method": "chees",
+        "seed": seed,
+        "warmup": warmup,
+        "draws": drawn,
+        "kept": kept,
+        "chains": chains,
+        "target_accept": target_accept,
+        "initial_step_size": step_size,
+        "step_size": eps,
+        "trajectory_length": traj,
+        "n_steps_mean": steps_total / drawn,
+        "max_leapfrog": max_leapfrog,
+        "kept_index": list(buf.index),
+        "thin": buf.stride,
+        "divergences": int(div_total),
+        "warmup_divergences": warm_div,
+        "mass_matrix": "diag",
+        "adapt_mass_matrix": adapt_mass_matrix,
         "mass_estimate": "pooled across chains, Stan windows" if adapt_mass_matrix else "identity",
-        "inverse_mass_matrix": mv.tolist(), "inverse_mass_min": float(mv.min()),
-        "inverse_mass_median": float(mv.median()), "inverse_mass_max": float(mv.max()),
-        "init": how, "threads": threads, "learning_rate": learning_rate,
+        "inverse_mass_matrix": mv.tolist(),
+        "inverse_mass_min": float(mv.min()),
+        "inverse_mass_median": float(mv.median()),
+        "inverse_mass_max": float(mv.max()),
+        "init": how,
+        "threads": threads,
+        "learning_rate": learning_rate,
         "adam_restart": adam_restart,
-    }  # fmt: skip
+    }
     if until is not None:
         settings.update(min_draws=draws, max_draws=cap)
     seconds = time.perf_counter() - t0

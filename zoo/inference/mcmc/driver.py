@@ -62,12 +62,28 @@ from zoo.inference.mcmc.vectorized import run_vectorized
 __all__ = ["EXTEND_EVERY", "FlatPotential", "MCMCResult", "run_hmc", "run_nuts"]
 
 
-def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, warmup: int,
-         draws: int, chains: int, target_accept: float, step_size: float | None,
-         mass_matrix: str, adapt_mass_matrix: bool, init: Mapping[str, torch.Tensor] | None,
-         progress: bool, threads: int | None, settings: dict, vectorize_chains: bool = False,
-         batch_transition: Callable | None = None, max_draws: int | None = None,
-         until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
+def _run(
+    pot: FlatPotential,
+    transition: Callable,
+    method: str,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int,
+    target_accept: float,
+    step_size: float | None,
+    mass_matrix: str,
+    adapt_mass_matrix: bool,
+    init: Mapping[str, torch.Tensor] | None,
+    progress: bool,
+    threads: int | None,
+    settings: dict,
+    vectorize_chains: bool = False,
+    batch_transition: Callable | None = None,
+    max_draws: int | None = None,
+    until: Callable[[np.ndarray], bool] | None = None,
+) -> MCMCResult:
     if warmup < 0 or draws < 1 or chains < 1 or not 0 < target_accept < 1:
         raise ValueError(
             f"{method}: need warmup >= 0, draws >= 1, chains >= 1 and 0 < target_accept < 1; "
@@ -89,25 +105,61 @@ def _run(pot: FlatPotential, transition: Callable, method: str, *, seed: int, wa
             f"mass_matrix={mass_matrix!r}; use mass_matrix='diag' or vectorize_chains=False"
         )
     if vectorize_chains and chains > 1:
-        return run_vectorized(pot, batch_transition, method, seed=seed, warmup=warmup,
-                              draws=draws, chains=chains, target_accept=target_accept,
-                            step_size=step_size, adapt_mass_matrix=adapt_mass_matrix, init=init,
-                            progress=progress, threads=threads, settings=settings,
-                            max_draws=max_draws, until=until)  # fmt: skip
-    return run_sequential(pot, transition, method, seed=seed, warmup=warmup, draws=draws,
-                          chains=chains, target_accept=target_accept, step_size=step_size,
-                          mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix,
-                          init=init, progress=progress, threads=threads,
-                          settings=settings)  # fmt: skip
+        return run_vectorized(
+            pot,
+            batch_transition,
+            method,
+            seed=seed,
+            warmup=warmup,
+            draws=draws,
+            chains=chains,
+            target_accept=target_accept,
+            step_size=step_size,
+            adapt_mass_matrix=adapt_mass_matrix,
+            init=init,
+            progress=progress,
+            threads=threads,
+            settings=settings,
+            max_draws=max_draws,
+            until=until,
+        )
+    return run_sequential(
+        pot,
+        transition,
+        method,
+        seed=seed,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        target_accept=target_accept,
+        step_size=step_size,
+        mass_matrix=mass_matrix,
+        adapt_mass_matrix=adapt_mass_matrix,
+        init=init,
+        progress=progress,
+        threads=threads,
+        settings=settings,
+    )
 
 
-def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, chains: int = 1,
-             target_accept: float = 0.8, max_tree_depth: int = 10,
-             step_size: float | None = None, mass_matrix: str = "diag",
-             init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-             threads: int | None = 1, vectorize_chains: bool = False,
-             max_draws: int | None = None,
-             until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
+def run_nuts(
+    potential: FlatPotential,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int = 1,
+    target_accept: float = 0.8,
+    max_tree_depth: int = 10,
+    step_size: float | None = None,
+    mass_matrix: str = "diag",
+    init: Mapping[str, torch.Tensor] | None = None,
+    progress: bool = False,
+    threads: int | None = 1,
+    vectorize_chains: bool = False,
+    max_draws: int | None = None,
+    until: Callable[[np.ndarray], bool] | None = None,
+) -> MCMCResult:
     """Sample ``potential`` with NUTS (Pyro's multinomial variant and warm-up adaptation).
 
     Parameters
@@ -162,21 +214,48 @@ def run_nuts(potential: FlatPotential, *, seed: int, warmup: int, draws: int, ch
     def batch_transition(pot, metric, p, eps, rngs):
         return nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
 
-    return _run(potential, transition, "nuts", seed=seed, warmup=warmup, draws=draws,
-                chains=chains, target_accept=target_accept, step_size=step_size,
-                mass_matrix=mass_matrix, adapt_mass_matrix=True, init=init, progress=progress,
-                threads=threads, settings={"max_tree_depth": max_tree_depth},
-                vectorize_chains=vectorize_chains, batch_transition=batch_transition,
-                max_draws=max_draws, until=until)  # fmt: skip
+    return _run(
+        potential,
+        transition,
+        "nuts",
+        seed=seed,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        target_accept=target_accept,
+        step_size=step_size,
+        mass_matrix=mass_matrix,
+        adapt_mass_matrix=True,
+        init=init,
+        progress=progress,
+        threads=threads,
+        settings={"max_tree_depth": max_tree_depth},
+        vectorize_chains=vectorize_chains,
+        batch_transition=batch_transition,
+        max_draws=max_draws,
+        until=until,
+    )
 
 
-def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num_steps: int,
-            chains: int = 1, target_accept: float = 0.8, step_size: float | None = None,
-            adapt_mass_matrix: bool = False, mass_matrix: str = "diag",
-            init: Mapping[str, torch.Tensor] | None = None, progress: bool = False,
-            threads: int | None = 1, vectorize_chains: bool = False,
-            max_draws: int | None = None,
-            until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
+def run_hmc(
+    potential: FlatPotential,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    num_steps: int,
+    chains: int = 1,
+    target_accept: float = 0.8,
+    step_size: float | None = None,
+    adapt_mass_matrix: bool = False,
+    mass_matrix: str = "diag",
+    init: Mapping[str, torch.Tensor] | None = None,
+    progress: bool = False,
+    threads: int | None = 1,
+    vectorize_chains: bool = False,
+    max_draws: int | None = None,
+    until: Callable[[np.ndarray], bool] | None = None,
+) -> MCMCResult:
     """Sample ``potential`` with HMC: ``num_steps`` leapfrog steps per draw, adapted step size.
 
     Like hamiltorch's HMC the trajectory has a fixed number of steps (not a fixed length);
@@ -194,9 +273,24 @@ def run_hmc(potential: FlatPotential, *, seed: int, warmup: int, draws: int, num
     def batch_transition(pot, metric, p, eps, rngs):
         return hmc_step_batch(pot, metric, p, eps, num_steps, rngs)
 
-    return _run(potential, transition, "hmc", seed=seed, warmup=warmup, draws=draws,
-                chains=chains, target_accept=target_accept, step_size=step_size,
-                mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix, init=init,
-                progress=progress, threads=threads, settings={"num_steps": num_steps},
-                vectorize_chains=vectorize_chains, batch_transition=batch_transition,
-                max_draws=max_draws, until=until)  # fmt: skip
+    return _run(
+        potential,
+        transition,
+        "hmc",
+        seed=seed,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        target_accept=target_accept,
+        step_size=step_size,
+        mass_matrix=mass_matrix,
+        adapt_mass_matrix=adapt_mass_matrix,
+        init=init,
+        progress=progress,
+        threads=threads,
+        settings={"num_steps": num_steps},
+        vectorize_chains=vectorize_chains,
+        batch_transition=batch_transition,
+        max_draws=max_draws,
+        until=until,
+    )

@@ -130,8 +130,17 @@ def _build_tree(pot, metric, p: Point, eps: float, depth: int, e0: float, rng) -
     left, right = (half.left, other.right) if eps > 0 else (other.left, half.right)
     r_sum = half.r_sum + other.r_sum
     turning = other.turning or _turning(left, right, r_sum)
-    return _Tree(left, right, other.proposal if take_other else half.proposal, r_sum, w, turning,
-                 other.diverging, half.sum_accept + other.sum_accept, half.n + other.n)  # fmt: skip
+    return _Tree(
+        left,
+        right,
+        other.proposal if take_other else half.proposal,
+        r_sum,
+        w,
+        turning,
+        other.diverging,
+        half.sum_accept + other.sum_accept,
+        half.n + other.n,
+    )
 
 
 def nuts_step(pot, metric, p: Point, eps: float, max_depth: int, rng) -> tuple[Point, dict]:
@@ -141,8 +150,9 @@ def nuts_step(pot, metric, p: Point, eps: float, max_depth: int, rng) -> tuple[P
     sum_accept, n, depth, diverging = 0.0, 0, 0, False
     while depth < max_depth:
         forward = rng.random() < 0.5
-        tree = _build_tree(pot, metric, right if forward else left, eps if forward else -eps,
-                           depth, p.energy, rng)  # fmt: skip
+        tree = _build_tree(
+            pot, metric, right if forward else left, eps if forward else -eps, depth, p.energy, rng
+        )
         left, right = (left, tree.right) if forward else (tree.left, right)
         sum_accept += tree.sum_accept
         n += tree.n
@@ -158,8 +168,12 @@ def nuts_step(pot, metric, p: Point, eps: float, max_depth: int, rng) -> tuple[P
         if _turning(left, right, r_sum):
             break
         log_w = _logaddexp(log_w, tree.log_weight)
-    stats = {"n_steps": n, "tree_depth": depth, "diverging": diverging,
-             "acceptance_rate": sum_accept / n}  # fmt: skip
+    stats = {
+        "n_steps": n,
+        "tree_depth": depth,
+        "diverging": diverging,
+        "acceptance_rate": sum_accept / n,
+    }
     return proposal, stats
 
 

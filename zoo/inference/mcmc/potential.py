@@ -297,8 +297,9 @@ class FlatPotential:
         if rows is None:
             return 0.0
         t0 = time.perf_counter()
-        self.value_and_grad_batch(torch.zeros(rows, self.dim, dtype=self.x.dtype,
-                                              device=self.x.device))  # fmt: skip
+        self.value_and_grad_batch(
+            torch.zeros(rows, self.dim, dtype=self.x.dtype, device=self.x.device)
+        )
         return time.perf_counter() - t0
 
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
@@ -307,8 +308,7 @@ class FlatPotential:
         loc, sd = self._loc.cpu(), self._prec.rsqrt().cpu()
         zw = loc + torch.randn(self.n_weights, generator=gen) * sd
         if self.learned_noise:
-            sigma = torch.randn(1, generator=gen).abs() / math.sqrt(
-                self._noise_prec)  # fmt: skip
+            sigma = torch.randn(1, generator=gen).abs() / math.sqrt(self._noise_prec)
             zw = torch.cat([zw, sigma.log()])
         return zw.to(self.x.device)
 

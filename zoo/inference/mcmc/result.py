@@ -87,13 +87,20 @@ def collapsed(chain: int, eps: float, target_accept: float, blocks: list, warmup
         )
 
 
-def result(pot: FlatPotential, flat: torch.Tensor, stats: dict, settings: dict, seconds: float,
-            t_warm: float) -> MCMCResult:  # fmt: skip
+def result(
+    pot: FlatPotential,
+    flat: torch.Tensor,
+    stats: dict,
+    settings: dict,
+    seconds: float,
+    t_warm: float,
+) -> MCMCResult:
     """The MCMCResult of flat draws ``(chain, draw, D)`` and stats ``(chain, draw)``."""
     with torch.no_grad():
         draws_c = {k: v.numpy() for k, v in pot.unravel(flat).items()}
-    return MCMCResult(draws_c, stats, settings, seconds, t_warm, dict(pot.site_slices),
-                      flat.numpy())  # fmt: skip
+    return MCMCResult(
+        draws_c, stats, settings, seconds, t_warm, dict(pot.site_slices), flat.numpy()
+    )
 
 
 def check_init(pot: FlatPotential, z: torch.Tensor, where: str) -> None:

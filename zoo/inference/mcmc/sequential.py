@@ -49,22 +49,37 @@ def _mass_shapes(pot: FlatPotential, mass_matrix: str) -> dict[tuple[str, ...], 
 class _Chain:
     """One chain: Pyro's WarmupAdapter around a transition function, seeded from (seed, c)."""
 
-    def __init__(self, pot: FlatPotential, transition: Callable, seed: int, chain: int,
-                 warmup: int, target_accept: float, step_size: float | None, mass_matrix: str,
-                 adapt_mass_matrix: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        pot: FlatPotential,
+        transition: Callable,
+        seed: int,
+        chain: int,
+        warmup: int,
+        target_accept: float,
+        step_size: float | None,
+        mass_matrix: str,
+        adapt_mass_matrix: bool,
+    ) -> None:
         self.pot, self.transition, self.warmup, self.chain = pot, transition, warmup, chain
         self.rng, self.gen = chain_rngs(seed, chain)
         shapes = _mass_shapes(pot, mass_matrix)
         sl = pot.site_slices
         self.slices = {k: slice(sl[k[0]].start, sl[k[-1]].stop) for k in shapes}
         self.skip_search = step_size is not None
-        self.adapter = WarmupAdapter(step_size or 1.0, adapt_step_size=True,
-                                     target_accept_prob=target_accept,
-                                     adapt_mass_matrix=adapt_mass_matrix)  # fmt: skip
-        self.adapter.configure(warmup, initial_step_size=step_size or 1.0,
-                               mass_matrix_shape=shapes,
-                               find_reasonable_step_size_fn=self.find_step_size,
-                               options={"dtype": pot.x.dtype, "device": pot.x.device})  # fmt: skip
+        self.adapter = WarmupAdapter(
+            step_size or 1.0,
+            adapt_step_size=True,
+            target_accept_prob=target_accept,
+            adapt_mass_matrix=adapt_mass_matrix,
+        )
+        self.adapter.configure(
+            warmup,
+            initial_step_size=step_size or 1.0,
+            mass_matrix_shape=shapes,
+            find_reasonable_step_size_fn=self.find_step_size,
+            options={"dtype": pot.x.dtype, "device": pot.x.device},
+        )
         self._minv: tuple = ()
         self.metric = self.sync()
 
@@ -77,8 +92,13 @@ class _Chain:
         return self.metric
 
     def check_step_size(self) -> None:
-        collapsed(self.chain, self.adapter.step_size, self.adapter.target_accept_prob,
-                   list(self.slices), self.warmup)  # fmt: skip
+        collapsed(
+            self.chain,
+            self.adapter.step_size,
+            self.adapter.target_accept_prob,
+            list(self.slices),
+            self.warmup,
+        )
 
     def zdict(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
         return {n: z[sl] for n, sl in self.pot.site_slices.items()}
@@ -132,11 +152,24 @@ class _Chain:
         return {k: np.asarray(v) for k, v in rec.items()}, t_warm
 
 
-def run_sequential(pot: FlatPotential, transition: Callable, method: str, *, seed: int,
-                   warmup: int, draws: int, chains: int, target_accept: float,
-                   step_size: float | None, mass_matrix: str, adapt_mass_matrix: bool,
-                   init: Mapping[str, torch.Tensor] | None, progress: bool, threads: int | None,
-                   settings: dict) -> MCMCResult:  # fmt: skip
+def run_sequential(
+    pot: FlatPotential,
+    transition: Callable,
+    method: str,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int,
+    target_accept: float,
+    step_size: float | None,
+    mass_matrix: str,
+    adapt_mass_matrix: bool,
+    init: Mapping[str, torch.Tensor] | None,
+    progress: bool,
+    threads: int | None,
+    settings: dict,
+) -> MCMCResult:
     """The chains one after another, each with the one-chain kernel ``transition`` and its own
     Pyro ``WarmupAdapter`` (any mass matrix); arguments checked by the driver."""
     z_init = None if init is None else pot.ravel(init).detach().clone()
@@ -146,8 +179,17 @@ def run_sequential(pot: FlatPotential, transition: Callable, method: str, *, see
     saved = torch.get_num_threads()
     threads = saved if threads is None else threads
     for c in range(chains):
-        chain = _Chain(pot, transition, seed, c, warmup, target_accept, step_size, mass_matrix,
-                       adapt_mass_matrix)  # fmt: skip
+        chain = _Chain(
+            pot,
+            transition,
+            seed,
+            c,
+            warmup,
+            target_accept,
+            step_size,
+            mass_matrix,
+            adapt_mass_matrix,
+        )
         z = z_init.clone() if z_init is not None else pot.prior_draw(chain.gen)
         check_init(pot, z, "init" if init is not None else "a prior draw (init=None)")
         bar = progress_bar(warmup + draws, f"{method} chain {c}", warmup) if progress else None
@@ -164,10 +206,19 @@ def run_sequential(pot: FlatPotential, transition: Callable, method: str, *, see
         for k, v in rec.items():
             stats.setdefault(k, []).append(v)
     seconds = time.perf_counter() - t0
-    settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=draws, chains=chains,
-                    target_accept=target_accept, initial_step_size=step_size,
-                    mass_matrix=mass_matrix, adapt_mass_matrix=adapt_mass_matrix,
-                    init="given" if init is not None else "prior", step_size=steps,
-                    threads=threads)  # fmt: skip
-    return result(pot, flat, {k: np.stack(v) for k, v in stats.items()}, settings, seconds,
-                   t_warm)  # fmt: skip
+    settings = dict(
+        settings,
+        method=method,
+        seed=seed,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        target_accept=target_accept,
+        initial_step_size=step_size,
+        mass_matrix=mass_matrix,
+        adapt_mass_matrix=adapt_mass_matrix,
+        init="given" if init is not None else "prior",
+        step_size=steps,
+        threads=threads,
+    )
+    return result(pot, flat, {k: np.stack(v) for k, v in stats.items()}, settings, seconds, t_warm)

@@ -267,8 +267,9 @@ class StreamingMoments:
         stops = np.cumsum(self.sizes)
         self._bounds = list(zip((0, *stops[:-1].tolist()), stops.tolist(), strict=True))
         self.n = 0
-        self.buffered = max(1, min(-(-MIN_ROWS // min(self.sizes)),
-                                   BUFFER_BYTES // (8 * self.chains * self.dim)))  # fmt: skip
+        self.buffered = max(
+            1, min(-(-MIN_ROWS // min(self.sizes)), BUFFER_BYTES // (8 * self.chains * self.dim))
+        )
         self._waiting = 0
         self.device = None if device is None else torch.device(device)
         if self.device is not None:
@@ -329,8 +330,7 @@ class StreamingMoments:
     def ess(self) -> torch.Tensor:
         """:meth:`Moments.ess` (capped) computed on the accumulators' device, ``(D,)``."""
         if self.n < 2 or self.chains < 2:
-            return torch.full((self.dim,), float("nan"), dtype=torch.float64,
-                              device=self.device)  # fmt: skip
+            return torch.full((self.dim,), float("nan"), dtype=torch.float64, device=self.device)
         var = self._chain_m2 / (self.n - 1)
         return _ess(self._chain_mean, var, self.n).clamp(max=self.chains * self.n)
 

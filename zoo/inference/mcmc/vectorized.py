@@ -36,24 +36,37 @@ from zoo.inference.mcmc.result import (
 __all__ = ["run_vectorized"]
 
 
-def _search(pot: FlatPotential, ad: WindowAdaptation, state: AdaptationState, z: torch.Tensor,
-            gens: Sequence[torch.Generator]) -> AdaptationState:  # fmt: skip
+def _search(
+    pot: FlatPotential,
+    ad: WindowAdaptation,
+    state: AdaptationState,
+    z: torch.Tensor,
+    gens: Sequence[torch.Generator],
+) -> AdaptationState:
     """The batched step-size search where the schedule asks for it, and the restart after it."""
     if not state.needs_search:
         return state
     minv = state.inverse_mass_matrix
     leap = functools.partial(leapfrog_batch, pot, BatchMetric(minv))
-    eps = find_reasonable_step_size(pot.value_and_grad_batch, leap, z, state.step_size, minv,
-                                    gens)  # fmt: skip
+    eps = find_reasonable_step_size(pot.value_and_grad_batch, leap, z, state.step_size, minv, gens)
     return ad.restart(state, eps)
 
 
-def _sample_batched(pot: FlatPotential, transition: Callable, ad: WindowAdaptation,
-                    warmup: int, z: torch.Tensor, step_size: float | None,
-                    gens: Sequence[torch.Generator], rngs: Sequence[np.random.Generator],
-                    draws: int, out: torch.Tensor, bar,
-                    until: Callable[[np.ndarray], bool] | None,
-                    check: Callable[[torch.Tensor], None]) -> tuple[dict, float, int, torch.Tensor]:  # fmt: skip
+def _sample_batched(
+    pot: FlatPotential,
+    transition: Callable,
+    ad: WindowAdaptation,
+    warmup: int,
+    z: torch.Tensor,
+    step_size: float | None,
+    gens: Sequence[torch.Generator],
+    rngs: Sequence[np.random.Generator],
+    draws: int,
+    out: torch.Tensor,
+    bar,
+    until: Callable[[np.ndarray], bool] | None,
+    check: Callable[[torch.Tensor], None],
+) -> tuple[dict, float, int, torch.Tensor]:
     """Warm up all chains from ``z`` (C, D), write ``out`` (C, max draws, D).
 
     Draws ``draws``, then (with ``until``) goes on in rounds of :data:`EXTEND_EVERY` until
@@ -87,14 +100,17 @@ def _sample_batched(pot: FlatPotential, transition: Callable, ad: WindowAdaptati
                 check(state.step_size)
         else:
             out[:, t - warmup] = z
-            for k, val in (("lp", -u.numpy()), ("step_size", eps.numpy()),
-                           ("energy", q.energy.numpy()), *st.items()):  # fmt: skip
+            for k, val in (
+                ("lp", -u.numpy()),
+                ("step_size", eps.numpy()),
+                ("energy", q.energy.numpy()),
+                *st.items(),
+            ):
                 rec.setdefault(k, []).append(val)
         if bar is not None:
             bar.update(1)
             if t % 10 == 0:
-                bar.set_postfix(eps=f"{eps.median().item():.2e}",
-                                n_steps=int(st["n_steps"].mean()))  # fmt: skip
+                bar.set_postfix(eps=f"{eps.median().item():.2e}", n_steps=int(st["n_steps"].mean()))
         k = t - warmup + 1
         if until is not None and k >= draws and (k - draws) % EXTEND_EVERY == 0:
             if k == out.shape[1] or until(out[:, :k].numpy()):
@@ -104,12 +120,25 @@ def _sample_batched(pot: FlatPotential, transition: Callable, ad: WindowAdaptati
     return {k: np.stack(v, 1) for k, v in rec.items()}, t_warm, kept, step_size_final
 
 
-def run_vectorized(pot: FlatPotential, transition: Callable, method: str, *, seed: int,
-                 warmup: int, draws: int, chains: int, target_accept: float,
-                 step_size: float | None, adapt_mass_matrix: bool,
-                 init: Mapping[str, torch.Tensor] | None, progress: bool, threads: int | None,
-                 settings: dict, max_draws: int | None = None,
-                 until: Callable[[np.ndarray], bool] | None = None) -> MCMCResult:  # fmt: skip
+def run_vectorized(
+    pot: FlatPotential,
+    transition: Callable,
+    method: str,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int,
+    target_accept: float,
+    step_size: float | None,
+    adapt_mass_matrix: bool,
+    init: Mapping[str, torch.Tensor] | None,
+    progress: bool,
+    threads: int | None,
+    settings: dict,
+    max_draws: int | None = None,
+    until: Callable[[np.ndarray], bool] | None = None,
+) -> MCMCResult:
     """Sample ``chains`` chains together with the batched ``transition``; diagonal mass only.
 
     Parameters as in :func:`run_nuts`; ``transition(pot, metric, p, eps, rngs)`` is a batched
@@ -133,8 +162,7 @@ def run_vectorized(pot: FlatPotential, transition: Callable, method: str, *, see
         gens.append(gen)
         rngs.append(rng)
         zs.append(z)
-    ad = window_adaptation(warmup, target_accept=target_accept,
-                           adapt_mass_matrix=adapt_mass_matrix)  # fmt: skip
+    ad = window_adaptation(warmup, target_accept=target_accept, adapt_mass_matrix=adapt_mass_matrix)
     blocks = [tuple(pot.site_slices)]
 
     def check(eps: torch.Tensor) -> None:
@@ -147,9 +175,21 @@ def run_vectorized(pot: FlatPotential, transition: Callable, method: str, *, see
     bar = progress_bar(warmup + cap, f"{method} {chains} chains", warmup) if progress else None
     try:
         torch.set_num_threads(threads)
-        stats, t_warm, kept, steps = _sample_batched(pot, transition, ad, warmup,
-                                                     torch.stack(zs), step_size, gens, rngs,
-                                                     draws, flat, bar, until, check)  # fmt: skip
+        stats, t_warm, kept, steps = _sample_batched(
+            pot,
+            transition,
+            ad,
+            warmup,
+            torch.stack(zs),
+            step_size,
+            gens,
+            rngs,
+            draws,
+            flat,
+            bar,
+            until,
+            check,
+        )
         flat = flat[:, :kept].clone()
     finally:
         torch.set_num_threads(saved)
@@ -158,9 +198,19 @@ def run_vectorized(pot: FlatPotential, transition: Callable, method: str, *, see
     seconds = time.perf_counter() - t0
     if until is not None:
         settings = dict(settings, min_draws=draws, max_draws=cap)
-    settings = dict(settings, method=method, seed=seed, warmup=warmup, draws=kept, chains=chains,
-                    target_accept=target_accept, initial_step_size=step_size,
-                    mass_matrix="diag", adapt_mass_matrix=adapt_mass_matrix,
-                    init="given" if init is not None else "prior", step_size=steps.tolist(),
-                    threads=threads)  # fmt: skip
+    settings = dict(
+        settings,
+        method=method,
+        seed=seed,
+        warmup=warmup,
+        draws=kept,
+        chains=chains,
+        target_accept=target_accept,
+        initial_step_size=step_size,
+        mass_matrix="diag",
+        adapt_mass_matrix=adapt_mass_matrix,
+        init="given" if init is not None else "prior",
+        step_size=steps.tolist(),
+        threads=threads,
+    )
     return result(pot, flat, stats, settings, seconds, t_warm)

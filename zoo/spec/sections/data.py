@@ -66,9 +66,11 @@ class DigitsData(_Data):
     kind: Literal["digits"] = Field(description="Data set kind.")
     test_fraction: float = Field(0.2, gt=0, lt=1, description="Fraction held out for testing.")
     seed: int | None = Field(
-        None, ge=0, le=MAX_SEED, description="Seed of the train/test split; null uses the "
-        "cell's seed.",
-    )  # fmt: skip
+        None,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed of the train/test split; null uses the cell's seed.",
+    )
     holdout_class: int | None = Field(None, ge=0, le=9, description=_HOLDOUT)
 
     @property
@@ -92,9 +94,11 @@ class CsvData(_Data):
         True, description="Standardize inputs (and regression targets) on the training split."
     )
     seed: int | None = Field(
-        None, ge=0, le=MAX_SEED, description="Seed of the train/test split; null uses the "
-        "cell's seed.",
-    )  # fmt: skip
+        None,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed of the train/test split; null uses the cell's seed.",
+    )
     split: int | None = Field(
         None,
         ge=0,
@@ -107,8 +111,10 @@ class CsvData(_Data):
     @classmethod
     def _one_character(cls, v: str) -> str:
         if len(v) != 1 or v in '\r\n"' or (not v.isprintable() and v != "\t"):
-            raise ValueError(f"delimiter {v!r}: give one printable character such as ',', ';' "
-                             "or a tab (not a quote or a line break)")  # fmt: skip
+            raise ValueError(
+                f"delimiter {v!r}: give one printable character such as ',', ';' "
+                "or a tab (not a quote or a line break)"
+            )
         return v
 
     @field_validator("path")
@@ -174,9 +180,11 @@ class TeacherData(_Data):
     )
     x_range: Real = Field(2.0, gt=0, description="Half-width (uniform) or std (normal).")
     seed: int | None = Field(
-        None, ge=0, le=MAX_SEED,
+        None,
+        ge=0,
+        le=MAX_SEED,
         description="Seed of the teacher's weights and data; null uses the cell's seed.",
-    )  # fmt: skip
+    )
 
 
 class IdxData(_Data):
@@ -220,13 +228,18 @@ class IdxData(_Data):
         "minus_one_one", description="Scale pixels to [-1, 1] (the paper's MLP) or [0, 1]."
     )
     holdout_class: int | None = Field(
-        None, ge=0, le=255, description=_HOLDOUT + " Checked against the labels when the "
+        None,
+        ge=0,
+        le=255,
+        description=_HOLDOUT + " Checked against the labels when the "
         "data is loaded; applied after the n_train subset is drawn.",
-    )  # fmt: skip
+    )
     seed: int | None = Field(
-        None, ge=0, le=MAX_SEED, description="Seed of the n_train subset; null uses the "
-        "cell's seed.",
-    )  # fmt: skip
+        None,
+        ge=0,
+        le=MAX_SEED,
+        description="Seed of the n_train subset; null uses the cell's seed.",
+    )
 
     @field_validator("dir")
     @classmethod

@@ -138,9 +138,11 @@ class _Method(Section):
 
 class _Optimized(_Method):
     epochs: int | None = Field(
-        None, gt=0, le=MAX_EPOCHS, description="Passes over the training data (give epochs "
-        "or steps).",
-    )  # fmt: skip
+        None,
+        gt=0,
+        le=MAX_EPOCHS,
+        description="Passes over the training data (give epochs or steps).",
+    )
     steps: int | None = Field(
         None, gt=0, le=MAX_STEPS, description="Optimizer steps (give epochs or steps)."
     )
@@ -241,9 +243,11 @@ class MLEMethod(_Optimized):
         0.1, gt=0, lt=1, description="Fraction of the training set held out for stopping."
     )
     patience: int = Field(
-        20, ge=1, le=MAX_STEPS, description="Stop after this many evaluations without "
-        "improvement.",
-    )  # fmt: skip
+        20,
+        ge=1,
+        le=MAX_STEPS,
+        description="Stop after this many evaluations without improvement.",
+    )
     eval_every: int = Field(
         10, ge=1, le=MAX_STEPS, description="Optimizer steps between evaluations."
     )

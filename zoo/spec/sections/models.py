@@ -83,13 +83,17 @@ class MLPModel(Section):
 
     kind: Literal["mlp"] = Field(description="Model kind.")
     depth: int = Field(
-        ge=0, le=MAX_DEPTH, description=f"Number of hidden layers (0: linear model; at most "
-        f"{MAX_DEPTH}).",
-    )  # fmt: skip
+        ge=0,
+        le=MAX_DEPTH,
+        description=f"Number of hidden layers (0: linear model; at most {MAX_DEPTH}).",
+    )
     width: int | None = Field(
-        None, gt=0, le=MAX_WIDTH, description=f"Units per hidden layer (at most {MAX_WIDTH}). "
+        None,
+        gt=0,
+        le=MAX_WIDTH,
+        description=f"Units per hidden layer (at most {MAX_WIDTH}). "
         "Give width or param_budget, not both.",
-    )  # fmt: skip
+    )
     param_budget: int | None = Field(
         None,
         gt=0,
@@ -141,14 +145,18 @@ class MLPModel(Section):
             except ValueError as e:
                 raise ValueError(f"model.param_budget: {e}") from None
             if w > MAX_WIDTH:
-                raise ValueError(f"model.param_budget: {self.param_budget} gives width {w} at "
-                                 f"depth {self.depth}; at most {MAX_WIDTH} units per layer "
-                                 "fit one machine: lower the budget")  # fmt: skip
+                raise ValueError(
+                    f"model.param_budget: {self.param_budget} gives width {w} at "
+                    f"depth {self.depth}; at most {MAX_WIDTH} units per layer "
+                    "fit one machine: lower the budget"
+                )
             widths = [w] * self.depth
         n = mlp_num_params(in_dim, out_dim, self.depth, widths[0] if widths else 0)
         if n > MAX_PARAMS:
-            raise ValueError(f"model.width: {n:,} weights and biases for {in_dim} inputs and "
-                             f"{out_dim} outputs; at most {MAX_PARAMS:,} fit one machine")  # fmt: skip
+            raise ValueError(
+                f"model.width: {n:,} weights and biases for {in_dim} inputs and "
+                f"{out_dim} outputs; at most {MAX_PARAMS:,} fit one machine"
+            )
         return widths
 
     def network_warnings(
@@ -174,8 +182,10 @@ class MLPModel(Section):
         if self.width is not None:
             what, fix = f"hidden width {widths[0]} (model.width)", "raise model.width"
         else:
-            what = (f"hidden width {widths[0]} (from model.param_budget {self.param_budget} "
-                    f"at depth {self.depth})")  # fmt: skip
+            what = (
+                f"hidden width {widths[0]} (from model.param_budget {self.param_budget} "
+                f"at depth {self.depth})"
+            )
             fix = "raise model.param_budget or lower model.depth"
         return _narrow(widths[0], what, in_dim, n_classes, fix)
 
@@ -200,9 +210,11 @@ class LeNetModel(Section):
         1, gt=0, le=MAX_WIDTH, description="Input channels of the (square) images."
     )
     conv: list[Annotated[int, Field(gt=0, le=MAX_WIDTH)]] = Field(
-        default_factory=lambda: [32, 64], min_length=1, max_length=16,
+        default_factory=lambda: [32, 64],
+        min_length=1,
+        max_length=16,
         description="Filters per convolution (1 to 16 convolutions).",
-    )  # fmt: skip
+    )
     dense: int = Field(512, gt=0, le=MAX_WIDTH, description="Units of the dense hidden layer.")
     kernel_size: int = Field(
         3, gt=0, le=1_000, description="Side of the square convolution kernels."
@@ -241,9 +253,11 @@ class LeNetModel(Section):
             side = side + 2 * self.padding - k + 1
             side = side // 2 if self.pool else side
             if side < 1:
-                raise ValueError(f"model: {side0}x{side0} images shrink to nothing after {i + 1} "
-                                 "convolution(s); use padding 1, a smaller kernel_size or pool: "
-                                 "false")  # fmt: skip
+                raise ValueError(
+                    f"model: {side0}x{side0} images shrink to nothing after {i + 1} "
+                    "convolution(s); use padding 1, a smaller kernel_size or pool: "
+                    "false"
+                )
             c_in = c_out
         flat = c_in * side * side
         return n + (flat + 1) * self.dense + (self.dense + 1) * out_dim
@@ -261,9 +275,11 @@ class LeNetModel(Section):
         """
         n = self.num_params(in_dim, out_dim or (n_classes if n_classes > 0 else 1))
         if n > MAX_PARAMS:
-            raise ValueError(f"model: {n:,} kernel entries, weights and biases for {in_dim} "
-                             f"inputs; at most {MAX_PARAMS:,} fit one machine: lower model.dense, "
-                             "model.conv or model.padding")  # fmt: skip
+            raise ValueError(
+                f"model: {n:,} kernel entries, weights and biases for {in_dim} "
+                f"inputs; at most {MAX_PARAMS:,} fit one machine: lower model.dense, "
+                "model.conv or model.padding"
+            )
         what = f"dense layer of {self.dense} units (model.dense)"
         return _narrow(self.dense, what, 0, n_classes, "raise model.dense")
 

@@ -109,9 +109,12 @@ class PredictiveStudy(_Study):
         "The first kind's metrics end in _ood, each further kind's in _ood_<kind>.",
     )
     ood_points: int = Field(
-        500, gt=0, le=100_000, description="Number of OOD inputs (of a held-out class: its "
+        500,
+        gt=0,
+        le=100_000,
+        description="Number of OOD inputs (of a held-out class: its "
         "first this many images, test split first).",
-    )  # fmt: skip
+    )
     ood_radius: tuple[Real, Real] = Field(
         (3.0, 5.0),
         description="Range of the 'far' radius, in units of the training inputs' RMS "
@@ -136,8 +139,9 @@ class PredictiveStudy(_Study):
     def _ood(cls, v: str | list[str]) -> str | list[str]:
         if isinstance(v, list):
             if not v or len(set(v)) != len(v) or ("auto" in v and len(v) > 1):
-                raise ValueError(f"ood must be one kind or a list of distinct kinds ('auto' "
-                                 f"alone), got {v}")  # fmt: skip
+                raise ValueError(
+                    f"ood must be one kind or a list of distinct kinds ('auto' alone), got {v}"
+                )
         return v
 
     def ood_kinds(self, data: Any, n_features: int | None = None) -> list[str]:
@@ -159,8 +163,16 @@ class PredictiveStudy(_Study):
         """(field, message) for each OOD kind that data section ``data`` cannot give."""
         kinds = [self.ood] if isinstance(self.ood, str) else self.ood
         if "holdout_class" in kinds and getattr(data, "holdout_class", None) is None:
-            fits = "digits or idx data" if "holdout_class" not in type(data).model_fields else (
-                f"data.holdout_class on this {data.kind} data")  # fmt: skip
-            return [("ood", "'holdout_class' reads the class the data section holds out: set "
-                            f"{fits}, or use ood: noise")]  # fmt: skip
+            fits = (
+                "digits or idx data"
+                if "holdout_class" not in type(data).model_fields
+                else (f"data.holdout_class on this {data.kind} data")
+            )
+            return [
+                (
+                    "ood",
+                    "'holdout_class' reads the class the data section holds out: set "
+                    f"{fits}, or use ood: noise",
+                )
+            ]
         return []

@@ -88,8 +88,10 @@ class _Sampler(Section):
     def _kept_draws(self):
         field, kept = self.kept_per_chain()
         if kept * self.chains > MAX_DRAWS:
-            raise ValueError(f"{field} x chains = {kept * self.chains:,} kept draws; at most "
-                             f"{MAX_DRAWS:,} fit one machine: lower {field} or chains")  # fmt: skip
+            raise ValueError(
+                f"{field} x chains = {kept * self.chains:,} kept draws; at most "
+                f"{MAX_DRAWS:,} fit one machine: lower {field} or chains"
+            )
         return self
 
 
@@ -258,31 +260,42 @@ class ChEESMethod(_Sampler):
     def _consistent(self):
         problems = []
         if self.target_ess is None and self.max_draws is not None:
-            problems.append("max_draws applies only with target_ess; remove it or set "
-                            "target_ess")  # fmt: skip
+            problems.append("max_draws applies only with target_ess; remove it or set target_ess")
         elif self.max_draws is not None and self.max_draws < self.draws:
-            problems.append(f"max_draws ({self.max_draws}) must be >= draws ({self.draws}): "
-                            "draws is the minimum, max_draws the cap")  # fmt: skip
+            problems.append(
+                f"max_draws ({self.max_draws}) must be >= draws ({self.draws}): "
+                "draws is the minimum, max_draws the cap"
+            )
         if self.keep_draws > self.draws:
-            problems.append(f"keep_draws ({self.keep_draws}) must be <= draws ({self.draws}): "
-                            "the held draws are a thinning of the drawn ones; lower "
-                            "keep_draws or raise draws")  # fmt: skip
+            problems.append(
+                f"keep_draws ({self.keep_draws}) must be <= draws ({self.draws}): "
+                "the held draws are a thinning of the drawn ones; lower "
+                "keep_draws or raise draws"
+            )
         cap = self.chains * self.draws_cap()
         if self.target_ess is not None and self.target_ess > cap:
-            problems.append(f"target_ess ({self.target_ess:,}) is more than chains x "
-                            f"max_draws = {cap:,} draws can give; lower target_ess or raise "
-                            "chains or max_draws")  # fmt: skip
+            problems.append(
+                f"target_ess ({self.target_ess:,}) is more than chains x "
+                f"max_draws = {cap:,} draws can give; lower target_ess or raise "
+                "chains or max_draws"
+            )
         if self.init_fits > 1 and self.init_from == "prior":
-            problems.append(f"init_fits: {self.init_fits} needs init_from: a method of this "
-                            "spec to fit that many times; set init_from or init_fits: 1")  # fmt: skip
+            problems.append(
+                f"init_fits: {self.init_fits} needs init_from: a method of this "
+                "spec to fit that many times; set init_from or init_fits: 1"
+            )
         if self.init_fits > self.chains:
-            problems.append(f"init_fits ({self.init_fits}) must be <= chains ({self.chains}): "
-                            "each fit starts a block of chains")  # fmt: skip
+            problems.append(
+                f"init_fits ({self.init_fits}) must be <= chains ({self.chains}): "
+                "each fit starts a block of chains"
+            )
         if self.init_spread == "mode" and self.init_from == "prior":
-            problems.append("init_spread: mode needs init_from: a variational method (the "
-                            "prior's median, all weights 0, is a saddle of every network); "
-                            "set init_from or use init_spread: posterior (each chain its own "
-                            "prior draw)")  # fmt: skip
+            problems.append(
+                "init_spread: mode needs init_from: a variational method (the "
+                "prior's median, all weights 0, is a saddle of every network); "
+                "set init_from or use init_spread: posterior (each chain its own "
+                "prior draw)"
+            )
         if problems:
             raise ValueError("; ".join(problems))
         return self

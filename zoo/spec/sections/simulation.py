@@ -55,9 +55,11 @@ class ProductMatrixSimulation(Section):
         if self.mean_low > self.mean_high:
             raise ValueError("mean_low must be <= mean_high")
         if self.n_draws * sum(self.depths) > 100_000_000:
-            raise ValueError(f"n_draws x sum(depths) = {self.n_draws * sum(self.depths):,} "
-                             "layer draws; at most 100,000,000 finish in minutes: lower n_draws "
-                             "or the depths")  # fmt: skip
+            raise ValueError(
+                f"n_draws x sum(depths) = {self.n_draws * sum(self.depths):,} "
+                "layer draws; at most 100,000,000 finish in minutes: lower n_draws "
+                "or the depths"
+            )
         return self
 
 
@@ -74,9 +76,11 @@ class GaussianGroundTruthSimulation(Section):
 
     kind: Literal["gaussian"] = Field(description="Simulation kind.")
     dims: list[int] = Field(
-        default_factory=lambda: [100], min_length=1, max_length=10,
+        default_factory=lambda: [100],
+        min_length=1,
+        max_length=10,
         description="Dimensions D of the target, one row each.",
-    )  # fmt: skip
+    )
     condition: Real = Field(
         100.0, ge=1, le=1e8, description="Ratio of the largest to the smallest eigenvalue of S."
     )
@@ -105,9 +109,11 @@ class GaussianGroundTruthSimulation(Section):
         4, ge=2, le=64, description="The chains split into this many groups for the spread."
     )
     fractions: list[Real] = Field(
-        default_factory=lambda: [0.25, 0.5, 1.0], min_length=2, max_length=10,
+        default_factory=lambda: [0.25, 0.5, 1.0],
+        min_length=2,
+        max_length=10,
         description="Leading fractions of every chain's draws for the KL against 1/n_eff.",
-    )  # fmt: skip
+    )
     null_reps: int = Field(8, ge=2, le=100, description="Shifted copies for the shift null.")
     gaussian_fit: GaussianFitSpec = Field(
         default_factory=lambda: GaussianFitSpec(cov="empirical"),
@@ -143,8 +149,9 @@ class GaussianGroundTruthSimulation(Section):
         if self.cov_file is not None and given:
             raise ValueError(f"cov_file gives S: remove {', '.join(sorted(given))}")
         if self.chains % self.groups:
-            raise ValueError(f"chains ({self.chains}) must split into groups ({self.groups}) "
-                             "of equal size")  # fmt: skip
+            raise ValueError(
+                f"chains ({self.chains}) must split into groups ({self.groups}) of equal size"
+            )
         return self
 
 

@@ -88,8 +88,9 @@ class PriceOfMeanFieldStudy(_Study):
     def _stopping_rule(self) -> PriceOfMeanFieldStudy:
         if self.kl_target_draws is None:
             if self.max_draws is not None:
-                raise ValueError("max_draws applies only with kl_target_draws; remove it or "
-                                 "set kl_target_draws")  # fmt: skip
+                raise ValueError(
+                    "max_draws applies only with kl_target_draws; remove it or set kl_target_draws"
+                )
             return self
         if self.gaussian_fit.cov != "empirical":
             raise ValueError(
@@ -103,14 +104,22 @@ class PriceOfMeanFieldStudy(_Study):
             return []
         out = []
         if not (method.vectorize_chains and method.chains >= 2):
-            out.append(("chains" if method.chains < 2 else "vectorize_chains",
-                        "kl_target_draws extends all chains together: it needs "
-                        "vectorize_chains: true and chains >= 2 (got "
-                        f"{method.vectorize_chains} and {method.chains})"))  # fmt: skip
+            out.append(
+                (
+                    "chains" if method.chains < 2 else "vectorize_chains",
+                    "kl_target_draws extends all chains together: it needs "
+                    "vectorize_chains: true and chains >= 2 (got "
+                    f"{method.vectorize_chains} and {method.chains})",
+                )
+            )
         if self.max_draws is not None and self.max_draws < method.draws:
-            out.append(("draws",
-                        f"max_draws ({self.max_draws}) must be >= draws ({method.draws}): "
-                        "draws is the minimum, max_draws the cap"))  # fmt: skip
+            out.append(
+                (
+                    "draws",
+                    f"max_draws ({self.max_draws}) must be >= draws ({method.draws}): "
+                    "draws is the minimum, max_draws the cap",
+                )
+            )
         return out
 
     def draws_cap(self, method: Any) -> int:
@@ -198,17 +207,24 @@ class PruningStudy(_Study):
 
     kind: Literal["pruning"] = Field(description="Study kind.")
     out_snr_max: Real = Field(
-        2.0, gt=0, description="Outgoing weights count as near zero when |mean|/std is below "
+        2.0,
+        gt=0,
+        description="Outgoing weights count as near zero when |mean|/std is below "
         "this (2: zero inside the central ~95% interval).",
-    )  # fmt: skip
+    )
     in_kl_max: Real = Field(
-        0.1, gt=0, description="Incoming weights sit at the prior when their mean KL "
+        0.1,
+        gt=0,
+        description="Incoming weights sit at the prior when their mean KL "
         "(nats per weight) to it is at most this.",
-    )  # fmt: skip
+    )
     in_std_ratio_min: Real = Field(
-        0.8, gt=0, le=1, description="... and their mean std is at least this fraction of "
+        0.8,
+        gt=0,
+        le=1,
+        description="... and their mean std is at least this fraction of "
         "the prior std (their code: within 20%).",
-    )  # fmt: skip
+    )
     draws: int = Field(
         50,
         gt=1,
@@ -216,13 +232,19 @@ class PruningStudy(_Study):
         description="Posterior draws for the activation variances (and NUTS stats).",
     )
     trajectory_every: int = Field(
-        0, ge=0, le=MAX_STEPS, description="Record KL, ELBO, train and test NLL of svi methods every this "
+        0,
+        ge=0,
+        le=MAX_STEPS,
+        description="Record KL, ELBO, train and test NLL of svi methods every this "
         "many steps (their Figure 4); 0 records none.",
-    )  # fmt: skip
+    )
     trajectory_draws: int = Field(
-        20, gt=0, le=MAX_DRAWS, description="Posterior draws per trajectory point (fixed seed, so the "
+        20,
+        gt=0,
+        le=MAX_DRAWS,
+        description="Posterior draws per trajectory point (fixed seed, so the "
         "optimization itself is unchanged).",
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- product matrix

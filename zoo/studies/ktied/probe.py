@@ -98,10 +98,7 @@ def diag_normal_kl(
 def _draws(loc_std: LocStd, n: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     return {
         site: loc
-        + sd
-        * torch.randn(
-            (n, *loc.shape), generator=gen, dtype=loc.dtype, device=loc.device
-        )  # fmt: skip
+        + sd * torch.randn((n, *loc.shape), generator=gen, dtype=loc.dtype, device=loc.device)
         for site, (loc, sd) in loc_std.items()
     }
 
@@ -163,8 +160,12 @@ class KTiedProbe:
         #: the k of a k-tied guide (None for an untied one): for the parameter counts
         self.rank = m.guide.rank if isinstance(m.guide, KTiedGuide) else None
         #: the optimizer settings, so the report compares SNRs only between alike fits
-        self.optim = {"lr": m.lr, "scale_lr": m.scale_lr, "batch_size": m.batch_size,
-                      "betas": list(m.betas)}  # fmt: skip
+        self.optim = {
+            "lr": m.lr,
+            "scale_lr": m.scale_lr,
+            "batch_size": m.batch_size,
+            "betas": list(m.betas),
+        }
         self.guide = None
         self.sites = [w for w, _ in ctx.model.layer_sites()]
         self._snr_due = {
@@ -197,8 +198,11 @@ class KTiedProbe:
             return
         keep = {}
         for site in self.sites:
-            parts = [g.reshape(-1) for name, g in sorted(grads.items())
-                     if name.endswith(f".{site}") and guides.is_std_param(self.guide, name)]  # fmt: skip
+            parts = [
+                g.reshape(-1)
+                for name, g in sorted(grads.items())
+                if name.endswith(f".{site}") and guides.is_std_param(self.guide, name)
+            ]
             if parts:
                 keep[site] = Runtime.numpy(torch.cat(parts).double())
         self._buf.append((step, keep))
@@ -216,10 +220,14 @@ class KTiedProbe:
         if step + 1 not in self.study.elbo_steps:
             return
         res = evaluate_loc_std(
-            self.model, self.x_val, self.y_val, site_loc_std(guide),
-            n_draws=self.study.elbo_draws, gen=self.ctx.runtime.generator(self.seed + 1000 + step),
+            self.model,
+            self.x_val,
+            self.y_val,
+            site_loc_std(guide),
+            n_draws=self.study.elbo_draws,
+            gen=self.ctx.runtime.generator(self.seed + 1000 + step),
             n_train=len(self.ctx.ds.x_train),
-        )  # fmt: skip
+        )
         self.elbo[str(step + 1)] = res["neg_elbo"]
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -251,10 +259,15 @@ class KTiedProbe:
                 clamped += int((t <= 0).sum()) if k is not None else 0
                 ls[site] = (loc, rt.tensor(t, dtype=loc.dtype))
             res = evaluate_loc_std(
-                self.model, self.ctx.data.x_test, ds.y_test, ls, n_draws=study.truncation_draws,
-                gen=rt.generator(self.seed + 500), n_train=len(ds.x_train),
+                self.model,
+                self.ctx.data.x_test,
+                ds.y_test,
+                ls,
+                n_draws=study.truncation_draws,
+                gen=rt.generator(self.seed + 500),
+                n_train=len(ds.x_train),
                 n_bins=self.ctx.cell.spec.metrics.ece_bins,
-            )  # fmt: skip
+            )
             res["clamped_entries"] = clamped
             return res
 

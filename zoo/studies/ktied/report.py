@@ -79,21 +79,45 @@ def _label(method: str, seed: int, seeds: set[int]) -> str:
 
 
 def _spectrum_section(cells, seeds):
-    header = ["method", "layer", "shape", "mean top-1", "mean top-2", "std top-1", "std top-2",
-              "std top-1 at init"]  # fmt: skip
+    header = [
+        "method",
+        "layer",
+        "shape",
+        "mean top-1",
+        "mean top-2",
+        "std top-1",
+        "std top-2",
+        "std top-1 at init",
+    ]
     rows, figs = [], []
     for method, seed, _, rec, _ in cells:
         fr = {}
         for site, info in rec["layers"].items():
             m, s = np.asarray(info["mean_fractions"]), np.asarray(info["std_fractions"])
-            rows.append([_label(method, seed, seeds), site, "x".join(map(str, info["shape"])),
-                         _f(m[0]), _f(m[:2].sum()), _f(s[0]), _f(s[:2].sum()),
-                         _f(info.get("init_std_top1"))])  # fmt: skip
+            rows.append(
+                [
+                    _label(method, seed, seeds),
+                    site,
+                    "x".join(map(str, info["shape"])),
+                    _f(m[0]),
+                    _f(m[:2].sum()),
+                    _f(s[0]),
+                    _f(s[:2].sum()),
+                    _f(info.get("init_std_top1")),
+                ]
+            )
             fr[site] = {"posterior mean": m, "posterior std": s}
         if len(figs) < 4:
-            figs.append((f"spectrum_{method.replace(' ', '_').replace('=', '')}_seed{seed}",
-                         spectrum_figure(fr, title=f"fraction of variance per singular value: "
-                                                   f"{_label(method, seed, seeds)}")))  # fmt: skip
+            figs.append(
+                (
+                    f"spectrum_{method.replace(' ', '_').replace('=', '')}_seed{seed}",
+                    spectrum_figure(
+                        fr,
+                        title=f"fraction of variance per singular value: "
+                        f"{_label(method, seed, seeds)}",
+                    ),
+                )
+            )
     paras = [
         "Fraction of variance explained by each singular value, gamma_k^2 / sum gamma^2, of "
         "each layer's matrix of posterior means and of posterior standard deviations "
@@ -106,8 +130,12 @@ def _spectrum_section(cells, seeds):
         "next section sets each std matrix's centred spectrum beside shuffled copies of it "
         "(the null), and the truncation section tests whether the structure matters.",
     ]
-    return Section("k-tied study: spectra of posterior means and standard deviations", paras,
-                   (header, rows), figs)  # fmt: skip
+    return Section(
+        "k-tied study: spectra of posterior means and standard deviations",
+        paras,
+        (header, rows),
+        figs,
+    )
 
 
 def _pm(mean: float, sd: float, digits: int = 3) -> str:
@@ -132,8 +160,10 @@ def _spectrum_null_section(cells, seeds):
             u = top_fraction_null(a, (1,), shuffles=NULL_SHUFFLES, seed=NULL_SEED, centre=False)
             row = [_label(method, seed, seeds), site]
             for i in range(len(NULL_KS)):
-                row += [_f(float(c.observed[i])),
-                        f"{_pm(c.null_mean[i], c.null_sd[i])} ({c.null_max[i]:.3g})"]  # fmt: skip
+                row += [
+                    _f(float(c.observed[i])),
+                    f"{_pm(c.null_mean[i], c.null_sd[i])} ({c.null_max[i]:.3g})",
+                ]
             z = float(c.z[0])
             row += [f"{z:.1f}", _f(float(u.observed[0])), _pm(u.null_mean[0], u.null_sd[0])]
             rows.append(row)
@@ -159,8 +189,7 @@ def _spectrum_null_section(cells, seeds):
         f"Centred top-1 fraction more than {NULL_Z:g} shuffled sds above the shuffled mean: "
         f"{above} of {total} (method, layer) std matrices.",
     ]
-    return Section("k-tied study: the std spectrum against a shuffled null", paras,
-                   (header, rows))  # fmt: skip
+    return Section("k-tied study: the std spectrum against a shuffled null", paras, (header, rows))
 
 
 def _control_stats(runs: list[dict], col: str) -> tuple[float, float] | None:
@@ -175,8 +204,16 @@ def _truncation_section(cells, seeds):
 
     header = ["method", "std matrices", *_TRUNC_COLS, "NLL per draw", "NLL vs none"]
     rows, checks = [], []
-    ctl_header = ["method", "std matrices", "NLL", "shuffled stds: NLL", "NLL per draw",
-                  "shuffled stds: NLL per draw", "accuracy", "shuffled stds: accuracy"]  # fmt: skip
+    ctl_header = [
+        "method",
+        "std matrices",
+        "NLL",
+        "shuffled stds: NLL",
+        "NLL per draw",
+        "shuffled stds: NLL per draw",
+        "accuracy",
+        "shuffled stds: accuracy",
+    ]
     ctl_rows, ctl_checks, shuffles = [], [], 0
     for method, seed, _, rec, _ in cells:
         trunc = rec.get("truncation") or {}
@@ -190,11 +227,20 @@ def _truncation_section(cells, seeds):
             res = trunc[k]
             rel = (res["nll"] - base) / abs(base) if k != "none" else 0.0
             what = "no truncation" if k == "none" else f"rank-{k} truncation"
-            rows.append([lab, what, *[_f(res.get(c)) for c in _TRUNC_COLS],
-                         _f(res.get("nll_per_draw")), f"{100 * rel:+.2f}%"])  # fmt: skip
+            rows.append(
+                [
+                    lab,
+                    what,
+                    *[_f(res.get(c)) for c in _TRUNC_COLS],
+                    _f(res.get("nll_per_draw")),
+                    f"{100 * rel:+.2f}%",
+                ]
+            )
             if k != "none":
-                checks.append(f"{lab}: rank-{k} NLL {res['nll']:.4f} vs "
-                              f"{base:.4f} untruncated ({100 * rel:+.2f}%)")  # fmt: skip
+                checks.append(
+                    f"{lab}: rank-{k} NLL {res['nll']:.4f} vs "
+                    f"{base:.4f} untruncated ({100 * rel:+.2f}%)"
+                )
             runs = control.get(k)
             if not runs:
                 continue
@@ -205,8 +251,9 @@ def _truncation_section(cells, seeds):
             ctl_rows.append(cells_)
             st = _control_stats(runs, "nll")
             if st is not None:
-                ctl_checks.append(f"{lab}, {what}: NLL {res['nll']:.4f}, shuffled stds "
-                                  f"{st[0]:.4f} ± {st[1]:.2g}")  # fmt: skip
+                ctl_checks.append(
+                    f"{lab}, {what}: NLL {res['nll']:.4f}, shuffled stds {st[0]:.4f} ± {st[1]:.2g}"
+                )
     if not rows:
         return None
     floor = cells[0][3].get("kl_std_floor")
@@ -236,23 +283,37 @@ def _truncation_section(cells, seeds):
             "as harmless as that of the real ones, neither is. " + "; ".join(ctl_checks) + "."
         )
         tables.append((ctl_header, ctl_rows))
-    return Section("k-tied study: post-training low-rank truncation", paras, (header, rows),
-                   tables=tables)  # fmt: skip
+    return Section(
+        "k-tied study: post-training low-rank truncation", paras, (header, rows), tables=tables
+    )
 
 
 def _per_draw_section(cells, seeds):
     """Per-draw NLL (the paper's convention) beside the NLL of the predictive mixture."""
-    header = ["method", "draws", "NLL per draw ± s.e.", "NLL of the mixture",
-              "accuracy per draw", "accuracy of the mixture"]  # fmt: skip
+    header = [
+        "method",
+        "draws",
+        "NLL per draw ± s.e.",
+        "NLL of the mixture",
+        "accuracy per draw",
+        "accuracy of the mixture",
+    ]
     rows, gaps = [], []
     for method, seed, _, rec, _ in cells:
         res = rec.get("predictive")
         if not res or res.get("nll_per_draw") is None:
             continue
         lab = _label(method, seed, seeds)
-        rows.append([lab, _f(rec.get("predictive_draws")),
-                     f"{res['nll_per_draw']:.4g} ± {res['nll_per_draw_sem']:.2g}",
-                     _f(res["nll"]), _f(res["accuracy_per_draw"]), _f(res["accuracy"])])  # fmt: skip
+        rows.append(
+            [
+                lab,
+                _f(rec.get("predictive_draws")),
+                f"{res['nll_per_draw']:.4g} ± {res['nll_per_draw_sem']:.2g}",
+                _f(res["nll"]),
+                _f(res["accuracy_per_draw"]),
+                _f(res["accuracy"]),
+            ]
+        )
         gaps.append(f"{lab} {res['nll_per_draw'] - res['nll']:+.4f}")
     if not rows:
         return None
@@ -273,19 +334,32 @@ def _per_draw_section(cells, seeds):
 
 
 def _counts_section(cells, results, seeds):
-    nvar = dict(zip(results["cell_id"], results.get("n_var_params", [None] * len(results)),
-                    strict=True))  # fmt: skip
-    header = ["method", "variational parameters", "std parameters (weights)",
-              "std parameters if mean field"]  # fmt: skip
+    nvar = dict(
+        zip(results["cell_id"], results.get("n_var_params", [None] * len(results)), strict=True)
+    )
+    header = [
+        "method",
+        "variational parameters",
+        "std parameters (weights)",
+        "std parameters if mean field",
+    ]
     rows = []
     for method, seed, cid, rec, _ in cells:
         std = sum(i["std_params"] for i in rec["layers"].values())
         mf = sum(i["std_params_mean_field"] for i in rec["layers"].values())
         v = nvar.get(cid)
-        rows.append([_label(method, seed, seeds), _f(int(v)) if v == v and v is not None else "",
-                     str(std), str(mf)])  # fmt: skip
-    paras = ["Variational parameter counts (Figure 6 left, Table 1): a k-tied std matrix of "
-             "an m x n layer has k(m + n) parameters instead of mn."]  # fmt: skip
+        rows.append(
+            [
+                _label(method, seed, seeds),
+                _f(int(v)) if v == v and v is not None else "",
+                str(std),
+                str(mf),
+            ]
+        )
+    paras = [
+        "Variational parameter counts (Figure 6 left, Table 1): a k-tied std matrix of "
+        "an m x n layer has k(m + n) parameters instead of mn."
+    ]
     return Section("k-tied study: parameter counts", paras, (header, rows))
 
 
@@ -306,14 +380,17 @@ def _snr_section(cells, seeds):
         window = rec.get("snr_window", window)
         for site, by_step in rec.get("snr", {}).items():
             for step, s in sorted(by_step.items(), key=lambda kv: int(kv[0])):
-                rows.append([_label(method, seed, seeds), site, step, _f(s["mean"]),
-                             _f(s["median"])])  # fmt: skip
+                rows.append(
+                    [_label(method, seed, seeds), site, step, _f(s["mean"]), _f(s["median"])]
+                )
         sites = [s for s, v in rec.get("snr", {}).items() if v]
         if len(sites) >= 2:  # the paper's "Dense 2" layer: the second weight site
             by_step = rec["snr"][sites[1]]
             st = sorted(by_step, key=int)
-            curves[_label(method, seed, seeds)] = ([int(s) for s in st],
-                                                   [by_step[s]["median"] for s in st])  # fmt: skip
+            curves[_label(method, seed, seeds)] = (
+                [int(s) for s in st],
+                [by_step[s]["median"] for s in st],
+            )
     if not rows:
         return None
     comparison = _snr_comparison(cells, seeds)
@@ -335,9 +412,18 @@ def _snr_section(cells, seeds):
         f"1/(window - 3) = {_floor(window)}; reports.spectrum.snr_noise_floor).",
         *comparison,
     ]
-    figs = [("snr_layer2", elbo_curve_figure(curves, ylabel="median gradient SNR",
-                                             title="second weight layer", log_y=True))] \
-        if curves else []  # fmt: skip
+    figs = (
+        [
+            (
+                "snr_layer2",
+                elbo_curve_figure(
+                    curves, ylabel="median gradient SNR", title="second weight layer", log_y=True
+                ),
+            )
+        ]
+        if curves
+        else []
+    )
     return Section("k-tied study: gradient signal-to-noise ratio", paras, (header, rows), figs)
 
 
@@ -377,9 +463,11 @@ def _snr_comparison(cells, seeds) -> list[str]:
                 wins = sum(w for w, _ in per_site.values())
                 total = sum(t for _, t in per_site.values())
                 by = "; ".join(f"{site} {w}/{t}" for site, (w, t) in per_site.items())
-                out.append(f"{stat} SNR{where}: a tied guide is above "
-                           f"{_label(*base[:2], seeds)} in {wins} of {total} (layer, step, k) "
-                           f"comparisons; by layer: {by}.")  # fmt: skip
+                out.append(
+                    f"{stat} SNR{where}: a tied guide is above "
+                    f"{_label(*base[:2], seeds)} in {wins} of {total} (layer, step, k) "
+                    f"comparisons; by layer: {by}."
+                )
     return out
 
 
@@ -397,8 +485,10 @@ def _elbo_section(cells, seeds):
         return None
     steps = sorted({s for st, _ in curves.values() for s in st})
     header = ["method", *[f"step {s}" for s in steps]]
-    rows = [[lab, *[_f(dict(zip(st, v, strict=True)).get(s)) for s in steps]]
-            for lab, (st, v) in curves.items()]  # fmt: skip
+    rows = [
+        [lab, *[_f(dict(zip(st, v, strict=True)).get(s)) for s in steps]]
+        for lab, (st, v) in curves.items()
+    ]
     paras = [
         f"-ELBO per example on the {split} split at chosen training steps (Figure 6 "
         "bottom right, Figure 7): expected NLL under q plus KL(q || prior) / n_train."
@@ -408,9 +498,12 @@ def _elbo_section(cells, seeds):
 
 
 def _heatmap_section(cells, spec):
-    site_by_method = {m.name: next((s.heatmap_site for s in spec.studies_for(m)
-                                    if isinstance(s, KTiedStudy)), None)
-                      for m in spec.inference}  # fmt: skip
+    site_by_method = {
+        m.name: next(
+            (s.heatmap_site for s in spec.studies_for(m) if isinstance(s, KTiedStudy)), None
+        )
+        for m in spec.inference
+    }
     for method, seed, _, rec, arrays in cells:
         if not rec.get("truncation") or rec.get("rank") is not None:
             continue  # the heat map is of a mean-field (untied) std matrix
@@ -419,10 +512,12 @@ def _heatmap_section(cells, spec):
             continue
         a = arrays[f"{site}/std"]
         fig = heatmap_figure(a, title=f"posterior std of {site} ({method}, seed {seed})")
-        paras = [f"Heat maps of the posterior standard deviations of {site} "
-                 f"({'x'.join(map(str, a.shape))}, viewed as a matrix) of {method} and of its "
-                 "rank-1 and rank-2 approximations clamped at 0 (Figure 4), on one colour "
-                 "scale."]  # fmt: skip
+        paras = [
+            f"Heat maps of the posterior standard deviations of {site} "
+            f"({'x'.join(map(str, a.shape))}, viewed as a matrix) of {method} and of its "
+            "rank-1 and rank-2 approximations clamped at 0 (Figure 4), on one colour "
+            "scale."
+        ]
         return Section(
             "k-tied study: std matrix heat maps",
             paras,
@@ -438,8 +533,14 @@ def ktied_sections(results, run: ArtifactReader, spec) -> list:
     if not cells:
         return []
     seeds = {c[1] for c in cells}
-    found = [_spectrum_section(cells, seeds), _spectrum_null_section(cells, seeds),
-             _truncation_section(cells, seeds), _per_draw_section(cells, seeds),
-             _heatmap_section(cells, spec), _snr_section(cells, seeds),
-             _elbo_section(cells, seeds), _counts_section(cells, results, seeds)]  # fmt: skip
+    found = [
+        _spectrum_section(cells, seeds),
+        _spectrum_null_section(cells, seeds),
+        _truncation_section(cells, seeds),
+        _per_draw_section(cells, seeds),
+        _heatmap_section(cells, spec),
+        _snr_section(cells, seeds),
+        _elbo_section(cells, seeds),
+        _counts_section(cells, results, seeds),
+    ]
     return [s for s in found if s is not None]

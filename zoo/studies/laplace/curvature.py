@@ -129,9 +129,16 @@ def find_mode(
     z = z0.detach().clone().requires_grad_(True)
     if steps == 0:
         return z.detach(), 0
-    opt = torch.optim.LBFGS([z], lr=1.0, max_iter=steps, max_eval=2 * steps + 10,
-                            tolerance_grad=1e-10, tolerance_change=1e-14, history_size=20,
-                            line_search_fn="strong_wolfe")  # fmt: skip
+    opt = torch.optim.LBFGS(
+        [z],
+        lr=1.0,
+        max_iter=steps,
+        max_eval=2 * steps + 10,
+        tolerance_grad=1e-10,
+        tolerance_change=1e-14,
+        history_size=20,
+        line_search_fn="strong_wolfe",
+    )
 
     def closure() -> torch.Tensor:
         opt.zero_grad()
@@ -190,8 +197,9 @@ def ggn(
 
     chunk = _chunk(len(x), 4 * (flat.dim + sum(model.dims)))
     with pyro.validation_enabled(False), torch.no_grad():
-        per_example = torch.func.vmap(torch.func.jacrev(out_one), in_dims=(None, 0),
-                                      chunk_size=chunk)  # fmt: skip
+        per_example = torch.func.vmap(
+            torch.func.jacrev(out_one), in_dims=(None, 0), chunk_size=chunk
+        )
         jac = per_example(z, x)  # (N, K, D)
         lam = torch.func.vmap(torch.func.hessian(nll_one))(model.apply(x, params), y)
     lj = torch.einsum("nkl,nld->nkd", lam, jac).reshape(-1, flat.dim)

@@ -63,8 +63,7 @@ def laplace_metrics(
     ``x`` and ``y`` are the full training set; they and ``point`` are cast to float64 (class
     labels stay integers). A learned ``noise`` in ``point`` is held fixed.
     """
-    return laplace_at_mode(model, x, y, point, curvature=curvature,
-                           refine_steps=refine_steps)[0]  # fmt: skip
+    return laplace_at_mode(model, x, y, point, curvature=curvature, refine_steps=refine_steps)[0]
 
 
 def laplace_at_mode(
@@ -121,11 +120,18 @@ class LaplaceProbe:
         :data:`PRECISION_ARTIFACT` (H as a ``.npy``); nothing above ``max_params``."""
         model, data, s = self.ctx.model, self.ctx.data, self.section
         if model.num_params > s.max_params:
-            return {"laplace_skipped": f"{model.num_params} parameters > max_params "
-                                       f"{s.max_params}"}, {}  # fmt: skip
+            return {
+                "laplace_skipped": f"{model.num_params} parameters > max_params {s.max_params}"
+            }, {}
         point = {k: torch.as_tensor(v) for k, v in fit.posterior.median().items()}
-        res, h = laplace_at_mode(model, data.x_train, data.y_train, point,
-                                 curvature=s.curvature, refine_steps=s.refine_steps)  # fmt: skip
+        res, h = laplace_at_mode(
+            model,
+            data.x_train,
+            data.y_train,
+            point,
+            curvature=s.curvature,
+            refine_steps=s.refine_steps,
+        )
         metrics = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in res.items()}
         if not s.save_precision:
             return metrics, {}

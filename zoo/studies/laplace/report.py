@@ -33,8 +33,9 @@ def laplace_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
     if "laplace_kl" not in results.columns:
         return []
     studies = [s for s in spec.studies if isinstance(s, LaplaceStudy)]
-    how = ", ".join(sorted({f"{s.curvature} with {s.refine_steps} L-BFGS refinement steps"
-                            for s in studies}))  # fmt: skip
+    how = ", ".join(
+        sorted({f"{s.curvature} with {s.refine_steps} L-BFGS refinement steps" for s in studies})
+    )
     ok = results[results["status"] == "ok"]
     rows = ok[ok["laplace_kl"].notna()]
     paras = [
@@ -58,8 +59,11 @@ def laplace_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
     ]
     x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     table, figs = None, []
-    grid = [a for a in spec.sweep if a not in (x, "seed") and a in rows.columns
-            and rows[a].nunique() > 1]  # fmt: skip
+    grid = [
+        a
+        for a in spec.sweep
+        if a not in (x, "seed") and a in rows.columns and rows[a].nunique() > 1
+    ]
     extra: list = []
     if x in rows.columns and "method" in rows.columns:
         keys = ["method", *grid, x]
@@ -68,23 +72,35 @@ def laplace_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
         for key, part in rows.groupby(keys, sort=True):
             kl, kl_se = _one(part["laplace_kl"])
             w2, w2_se = _one(part["laplace_w2"])
-            body.append([*map(str, key), f"{kl:.4g} ± {kl_se:.2g}", f"{w2:.4g} ± {w2_se:.2g}",
-                         str(len(part))])  # fmt: skip
+            body.append(
+                [
+                    *map(str, key),
+                    f"{kl:.4g} ± {kl_se:.2g}",
+                    f"{w2:.4g} ± {w2_se:.2g}",
+                    str(len(part)),
+                ]
+            )
         table = (header, body)
         if pd.api.types.is_numeric_dtype(rows[x]):
             curves = {}
             by = ["method", *grid]
             for key, part in rows.groupby(by):
                 m, se = _mean_se(part, x, "laplace_kl")
-                curves[f"Laplace ({_label(by, key)})"] = (m.index.to_numpy(), m.to_numpy(),
-                                                          se.to_numpy())  # fmt: skip
+                curves[f"Laplace ({_label(by, key)})"] = (
+                    m.index.to_numpy(),
+                    m.to_numpy(),
+                    se.to_numpy(),
+                )
             sampled = ok[ok["kl_diag_full"].notna()] if "kl_diag_full" in ok.columns else ok[:0]
             for key, part in sampled.groupby(by):
                 for col, name in (("kl_diag_full", "sampled"), ("kl_excess", "sampled excess")):
                     if col in part.columns and part[col].notna().any():
                         m, se = _mean_se(part, x, col)
                         curves[f"{name} ({_label(by, key)})"] = (
-                            m.index.to_numpy(), m.to_numpy(), se.to_numpy())  # fmt: skip
+                            m.index.to_numpy(),
+                            m.to_numpy(),
+                            se.to_numpy(),
+                        )
             figs = [("laplace_kl", kl_null_figure(curves, xlabel=x))]
         if len(grid) == 1 and all(pd.api.types.is_numeric_dtype(rows[a]) for a in (x, *grid)):
             paras_grid, extra, grid_figs = _grid(rows, ok, x, grid[0])
@@ -112,19 +128,34 @@ def _grid(rows: pd.DataFrame, ok: pd.DataFrame, x: str, other: str):
         part = part.assign(laplace_kl_per_param=part["laplace_kl"] / part["laplace_dim"])
         xs, os = sorted(part[x].unique()), sorted(part[other].unique())
         g = part.groupby([x, other])
-        for col, what in (("laplace_kl", "laplace_kl"),
-                          ("laplace_kl_per_param", "laplace_kl / D")):  # fmt: skip
+        for col, what in (("laplace_kl", "laplace_kl"), ("laplace_kl_per_param", "laplace_kl / D")):
             mean = g[col].mean().unstack(other).reindex(index=xs, columns=os)
             se = (g[col].std(ddof=1) / g[col].count() ** 0.5).fillna(0).unstack(other)
             se = se.reindex(index=xs, columns=os)
             head = [f"{what} ({method}), {x} down, {other} across", *map(str, os)]
-            body = [[str(v), *(f"{mean.at[v, o]:.4g} ± {se.at[v, o]:.2g}"
-                               if mean.at[v, o] == mean.at[v, o] else "-" for o in os)]
-                    for v in xs]  # fmt: skip
+            body = [
+                [
+                    str(v),
+                    *(
+                        f"{mean.at[v, o]:.4g} ± {se.at[v, o]:.2g}"
+                        if mean.at[v, o] == mean.at[v, o]
+                        else "-"
+                        for o in os
+                    ),
+                ]
+                for v in xs
+            ]
             tables.append((head, body))
             if col == "laplace_kl":
-                fig = grid_figure(mean.to_numpy(), se.to_numpy(), xs, os, row_label=x,
-                                  col_label=other, ylabel=f"laplace_kl ({method}), nats")  # fmt: skip
+                fig = grid_figure(
+                    mean.to_numpy(),
+                    se.to_numpy(),
+                    xs,
+                    os,
+                    row_label=x,
+                    col_label=other,
+                    ylabel=f"laplace_kl ({method}), nats",
+                )
                 figs.append((f"laplace_kl_grid_{method}", fig))
         for col, what in (("laplace_kl", "laplace_kl"), ("laplace_kl_per_param", "KL / D")):
             eff = axis_effects(part[col], {x: part[x], other: part[other]})
@@ -135,7 +166,7 @@ def _grid(rows: pd.DataFrame, ok: pd.DataFrame, x: str, other: str):
                 f"in {x} and {b[other]} in {other} (R^2 {eff.r2:.2f}): doubling {x} at fixed "
                 f"{other} multiplies {what} by about {2 ** eff.slopes[x]:.2g}, doubling "
                 f"{other} at fixed {x} by about {2 ** eff.slopes[other]:.2g}."
-            )  # fmt: skip
+            )
     paras.append(
         f"The grid tables give the Laplace KL (and the KL per parameter, laplace_kl / D) with "
         f"{x} down and {other} across: read a column for {x} at fixed {other}, a row for "
@@ -148,9 +179,17 @@ def _grid(rows: pd.DataFrame, ok: pd.DataFrame, x: str, other: str):
         for key, part in sampled.groupby(["method", x, other], sort=True):
             kl, kl_se = _one(part["kl_diag_full"])
             ex, ex_se = _one(part["kl_excess"]) if "kl_excess" in part else (float("nan"), 0.0)
-            body.append([*map(str, key), f"{kl:.4g} ± {kl_se:.2g}", f"{ex:.4g} ± {ex_se:.2g}",
-                         str(len(part))])  # fmt: skip
+            body.append(
+                [
+                    *map(str, key),
+                    f"{kl:.4g} ± {kl_se:.2g}",
+                    f"{ex:.4g} ± {ex_se:.2g}",
+                    str(len(part)),
+                ]
+            )
         tables.append((head, body))
-        paras.append("The last table is the sampled KL and its excess over the shift null "
-                     "on the cells that have draws.")  # fmt: skip
+        paras.append(
+            "The last table is the sampled KL and its excess over the shift null "
+            "on the cells that have draws."
+        )
     return paras, tables, figs

@@ -86,8 +86,9 @@ def ood_inputs(
     """
     if kind == "holdout_class":
         if x_held_out is None:
-            raise ValueError("ood: holdout_class needs a data set with a held-out class "
-                             "(data.holdout_class)")  # fmt: skip
+            raise ValueError(
+                "ood: holdout_class needs a data set with a held-out class (data.holdout_class)"
+            )
         return np.asarray(x_held_out[:n], np.float32)
     x = np.asarray(x_train, np.float64)
     rng = np.random.default_rng(seed)
@@ -176,8 +177,9 @@ class PredictiveProbe:
         sets = {k: _unflatten(v, shapes, ctx) for k, v in gauss.items()}
         sets["samples"] = {k: ctx.runtime.tensor(v) for k, v in thin(sites, n).items()}
         for half, part in enumerate(_halves(sites)):
-            sets[f"half{half}"] = {k: ctx.runtime.tensor(v)
-                                   for k, v in thin(part, max(1, n // 2)).items()}  # fmt: skip
+            sets[f"half{half}"] = {
+                k: ctx.runtime.tensor(v) for k, v in thin(part, max(1, n // 2)).items()
+            }
         if fit.init is not None:
             sets["mfvi"] = fit.init.posterior.sample(n, ctx.seed + 1)
         return sets
@@ -188,14 +190,21 @@ class PredictiveProbe:
         if not isinstance(post, SampledPosterior) or ctx.ds.n_classes == 0:
             return {}, {}
         if ctx.model.num_params > s.max_params:
-            return {"pred_skipped": f"{ctx.model.num_params} parameters > max_params "
-                                    f"{s.max_params}"}, {}  # fmt: skip
+            return {
+                "pred_skipped": f"{ctx.model.num_params} parameters > max_params {s.max_params}"
+            }, {}
         sets = self._draw_sets(fit, post)
         kinds = s.ood_kinds(ctx.cell.spec.data, ctx.ds.in_dim)
         inputs = {"": ctx.data.x_test}
         for i, kind in enumerate(kinds):
-            x_ood = ood_inputs(ctx.ds.x_train, kind, s.ood_points, s.ood_radius, ctx.seed + 5,
-                               getattr(ctx.ds, "x_ood", None))  # fmt: skip
+            x_ood = ood_inputs(
+                ctx.ds.x_train,
+                kind,
+                s.ood_points,
+                s.ood_radius,
+                ctx.seed + 5,
+                getattr(ctx.ds, "x_ood", None),
+            )
             inputs["_ood" if i == 0 else f"_ood_{kind}"] = ctx.runtime.tensor(x_ood)
         y, bins = np.asarray(ctx.ds.y_test), ctx.cell.spec.metrics.ece_bins
         out: dict[str, Any] = {}

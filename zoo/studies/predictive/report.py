@@ -82,14 +82,23 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
     x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     if x not in rows.columns or rows.empty or "method" not in rows.columns:
         return [Section("The price of mean field in predictions", paras)]
-    present = [q for q in APPROXIMATIONS if f"pred_tv_{q}" in rows.columns
-               and rows[f"pred_tv_{q}"].notna().any()]  # fmt: skip
+    present = [
+        q
+        for q in APPROXIMATIONS
+        if f"pred_tv_{q}" in rows.columns and rows[f"pred_tv_{q}"].notna().any()
+    ]
     where = _ood_sets(rows)
     if len(where) > 2:
-        paras.append("Out of distribution here: " + "; ".join(
-            f"{name} (columns ending {sfx})" for sfx, name in where.items() if sfx) + ".")  # fmt: skip
-    by = ["method"] + [a for a in spec.sweep if a not in (x, "seed") and a in rows.columns
-                       and rows[a].nunique() > 1]  # fmt: skip
+        paras.append(
+            "Out of distribution here: "
+            + "; ".join(f"{name} (columns ending {sfx})" for sfx, name in where.items() if sfx)
+            + "."
+        )
+    by = ["method"] + [
+        a
+        for a in spec.sweep
+        if a not in (x, "seed") and a in rows.columns and rows[a].nunique() > 1
+    ]
     tv, curves = _table(rows, x, by, "tv", present, where)
     agree, _ = _table(rows, x, by, "agree", present, where)
     figs = []
@@ -117,14 +126,23 @@ def _ood_sets(rows: pd.DataFrame) -> dict[str, str]:
     return out
 
 
-def _table(rows: pd.DataFrame, x: str, by: list[str], metric: str, present: list[str],
-           where: dict[str, str]) -> tuple[tuple[list[str], list[list[str]]], dict]:  # fmt: skip
+def _table(
+    rows: pd.DataFrame,
+    x: str,
+    by: list[str],
+    metric: str,
+    present: list[str],
+    where: dict[str, str],
+) -> tuple[tuple[list[str], list[list[str]]], dict]:
     """``(header, body)`` of ``pred_<metric>_<q><suffix>`` per group ``by`` (the method and
     any other swept axis, e.g. the width of a depth x width grid) and x value (mean ±
     standard error over seeds), and the TV figure's curves (test and first OOD set)."""
     name = "TV" if metric == "tv" else "agree"
-    header = [*by, x] + [f"{name} {_NAMES[q]}" + ("" if not sfx else f" ({label})")
-                         for q in present for sfx, label in where.items()]  # fmt: skip
+    header = [*by, x] + [
+        f"{name} {_NAMES[q]}" + ("" if not sfx else f" ({label})")
+        for q in present
+        for sfx, label in where.items()
+    ]
     if metric == "tv":
         header += ["TV floor", "TV split"]
     header.append("cells")
@@ -132,8 +150,9 @@ def _table(rows: pd.DataFrame, x: str, by: list[str], metric: str, present: list
     numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
     for key, part in rows.groupby(by):
         key = key if isinstance(key, tuple) else (key,)
-        group = ", ".join([str(key[0]), *(f"{a} {v}" for a, v in zip(by[1:], key[1:],
-                                                                      strict=True))])  # fmt: skip
+        group = ", ".join(
+            [str(key[0]), *(f"{a} {v}" for a, v in zip(by[1:], key[1:], strict=True))]
+        )
         cols = {}
         for q in present:
             for sfx in where:
@@ -144,14 +163,23 @@ def _table(rows: pd.DataFrame, x: str, by: list[str], metric: str, present: list
                         m, se = cols[col]
                         label = " OOD" if sfx else " test"
                         curves[f"{_NAMES[q]}{label} ({group})"] = (
-                            m.index.to_numpy(), m.to_numpy(), se.to_numpy())  # fmt: skip
+                            m.index.to_numpy(),
+                            m.to_numpy(),
+                            se.to_numpy(),
+                        )
         n = part.groupby(x).size()
         floor = _mean_se(part, x, "pred_tv_mc_floor")[0] if metric == "tv" else None
-        split = (_mean_se(part, x, "pred_tv_split")[0]
-                 if metric == "tv" and "pred_tv_split" in part else None)  # fmt: skip
+        split = (
+            _mean_se(part, x, "pred_tv_split")[0]
+            if metric == "tv" and "pred_tv_split" in part
+            else None
+        )
         for v in n.index:
-            cells = [f"{cols[c][0][v]:.3g} ± {cols[c][1][v]:.2g}" if c in cols else "-"
-                     for q in present for c in (f"pred_{metric}_{q}{sfx}" for sfx in where)]  # fmt: skip
+            cells = [
+                f"{cols[c][0][v]:.3g} ± {cols[c][1][v]:.2g}" if c in cols else "-"
+                for q in present
+                for c in (f"pred_{metric}_{q}{sfx}" for sfx in where)
+            ]
             if floor is not None:
                 cells += [f"{floor[v]:.2g}", f"{split[v]:.2g}" if split is not None else "-"]
             body.append([*map(str, key), str(v), *cells, str(n[v])])

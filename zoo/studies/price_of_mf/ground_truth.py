@@ -36,17 +36,35 @@ from zoo.studies.product_matrix.simulate import SimulationStore
 __all__ = ["TABLE_COLUMNS", "load_cov", "run_ground_truth", "sample_gaussian"]
 
 #: The report table's columns, in order.
-TABLE_COLUMNS = ["dim", "kl_true", "kl", "kl_group_sd", "kl_null", "kl_excess", "excess_se",
-                 "kl_extrapolated", "kl_extrapolated_se", "n_eff", "kl_null_draws",
-                 "n_divergent", "seconds"]  # fmt: skip
+TABLE_COLUMNS = [
+    "dim",
+    "kl_true",
+    "kl",
+    "kl_group_sd",
+    "kl_null",
+    "kl_excess",
+    "excess_se",
+    "kl_extrapolated",
+    "kl_extrapolated_se",
+    "n_eff",
+    "kl_null_draws",
+    "n_divergent",
+    "seconds",
+]
 
 
 def sample_gaussian(sim: Any, cov: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
     """Draws ``(chains, draws, D)`` of N(0, cov) from the section's batched sampler, and
     its statistics (seconds, divergences, mean leapfrog steps, step sizes)."""
     pot = GaussianPotential(cov)
-    kw = dict(seed=seed, warmup=sim.warmup, draws=sim.draws, chains=sim.chains,
-              target_accept=sim.target_accept, vectorize_chains=True)  # fmt: skip
+    kw = dict(
+        seed=seed,
+        warmup=sim.warmup,
+        draws=sim.draws,
+        chains=sim.chains,
+        target_accept=sim.target_accept,
+        vectorize_chains=True,
+    )
     if sim.sampler == "nuts":
         res = run_nuts(pot, max_tree_depth=sim.max_tree_depth, **kw)
     else:
@@ -104,22 +122,33 @@ def run_ground_truth(
         )
         covs[f"dim_{dim}"] = cov
         draws, stats = sample_gaussian(sim, cov, spec.seed + 101 * i + 1)
-        m = ground_truth_metrics(draws, cov, groups=sim.groups, fractions=sim.fractions,
-                                 cov=sim.gaussian_fit.cov, jitter=sim.gaussian_fit.jitter,
-                                 reps=sim.null_reps, seed=spec.seed + 101 * i + 3)  # fmt: skip
+        m = ground_truth_metrics(
+            draws,
+            cov,
+            groups=sim.groups,
+            fractions=sim.fractions,
+            cov=sim.gaussian_fit.cov,
+            jitter=sim.gaussian_fit.jitter,
+            reps=sim.null_reps,
+            seed=spec.seed + 101 * i + 3,
+        )
         row = {"dim": dim, **m, **stats, "seconds": time.perf_counter() - t0}
         rows.append(row)
-        log(f"D = {dim}: true KL {m['kl_true']:.4g}, excess {m['kl_excess']:.4g} "
+        log(
+            f"D = {dim}: true KL {m['kl_true']:.4g}, excess {m['kl_excess']:.4g} "
             f"+- {m['excess_se']:.2g}, extrapolated {m['kl_extrapolated']:.4g} "
             f"+- {m['kl_extrapolated_se']:.2g}, n_eff {m['n_eff']:.0f} "
-            f"({row['seconds']:.0f} s)")  # fmt: skip
+            f"({row['seconds']:.0f} s)"
+        )
     results = pd.DataFrame(rows)
     store.write_table("results.csv", results)
     buf = io.BytesIO()
     np.savez_compressed(buf, **covs)
     store.write_file("covariances.npz", buf.getvalue())
-    table = [[f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in TABLE_COLUMNS]
-             for r in rows]  # fmt: skip
+    table = [
+        [f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in TABLE_COLUMNS]
+        for r in rows
+    ]
     section = Section(
         "Ground truth: the price-of-mean-field pipeline on N(0, S) with a known S",
         [
@@ -147,8 +176,16 @@ def run_ground_truth(
         (TABLE_COLUMNS, table),
         [("kl_vs_inverse_n_eff", ground_truth_figure(rows, sim.fractions))],
     )
-    return store.write_files(render_report(
-        title=f"bnn-zoo report: {spec.name}", spec_text=store.spec_text(),
-        results=results.assign(status="ok"), summary=pd.DataFrame(), x="dim", hue=None,
-        metrics=[], notes=[spec.description] if spec.description else [], sections=[section],
-    ))  # fmt: skip
+    return store.write_files(
+        render_report(
+            title=f"bnn-zoo report: {spec.name}",
+            spec_text=store.spec_text(),
+            results=results.assign(status="ok"),
+            summary=pd.DataFrame(),
+            x="dim",
+            hue=None,
+            metrics=[],
+            notes=[spec.description] if spec.description else [],
+            sections=[section],
+        )
+    )

@@ -113,8 +113,9 @@ def weight_index(
     if site_slices is None:
         sizes = [int(np.prod(draws[name].shape[2:])) for name in names]
         stops = np.cumsum(sizes)
-        site_slices = {n: slice(int(b - k), int(b)) for n, k, b in zip(names, sizes, stops,
-                                                                       strict=True)}  # fmt: skip
+        site_slices = {
+            n: slice(int(b - k), int(b)) for n, k, b in zip(names, sizes, stops, strict=True)
+        }
     return np.concatenate([np.arange(site_slices[n].start, site_slices[n].stop) for n in names])
 
 
@@ -179,8 +180,9 @@ def kl_draws_rule(
 
     def enough(draws: Mapping[str, np.ndarray]) -> bool:
         parts = [v.reshape(v.shape[:2] + (-1,)) for v in weight_draws(model, draws).values()]
-        null = kl_shift_null(np.concatenate(parts, -1), cov=fit.cov, jitter=fit.jitter, reps=4,
-                             seed=seed + 4)  # fmt: skip
+        null = kl_shift_null(
+            np.concatenate(parts, -1), cov=fit.cov, jitter=fit.jitter, reps=4, seed=seed + 4
+        )
         return null.iid_draws is not None and null.iid_draws >= section.kl_target_draws
 
     return enough
@@ -197,8 +199,10 @@ class PriceOfMeanFieldProbe:
         s = self.section
         if s.kl_target_draws is None:
             return Hooks()
-        return Hooks(stop_when=kl_draws_rule(self.ctx.model, s, self.ctx.seed),
-                     max_draws=s.draws_cap(self.ctx.cell.method))  # fmt: skip
+        return Hooks(
+            stop_when=kl_draws_rule(self.ctx.model, s, self.ctx.seed),
+            max_draws=s.draws_cap(self.ctx.cell.method),
+        )
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
         """The KL, null and Wasserstein metrics (no artifacts); nothing without draws.
@@ -228,18 +232,31 @@ class PriceOfMeanFieldProbe:
 
     def _null(self, post: SampledPosterior, flat: FlatDraws, w2: bool = False) -> Any:
         gf = self.section.gaussian_fit
-        return kl_shift_null(flat.draws, chains=post.chains, cov=gf.cov, jitter=gf.jitter,
-                             reps=8, seed=self.ctx.seed + 3, w2=w2)  # fmt: skip
+        return kl_shift_null(
+            flat.draws,
+            chains=post.chains,
+            cov=gf.cov,
+            jitter=gf.jitter,
+            reps=8,
+            seed=self.ctx.seed + 3,
+            w2=w2,
+        )
 
     def _from_draws(self, post: SampledPosterior, flat: FlatDraws) -> dict[str, Any]:
         seed, gf = self.ctx.seed, self.section.gaussian_fit
         gauss = diag_vs_full(flat.draws, flat.blocks, cov=gf.cov, jitter=gf.jitter, seed=seed)
-        out: dict[str, Any] = {k: v for k, v in gauss.items()
-                               if v is None or isinstance(v, int | float)}  # fmt: skip
+        out: dict[str, Any] = {
+            k: v for k, v in gauss.items() if v is None or isinstance(v, int | float)
+        }
         null = self._null(post, flat, w2=True)
-        out.update(kl_null=null.null_mean, kl_null_sd=null.null_sd, kl_excess=null.excess,
-                   kl_null_draws=null.iid_draws, w2_null=null.w2_null_mean,
-                   w2_null_sd=null.w2_null_sd)  # fmt: skip
+        out.update(
+            kl_null=null.null_mean,
+            kl_null_sd=null.null_sd,
+            kl_excess=null.excess,
+            kl_null_draws=null.iid_draws,
+            w2_null=null.w2_null_mean,
+            w2_null_sd=null.w2_null_sd,
+        )
         if self._softmax():
             out["kl_output_columns"] = kl_output_columns(flat, gf)
         out.update(kl_source="draws", kl_ess_n=bulk_ess_n(flat.draws, post.chains))
@@ -251,16 +268,31 @@ class PriceOfMeanFieldProbe:
         seed, gf = self.ctx.seed, self.section.gaussian_fit
         idx = weight_index(self.ctx.model, post.draws, getattr(post, "site_slices", None))
         if idx.size != flat.draws.shape[1]:
-            raise ValueError(f"the weight sites have {flat.draws.shape[1]} columns in the "
-                             f"draws but {idx.size} in the flat layout")  # fmt: skip
+            raise ValueError(
+                f"the weight sites have {flat.draws.shape[1]} columns in the "
+                f"draws but {idx.size} in the flat layout"
+            )
         m = moments.restrict(idx)
-        gauss = diag_vs_full_moments(m.mean, m.cov, flat.blocks, n_draws=m.n * m.chains,
-                                     jitter=gf.jitter, draws=flat.draws, seed=seed)  # fmt: skip
-        out: dict[str, Any] = {k: v for k, v in gauss.items()
-                               if v is None or isinstance(v, int | float)}  # fmt: skip
+        gauss = diag_vs_full_moments(
+            m.mean,
+            m.cov,
+            flat.blocks,
+            n_draws=m.n * m.chains,
+            jitter=gf.jitter,
+            draws=flat.draws,
+            seed=seed,
+        )
+        out: dict[str, Any] = {
+            k: v for k, v in gauss.items() if v is None or isinstance(v, int | float)
+        }
         null = self._null(post, flat)
-        out.update(kl_kept=null.kl, kl_null=null.null_mean, kl_null_sd=null.null_sd,
-                   kl_excess_kept=null.excess, kl_null_draws=null.iid_draws)  # fmt: skip
+        out.update(
+            kl_kept=null.kl,
+            kl_null=null.null_mean,
+            kl_null_sd=null.null_sd,
+            kl_excess_kept=null.excess,
+            kl_null_draws=null.iid_draws,
+        )
         if self._softmax():
             cov = gaussian_from_moments(m.mean, m.cov, m.n * m.chains, jitter=gf.jitter).cov
             out["kl_output_columns"] = kl_output_columns(flat, gf, cov=cov)

@@ -143,8 +143,15 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
             "fraction of points with the same predicted class, and the mean total variation "
             "distance."
         )
-    return [Section("The price of mean field", paras, tables[0] if tables else None,
-                    [f for f in figs if f[1] is not None], tables[1:])]  # fmt: skip
+    return [
+        Section(
+            "The price of mean field",
+            paras,
+            tables[0] if tables else None,
+            [f for f in figs if f[1] is not None],
+            tables[1:],
+        )
+    ]
 
 
 def _present(ok, col: str) -> bool:
@@ -223,8 +230,9 @@ def _axis(ok, spec: Any, col: str):
         return None
     numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
     cats = list(dict.fromkeys(map(str, rows[x]))) if not numeric else []
-    groups = [c for c in rows.columns
-              if (c.startswith("model.activation") or c == "method") and c != x]  # fmt: skip
+    groups = [
+        c for c in rows.columns if (c.startswith("model.activation") or c == "method") and c != x
+    ]
     return x, rows, numeric, cats, groups
 
 
@@ -264,11 +272,21 @@ def _kl_null_figure(ok, spec: Any):
     if found is None:
         return None
     x, rows, numeric, cats, groups = found
-    curves = _curves(rows, x, numeric, cats, groups,
-                     (("kl_diag_full", "KL"), ("kl_null", "shift null"),
-                      ("kl_bias_ess", "closed-form null at ESS n"), ("kl_excess", "excess"),
-                      ("kl_excess_ess", "excess over ESS closed form"),
-                      ("kl_output_columns", "output columns")))  # fmt: skip
+    curves = _curves(
+        rows,
+        x,
+        numeric,
+        cats,
+        groups,
+        (
+            ("kl_diag_full", "KL"),
+            ("kl_null", "shift null"),
+            ("kl_bias_ess", "closed-form null at ESS n"),
+            ("kl_excess", "excess"),
+            ("kl_excess_ess", "excess over ESS closed form"),
+            ("kl_output_columns", "output columns"),
+        ),
+    )
     if not curves:
         return None
     title = "KL(q_diag || q_full), its shift null and the excess\n" + _seeds_phrase(
@@ -287,26 +305,48 @@ def _w2_figure(ok, spec: Any) -> Figure | None:
     if found is None:
         return None
     x, rows, numeric, cats, groups = found
-    left = _curves(rows, x, numeric, cats, groups,
-                   (("w2_diag_full", "W2(q_diag, q_full), closed form"),
-                    ("w2_null", "sampling floor: shift null")))  # fmt: skip
-    right = _curves(rows, x, numeric, cats, groups,
-                    (("w_error", "empirical W error of samples"),))  # fmt: skip
-    panels = [(left, "W2(q_diag, q_full) of the Gaussian fits, closed form" + (
-        "" if _present(rows, "w2_null") else "\n(no sampling floor measured in this run)"),
-        "W2 [parameter units]")]  # fmt: skip
+    left = _curves(
+        rows,
+        x,
+        numeric,
+        cats,
+        groups,
+        (
+            ("w2_diag_full", "W2(q_diag, q_full), closed form"),
+            ("w2_null", "sampling floor: shift null"),
+        ),
+    )
+    right = _curves(rows, x, numeric, cats, groups, (("w_error", "empirical W error of samples"),))
+    panels = [
+        (
+            left,
+            "W2(q_diag, q_full) of the Gaussian fits, closed form"
+            + ("" if _present(rows, "w2_null") else "\n(no sampling floor measured in this run)"),
+            "W2 [parameter units]",
+        )
+    ]
     if right:
-        panels.append((right, "secondary: empirical W error of samples\n(assignment "
-                              "problem; biased below 0)",
-                       "W2(q_diag, draws) − W2(q_full, draws)"))  # fmt: skip
+        panels.append(
+            (
+                right,
+                "secondary: empirical W error of samples\n(assignment problem; biased below 0)",
+                "W2(q_diag, draws) − W2(q_full, draws)",
+            )
+        )
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (curves, title, ylabel) in zip(axes, panels, strict=True):
         for label, (px, mean, se) in curves.items():
             style = "--" if "floor" in label else "-"
-            ax.errorbar(np.asarray(px, float), np.asarray(mean, float),
-                        yerr=np.asarray(se, float), fmt=style, marker="o", capsize=3,
-                        label=label)  # fmt: skip
+            ax.errorbar(
+                np.asarray(px, float),
+                np.asarray(mean, float),
+                yerr=np.asarray(se, float),
+                fmt=style,
+                marker="o",
+                capsize=3,
+                label=label,
+            )
         ax.axhline(0.0, color="0.6", lw=0.8)
         ax.set_xlabel(x)
         ax.set_ylabel(ylabel)

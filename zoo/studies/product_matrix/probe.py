@@ -40,8 +40,9 @@ class ProductMatrixProbe:
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
         """``product_offdiag_mass`` and ``{ARTIFACT: npz}``."""
         draws = fit.posterior.sample(self.section.draws, seed=self.ctx.seed + 3)
-        weights = [Runtime.numpy(draws[w]).astype(np.float64)
-                   for w, _ in self.ctx.model.layer_sites()]  # fmt: skip
+        weights = [
+            Runtime.numpy(draws[w]).astype(np.float64) for w, _ in self.ctx.model.layer_sites()
+        ]
         cov = product_covariance_from_draws(weights)
         buf = io.BytesIO()
         shape = np.array(weights[-1].shape[1:2] + weights[0].shape[2:3])

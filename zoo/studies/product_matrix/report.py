@@ -42,7 +42,14 @@ def product_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
         "between all its entries (Farquhar et al. 2020, section 2). product_offdiag_mass is "
         "the share of its squared Frobenius norm off the diagonal."
     ]
-    figs = [("product_covariance_trained",
-             product_covariance_figure(covs, title="posterior product-matrix covariance"))] \
-        if covs else []  # fmt: skip
+    figs = (
+        [
+            (
+                "product_covariance_trained",
+                product_covariance_figure(covs, title="posterior product-matrix covariance"),
+            )
+        ]
+        if covs
+        else []
+    )
     return [Section("Product-matrix covariance of the trained networks", paras, None, figs)]

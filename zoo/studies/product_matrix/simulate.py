@@ -65,16 +65,20 @@ def run_simulation(
     rows = []
     for depth in sim.depths:
         cov, ex = covs[depth], exact[depth]
-        rows.append({
-            "depth": depth,
-            "off_diagonal_mass": off_diagonal_mass(cov),
-            "off_diagonal_mass_exact": off_diagonal_mass(ex),
-            "structural_support": support_fraction((sim.width,) * (depth + 1)),
-            "max_abs_correlation": _max_offdiag(cov),
-            "max_abs_correlation_exact": _max_offdiag(ex),
-        })  # fmt: skip
-        log(f"depth {depth}: off-diagonal share {rows[-1]['off_diagonal_mass']:.3g} "
-            f"(exact {rows[-1]['off_diagonal_mass_exact']:.3g})")  # fmt: skip
+        rows.append(
+            {
+                "depth": depth,
+                "off_diagonal_mass": off_diagonal_mass(cov),
+                "off_diagonal_mass_exact": off_diagonal_mass(ex),
+                "structural_support": support_fraction((sim.width,) * (depth + 1)),
+                "max_abs_correlation": _max_offdiag(cov),
+                "max_abs_correlation_exact": _max_offdiag(ex),
+            }
+        )
+        log(
+            f"depth {depth}: off-diagonal share {rows[-1]['off_diagonal_mass']:.3g} "
+            f"(exact {rows[-1]['off_diagonal_mass_exact']:.3g})"
+        )
     results = pd.DataFrame(rows)
     store.write_table("results.csv", results)
     buf = io.BytesIO()
@@ -82,10 +86,12 @@ def run_simulation(
     store.write_file("covariances.npz", buf.getvalue())
 
     label = "Monte Carlo" if sim.method == "mc" else "exact"
-    fig = product_covariance_figure({f"L = {d} ({label})": covs[d] for d in sim.depths},
-                                    title="covariance of vec(W_L ... W_1)")  # fmt: skip
-    fig_exact = product_covariance_figure({f"L = {d} (exact)": exact[d] for d in sim.depths},
-                                          title="the same, exact")  # fmt: skip
+    fig = product_covariance_figure(
+        {f"L = {d} ({label})": covs[d] for d in sim.depths}, title="covariance of vec(W_L ... W_1)"
+    )
+    fig_exact = product_covariance_figure(
+        {f"L = {d} (exact)": exact[d] for d in sim.depths}, title="the same, exact"
+    )
     header = list(results.columns)
     table = [[f"{v:.4g}" if isinstance(v, float) else str(v) for v in r] for r in results.values]
     section = Section(
@@ -105,11 +111,19 @@ def run_simulation(
         (header, table),
         [("product_covariance", fig), ("product_covariance_exact", fig_exact)],
     )
-    return store.write_files(render_report(
-        title=f"bnn-zoo report: {spec.name}", spec_text=store.spec_text(),
-        results=results.assign(status="ok"), summary=pd.DataFrame(), x="depth", hue=None,
-        metrics=[], notes=[spec.description] if spec.description else [], sections=[section],
-    ))  # fmt: skip
+    return store.write_files(
+        render_report(
+            title=f"bnn-zoo report: {spec.name}",
+            spec_text=store.spec_text(),
+            results=results.assign(status="ok"),
+            summary=pd.DataFrame(),
+            x="depth",
+            hue=None,
+            metrics=[],
+            notes=[spec.description] if spec.description else [],
+            sections=[section],
+        )
+    )
 
 
 def _noise_sentence(results: pd.DataFrame) -> str:

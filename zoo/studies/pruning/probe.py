@@ -83,8 +83,10 @@ def guide_moments(guide: Any, model: BayesianNet) -> Moments:
                 # unconstrained = constrained for real-valued weights; marginal stds for
                 # full-rank blocks (row norms of the Cholesky factor)
                 loc, scale = guide.loc_scale(name)
-                out[name] = (Runtime.numpy(loc.double()).copy(),
-                             Runtime.numpy(scale.double()).copy())  # fmt: skip
+                out[name] = (
+                    Runtime.numpy(loc.double()).copy(),
+                    Runtime.numpy(scale.double()).copy(),
+                )
     return out
 
 
@@ -126,8 +128,9 @@ def functional_outputs(
     shares, arrays = [], {}
     for k in range(model.depth):
         w_next = draws[model.layer_sites()[k + 1][0]]
-        within, between = contribution_variance(Runtime.numpy(acts[k].double()),
-                                                Runtime.numpy(w_next.double()))  # fmt: skip
+        within, between = contribution_variance(
+            Runtime.numpy(acts[k].double()), Runtime.numpy(w_next.double())
+        )
         share = variance_shares(within + between)
         shares.append(share)
         arrays[f"layer{k}.var_within"] = within
@@ -164,8 +167,14 @@ def pruning_outputs(
             w, b = model.layer_sites()[k]
             w_next = model.layer_sites()[k + 1][0]
             a = Runtime.numpy(acts[k].double())
-            st = unit_stats(moments[w], moments[b], moments[w_next], model.prior_params[w],
-                            model.prior_params[b], act_var=a.var(1).mean(0))  # fmt: skip
+            st = unit_stats(
+                moments[w],
+                moments[b],
+                moments[w_next],
+                model.prior_params[w],
+                model.prior_params[b],
+                act_var=a.var(1).mean(0),
+            )
             layers.append(st)
             for field, v in st._asdict().items():
                 arrays[f"layer{k}.{field}"] = v
@@ -190,8 +199,9 @@ def pruning_outputs(
     return metrics, buf.getvalue()
 
 
-def _kl_to_prior(guide: Any, model: BayesianNet, draws: Mapping[str, torch.Tensor],
-                 rt: Runtime) -> float:  # fmt: skip
+def _kl_to_prior(
+    guide: Any, model: BayesianNet, draws: Mapping[str, torch.Tensor], rt: Runtime
+) -> float:
     """KL(q || prior): closed form per weight site, Monte Carlo (``draws``) for the noise."""
     total = 0.0
     for name in guide.latent_sites:
@@ -273,8 +283,9 @@ class PruningProbe:
         self.section, self.ctx = section, ctx
         self.trajectory: TrajectoryRecorder | None = None
         if section.trajectory_every:
-            self.trajectory = TrajectoryRecorder(ctx, section.trajectory_every,
-                                                 section.trajectory_draws, ctx.seed + 5)  # fmt: skip
+            self.trajectory = TrajectoryRecorder(
+                ctx, section.trajectory_every, section.trajectory_draws, ctx.seed + 5
+            )
 
     @property
     def hooks(self) -> Hooks:
@@ -287,14 +298,21 @@ class PruningProbe:
         """
         post = fit.posterior
         moments = MOMENTS.get(type(post))
-        traj = self.trajectory.arrays() if self.trajectory is not None and \
-            self.trajectory.rows else None  # fmt: skip
+        traj = (
+            self.trajectory.arrays()
+            if self.trajectory is not None and self.trajectory.rows
+            else None
+        )
         n = 1 if isinstance(post, PointPosterior) else self.section.draws
         draws = post.sample(n, self.ctx.seed + 4)
         data = self.ctx.data
         metrics, npz = pruning_outputs(
-            self.ctx.model, data.x_train,
+            self.ctx.model,
+            data.x_train,
             moments(post, self.ctx.model) if moments is not None else None,
-            draws, self.section, traj, x_test=data.x_test,
-        )  # fmt: skip
+            draws,
+            self.section,
+            traj,
+            x_test=data.x_test,
+        )
         return metrics, {ARTIFACT: npz}

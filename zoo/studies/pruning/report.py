@@ -46,9 +46,15 @@ from zoo.studies.pruning.probe import ARTIFACT
 __all__ = ["PAPER_NAMES", "pruning_sections"]
 
 #: Which column of the paper's Table 1 a method (or an svi method's guide) corresponds to.
-PAPER_NAMES: dict[type, str] = {MLEMethod: "ES", MAPMethod: "MAP", MeanFieldGuide: "MF",
-                                FixedVarianceGuide: "GD", FullRankGuide: "FC",
-                                NUTSMethod: "HMC", HMCMethod: "HMC"}  # fmt: skip
+PAPER_NAMES: dict[type, str] = {
+    MLEMethod: "ES",
+    MAPMethod: "MAP",
+    MeanFieldGuide: "MF",
+    FixedVarianceGuide: "GD",
+    FullRankGuide: "FC",
+    NUTSMethod: "HMC",
+    HMCMethod: "HMC",
+}
 
 
 def _paper_name(m: Any) -> str | None:
@@ -88,10 +94,12 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
         return []
     over = "split" if "split" in ok.columns else "seed"
     methods = [m for m in spec.inference if m.name in set(ok["method"])]
-    groups = [a for a in spec.sweep if a not in ("split", "seed") and a in ok.columns
-              and not a.startswith("inference.")]  # fmt: skip
-    keys = list(ok[groups].drop_duplicates().itertuples(index=False, name=None)) if groups \
-        else [()]  # fmt: skip
+    groups = [
+        a
+        for a in spec.sweep
+        if a not in ("split", "seed") and a in ok.columns and not a.startswith("inference.")
+    ]
+    keys = list(ok[groups].drop_duplicates().itertuples(index=False, name=None)) if groups else [()]
 
     def rows_of(key: tuple, method: str):
         r = ok[ok["method"] == method]
@@ -111,15 +119,25 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
                 continue
             lead = [*map(str, key), m.name, _paper_name(m) or ""]
             if "pruned_frac" not in r.columns or r["pruned_frac"].isna().all():
-                rows.append([*lead, "n/a (point estimate)", "", *[""] * len(depth_cols),
-                             str(len(r))])  # fmt: skip
+                rows.append(
+                    [*lead, "n/a (point estimate)", "", *[""] * len(depth_cols), str(len(r))]
+                )
                 continue
-            cells = [_pm(*_mean_se(r["pruned_frac"])[:2]),
-                     _pm(*_mean_se(r["in_at_prior_frac"])[:2])]  # fmt: skip
+            cells = [
+                _pm(*_mean_se(r["pruned_frac"])[:2]),
+                _pm(*_mean_se(r["in_at_prior_frac"])[:2]),
+            ]
             cells += [_pm(*_mean_se(r[c])[:2]) for c in depth_cols]
             rows.append([*lead, *cells, str(len(r))])
-    header = [*groups, "method", "paper's name", "pruned fraction", "incoming at prior",
-              *[c.replace("pruned_frac.", "pruned ") for c in depth_cols], f"{over}s"]  # fmt: skip
+    header = [
+        *groups,
+        "method",
+        "paper's name",
+        "pruned fraction",
+        "incoming at prior",
+        *[c.replace("pruned_frac.", "pruned ") for c in depth_cols],
+        f"{over}s",
+    ]
     paras = [
         "A hidden unit is pruned when its outgoing weights are confidently near zero (every "
         f"outgoing weight has |mean|/std < {p.out_snr_max:g}) and its incoming weights and "
@@ -157,14 +175,16 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "effective than active units, means the rule's thresholds call units pruned "
             "that the network still uses.",
         ]
-        sections.append(Section("Over-pruning: effective number of units (rule-free)", paras,
-                                table))  # fmt: skip
+        sections.append(
+            Section("Over-pruning: effective number of units (rule-free)", paras, table)
+        )
 
     # ---------------------------------------------------------------- Table 1
     rows = []
     for key in keys:
-        name = dict(zip(groups, key, strict=True)).get("data.name", getattr(spec.data, "name",
-                                                                            None))  # fmt: skip
+        name = dict(zip(groups, key, strict=True)).get(
+            "data.name", getattr(spec.data, "name", None)
+        )
         depth = dict(zip(groups, key, strict=True)).get("model.depth", spec.model.depth)
         paper = PAPER_TABLE1.get(name or "", {}) if depth == 1 else {}  # theirs: 1 layer
         for m in methods:
@@ -176,15 +196,37 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             rmse = _mean_se(r["rmse"]) if "rmse" in r.columns else nan
             pn = _paper_name(m)
             ref = paper.get(pn or "")
-            rows.append([*map(str, key), m.name, _pm(ll[0], ll[1]), _pm(rmse[0], rmse[1]),
-                         str(ll[2]), f"{pn}: {_pm(*ref)}" if ref else ""])  # fmt: skip
+            rows.append(
+                [
+                    *map(str, key),
+                    m.name,
+                    _pm(ll[0], ll[1]),
+                    _pm(rmse[0], rmse[1]),
+                    str(ll[2]),
+                    f"{pn}: {_pm(*ref)}" if ref else "",
+                ]
+            )
         if paper:
             for extra in ("HMC", "SGLD"):
                 if extra not in {_paper_name(m) for m in methods}:
-                    rows.append([*map(str, key), f"({extra}, not run)", "", "", "",
-                                 f"{extra}: {_pm(*paper[extra])}"])  # fmt: skip
-    header = [*groups, "method", "test log-lik (nats)", "test RMSE", f"{over}s",
-              "Trippe & Turner 2018, Table 1 (quoted)"]  # fmt: skip
+                    rows.append(
+                        [
+                            *map(str, key),
+                            f"({extra}, not run)",
+                            "",
+                            "",
+                            "",
+                            f"{extra}: {_pm(*paper[extra])}",
+                        ]
+                    )
+    header = [
+        *groups,
+        "method",
+        "test log-lik (nats)",
+        "test RMSE",
+        f"{over}s",
+        "Trippe & Turner 2018, Table 1 (quoted)",
+    ]
     paras = [
         "Held-out mean log-likelihood per test point (log-mean-exp over posterior draws, in "
         "the original units of the target) and RMSE of the predictive mean, mean ± "
@@ -193,8 +235,9 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
         "hyper-parameters tuned per method by Bayesian optimization); it is not computed "
         "here. The paper reports no RMSE."
     ]
-    sections.append(Section("Test log-likelihood beside Trippe & Turner's Table 1", paras,
-                            (header, rows)))  # fmt: skip
+    sections.append(
+        Section("Test log-likelihood beside Trippe & Turner's Table 1", paras, (header, rows))
+    )
 
     # ---------------------------------------------------------------- figures
     figs = []
@@ -211,30 +254,46 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
                     first = r[over].iloc[0] if over in r.columns else ""
         if not stats:
             continue
-        tag = ", ".join([*(f"{g}={v}" for g, v in zip(groups, key, strict=True)),
-                         f"{over} {first}"])  # fmt: skip
+        tag = ", ".join(
+            [*(f"{g}={v}" for g, v in zip(groups, key, strict=True)), f"{over} {first}"]
+        )
         stem = "_".join(str(v) for v in key)
         stem = f"_{stem}" if stem else ""
         n_layers = max(_n_layers(z) for z in stats.values())
         for k in range(n_layers):
             ruled = {name: z for name, z in stats.items() if f"layer{k}.in_kl" in z}
             if ruled:
-                figs.append((f"pruning_units{stem}_layer{k}",
-                             _scatter(ruled, k, tag, p.out_snr_max)))  # fmt: skip
+                figs.append(
+                    (f"pruning_units{stem}_layer{k}", _scatter(ruled, k, tag, p.out_snr_max))
+                )
             shared = {name: z for name, z in stats.items() if f"layer{k}.var_share" in z}
             if shared:
-                figs.append((f"pruning_shares{stem}_layer{k}", variance_share_figure(
-                    shared, k, title=f"hidden layer {k} ({tag}): shares of output "
-                    "variance")))  # fmt: skip
+                figs.append(
+                    (
+                        f"pruning_shares{stem}_layer{k}",
+                        variance_share_figure(
+                            shared, k, title=f"hidden layer {k} ({tag}): shares of output variance"
+                        ),
+                    )
+                )
         for name, z in stats.items():
             units = _representative(z)
             if units:
-                figs.append((f"pruning_unit_posteriors{stem}_{name}",
-                             unit_posterior_figure(z, units, 0, title=f"{name}, {tag}: "
-                                                   "units of the first hidden layer")))  # fmt: skip
+                figs.append(
+                    (
+                        f"pruning_unit_posteriors{stem}_{name}",
+                        unit_posterior_figure(
+                            z, units, 0, title=f"{name}, {tag}: units of the first hidden layer"
+                        ),
+                    )
+                )
         if any("traj.step" in z for z in stats.values()):
-            figs.append((f"pruning_trajectories{stem}", trajectory_figure(
-                stats, title=f"optimization trajectories ({tag})")))  # fmt: skip
+            figs.append(
+                (
+                    f"pruning_trajectories{stem}",
+                    trajectory_figure(stats, title=f"optimization trajectories ({tag})"),
+                )
+            )
     if figs:
         paras = [
             f"Per-unit statistics of the first stored {over}: each hidden unit at (mean KL "
@@ -274,8 +333,10 @@ def _n_layers(z: dict[str, np.ndarray]) -> int:
 
 def _effective_units_table(ok, methods, keys, groups, rows_of, over):
     """(header, rows) of the effective-units table, or None for runs without the metric."""
-    layer_cols = sorted((c for c in ok.columns if c.startswith("units_eff.layer")),
-                        key=lambda c: int(c.rsplit("layer", 1)[1]))  # fmt: skip
+    layer_cols = sorted(
+        (c for c in ok.columns if c.startswith("units_eff.layer")),
+        key=lambda c: int(c.rsplit("layer", 1)[1]),
+    )
     if not layer_cols or ok[layer_cols].isna().all().all():
         return None
     rows = []
@@ -299,15 +360,28 @@ def _effective_units_table(ok, methods, keys, groups, rows_of, over):
                 active = _mean_se(1.0 - pruned) if pruned is not None else (float("nan"),) * 2
                 share = r.get(f"pruned_var_share.layer{k}")
                 share = _mean_se(share) if share is not None else (float("nan"),) * 2
-                rows.append([
-                    *map(str, key), m.name, _paper_name(m) or "", k,
-                    _pm(eff[0], eff[1], 1) + n_units if eff[2] else "",
-                    _pm(*_mean_se(frac)[:2]) if frac is not None else "",
-                    _pm(*active[:2]) or "n/a (no posterior std)",
-                    _pm(*share[:2], digits=3) or "",
-                    str(len(r)),
-                ])  # fmt: skip
-    header = [*groups, "method", "paper's name", "hidden layer", "effective units",
-              "effective fraction", "active fraction (rule)",
-              "variance share of rule-pruned units", f"{over}s"]  # fmt: skip
+                rows.append(
+                    [
+                        *map(str, key),
+                        m.name,
+                        _paper_name(m) or "",
+                        k,
+                        _pm(eff[0], eff[1], 1) + n_units if eff[2] else "",
+                        _pm(*_mean_se(frac)[:2]) if frac is not None else "",
+                        _pm(*active[:2]) or "n/a (no posterior std)",
+                        _pm(*share[:2], digits=3) or "",
+                        str(len(r)),
+                    ]
+                )
+    header = [
+        *groups,
+        "method",
+        "paper's name",
+        "hidden layer",
+        "effective units",
+        "effective fraction",
+        "active fraction (rule)",
+        "variance share of rule-pruned units",
+        f"{over}s",
+    ]
     return (header, rows) if rows else None
