@@ -1,7 +1,7 @@
 """The pages under docs/: the generated spec reference is current, and what they name exists.
 
 - ``docs/spec.md``'s generated block equals :func:`zoo.spec.reference.render` (the failure
-  says the one command that regenerates it);
+  says the one command that regenerates it), and that module imports no torch;
 - every ``specs/*.yaml`` a page names is shipped, and every ``zoo <command>`` a page shows
   is a command of the CLI;
 """
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_layers import _torch_free
 from zoo.spec.reference import BEGIN, END, REGENERATE, render, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +80,10 @@ def test_reference_covers_every_section() -> None:
         "| `prior` | [NormalPrior](#normalprior) \\| [HePrior](#heprior) | {kind: normal} |" in text
     )
     assert re.search(r"\| `seed` \| int \(>= 0, <= \d+\) \| 0 \|", text)
+
+
+def test_reference_imports_no_torch() -> None:
+    _torch_free("import zoo.spec.reference")
 
 
 def test_replace_block_needs_markers() -> None:
