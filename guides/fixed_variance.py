@@ -9,7 +9,7 @@ import pyro
 import torch
 from pyro.infer.autoguide.initialization import init_to_median
 
-from guides._base import LatentSite, check_scale, check_structural
+from guides._sites import LatentSite, check_scale, check_structural
 from guides.mean_field import AutoMeanField
 
 __all__ = ["AutoFixedVarianceNormal"]

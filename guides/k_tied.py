@@ -15,7 +15,8 @@ from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroParam
 
-from guides._base import LatentSite, _LocScaleGuide, check_init_scale, check_structural
+from guides._loc_scale import LocScaleGuide
+from guides._sites import LatentSite, check_init_scale, check_structural
 from guides.distributions import KTiedNormal, matrix_shape
 
 __all__ = ["AutoKTiedNormal", "is_matrix_site"]
@@ -39,7 +40,7 @@ def is_matrix_site(info: LatentSite) -> bool:
     )
 
 
-class _MatrixSiteGuide(_LocScaleGuide):
+class _MatrixSiteGuide(LocScaleGuide):
     """Shared part of guides that treat matrix sites specially and others as mean-field.
 
     Non-matrix sites get exactly :class:`~guides.AutoMeanField`'s factor (softplus scale):

@@ -16,7 +16,7 @@ from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroParam
 from torch.distributions.utils import vec_to_tril_matrix
 
-from guides._base import LatentSite, check_structural
+from guides._sites import LatentSite, check_structural
 from guides.distributions import MatrixNormal, matrix_shape
 from guides.k_tied import _MatrixSiteGuide, is_matrix_site
 

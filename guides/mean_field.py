@@ -11,7 +11,8 @@ import torch
 from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
 
-from guides._base import LatentSite, _LocScaleGuide, check_init_scale
+from guides._loc_scale import LocScaleGuide
+from guides._sites import LatentSite, check_init_scale
 
 __all__ = ["AutoMeanField"]
 
@@ -21,7 +22,7 @@ _SCALE_CONSTRAINTS = {
 }
 
 
-class AutoMeanField(_LocScaleGuide):
+class AutoMeanField(LocScaleGuide):
     r"""Mean-field Gaussian guide over every latent site of any Pyro model.
 
     With :math:`w` the vector of all latent variables mapped to unconstrained space,

@@ -22,7 +22,7 @@ from pyro.infer.autoguide import (
     AutoNormal,
 )
 
-from guides._base import param_container
+from guides._sites import param_container
 
 __all__ = ["is_std_param", "std_param_containers", "std_param_names"]
 

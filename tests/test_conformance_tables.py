@@ -37,12 +37,12 @@ from typing import Any, get_args
 import numpy as np
 import pytest
 import torch
-import yaml
 from pydantic import BaseModel
 
 import zoo.data
 import zoo.models
 import zoo.spec.sections
+from tests import specs
 from zoo.cli import main
 from zoo.data import Dataset
 from zoo.models.base import BayesianNet
@@ -279,12 +279,8 @@ TINY_SIMULATIONS: dict[str, dict[str, Any]] = {
 def test_each_simulation_runs_a_tiny_example(cls: type[BaseModel], tmp_path: Path) -> None:
     kind = _kind(cls)
     assert kind in TINY_SIMULATIONS, f"add a tiny {kind!r} section to TINY_SIMULATIONS"
-    spec = tmp_path / "sim.yaml"
-    spec.write_text(
-        yaml.safe_dump(
-            {"name": "tiny", "seed": 0, "simulation": {"kind": kind, **TINY_SIMULATIONS[kind]}}
-        )
-    )
+    sim = specs.simulation(kind, "tiny", seed=0, **TINY_SIMULATIONS[kind])
+    spec = specs.write_spec(tmp_path, sim, file="sim.yaml")
     assert main(["run", str(spec), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     assert (tmp_path / "run" / "results.csv").is_file()
     assert (tmp_path / "run" / "report.md").is_file()

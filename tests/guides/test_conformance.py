@@ -40,7 +40,8 @@ from pyro.optim import Adam
 
 import guides
 from guides import AutoMeanField, is_std_param, std_param_containers, std_param_names
-from guides._base import PerSiteGuide, param_container
+from guides._base import PerSiteGuide
+from guides._sites import param_container
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
 from guides.k_tied import AutoKTiedNormal
@@ -305,7 +306,7 @@ def test_guides_make_tensors_with_device_and_dtype():
         "_standard_normal",
     }
     offenders = []
-    for path in sorted(Path(guides.__file__).parent.glob("*.py")):
+    for path in sorted(Path(guides.__file__).parent.rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not isinstance(node, ast.Call):
                 continue

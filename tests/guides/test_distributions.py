@@ -180,7 +180,7 @@ def test_kl_to_zoo_prior_dispatches_and_matches_dense(make):
     prior = _zoo_prior()
     # pyro's kl_divergence is torch's registry; it must pick our function for these objects
     fn = _dispatch_kl(type(d), type(prior))
-    assert fn.__module__ == "guides.distributions"
+    assert fn.__module__.startswith("guides.distributions.")
     kl = kl_divergence(d, prior)
     assert kl.shape == ()
     expected = kl_divergence(_dense(d), _dense_prior(prior.base_dist.loc, prior.base_dist.scale))

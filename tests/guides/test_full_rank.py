@@ -1,4 +1,4 @@
-"""Tests of guides.full_rank: FullRankNormal, its KLs, and AutoFullRankNormal."""
+"""Tests of FullRankNormal and its KLs (guides.distributions), and AutoFullRankNormal."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
 from pyro.optim import Adam
 from torch.distributions import MultivariateNormal, kl_divergence
 
-from guides.full_rank import AutoFullRankNormal, FullRankNormal
+from guides.distributions import FullRankNormal
+from guides.full_rank import AutoFullRankNormal
 
 
 def _random_tril(d: int, gen: torch.Generator, batch: tuple[int, ...] = ()) -> torch.Tensor:

@@ -27,7 +27,7 @@ from guides import (
     AutoMeanField,
 )
 from guides._base import PerSiteGuide
-from guides.full_rank import FullRankNormal
+from guides.distributions import FullRankNormal
 from tests.guides.test_conformance import CASES
 
 GUIDES = [name for name in CASES if name != "delta_map"]  # Pyro's AutoDelta: no posterior

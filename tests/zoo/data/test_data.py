@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import zoo.data
+from tests import specs
 from zoo.data.csv import load_csv
 from zoo.data.sklearn_sets import load_digits, load_two_moons
 from zoo.runtime import Runtime
-from zoo.spec.load import load_spec
 from zoo.spec.sections.data import CsvData, DigitsData, TwoMoonsData
 
 
@@ -73,13 +73,14 @@ def test_csv_errors_name_the_field(tmp_path: Path) -> None:
 
 def test_csv_path_relative_to_spec(tmp_path: Path) -> None:
     _csv(tmp_path)
-    s = tmp_path / "s.yaml"
-    s.write_text(
-        "name: c\ndata: {kind: csv, path: d.csv, target: target, delimiter: ';'}\n"
-        "model: {kind: mlp, depth: 0}\nlikelihood: {kind: gaussian, noise: 0.1}\n"
-        "inference: [{name: m, kind: svi, guide: {kind: mean_field}, steps: 1}]\n"
+    spec = specs.load(
+        tmp_path,
+        name="c",
+        data=specs.section("csv", path="d.csv", target="target", delimiter=";"),
+        model=specs.mlp(depth=0),
+        likelihood=specs.section("gaussian", noise=0.1),
+        inference=[specs.svi("m", steps=1)],
     )
-    spec = load_spec(s)
     assert Path(spec.data.path).is_absolute()
     assert zoo.data.load(spec.data, spec.seed).x_train.shape[1] == 2
 

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import zoo.data
+from tests import specs
 from zoo.cli import main
 from zoo.data import DataError, DataFilesMissing, Dataset
 from zoo.data.checks import MIN_TRAIN_ROWS, check_dataset, class_count
@@ -39,15 +40,14 @@ def _section(path: Path, task: str = "regression", target: str = "y", **kw) -> C
     )
 
 
-def _spec(tmp_path: Path, data: str, task: str = "regression") -> Path:
-    lik = "{kind: gaussian, noise: 0.5}" if task == "regression" else "{kind: categorical}"
-    p = tmp_path / "s.yaml"
-    p.write_text(
-        f"name: s\ndata: {data}\nmodel: {{kind: mlp, depth: 1, width: 4}}\n"
-        f"likelihood: {lik}\n"
-        "inference:\n  - {name: mf, kind: svi, guide: {kind: mean_field}, steps: 1}\n"
-    )
-    return p
+#: A spec around the data of each test: regression, or classification (``**CLASSIFY``).
+REGRESS = {
+    "name": "s",
+    "model": specs.mlp(depth=1, width=4),
+    "likelihood": specs.section("gaussian", noise=0.5),
+    "inference": [specs.svi("mf", steps=1)],
+}
+CLASSIFY = {**REGRESS, "likelihood": specs.section("categorical")}
 
 
 def _bad_input(args: list[str], capsys) -> str:
@@ -80,7 +80,7 @@ def test_unreadable_files_fail_at_validate_and_load(tmp_path, capsys, content, n
         zoo.data.load(_section(p), 0)
     assert str(p) in str(e.value)
     err = _bad_input(
-        ["validate", str(_spec(tmp_path, f"{{kind: csv, path: {name}, target: y}}"))], capsys
+        ["validate", str(specs.write_spec(tmp_path, data=specs.csv(name, "y"), **REGRESS))], capsys
     )
     assert says in err and str(p) in err
 
@@ -88,7 +88,8 @@ def test_unreadable_files_fail_at_validate_and_load(tmp_path, capsys, content, n
 def test_missing_target_column_fails_at_validate(tmp_path, capsys) -> None:
     _csv(tmp_path, GOOD)
     err = _bad_input(
-        ["validate", str(_spec(tmp_path, "{kind: csv, path: d.csv, target: price}"))], capsys
+        ["validate", str(specs.write_spec(tmp_path, data=specs.csv("d.csv", "price"), **REGRESS))],
+        capsys,
     )
     assert "data.target" in err and "no column 'price'" in err and "columns: a, b, y" in err
     # a wrong delimiter reads as one column: the message says which delimiter it may be
@@ -135,7 +136,8 @@ def test_nonfinite_and_non_numeric_values_name_column_and_lines(tmp_path, capsys
     with pytest.raises(DataError, match=r"column 'a': line 8: '1e39' is beyond the float32"):
         zoo.data.load(_section(p), 0)
     err = _bad_input(
-        ["validate", str(_spec(tmp_path, "{kind: csv, path: d.csv, target: y}"))], capsys
+        ["validate", str(specs.write_spec(tmp_path, data=specs.csv("d.csv", "y"), **REGRESS))],
+        capsys,
     )
     assert "column 'b': line 6: is empty" in err
 
@@ -161,9 +163,8 @@ def test_class_labels_must_be_integers(tmp_path, capsys, label: str, says: str) 
     p = _csv(tmp_path, GOOD.replace("2,4,0\n", f"2,4,{label}\n"))
     with pytest.raises(DataError, match=f"column 'y': line 4: {says}"):
         zoo.data.load(_section(p, "classification"), 0)
-    spec = _spec(
-        tmp_path, "{kind: csv, path: d.csv, target: y, task: classification}", "classification"
-    )
+    data = specs.csv("d.csv", "y", task="classification")
+    spec = specs.write_spec(tmp_path, data=data, **CLASSIFY)
     assert says in _bad_input(["validate", str(spec)], capsys)
 
 
@@ -235,7 +236,7 @@ def test_good_tables_load_as_before(tmp_path) -> None:
 
 def test_zoo_run_refuses_bad_data_before_any_cell(tmp_path, capsys) -> None:
     _csv(tmp_path, GOOD.replace("3,1,1\n", "3,nan,1\n"))
-    spec = _spec(tmp_path, "{kind: csv, path: d.csv, target: y}")
+    spec = specs.write_spec(tmp_path, data=specs.csv("d.csv", "y"), **REGRESS)
     out = tmp_path / "out"
     err = _bad_input(["run", str(spec), "--out", str(out), "--no-progress"], capsys)
     assert "column 'b': line 5: 'nan' is NaN" in err
@@ -298,7 +299,7 @@ def test_bad_idx_files_fail_at_validate_and_load(tmp_path, capsys, stem, data, s
     with pytest.raises(DataError, match=f"^data.dir: .*{says}".replace("(", r"\(")) as e:
         load_idx(_idx_section(d), 0)
     assert str(d) in str(e.value)
-    spec = _spec(tmp_path, "{kind: idx, dir: idx, validation: 4}", "classification")
+    spec = specs.write_spec(tmp_path, data=specs.idx("idx", validation=4), **CLASSIFY)
     assert says in _bad_input(["validate", str(spec)], capsys)
 
 
@@ -321,7 +322,7 @@ def test_idx_validation_must_leave_two_training_examples(tmp_path) -> None:
 
 
 def test_missing_idx_files_are_a_note_at_validate_and_an_error_at_run(tmp_path, capsys) -> None:
-    spec = _spec(tmp_path, "{kind: idx, dir: nowhere}", "classification")
+    spec = specs.write_spec(tmp_path, data=specs.idx("nowhere"), **CLASSIFY)
     capsys.readouterr()
     assert main(["validate", str(spec)]) == 0  # the files may live on the machine that runs
     err = capsys.readouterr().err

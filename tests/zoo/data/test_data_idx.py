@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import zoo.data
+from tests import specs
 from zoo.data.idx import DataFilesMissing, check_idx_dir, load_idx, read_idx
 from zoo.spec.sections.data import IdxData
 
@@ -104,10 +105,12 @@ def test_missing_directory_says_where_and_how(tmp_path: Path) -> None:
 def test_zoo_run_with_missing_files_exits_2_without_traceback(tmp_path: Path, capsys) -> None:
     from zoo.cli import main
 
-    spec = tmp_path / "s.yaml"
-    spec.write_text(
-        "name: m\ndata: {kind: idx, dir: no_such_dir}\nmodel: {kind: mlp, depth: 1, width: 4}\n"
-        "inference:\n  - {name: mf, kind: svi, guide: {kind: mean_field}, steps: 1}\n"
+    spec = specs.write_spec(
+        tmp_path,
+        name="m",
+        data=specs.idx("no_such_dir"),
+        model=specs.mlp(depth=1, width=4),
+        inference=[specs.svi("mf", steps=1)],
     )
     assert main(["validate", str(spec)]) == 0  # the files are only needed to run
     capsys.readouterr()

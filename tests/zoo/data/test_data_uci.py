@@ -17,6 +17,7 @@ import torch
 import zoo.data
 import zoo.models
 from reports.calibration import regression_metrics
+from tests import specs
 from zoo.data import DataError, DataFilesMissing, uci
 from zoo.data.csv import load_csv
 from zoo.data.splits import split_indices
@@ -224,23 +225,17 @@ def test_csv_with_split_follows_the_uci_protocol(tmp_path: Path) -> None:
     assert a.y_scale == pytest.approx(b.y_scale)
 
 
-def _spec(tmp_path: Path, data: str, sweep: str) -> Path:
-    p = tmp_path / "s.yaml"
-    p.write_text(f"""\
-name: s
-data: {data}
-model: {{kind: mlp, depth: 1, width: 5, activation: tanh}}
-likelihood: {{kind: gaussian, noise: learned}}
-inference:
-  - {{name: MF, kind: svi, guide: {{kind: mean_field}}, steps: 5}}
-  - {{name: ES, kind: mle, steps: 5}}
-sweep: {sweep}
-""")
-    return p
+#: A regression spec around the data of each test (give ``data=`` and ``sweep=``).
+UCI = {
+    "name": "s",
+    "model": specs.mlp(depth=1, width=5, activation="tanh"),
+    "likelihood": specs.section("gaussian", noise="learned"),
+    "inference": [specs.svi("MF", steps=5), specs.method("ES", "mle", steps=5)],
+}
 
 
 def test_split_is_a_sweep_axis(tmp_path: Path) -> None:
-    spec = load_spec(_spec(tmp_path, "{kind: uci, name: concrete}", "{split: [0, 1, 2]}"))
+    spec = specs.load(tmp_path, data=specs.uci("concrete"), sweep={"split": [0, 1, 2]}, **UCI)
     cells = spec.cells()
     assert len(cells) == 6
     assert [c.axes["split"] for c in cells] == [0, 0, 1, 1, 2, 2]
@@ -250,7 +245,7 @@ def test_split_is_a_sweep_axis(tmp_path: Path) -> None:
 
 
 def test_split_axis_needs_a_split_field(tmp_path: Path) -> None:
-    p = _spec(tmp_path, "{kind: teacher, n_train: 5}", "{split: [0, 1]}")
+    p = specs.write_spec(tmp_path, data=specs.teacher(n_train=5), sweep={"split": [0, 1]}, **UCI)
     with pytest.raises(SpecError, match="sweep.split"):
         load_spec(p)
 
@@ -277,16 +272,21 @@ def test_teacher_data_from_prior_weights() -> None:
 
 
 def test_true_weights_initialize_the_variational_means(tmp_path: Path) -> None:
-    p = tmp_path / "t.yaml"
-    p.write_text("""\
-name: t
-data: {kind: teacher, n_train: 25, seed: 2}
-model: {kind: mlp, depth: 1, width: 50, activation: tanh}
-likelihood: {kind: gaussian, noise: 0.1}
-inference:
-  - {name: MF, kind: svi, guide: {kind: mean_field, init_loc: teacher, init_scale: 0.0001},
-     steps: 1, lr: 1.0e-9}
-""")
+    p = specs.write_spec(
+        tmp_path,
+        name="t",
+        data=specs.teacher(n_train=25, seed=2),
+        model=specs.mlp(depth=1, width=50, activation="tanh"),
+        likelihood=specs.section("gaussian", noise=0.1),
+        inference=[
+            specs.svi(
+                "MF",
+                guide={"kind": "mean_field", "init_loc": "teacher", "init_scale": 0.0001},
+                steps=1,
+                lr=1.0e-9,
+            )
+        ],
+    )
     spec = load_spec(p)
     ds = zoo.data.load(spec.data, spec.seed)
     model = zoo.models.build(spec, ds)
@@ -305,19 +305,15 @@ inference:
 
 def test_bad_uci_input_exits_2_naming_the_field(tmp_path: Path) -> None:
     for data, field in (
-        ("{kind: uci, name: wine}", "data.name"),
-        ("{kind: uci, name: boston, split: -1}", "data.split"),
+        (specs.uci("wine"), "data.name"),
+        (specs.uci("boston", split=-1), "data.split"),
     ):
-        p = _spec(tmp_path, data, "{}")
+        p = specs.write_spec(tmp_path, data=data, sweep={}, **UCI)
         r = subprocess.run(
             [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
         )
         assert r.returncode == 2 and field in r.stderr and "Traceback" not in r.stderr
-    p = tmp_path / "t.yaml"
-    p.write_text(
-        _spec(tmp_path, "{kind: uci, name: boston}", "{}")
-        .read_text()
-        .replace("guide: {kind: mean_field}", "guide: {kind: mean_field, init_loc: teacher}")
-    )
+    teacher_init = specs.svi("MF", guide={"kind": "mean_field", "init_loc": "teacher"}, steps=5)
+    inference = [teacher_init, *UCI["inference"][1:]]
     with pytest.raises(SpecError, match="init_loc: 'teacher' needs data.*data.kind teacher"):
-        load_spec(p)
+        specs.load(tmp_path, data=specs.uci("boston"), sweep={}, **{**UCI, "inference": inference})

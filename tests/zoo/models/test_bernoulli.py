@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
@@ -11,36 +9,38 @@ import torch.nn.functional as F
 
 import zoo.data
 import zoo.models
+from tests import specs
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models import BernoulliLikelihood
 from zoo.run.cell import run_cell
 from zoo.run.evaluate import predictive_probs
 from zoo.runtime import Runtime
-from zoo.spec import SpecError, load_spec
+from zoo.spec import SpecError
 
-SPEC = """\
-name: bernoulli
-seed: 3
-data: {kind: two_moons, n_train: 40, n_test: 30, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 4}
-likelihood: {kind: bernoulli}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, batch_size: 20,
-     predictive_samples: 4}
-  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 10, draws: 6, chains: 2,
-     vectorize_chains: true, max_tree_depth: 3, predictive_draws: 4}
-studies: []
-"""
-
-
-def _spec(tmp_path: Path, text: str = SPEC):
-    p = tmp_path / "s.yaml"
-    p.write_text(text)
-    return load_spec(p)
+#: Two moons, MF-VI and batched NUTS from it, with a Bernoulli likelihood.
+BERNOULLI = {
+    "name": "bernoulli",
+    "seed": 3,
+    "data": specs.two_moons(n_train=40, n_test=30, noise=0.1),
+    "model": specs.mlp(depth=1, width=4),
+    "likelihood": specs.section("bernoulli"),
+    "inference": [
+        specs.svi("mfvi", steps=20, batch_size=20, predictive_samples=4),
+        specs.nuts(
+            init_from="mfvi",
+            warmup=10,
+            draws=6,
+            chains=2,
+            vectorize_chains=True,
+            max_tree_depth=3,
+            predictive_draws=4,
+        ),
+    ],
+}
 
 
 def test_log_likelihood_is_minus_torch_binary_cross_entropy(tmp_path):
-    spec = _spec(tmp_path)
+    spec = specs.load(tmp_path, **BERNOULLI)
     ds = zoo.data.load(spec.data, 0)
     net = zoo.models.build(spec, ds)
     assert isinstance(net.likelihood, BernoulliLikelihood) and net.dims[-1] == 1
@@ -63,7 +63,7 @@ def test_log_likelihood_is_minus_torch_binary_cross_entropy(tmp_path):
 
 
 def test_flat_potential_uses_the_bernoulli_likelihood(tmp_path):
-    spec = _spec(tmp_path)
+    spec = specs.load(tmp_path, **BERNOULLI)
     ds = zoo.data.load(spec.data, 0)
     net = zoo.models.build(spec, ds)
     x = torch.as_tensor(ds.x_train, dtype=torch.float64)
@@ -87,7 +87,7 @@ def test_flat_potential_uses_the_bernoulli_likelihood(tmp_path):
 
 
 def test_two_moons_cell_with_mfvi_and_nuts_runs_end_to_end(tmp_path):
-    cells = {c.method.name: c for c in _spec(tmp_path).cells()}
+    cells = {c.method.name: c for c in specs.load(tmp_path, **BERNOULLI).cells()}
     for name in ("mfvi", "nuts"):
         out = run_cell(cells[name], Runtime.cpu())
         m = out.metrics
@@ -99,24 +99,22 @@ def test_two_moons_cell_with_mfvi_and_nuts_runs_end_to_end(tmp_path):
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ("{kind: digits}", "'bernoulli' needs 2 classes; digits data has 10"),
-        ("{kind: teacher}", "'bernoulli' does not fit regression data"),
+        (specs.digits(), "'bernoulli' needs 2 classes; digits data has 10"),
+        (specs.teacher(), "'bernoulli' does not fit regression data"),
     ],
+    ids=["digits", "teacher"],
 )
 def test_validation_refuses_bernoulli_for_non_binary_tasks(tmp_path, data, message):
-    text = SPEC.replace("{kind: two_moons, n_train: 40, n_test: 30, noise: 0.1}", data)
     with pytest.raises(SpecError) as e:
-        _spec(tmp_path, text)
+        specs.load(tmp_path, **{**BERNOULLI, "data": data})
     assert "likelihood.kind" in str(e.value) and message in str(e.value)
 
 
 def test_a_csv_with_three_classes_is_refused_when_loaded(tmp_path):
     rows = "\n".join(f"{i},{i % 3}" for i in range(30))
     (tmp_path / "d.csv").write_text("a,y\n" + rows + "\n")
-    data = "{kind: csv, path: d.csv, target: y, task: classification}"
-    spec = _spec(
-        tmp_path, SPEC.replace("{kind: two_moons, n_train: 40, n_test: 30, noise: 0.1}", data)
-    )
+    data = specs.csv("d.csv", "y", task="classification")
+    spec = specs.load(tmp_path, **{**BERNOULLI, "data": data})
     ds = zoo.data.load(spec.data, 0)
     with pytest.raises(ValueError, match="likelihood.kind: 'bernoulli' needs binary labels"):
         zoo.models.build(spec, ds)

@@ -21,30 +21,39 @@ import pandas as pd
 import pytest
 import xarray as xr
 
+from tests import specs
 from zoo.cli import main
 
 CHAINS, KEEP = 16, 10
 
-SPEC = f"""\
-name: chees_cell
-seed: 0
-data: {{kind: two_moons, n_train: 60, n_test: 40, noise: 0.1}}
-model: {{kind: mlp, depth: 1, width: 3, activation: tanh}}
-inference:
-  - {{name: mfvi, kind: svi, guide: {{kind: mean_field}}, steps: 150, lr: 0.05,
-     predictive_samples: 5}}
-  - {{name: chees, kind: chees, init_from: mfvi, warmup: 60, draws: 30, chains: {CHAINS},
-     keep_draws: {KEEP}, stream_groups: 4, target_ess: 400, max_leapfrog: 64,
-     predictive_draws: 20}}
-studies:
-  - {{kind: price_of_mean_field, gaussian_fit: {{cov: empirical}}}}
-"""
+MFVI = specs.svi("mfvi", steps=150, lr=0.05, predictive_samples=5)
+#: The ChEES method's fields, and the price-of-mean-field study that records it.
+CHEES = {
+    "init_from": "mfvi",
+    "warmup": 60,
+    "draws": 30,
+    "chains": CHAINS,
+    "keep_draws": KEEP,
+    "stream_groups": 4,
+    "target_ess": 400,
+    "max_leapfrog": 64,
+    "predictive_draws": 20,
+}
+PRICE = specs.study("price_of_mean_field", gaussian_fit={"cov": "empirical"})
+SPEC = specs.spec(
+    "chees_cell",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=40, noise=0.1),
+    model=specs.mlp(depth=1, width=3, activation="tanh"),
+    inference=[MFVI, specs.chees(**CHEES)],
+    studies=[PRICE],
+)
 
 
 @pytest.fixture(scope="module")
 def chees_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("chees")
-    (root / "spec.yaml").write_text(SPEC)
+    specs.write_spec(root, SPEC, file="spec.yaml")
     out = root / "run"
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
@@ -113,17 +122,16 @@ def test_chees_report_is_written(chees_run: Path) -> None:
 
 
 def test_validate_refuses_bad_chees_settings_with_exit_2(tmp_path: Path) -> None:
-    bad = SPEC.replace("target_ess: 400,", "target_ess: 400, vectorize_chains: true,").replace(
-        "{cov: empirical}}", "{cov: empirical}, kl_target_draws: 100}"
-    )
-    p = tmp_path / "bad.yaml"
-    p.write_text(bad)
+    price = {**PRICE, "kl_target_draws": 100}
+    vectorized = specs.chees(**CHEES, vectorize_chains=True)
+    bad = {**SPEC, "inference": [MFVI, vectorized], "studies": [price]}
+    p = specs.write_spec(tmp_path, bad, file="bad.yaml")
     r = subprocess.run(
         [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
     )
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "vectorize_chains: chees always runs its chains as one batch" in r.stderr
-    p.write_text(SPEC.replace("{cov: empirical}}", "{cov: empirical}, kl_target_draws: 100}"))
+    specs.write_spec(p, {**SPEC, "studies": [price]})
     r = subprocess.run(
         [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
     )
@@ -153,8 +161,10 @@ def test_the_archive_holds_evenly_spaced_chains_when_all_would_not_fit() -> None
     reason="no C++ compiler: inductor cannot build CPU code",
 )
 def test_a_compiled_chees_cell_runs_and_times_its_compilation(tmp_path: Path) -> None:
-    spec = SPEC.replace("max_leapfrog: 64,", "max_leapfrog: 64, compile: true,")
-    (tmp_path / "spec.yaml").write_text(spec.split("studies:")[0])
+    # the price of mean field at its defaults, as a sampler spec without studies had it
+    compiled = specs.chees(**CHEES, compile=True)
+    spec = {**SPEC, "inference": [MFVI, compiled], "studies": [specs.study("price_of_mean_field")]}
+    specs.write_spec(tmp_path, spec, file="spec.yaml")
     out = tmp_path / "run"
     code = main(
         ["run", str(tmp_path / "spec.yaml"), "--out", str(out), "--no-progress", "--workers", "1"]

@@ -20,28 +20,27 @@ import pytest
 import xarray as xr
 
 import zoo.run.evaluate as evaluate
+from tests import specs
 from zoo.cli import main
 
-SPEC = """\
-name: one_chain
-seed: 0
-data: {kind: two_moons, n_train: 60, n_test: 40, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 3, activation: tanh}
-inference:
-  - {name: nuts, kind: nuts, warmup: 60, draws: 30, chains: 1, max_tree_depth: 2,
-     predictive_draws: 5}
-studies:
-  - {kind: price_of_mean_field}
-sweep:
-  seed: [0, 1]
-"""
+SPEC = specs.spec(
+    "one_chain",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=40, noise=0.1),
+    model=specs.mlp(depth=1, width=3, activation="tanh"),
+    inference=[
+        specs.nuts(warmup=60, draws=30, chains=1, max_tree_depth=2, predictive_draws=5),
+    ],
+    studies=[specs.study("price_of_mean_field")],
+    sweep={"seed": [0, 1]},
+)
 
 
 @pytest.fixture(scope="module")
 def one_chain_run(tmp_path_factory) -> tuple[Path, str]:
     """The run directory and what the run wrote to stderr."""
     root = tmp_path_factory.mktemp("one_chain")
-    (root / "spec.yaml").write_text(SPEC)
+    specs.write_spec(root, SPEC, file="spec.yaml")
     out = root / "run"
 
     def without_settings(cell, ds):

@@ -10,22 +10,25 @@ import pytest
 import torch
 
 from reports.ground_truth import ess, ground_truth_metrics, kl_true, kl_true_marginal, random_spd
+from tests import specs
 from zoo.cli import main
 from zoo.inference.mcmc.gaussian import GaussianPotential
 
-SPEC = """
-name: gt_test
-seed: {seed}
-simulation: {{kind: gaussian, dims: [{dim}], condition: {condition}, structure: {structure},
-             chains: 8, warmup: 200, draws: 400}}
-"""
 
-
-def _run(tmp_path: Path, **kw) -> pd.Series:
-    p = tmp_path / "s.yaml"
-    p.write_text(
-        SPEC.format(**{"seed": 0, "dim": 100, "condition": 30, "structure": "rotated", **kw})
+def _run(tmp_path: Path, structure: str = "rotated") -> pd.Series:
+    """NUTS on N(0, S) in 100 dimensions (condition number 30): the run's one result row."""
+    sim = specs.simulation(
+        "gaussian",
+        "gt_test",
+        seed=0,
+        dims=[100],
+        condition=30,
+        structure=structure,
+        chains=8,
+        warmup=200,
+        draws=400,
     )
+    p = specs.write_spec(tmp_path, sim)
     assert main(["run", str(p), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     return pd.read_csv(tmp_path / "run" / "results.csv").iloc[0]
 
@@ -111,11 +114,9 @@ def test_diagonal_control_bias_corrected_kl_is_zero_within_error(tmp_path: Path)
 def test_cov_file_holding_a_precision(tmp_path: Path) -> None:
     cov = random_spd(12, 20.0, seed=7)
     np.save(tmp_path / "h.npy", np.linalg.inv(cov))
-    p = tmp_path / "s.yaml"
-    p.write_text(
-        "name: f\nseed: 1\nsimulation: {kind: gaussian, cov_file: h.npy, file_holds: "
-        "precision, chains: 4, groups: 2, warmup: 100, draws: 200, null_reps: 2}\n"
-    )
+    precision = {"cov_file": "h.npy", "file_holds": "precision"}
+    short = {"chains": 4, "groups": 2, "warmup": 100, "draws": 200, "null_reps": 2}
+    p = specs.write_spec(tmp_path, specs.simulation("gaussian", "f", seed=1, **precision, **short))
     assert main(["run", str(p), "--out", str(tmp_path / "run"), "--no-progress"]) == 0
     r = pd.read_csv(tmp_path / "run" / "results.csv").iloc[0]
     assert r["dim"] == 12 and r["kl_true"] == pytest.approx(kl_true(cov))
@@ -124,5 +125,5 @@ def test_cov_file_holding_a_precision(tmp_path: Path) -> None:
     np.save(tmp_path / "h.npy", -np.eye(3))
     assert main(["run", str(p), "--out", str(tmp_path / "run2"), "--no-progress"]) == 2
     assert not (tmp_path / "run2" / "results.csv").exists()
-    p.write_text("name: f\nsimulation: {kind: gaussian, cov_file: h.npy, dims: [5]}\n")
+    specs.write_spec(p, specs.simulation("gaussian", "f", cov_file="h.npy", dims=[5]))
     assert main(["validate", str(p)]) == 2

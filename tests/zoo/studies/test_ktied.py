@@ -14,6 +14,7 @@ import torch
 
 import guides
 import zoo.inference.svi as zsvi
+from tests import specs
 from zoo.inference import NO_HOOKS, Hooks, fit
 from zoo.inference.svi import kl_weight_at
 from zoo.run.cell import run_cell
@@ -28,42 +29,47 @@ from zoo.studies.ktied.probe import (
     site_loc_std,
 )
 
-SPEC = """
-name: ktied_digits_test
-seed: 0
-data: {kind: digits}
-model: {kind: mlp, depth: 2, width: 16}
-prior: {kind: normal, scale: 0.2}
-inference:
-  - name: mf
-    kind: svi
-    guide: {kind: mean_field, init_scale: 0.01, scale_transform: exp}
-    steps: 16
-    batch_size: 64
-    lr: 0.01
-    save_draws: false
-    predictive_samples: 10
-  - name: k2
-    kind: svi
-    guide: {kind: k_tied, rank: 2, init_scale: 0.01}
-    steps: 16
-    batch_size: 64
-    lr: 0.01
-    kl_warmup_steps: 20
-    kl_warmup_every: 5
-    predictive_samples: 10
-    save_draws: false
-studies:
-  - {kind: ktied, methods: [mf], truncation_ranks: [1, 2, 16], truncation_draws: 10,
-     snr_steps: [12, 16], elbo_steps: [5, 16], elbo_draws: 2}
-  - {kind: ktied, methods: [k2], truncation_ranks: [], snr_steps: [16], elbo_steps: [16]}
-"""
-
-
-def _spec(tmp_path: Path, text: str = SPEC):
-    p = tmp_path / "s.yaml"
-    p.write_text(text)
-    return load_spec(p)
+MF = specs.svi(
+    "mf",
+    guide={"kind": "mean_field", "init_scale": 0.01, "scale_transform": "exp"},
+    steps=16,
+    batch_size=64,
+    lr=0.01,
+    save_draws=False,
+    predictive_samples=10,
+)
+K2 = specs.svi(
+    "k2",
+    guide={"kind": "k_tied", "rank": 2, "init_scale": 0.01},
+    steps=16,
+    batch_size=64,
+    lr=0.01,
+    kl_warmup_steps=20,
+    kl_warmup_every=5,
+    predictive_samples=10,
+    save_draws=False,
+)
+MF_STUDY = specs.study(
+    "ktied",
+    methods=["mf"],
+    truncation_ranks=[1, 2, 16],
+    truncation_draws=10,
+    snr_steps=[12, 16],
+    elbo_steps=[5, 16],
+    elbo_draws=2,
+)
+K2_STUDY = specs.study(
+    "ktied", methods=["k2"], truncation_ranks=[], snr_steps=[16], elbo_steps=[16]
+)
+SPEC = specs.spec(
+    "ktied_digits_test",
+    seed=0,
+    data=specs.digits(),
+    model=specs.mlp(depth=2, width=16),
+    prior=specs.section("normal", scale=0.2),
+    inference=[MF, K2],
+    studies=[MF_STUDY, K2_STUDY],
+)
 
 
 def _fit(ctx, hooks: Hooks = NO_HOOKS):
@@ -79,7 +85,7 @@ def run_dir(tmp_path_factory) -> Path:
     from zoo.run.runner import run_spec
 
     tmp = tmp_path_factory.mktemp("ktied")
-    run_spec(_spec(tmp), tmp / "run", workers=1, progress=False, log=lambda m: None)
+    run_spec(specs.load(tmp, SPEC), tmp / "run", workers=1, progress=False, log=lambda m: None)
     return tmp / "run"
 
 
@@ -113,7 +119,7 @@ def test_paper_specs_anneal_to_about_0_73_in_300_epochs(name):
 
 
 def test_spec_annealing_options_reach_fit_svi(tmp_path, monkeypatch, cell_context):
-    spec = _spec(tmp_path)
+    spec = specs.load(tmp_path, SPEC)
     cell = spec.cells()[1]
     seen = []
     real = zsvi.fit_svi
@@ -208,7 +214,7 @@ def test_study_outputs_and_truncation_on_digits(run_dir):
 
 
 def test_probe_does_not_change_the_fit(tmp_path, cell_context):
-    spec = _spec(tmp_path)
+    spec = specs.load(tmp_path, SPEC)
     cell = spec.cells()[0]
     runs = []
     for with_probe in (False, True):
@@ -220,16 +226,15 @@ def test_probe_does_not_change_the_fit(tmp_path, cell_context):
 
 
 def test_probe_needs_classification_data(tmp_path, cell_context):
-    text = SPEC.replace("data: {kind: digits}", "data: {kind: uci, name: boston}").replace(
-        "prior: {kind: normal, scale: 0.2}", "likelihood: {kind: gaussian}"
-    )
-    cell = _spec(tmp_path, text).cells()[0]
+    regression = {**SPEC, "data": specs.uci("boston"), "likelihood": specs.section("gaussian")}
+    del regression["prior"]
+    cell = specs.load(tmp_path, regression).cells()[0]
     with pytest.raises(ValueError, match="classification"):
         KTiedProbe(cell.studies[0], cell_context(cell))
 
 
 def test_evaluate_loc_std_zero_std_is_the_point_estimate(tmp_path, cell_context):
-    spec = _spec(tmp_path)
+    spec = specs.load(tmp_path, SPEC)
     ctx = cell_context(spec.cells()[0])
     model, ds = ctx.model, ctx.ds
     locs = {s: torch.randn(shape) * 0.1 for s, (shape, _) in model.site_info().items()}
@@ -269,18 +274,14 @@ def test_report_has_the_study_sections(run_dir):
 
 @pytest.mark.slow
 def test_lenet_cells_run_end_to_end_with_the_study(tmp_path):
-    text = (
-        SPEC.replace(
-            "{kind: mlp, depth: 2, width: 16}",
-            "{kind: lenet, conv: [4, 8], dense: 16, pool: false}",
-        )
-        .replace("truncation_ranks: [1, 2, 16]", "truncation_ranks: [1, 2]")
-        .replace(
-            "    save_draws: false\n    predictive_samples: 10\n  - name: k2",
-            "    predictive_samples: 10\n  - name: k2",
-        )
-    )
-    spec = _spec(tmp_path, text)
+    mf = {k: v for k, v in MF.items() if k != "save_draws"}  # its draws are checked
+    lenet = {
+        **SPEC,
+        "model": specs.section("lenet", conv=[4, 8], dense=16, pool=False),
+        "inference": [mf, K2],
+        "studies": [{**MF_STUDY, "truncation_ranks": [1, 2]}, K2_STUDY],
+    }
+    spec = specs.load(tmp_path, lenet)
     mf, k2 = (run_cell(c, Runtime.cpu()) for c in spec.cells())
     assert ".nc" in mf.artifacts and mf.metrics["accuracy"] > 0.1
     rec, arrays = load_artifact(mf.artifacts[".ktied.npz"])

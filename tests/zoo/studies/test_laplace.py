@@ -15,10 +15,10 @@ from scipy.linalg import inv, sqrtm
 import zoo.models
 from reports.ground_truth import kl_true
 from reports.laplace import axis_effects
+from tests import specs
 from zoo.cli import main
 from zoo.data import Dataset
 from zoo.run.runner import run_spec
-from zoo.spec.load import load_spec
 from zoo.spec.sections.models import GaussianLikelihood, MLPModel, NormalPrior
 from zoo.studies.laplace.curvature import flat_weights, ggn, hessian, neg_log_posterior
 from zoo.studies.laplace.probe import PRECISION_ARTIFACT, laplace_metrics
@@ -78,25 +78,23 @@ def test_kl_and_w2_equal_the_exact_posterior_closed_form(linreg, curvature):
     assert res["laplace_refine_shift"] == pytest.approx(np.linalg.norm(mean), rel=1e-6)
 
 
-SPEC = """\
-name: laplace
-seed: 0
-data: {kind: two_moons, n_train: 60, n_test: 30, noise: 0.1}
-model: {kind: mlp, depth: 2, width: 3}
-likelihood: {kind: bernoulli}
-inference:
-  - {name: map, kind: map, steps: 50}
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, batch_size: 30,
-     predictive_samples: 3}
-studies:
-  - {kind: laplace, refine_steps: 30}
-report: {x: model.depth, figures: [accuracy]}
-"""
+SPEC = specs.spec(
+    "laplace",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=30, noise=0.1),
+    model=specs.mlp(depth=2, width=3),
+    likelihood=specs.section("bernoulli"),
+    inference=[
+        specs.method("map", "map", steps=50),
+        specs.svi("mfvi", steps=20, batch_size=30, predictive_samples=3),
+    ],
+    studies=[specs.study("laplace", refine_steps=30)],
+    report={"x": "model.depth", "figures": ["accuracy"]},
+)
 
 
 def test_a_tiny_mlp_run_writes_the_laplace_metrics(tmp_path: Path):
-    (tmp_path / "s.yaml").write_text(SPEC)
-    spec = load_spec(tmp_path / "s.yaml")
+    spec = specs.load(tmp_path, SPEC)
     out = run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
     assert out.n_failed == 0, pd.read_csv(tmp_path / "run" / "results.csv")["error"].tolist()
     res = pd.read_csv(tmp_path / "run" / "results.csv")
@@ -117,25 +115,22 @@ def test_a_tiny_mlp_run_writes_the_laplace_metrics(tmp_path: Path):
     assert "The price of mean field at a mode (Laplace)" in report
 
 
-SAVED = """\
-name: laplace_target
-seed: 0
-data: {kind: two_moons, n_train: 80, n_test: 30, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 3}
-likelihood: {kind: bernoulli}
-inference:
-  - {name: map, kind: map, steps: 100, lr: 0.05}
-studies:
-  - {kind: laplace, refine_steps: 50, save_precision: true}
-report: {x: model.depth, figures: [accuracy]}
-"""
+SAVED = specs.spec(
+    "laplace_target",
+    seed=0,
+    data=specs.two_moons(n_train=80, n_test=30, noise=0.1),
+    model=specs.mlp(depth=1, width=3),
+    likelihood=specs.section("bernoulli"),
+    inference=[specs.method("map", "map", steps=100, lr=0.05)],
+    studies=[specs.study("laplace", refine_steps=50, save_precision=True)],
+    report={"x": "model.depth", "figures": ["accuracy"]},
+)
 
 
 def test_the_saved_precision_is_a_valid_ground_truth_target(tmp_path: Path):
     """save_precision stores H; the Gaussian ground truth takes it as cov_file (precision)."""
-    (tmp_path / "s.yaml").write_text(SAVED)
     out = run_spec(
-        load_spec(tmp_path / "s.yaml"),
+        specs.load(tmp_path, SAVED),
         tmp_path / "run",
         workers=1,
         progress=False,
@@ -155,10 +150,11 @@ def test_the_saved_precision_is_a_valid_ground_truth_target(tmp_path: Path):
     np.testing.assert_allclose(cov @ h, np.eye(13), atol=1e-8)
     assert kl_true(cov) == pytest.approx(res["laplace_kl"], rel=1e-6)
     # and the simulation runs on it (short chains: the pipeline, not its accuracy)
-    (tmp_path / "g.yaml").write_text(
-        f"name: g\nseed: 0\nsimulation: {{kind: gaussian, cov_file: {path}, file_holds: "
-        "precision, chains: 4, groups: 2, warmup: 100, draws: 100, null_reps: 2}\n"
+    short = {"chains": 4, "groups": 2, "warmup": 100, "draws": 100, "null_reps": 2}
+    sim = specs.simulation(
+        "gaussian", "g", seed=0, cov_file=str(path), file_holds="precision", **short
     )
+    specs.write_spec(tmp_path, sim, file="g.yaml")
     assert (
         main(["run", str(tmp_path / "g.yaml"), "--out", str(tmp_path / "g"), "--no-progress"]) == 0
     )
@@ -167,9 +163,9 @@ def test_the_saved_precision_is_a_valid_ground_truth_target(tmp_path: Path):
 
 
 def test_no_artifact_unless_asked(tmp_path: Path):
-    (tmp_path / "s.yaml").write_text(SAVED.replace(", save_precision: true", ""))
+    unsaved = {**SAVED, "studies": [specs.study("laplace", refine_steps=50)]}
     run_spec(
-        load_spec(tmp_path / "s.yaml"),
+        specs.load(tmp_path, unsaved),
         tmp_path / "run",
         workers=1,
         progress=False,
@@ -192,27 +188,22 @@ def test_axis_effects_recover_a_power_law():
     assert np.isnan(axis_effects([1.0, 2.0], {"depth": [1, 2], "width": [4, 4]}).slopes["depth"])
 
 
-GRID = """\
-name: grid
-seed: 0
-data: {kind: two_moons, n_train: 60, n_test: 30, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 2}
-likelihood: {kind: bernoulli}
-inference:
-  - {name: map, kind: map, steps: 60, lr: 0.05}
-studies:
-  - {kind: laplace, refine_steps: 30}
-sweep:
-  model.depth: [1, 2]
-  model.width: [2, 4]
-report: {x: model.depth, hue: model.width, figures: [laplace_kl]}
-"""
+GRID = specs.spec(
+    "grid",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=30, noise=0.1),
+    model=specs.mlp(depth=1, width=2),
+    likelihood=specs.section("bernoulli"),
+    inference=[specs.method("map", "map", steps=60, lr=0.05)],
+    studies=[specs.study("laplace", refine_steps=30)],
+    sweep={"model.depth": [1, 2], "model.width": [2, 4]},
+    report={"x": "model.depth", "hue": "model.width", "figures": ["laplace_kl"]},
+)
 
 
 def test_a_depth_by_width_grid_reports_both_axes(tmp_path: Path):
-    (tmp_path / "s.yaml").write_text(GRID)
     out = run_spec(
-        load_spec(tmp_path / "s.yaml"),
+        specs.load(tmp_path, GRID),
         tmp_path / "run",
         workers=1,
         progress=False,

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from reports.predictive import predictive_tv
+from tests import specs
 from zoo.inference.base import Fit
 from zoo.inference.sampling import SampledPosterior
 from zoo.run.runner import run_spec
-from zoo.spec.load import load_spec
 from zoo.spec.sections.studies import PredictiveStudy
 from zoo.studies.predictive.probe import PredictiveProbe, log_predictive, ood_inputs
 
@@ -31,17 +31,17 @@ def test_far_inputs_lie_on_the_ring_and_noise_in_the_range():
     assert (noise >= img.min(0) - 1e-6).all() and (noise <= img.max(0) + 1e-6).all()
 
 
-CONTROL = """\
-name: control
-seed: 3
-data: {kind: two_moons, n_train: 50, n_test: 300, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 3}
-likelihood: {kind: bernoulli}
-inference:
-  - {name: nuts, kind: nuts, warmup: 10, draws: 2000, chains: 2}
-studies:
-  - {kind: predictive, draws: 1000, ood_points: 300, gaussian_fit: {cov: empirical}}
-"""
+CONTROL = specs.spec(
+    "control",
+    seed=3,
+    data=specs.two_moons(n_train=50, n_test=300, noise=0.1),
+    model=specs.mlp(depth=1, width=3),
+    likelihood=specs.section("bernoulli"),
+    inference=[specs.nuts(warmup=10, draws=2000, chains=2)],
+    studies=[
+        specs.study("predictive", draws=1000, ood_points=300, gaussian_fit={"cov": "empirical"})
+    ],
+)
 
 
 def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell_context):
@@ -57,8 +57,7 @@ def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell
     (measured: q_full at 1.0 x floor on the test set and 0.6 x out of distribution; q_diag,
     the same fit without correlations, at 3.3 x and 5.3 x, so the check has power).
     """
-    (tmp_path / "s.yaml").write_text(CONTROL)
-    spec = load_spec(tmp_path / "s.yaml")
+    spec = specs.load(tmp_path, CONTROL)
     cell = spec.cells()[0]
     ctx = cell_context(cell)
     shapes = {
@@ -116,28 +115,32 @@ def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell
     assert "pred_tv_mfvi" not in res  # the chains started from the prior: no MF-VI
 
 
-SPEC = """\
-name: predictive
-seed: 0
-data: {kind: two_moons, n_train: 60, n_test: 40, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 3}
-likelihood: {kind: bernoulli}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 40, batch_size: 30,
-     predictive_samples: 3}
-  - {name: nuts, kind: nuts, warmup: 20, draws: 20, chains: 2, vectorize_chains: true,
-     max_tree_depth: 3, init_from: mfvi, predictive_draws: 10}
-studies:
-  - {kind: predictive, draws: 30, ood_points: 50}
-sweep:
-  model.depth: [0, 1]
-report: {x: model.depth, figures: [accuracy]}
-"""
+SPEC = specs.spec(
+    "predictive",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=40, noise=0.1),
+    model=specs.mlp(depth=1, width=3),
+    likelihood=specs.section("bernoulli"),
+    inference=[
+        specs.svi("mfvi", steps=40, batch_size=30, predictive_samples=3),
+        specs.nuts(
+            warmup=20,
+            draws=20,
+            chains=2,
+            vectorize_chains=True,
+            max_tree_depth=3,
+            init_from="mfvi",
+            predictive_draws=10,
+        ),
+    ],
+    studies=[specs.study("predictive", draws=30, ood_points=50)],
+    sweep={"model.depth": [0, 1]},
+    report={"x": "model.depth", "figures": ["accuracy"]},
+)
 
 
 def test_a_tiny_nuts_run_writes_the_predictive_metrics(tmp_path: Path):
-    (tmp_path / "s.yaml").write_text(SPEC)
-    spec = load_spec(tmp_path / "s.yaml")
+    spec = specs.load(tmp_path, SPEC)
     out = run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
     res = pd.read_csv(tmp_path / "run" / "results.csv")
     assert out.n_failed == 0, res["error"].tolist()
@@ -161,27 +164,32 @@ def test_a_tiny_nuts_run_writes_the_predictive_metrics(tmp_path: Path):
     assert (tmp_path / "run" / "figures" / "predictive_tv.png").exists()
 
 
-DIGITS = """\
-name: digits_ood
-seed: 0
-data: {kind: digits, holdout_class: 9}
-model: {kind: mlp, depth: 1, width: 2}
-likelihood: {kind: categorical}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 30, batch_size: 200,
-     predictive_samples: 3}
-  - {name: nuts, kind: nuts, warmup: 10, draws: 10, chains: 2, vectorize_chains: true,
-     max_tree_depth: 2, init_from: mfvi, predictive_draws: 5}
-studies:
-  - {kind: predictive, draws: 10, ood_points: 40}
-report: {x: model.depth, figures: [accuracy]}
-"""
+DIGITS = specs.spec(
+    "digits_ood",
+    seed=0,
+    data=specs.digits(holdout_class=9),
+    model=specs.mlp(depth=1, width=2),
+    likelihood=specs.section("categorical"),
+    inference=[
+        specs.svi("mfvi", steps=30, batch_size=200, predictive_samples=3),
+        specs.nuts(
+            warmup=10,
+            draws=10,
+            chains=2,
+            vectorize_chains=True,
+            max_tree_depth=2,
+            init_from="mfvi",
+            predictive_draws=5,
+        ),
+    ],
+    studies=[specs.study("predictive", draws=10, ood_points=40)],
+    report={"x": "model.depth", "figures": ["accuracy"]},
+)
 
 
 def test_digits_with_a_held_out_class_measures_it_and_noise_images(tmp_path: Path):
     """ood: auto on digits without digit 9: the 9s are the first OOD set, noise the second."""
-    (tmp_path / "s.yaml").write_text(DIGITS)
-    spec = load_spec(tmp_path / "s.yaml")
+    spec = specs.load(tmp_path, DIGITS)
     out = run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
     res = pd.read_csv(tmp_path / "run" / "results.csv")
     assert out.n_failed == 0, res["error"].tolist()

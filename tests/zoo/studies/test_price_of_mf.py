@@ -12,28 +12,43 @@ import torch
 import zoo.studies.price_of_mf.probe as pmf
 from reports.draws import flatten_sites
 from reports.gaussian import fit_gaussian, kl_sampling_bias
+from tests import specs
 from zoo.inference.base import Fit
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.streaming import StreamingMoments
 from zoo.inference.sampling import SampledPosterior
 from zoo.run.cell import run_cell
 from zoo.runtime import Runtime
-from zoo.spec.load import load_spec
 from zoo.spec.sections.studies import GaussianFitSpec
 
-SPEC = """\
-name: pmf
-seed: 0
-data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 3}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, predictive_samples: 5}
-  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 20, draws: 10, chains: 2,
-     vectorize_chains: true, max_tree_depth: 4, predictive_draws: 10}
-studies:
-  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, kl_target_draws: 100000,
-     max_draws: 35}
-"""
+SPEC = specs.spec(
+    "pmf",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=50, noise=0.1),
+    model=specs.mlp(depth=1, width=3),
+    inference=[
+        specs.svi("mfvi", steps=20, predictive_samples=5),
+        specs.nuts(
+            init_from="mfvi",
+            warmup=20,
+            draws=10,
+            chains=2,
+            vectorize_chains=True,
+            max_tree_depth=4,
+            predictive_draws=10,
+        ),
+    ],
+    studies=[
+        specs.study(
+            "price_of_mean_field",
+            gaussian_fit={"cov": "empirical"},
+            kl_target_draws=100000,
+            max_draws=35,
+        )
+    ],
+)
+#: Regression with a learned noise instead of two moons (replaces SPEC's data).
+BOSTON = {"data": specs.uci("boston"), "likelihood": specs.section("gaussian", noise="learned")}
 
 
 def test_kl_output_columns_sums_the_closed_form_pair_kls():
@@ -73,14 +88,7 @@ def test_stopping_rule_sees_the_weight_columns_of_the_flat_draws(
     tmp_path, monkeypatch, cell_context
 ):
     # a learned noise sits after the weights in the flat vector; the rule must leave it out
-    p = tmp_path / "s.yaml"
-    p.write_text(
-        SPEC.replace(
-            "data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}",
-            "data: {kind: uci, name: boston}\nlikelihood: {kind: gaussian, noise: learned}",
-        )
-    )
-    cell = load_spec(p).cells()[1]
+    cell = specs.load(tmp_path, {**SPEC, **BOSTON}).cells()[1]
     ctx = cell_context(cell)
     pot = FlatPotential(ctx.model, ctx.data.x_train, ctx.data.y_train)
     flat = np.random.default_rng(0).normal(size=(2, 30, pot.dim)).astype(np.float32)
@@ -110,9 +118,7 @@ def test_stopping_rule_sees_the_weight_columns_of_the_flat_draws(
 
 
 def test_sampled_cell_records_the_price_of_mean_field(tmp_path):
-    p = tmp_path / "s.yaml"
-    p.write_text(SPEC)
-    cell = load_spec(p).cells()[1]
+    cell = specs.load(tmp_path, SPEC).cells()[1]
     out = run_cell(cell, Runtime.cpu())
     m = out.metrics
     for k in (
@@ -144,21 +150,12 @@ class _Streamed(SampledPosterior):
     site_slices: Any = None
 
 
-BOSTON = "data: {kind: uci, name: boston}\nlikelihood: {kind: gaussian, noise: learned}"
-
-
-def _cell(tmp_path, data: str | None = None, cov: str = "empirical"):
-    p = tmp_path / "s.yaml"
-    text = SPEC
+def _cell(tmp_path, data: dict | None = None, cov: str = "empirical"):
+    """The NUTS cell of SPEC, with other data (e.g. BOSTON) or another Gaussian fit."""
+    spec = {**SPEC, **(data or {})}
     if cov != "empirical":  # the stopping rule is for the sample covariance only
-        text = text.replace(
-            "gaussian_fit: {cov: empirical}, kl_target_draws: 100000,\n     max_draws: 35}",
-            f"gaussian_fit: {{cov: {cov}}}}}",
-        )
-    if data is not None:
-        text = text.replace("data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}", data)
-    p.write_text(text)
-    return load_spec(p).cells()[1]
+        spec["studies"] = [specs.study("price_of_mean_field", gaussian_fit={"cov": cov})]
+    return specs.load(tmp_path, spec).cells()[1]
 
 
 def _gaussian_flat(pot: FlatPotential, chains: int, draws: int, seed: int) -> np.ndarray:

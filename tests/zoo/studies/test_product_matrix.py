@@ -9,19 +9,15 @@ import pandas as pd
 import pytest
 
 from reports.product_matrix import off_diagonal_mass, simulate
+from tests import specs
 from zoo.cli import main
 from zoo.spec.load import SpecError, load_spec
 
-SIM = """\
-name: sim
-seed: 3
-simulation: {kind: product_matrix, width: 3, depths: [1, 2, 3], n_draws: 4000}
-"""
+SIM = specs.simulation("product_matrix", "sim", seed=3, width=3, depths=[1, 2, 3], n_draws=4000)
 
 
 def test_simulation_spec_runs_and_matches_exact(tmp_path: Path) -> None:
-    spec = tmp_path / "sim.yaml"
-    spec.write_text(SIM)
+    spec = specs.write_spec(tmp_path, SIM, file="sim.yaml")
     out = tmp_path / "run"
     assert main(["run", str(spec), "--out", str(out), "--no-progress"]) == 0
     res = pd.read_csv(out / "results.csv")
@@ -48,16 +44,15 @@ def test_simulation_spec_runs_and_matches_exact(tmp_path: Path) -> None:
 
 
 def test_simulation_spec_rejects_data_and_bad_depths(tmp_path: Path) -> None:
-    spec = tmp_path / "bad.yaml"
-    spec.write_text(SIM + "data: {kind: two_moons}\n")
+    spec = specs.write_spec(tmp_path, {**SIM, "data": specs.two_moons()}, file="bad.yaml")
     with pytest.raises(SpecError, match="simulation spec has no data"):
         load_spec(spec)
-    spec.write_text(SIM.replace("[1, 2, 3]", "[0, 2]"))
+    specs.write_spec(spec, {**SIM, "simulation": {**SIM["simulation"], "depths": [0, 2]}})
     with pytest.raises(
         SpecError, match=r"simulation.depths: depths must lie in 1\.\.1000, got \[0, 2\]"
     ):
         load_spec(spec)
-    spec.write_text("name: nothing\n")
+    specs.write_spec(spec, name="nothing", data=None, model=None, inference=None)
     with pytest.raises(SpecError, match="data, model, inference: required"):
         load_spec(spec)
 

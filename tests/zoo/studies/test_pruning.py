@@ -11,6 +11,7 @@ import pyro
 import pytest
 import torch
 
+from tests import specs
 from zoo.cli import main
 from zoo.inference import NO_HOOKS, Hooks, fit
 from zoo.run.cell import run_cell
@@ -25,31 +26,42 @@ from zoo.studies.pruning.probe import (
 )
 from zoo.studies.pruning.report import pruning_sections
 
-SPEC = """\
-name: prune_tiny
-data: {kind: uci, name: boston}
-model: {kind: mlp, depth: DEPTH, width: 8, activation: tanh}
-likelihood: {kind: gaussian, noise: learned}
-inference:
-  - {name: ES, kind: mle, steps: 30, lr: 0.005, betas: [0.9, 0.99]}
-  - {name: MAP, kind: map, steps: 30, lr: 0.005, betas: [0.9, 0.99]}
-  - {name: MF, kind: svi, guide: {kind: mean_field, init_scale: 0.0001}, steps: 40,
-     lr: 0.005, betas: [0.9, 0.99], predictive_samples: 10}
-  - {name: GD, kind: svi, guide: {kind: fixed_variance, scale: 0.05, local_reparam: true},
-     steps: 40, lr: 0.005, predictive_samples: 10}
-  - {name: FC, kind: svi, guide: {kind: full_rank, init_scale: 0.0001}, steps: 40,
-     lr: 0.005, predictive_samples: 10}
-sweep: {split: [0, 1]}
-metrics: {names: [nll, rmse]}
-studies: [{kind: pruning, trajectory_every: 10, draws: 5, trajectory_draws: 4}]
-report: {x: method, hue: method, figures: [nll]}
-"""
-
-
-def _spec(tmp_path: Path, depth: int = 1) -> Path:
-    p = tmp_path / "s.yaml"
-    p.write_text(SPEC.replace("DEPTH", str(depth)))
-    return p
+ADAM = {"lr": 0.005, "betas": [0.9, 0.99]}
+SPEC = specs.spec(
+    "prune_tiny",
+    data=specs.uci("boston"),
+    model=specs.mlp(depth=1, width=8, activation="tanh"),
+    likelihood=specs.section("gaussian", noise="learned"),
+    inference=[
+        specs.method("ES", "mle", steps=30, **ADAM),
+        specs.method("MAP", "map", steps=30, **ADAM),
+        specs.svi(
+            "MF",
+            guide={"kind": "mean_field", "init_scale": 0.0001},
+            steps=40,
+            **ADAM,
+            predictive_samples=10,
+        ),
+        specs.svi(
+            "GD",
+            guide={"kind": "fixed_variance", "scale": 0.05, "local_reparam": True},
+            steps=40,
+            lr=0.005,
+            predictive_samples=10,
+        ),
+        specs.svi(
+            "FC",
+            guide={"kind": "full_rank", "init_scale": 0.0001},
+            steps=40,
+            lr=0.005,
+            predictive_samples=10,
+        ),
+    ],
+    sweep={"split": [0, 1]},
+    metrics={"names": ["nll", "rmse"]},
+    studies=[specs.study("pruning", trajectory_every=10, draws=5, trajectory_draws=4)],
+    report={"x": "method", "hue": "method", "figures": ["nll"]},
+)
 
 
 def _cell(spec, method: str):
@@ -68,7 +80,7 @@ def _fit(ctx, hooks: Hooks = NO_HOOKS):
 
 
 def test_guide_moments_are_the_guide_parameters(tmp_path: Path, cell_context) -> None:
-    spec = load_spec(_spec(tmp_path))
+    spec = specs.load(tmp_path, SPEC)
     ctx = cell_context(_cell(spec, "MF"))
     model = ctx.model
     mf = _fit(ctx).posterior.guide
@@ -90,7 +102,7 @@ def test_guide_moments_are_the_guide_parameters(tmp_path: Path, cell_context) ->
 
 
 def test_trajectories_leave_the_fit_unchanged(tmp_path: Path, cell_context) -> None:
-    spec = load_spec(_spec(tmp_path))
+    spec = specs.load(tmp_path, SPEC)
     cell = _cell(spec, "MF")
     pyro.clear_param_store()
     a = _fit(cell_context(cell))
@@ -147,10 +159,8 @@ class _WithPoint:
 
 def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    assert (
-        main(["run", str(_spec(tmp_path)), "--out", str(out), "--no-progress", "--workers", "1"])
-        == 0
-    )
+    path = specs.write_spec(tmp_path, SPEC)
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
     res = pd.read_csv(out / "results.csv")
     assert list(res.columns[:3]) == ["method", "seed", "split"]
     assert sorted(res["split"].unique()) == [0, 1]
@@ -179,7 +189,7 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     assert EFFECTIVE in md and "Agreement between the two is the check on the rule" in md
     assert "variance share of rule-pruned units" in md
     # a run stored before the measure: no table and no share figure, the rest as before
-    spec = load_spec(_spec(tmp_path))
+    spec = specs.load(tmp_path, SPEC)
     old = res.drop(
         columns=[c for c in res.columns if c.startswith(("units_eff", "pruned_var_share"))]
     )
@@ -211,7 +221,7 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
 def test_functional_measure_on_a_constructed_network(tmp_path: Path, cell_context) -> None:
     """One unit carries all the output, the others have zero outgoing weights: shares
     (1, 0, ...) and one effective unit; equal units: all 8."""
-    ctx = cell_context(_cell(load_spec(_spec(tmp_path)), "MF"))
+    ctx = cell_context(_cell(specs.load(tmp_path, SPEC), "MF"))
     gen = torch.Generator().manual_seed(0)
     draws = {
         "layer0.weight": torch.randn(3, 8, 13, generator=gen),
@@ -235,7 +245,7 @@ def test_functional_measure_on_a_constructed_network(tmp_path: Path, cell_contex
 
 @pytest.mark.parametrize("method", ["GD", "MAP"])
 def test_probe_measures_gd_and_point_estimates(tmp_path: Path, cell_context, method) -> None:
-    spec = load_spec(_spec(tmp_path))
+    spec = specs.load(tmp_path, SPEC)
     ctx = cell_context(_cell(spec, method))
     probe = PruningProbe(spec.studies[0], ctx)  # MAP's cell has no study (families)
     metrics, files = probe.finish(_fit(ctx))  # no trajectory: not needed here
@@ -253,11 +263,12 @@ def test_probe_measures_gd_and_point_estimates(tmp_path: Path, cell_context, met
 @pytest.mark.slow
 def test_deeper_networks_report_pruning_per_layer(tmp_path: Path) -> None:
     out = tmp_path / "run"
+    deeper = {**SPEC, "model": specs.mlp(depth=2, width=8, activation="tanh")}
     assert (
         main(
             [
                 "run",
-                str(_spec(tmp_path, depth=2)),
+                str(specs.write_spec(tmp_path, deeper)),
                 "--out",
                 str(out),
                 "--no-progress",
@@ -289,16 +300,16 @@ def test_default_spec_mf_prunes_most_units_gd_none() -> None:
 
 
 def test_sampler_cells_get_pruning_statistics_from_draws(tmp_path: Path) -> None:
-    p = tmp_path / "n.yaml"
-    p.write_text("""\
-name: n
-data: {kind: teacher, n_train: 20, n_test: 20, width: 3, seed: 1}
-model: {kind: mlp, depth: 1, width: 3, activation: tanh}
-likelihood: {kind: gaussian, noise: 0.1}
-inference: [{name: NUTS, kind: nuts, warmup: 15, draws: 15, max_tree_depth: 4}]
-studies: [{kind: pruning, draws: 10}]
-""")
-    out = run_cell(load_spec(p).cells()[0], Runtime.cpu())
+    spec = specs.load(
+        tmp_path,
+        name="n",
+        data=specs.teacher(n_train=20, n_test=20, width=3, seed=1),
+        model=specs.mlp(depth=1, width=3, activation="tanh"),
+        likelihood=specs.section("gaussian", noise=0.1),
+        inference=[specs.nuts("NUTS", warmup=15, draws=15, max_tree_depth=4)],
+        studies=[specs.study("pruning", draws=10)],
+    )
+    out = run_cell(spec.cells()[0], Runtime.cpu())
     assert 0.0 <= out.metrics["pruned_frac"] <= 1.0
     assert 1.0 <= out.metrics["units_eff.layer0"] <= 3.0
     assert ".pruning.npz" in out.artifacts and ".nc" in out.artifacts
