@@ -1,4 +1,4 @@
-"""The ``zoo`` command line: run, validate, show, schema, list, report, status, migrate.
+"""The ``zoo`` command line: run, validate, show, schema, list, report, status.
 
 Bad input (a spec that does not validate, a missing file, a wrong argument) prints short
 messages and exits with status 2; no traceback reaches the user. A run whose cells partly
@@ -27,8 +27,6 @@ examples:
   zoo run specs/two_moons_depth.yaml --executor ray --address auto   on a running Ray cluster
   zoo run specs/two_moons_depth.yaml --device cuda    on the GPUs, one worker per GPU
   zoo status runs/mine                                done, failed and pending cells
-  zoo migrate runs/old                                rename the cells of a run directory
-                                                      made by an older bnn-zoo
   zoo validate specs/*.yaml                           check specs, print FILE:LINE:COL errors
   zoo show specs/two_moons_depth.yaml                 resolved spec, cells, model sites
   zoo report runs/mine                                rebuild tables and report from cells
@@ -136,16 +134,6 @@ def _parser() -> argparse.ArgumentParser:
     rp.add_argument("run_dir", type=Path)
     st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
     st.add_argument("run_dir", type=Path)
-    mg = sub.add_parser(
-        "migrate",
-        help="give a run directory made by an older bnn-zoo "
-        "today's cell ids (renames, recomputes nothing)",
-        description="Load the run directory's spec.yaml, match every stored "
-        "cell to today's cell with the same method and axes, rename its files, "
-        "record the new spec_version and rebuild the report.",
-    )
-    mg.add_argument("run_dir", type=Path)
-    mg.add_argument("--dry-run", action="store_true", help="only say what would change")
     return p
 
 
@@ -470,7 +458,7 @@ def _cmd_list(a: argparse.Namespace) -> int:
 
 
 def _check_version(run_dir: Path) -> None:
-    """A run directory of another spec_version is bad input: say to migrate it (exit 2)."""
+    """A run directory of another spec_version is bad input: say to recompute it (exit 2)."""
     from zoo.run.store import OutdatedRunDir, RunDir, check_version
 
     try:
@@ -522,21 +510,6 @@ def _cmd_status(a: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_migrate(a: argparse.Namespace) -> int:
-    from zoo.run.migrate import migrate_run_dir
-
-    if not (a.run_dir / "spec.yaml").is_file():
-        raise UsageError(f"{a.run_dir}: not a run directory (no spec.yaml)")
-    try:
-        done = migrate_run_dir(a.run_dir, dry_run=a.dry_run)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    print(done.summary())
-    if not a.dry_run:
-        print(f"report: {a.run_dir / 'report.md'}; resume with: zoo run {a.run_dir}")
-    return 0
-
-
 COMMANDS = {
     "run": _cmd_run,
     "validate": _cmd_validate,
@@ -545,7 +518,6 @@ COMMANDS = {
     "list": _cmd_list,
     "report": _cmd_report,
     "status": _cmd_status,
-    "migrate": _cmd_migrate,
 }
 
 

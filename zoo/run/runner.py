@@ -462,7 +462,8 @@ def run_spec(
     Raises
     ------
     OutdatedRunDir
-        ``out_dir`` was written with another spec_version (``zoo migrate`` renames it).
+        ``out_dir`` was written with another spec_version (its cells are computed again
+        in a fresh directory).
     RunDirError
         ``out_dir`` is a file or a non-empty directory that is not a run directory,
         another run is using it (:class:`~zoo.run.store.RunDirBusy`), or it cannot be

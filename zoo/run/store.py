@@ -13,8 +13,8 @@ so a run killed at any moment (even by SIGKILL) leaves whole files only. A cell'
 written after its artifacts: a record on disk means the cell is complete.
 
 ``spec_version`` is :data:`zoo.spec.sweep.SPEC_VERSION` of the code that wrote the directory. Cell
-ids depend on it, so a directory of another version needs ``zoo migrate`` before it can be
-resumed or reported (see :mod:`zoo.run.migrate`).
+ids depend on it, so a directory of another version cannot be resumed or reported: its
+cells are computed again by running the spec into a fresh directory.
 
 A record lists the size and SHA-256 of each artifact (``files``). A record that cannot be
 read, lacks its fields, names another cell, or whose artifacts are missing or of another
@@ -365,8 +365,8 @@ def check_version(run: RunDir) -> None:
     made = "before spec versions" if version is None else f"with spec_version {version}"
     raise OutdatedRunDir(
         f"{run.root} was made by an older bnn-zoo ({made}; this one is spec_version "
-        f"{SPEC_VERSION}) and its cell ids differ; run `zoo migrate {run.root}` once to "
-        "rename its cells (nothing is recomputed), then rerun this command"
+        f"{SPEC_VERSION}) and its cell ids differ; recompute its cells: run the spec "
+        "again into a fresh --out"
     )
 
 
@@ -537,20 +537,6 @@ class RunStore(RunDir):
     def _write_record(self, record: Mapping[str, Any]) -> Path:
         text = json.dumps(dict(record), indent=1, sort_keys=True)
         return write_bytes_atomic(self.record_path(record["cell_id"]), text.encode("utf-8"))
-
-    def rename_cell(self, old_id: str, new_id: str, record: Mapping[str, Any]) -> None:
-        """Give a stored cell a new id (``zoo migrate``), keeping it whole at every moment.
-
-        The artifacts are renamed first, then the new record (``record`` with the new id) is
-        written and the old record removed. Each step is atomic, and a migration killed
-        half way is finished by running it again (the directory keeps its old
-        spec_version until every cell is renamed).
-        """
-        for suffix in self.artifacts(old_id):
-            os.replace(self.artifact_path(old_id, suffix), self.artifact_path(new_id, suffix))
-        self._write_record({**record, "cell_id": new_id})
-        if old_id != new_id:
-            self.record_path(old_id).unlink(missing_ok=True)
 
     def remove_file(self, rel: str) -> None:
         """Delete ``root/rel`` if it exists (a stale report figure, say)."""
