@@ -183,7 +183,8 @@ def run_spec(
     except RunInterrupted as e:
         if not e.reported:
             log(
-                f"\nzoo: {describe_signal(e.signum)} before any cell ran; resume with: zoo run {out_dir}"
+                f"\nzoo: {describe_signal(e.signum)} before any cell ran; resume with: "
+                f"zoo run {out_dir}"
             )
         raise
 
@@ -323,7 +324,8 @@ def _stopped(
     cells = spec.cells()
     stored = sum(status[c.cell_id] in ("ok", "failed") for c in cells)
     log(
-        f"\nzoo: {describe_signal(signum)}: the running cells were stopped. {stored} of {len(cells)} "
+        f"\nzoo: {describe_signal(signum)}: the running cells were stopped. {stored} of "
+        f"{len(cells)} "
         f"cells are stored in {store.root} ({len(cells) - stored} not yet); resume with: "
         f"zoo run {store.root}"
     )
