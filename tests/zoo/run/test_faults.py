@@ -431,7 +431,7 @@ def test_time_left_is_estimated_per_method(tmp_path: Path) -> None:
 
 
 def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, capsys) -> None:
-    from zoo.cli import _SUMMARY_COLS, _print_summary
+    from zoo.cli.summary import _SUMMARY_COLS, print_summary
 
     cols = {"method": ["mfvi", "nuts"], "model.depth": [1, 2], "n": [3, 3]}
     for i in range(20):
@@ -439,7 +439,7 @@ def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, ca
     cols["kl_diag_full_mean"], cols["kl_diag_full_n"] = [None, 4.5], [0, 2]
     pd.DataFrame(cols).to_csv(tmp_path / "summary.csv", index=False)
     monkeypatch.setenv("COLUMNS", "60")
-    _print_summary(tmp_path)
+    print_summary(tmp_path)
     out = capsys.readouterr().out
     assert max(len(ln) for ln in out.splitlines()) <= 60
     # per method: headline metrics first, empty ones left out, the rest counted, not printed
