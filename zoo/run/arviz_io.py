@@ -36,7 +36,7 @@ Groups
 
 The training and test observation dimensions have different names (``obs_id``,
 ``test_id``), so xarray never matches point ``i`` of one set with point ``i`` of the
-other. :func:`heldout_lpd` sums the test-set log predictive density,
+other. :func:`~zoo.run.heldout.heldout_lpd` sums the test-set log predictive density,
 ``sum_j log mean_s p(y*_j | x*_j, theta_s)``: the held-out counterpart of what
 ``arviz_stats.loo(dt)`` estimates for the training points by leave-one-out.
 
@@ -79,31 +79,41 @@ Posterior draws and sampler statistics keep their dtype (the numbers the cell's 
 were computed from), except that integer statistics take the smallest signed integer type
 that holds them. Log-likelihoods, inputs and real-valued targets and predictive draws are
 float32; class labels (observed and predicted) are int8 up to 128 classes, int16 up to
-32768. :func:`datatree_to_bytes` compresses every variable of 16 KiB or more (zlib level 4
-with the shuffle filter, h5netcdf engine). The training log-likelihood is kept whole
-(``draws x n_train`` float32 values, 4 bytes each before compression), since PSIS-LOO
-needs every draw of every point; the inputs (``constant_data``,
+32768. :func:`~zoo.run.netcdf.datatree_to_bytes` compresses every variable of 16 KiB or
+more (zlib level 4 with the shuffle filter, h5netcdf engine). The training log-likelihood is
+kept whole (``draws x n_train`` float32 values, 4 bytes each before compression), since
+PSIS-LOO needs every draw of every point; the inputs (``constant_data``,
 ``predictions_constant_data``) are left out above :data:`MAX_INPUT_VALUES` values (root
-attribute ``constant_data_note`` says so), because an image data set would repeat tens of
-MB of pixels in every cell.
+attribute ``constant_data_note`` says so), because an image data set would repeat tens of MB
+of pixels in every cell.
 
-Files: a cell hands its tree over as netCDF bytes (:func:`datatree_to_bytes`) and the run
-store writes them (``cells/<cell id>.nc``); :func:`load_datatree` reads one back.
+Files: a cell hands its tree over as netCDF bytes
+(:func:`~zoo.run.netcdf.datatree_to_bytes`) and the run store writes them
+(``cells/<cell id>.nc``); :func:`~zoo.run.netcdf.load_datatree` reads one back.
+
+Modules: this one builds the tree (:func:`posterior_to_datatree`) and decodes its
+attributes; :mod:`zoo.run.arviz_groups` checks the shapes and picks the storage dtypes of
+the arrays; :mod:`zoo.run.netcdf` turns a tree into bytes and back;
+:mod:`zoo.run.heldout` scores the test set.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
 import re
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import xarray as xr
 from arviz_base import dict_to_dataset
 
+from zoo.run.arviz_groups import ObservationSet, check_sample_shape, compact, label_dtype
+from zoo.run.heldout import HeldOut, heldout_lpd
+from zoo.run.netcdf import datatree_from_bytes, datatree_to_bytes, load_datatree
+
+#: The tree's files, held-out score and label dtype are re-exported: this module is the
+#: face of a cell's ArviZ file.
 __all__ = [
     "DRAWS_GUIDE",
     "DRAWS_KINDS",
@@ -138,10 +148,6 @@ DRAWS_GUIDE = "independent guide draws"
 DRAWS_KINDS = (DRAWS_MCMC, DRAWS_GUIDE)
 #: Inputs with more values than this are left out of ``constant_data`` (4 MiB of float32).
 MAX_INPUT_VALUES = 2**20
-#: Compression of every variable of at least :data:`MIN_COMPRESS_BYTES` in
-#: :func:`datatree_to_bytes` (smaller ones grow from the chunk index HDF5 adds).
-COMPRESSION = {"zlib": True, "complevel": 4, "shuffle": True}
-MIN_COMPRESS_BYTES = 16384
 JSON_ATTRS_KEY = "json_attrs"
 TRAIN_DIM = "obs_id"
 TEST_DIM = "test_id"
@@ -172,55 +178,6 @@ def site_dims(name: str, event_ndim: int) -> list[str]:
     if (m := _BIAS.match(name)) and event_ndim == 1:
         return [f"layer{m[1]}_out"]
     return [f"{name}_dim_{k}" for k in range(event_ndim)]
-
-
-def label_dtype(n_classes: int) -> np.dtype:
-    """The smallest signed integer type that holds class labels ``0 .. n_classes - 1``.
-
-    Parameters
-    ----------
-    n_classes : int
-        Number of classes (> 0).
-
-    Returns
-    -------
-    numpy.dtype
-        int8 up to 128 classes, int16 up to 32768, int32 beyond.
-    """
-    if n_classes < 1:
-        raise ValueError(f"n_classes must be >= 1, got {n_classes}")
-    return _smallest_int(0, n_classes - 1)
-
-
-def _smallest_int(lo: int, hi: int) -> np.dtype:
-    for t in (np.int8, np.int16, np.int32, np.int64):
-        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
-            return np.dtype(t)
-    raise ValueError(f"integers {lo}..{hi} do not fit int64")
-
-
-def _compact(arr: np.ndarray) -> np.ndarray:
-    """Integers in the smallest signed type holding them; floats as float32; bools as is."""
-    if arr.dtype.kind in "iu":
-        if arr.size == 0:
-            return arr.astype(np.int8)
-        return arr.astype(_smallest_int(int(arr.min()), int(arr.max())))
-    if arr.dtype.kind == "f":
-        return arr.astype(np.float32)
-    return arr
-
-
-def _labels(arr: np.ndarray, n_classes: int, what: str) -> np.ndarray:
-    """``arr`` as targets: class labels in :func:`label_dtype`, or float32 when real."""
-    if n_classes == 0:
-        return arr.astype(np.float32)
-    bad = (arr != np.round(arr)) | (arr < 0) | (arr >= n_classes)
-    if np.any(bad):
-        raise ValueError(
-            f"{what} holds values that are not class labels 0..{n_classes - 1}, "
-            f"e.g. {arr[bad].flat[0]!r}"
-        )
-    return arr.astype(label_dtype(n_classes))
 
 
 def _encode_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -263,81 +220,6 @@ def datatree_attrs(dt: xr.DataTree) -> dict[str, Any]:
     attrs = dict(dt.attrs)
     encoded = json.loads(attrs.pop(JSON_ATTRS_KEY, "[]"))
     return {k: json.loads(v) if k in encoded else v for k, v in attrs.items()}
-
-
-def _check_sample_shape(
-    group: str, name: str, value: Any, shape: tuple[int, int] | None, min_ndim: int
-) -> tuple[np.ndarray, tuple[int, int]]:
-    arr = np.asarray(value)
-    if arr.ndim < min_ndim:
-        raise ValueError(
-            f"{group} variable {name!r} has shape {arr.shape}; expected (chain, draw, ...) "
-            f"with at least {min_ndim} axes"
-        )
-    if shape is not None and arr.shape[:2] != shape:
-        raise ValueError(
-            f"{group} variable {name!r} has (chain, draw) = {arr.shape[:2]}, "
-            f"but the posterior has {shape}"
-        )
-    return arr, arr.shape[:2]
-
-
-class _DataSet:
-    """The groups of one set of observations (training or test) and their checks."""
-
-    def __init__(self, label: str, dim: str, shape: tuple[int, int]):
-        self.label, self.dim, self.shape = label, dim, shape
-        self.n: dict[str, int] = {}  # group -> number of points
-        self.event: tuple[str, tuple[int, ...]] | None = None  # (group, event shape of y)
-
-    def loglik(self, group: str, value: Any) -> np.ndarray:
-        ll, _ = _check_sample_shape(group, "y", value, self.shape, 3)
-        if ll.ndim != 3:
-            raise ValueError(f"{group} must be (chain, draw, n_{self.label}), got {ll.shape}")
-        self.n[group] = ll.shape[2]
-        return ll.astype(np.float32)
-
-    def draws(self, group: str, value: Any, n_classes: int) -> np.ndarray:
-        arr, _ = _check_sample_shape(group, "y", value, self.shape, 3)
-        self.n[group] = arr.shape[2]
-        self._event(group, arr.shape[3:])
-        return _labels(arr, n_classes, group)
-
-    def targets(self, group: str, value: Any, n_classes: int) -> np.ndarray:
-        arr = np.asarray(value)
-        if arr.ndim == 0:
-            raise ValueError(f"{group} variable 'y' must have an observation axis, got a scalar")
-        self.n[group] = arr.shape[0]
-        self._event(group, arr.shape[1:])
-        return _labels(arr, n_classes, group)
-
-    def inputs(self, group: str, values: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        out = {}
-        for name, value in values.items():
-            arr = np.asarray(value)
-            if arr.ndim == 0:
-                raise ValueError(f"{group} variable {name!r} must have an observation axis")
-            self.n[f"{group}.{name}"] = arr.shape[0]
-            out[name] = _compact(arr)
-        return out
-
-    def _event(self, group: str, event: tuple[int, ...]) -> None:
-        if self.event is not None and self.event[1] != event:
-            raise ValueError(
-                f"{group} 'y' has event shape {event}, but {self.event[0]} has {self.event[1]}"
-            )
-        self.event = (group, event)
-
-    def check(self) -> None:
-        if len(set(self.n.values())) > 1:
-            raise ValueError(
-                f"{self.label}-set groups disagree on the number of {self.label} points: "
-                + ", ".join(f"{g}: {n}" for g, n in self.n.items())
-            )
-
-    def dims(self, name: str, arr: np.ndarray, sampled: bool) -> list[str]:
-        lead = 3 if sampled else 1
-        return [self.dim] + [f"{name}_dim_{k}" for k in range(1, arr.ndim - lead + 1)]
 
 
 def posterior_to_datatree(
@@ -410,7 +292,7 @@ def posterior_to_datatree(
     groups: dict[str, dict[str, np.ndarray]] = {"posterior": {}}
     dims: dict[str, dict[str, list[str]]] = {"posterior": {}}
     for name, value in draws.items():
-        arr, shape = _check_sample_shape("posterior", name, value, shape, 2)
+        arr, shape = check_sample_shape("posterior", name, value, shape, 2)
         groups["posterior"][name] = arr
         dims["posterior"][name] = site_dims(name, arr.ndim - 2)
     assert shape is not None
@@ -422,12 +304,12 @@ def posterior_to_datatree(
     if sample_stats:
         stats = groups["sample_stats"] = {}
         for name, value in sample_stats.items():
-            arr, _ = _check_sample_shape("sample_stats", name, value, shape, 2)
+            arr, _ = check_sample_shape("sample_stats", name, value, shape, 2)
             if arr.ndim != 2:
                 raise ValueError(f"sample_stats {name!r} must be (chain, draw), got {arr.shape}")
-            stats[name] = _compact(arr) if arr.dtype.kind in "iu" else arr
+            stats[name] = compact(arr) if arr.dtype.kind in "iu" else arr
 
-    train, test = _DataSet("train", TRAIN_DIM, shape), _DataSet("test", TEST_DIM, shape)
+    train, test = ObservationSet("train", TRAIN_DIM, shape), ObservationSet("test", TEST_DIM, shape)
     if log_likelihood is not None:
         groups["log_likelihood"] = {"y": train.loglik("log_likelihood", log_likelihood)}
     if posterior_predictive is not None:
@@ -492,115 +374,3 @@ def posterior_to_datatree(
     root.update(_encode_attrs(attrs or {}))
     dt.attrs = root
     return dt
-
-
-class HeldOut(NamedTuple):
-    """The test-set log predictive density of a tree (:func:`heldout_lpd`).
-
-    Attributes
-    ----------
-    lpd : float
-        ``sum_j log mean_s p(y*_j | x*_j, theta_s)`` over the test points, in nats.
-    se : float
-        Its standard error over test points, ``sqrt(n) * sd_j(lpd_j)``.
-    n : int
-        Number of test points.
-    pointwise : np.ndarray
-        ``lpd_j``, shape ``(n,)``.
-    """
-
-    lpd: float
-    se: float
-    n: int
-    pointwise: np.ndarray
-
-
-def heldout_lpd(dt: xr.DataTree) -> HeldOut:
-    """Test-set log predictive density from the ``log_likelihood_test`` group.
-
-    The held-out counterpart of ``arviz_stats.loo(dt).elpd`` (which estimates the same sum
-    for the training points by leave-one-out): the log of the posterior predictive density
-    at each test point, averaged over all ``chain x draw`` draws, summed over points.
-
-    Parameters
-    ----------
-    dt : xarray.DataTree
-        A cell's tree with a ``log_likelihood_test`` group.
-
-    Returns
-    -------
-    HeldOut
-        ``lpd``, its standard error, the number of test points and the pointwise values.
-
-    Raises
-    ------
-    KeyError
-        If the tree has no ``log_likelihood_test`` group.
-    """
-    if "log_likelihood_test" not in dt.children:
-        raise KeyError(
-            "the tree has no 'log_likelihood_test' group (a cell file of an older bnn-zoo "
-            "stores the test log-likelihood in 'log_likelihood'; rerun the cell)"
-        )
-    ll = dt["log_likelihood_test"]["y"].transpose("chain", "draw", ...).values
-    ll = ll.reshape(-1, ll.shape[-1]).astype(np.float64)
-    m = ll.max(0)
-    pointwise = m + np.log(np.mean(np.exp(ll - m), 0))
-    n = pointwise.size
-    se = float(np.sqrt(n) * pointwise.std(ddof=1)) if n > 1 else float("nan")
-    return HeldOut(float(pointwise.sum()), se, n, pointwise)
-
-
-def datatree_to_bytes(dt: xr.DataTree) -> bytes:
-    """The netCDF-4 file of ``dt`` as bytes (h5netcdf engine, compressed, written in memory).
-
-    Every data variable of at least :data:`MIN_COMPRESS_BYTES` is compressed with zlib
-    (level 4) after the shuffle filter; a reader needs nothing but h5netcdf (or netCDF4)
-    to open the file.
-
-    Parameters
-    ----------
-    dt : xarray.DataTree
-        The tree to encode.
-
-    Returns
-    -------
-    bytes
-        What :func:`load_datatree` / :func:`datatree_from_bytes` read back.
-    """
-    encoding = {
-        node.path: {
-            name: dict(COMPRESSION)
-            for name, var in node.data_vars.items()
-            if var.ndim and var.nbytes >= MIN_COMPRESS_BYTES
-        }
-        for node in dt.subtree
-    }
-    encoding = {path: enc for path, enc in encoding.items() if enc}
-    buf = io.BytesIO()
-    dt.to_netcdf(buf, engine="h5netcdf", encoding=encoding)
-    return buf.getvalue()
-
-
-def datatree_from_bytes(data: bytes) -> xr.DataTree:
-    """The tree of netCDF-4 bytes from :func:`datatree_to_bytes`, fully loaded."""
-    with xr.open_datatree(io.BytesIO(data), engine="h5netcdf") as dt:
-        return dt.load()
-
-
-def load_datatree(path: str | os.PathLike[str]) -> xr.DataTree:
-    """Read a netCDF file of :func:`datatree_to_bytes` (a cell's ``.nc``) fully into memory.
-
-    The file is closed before returning, so it can be replaced or deleted afterwards.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A netCDF-4 file.
-
-    Returns
-    -------
-    xarray.DataTree
-    """
-    with xr.open_datatree(path, engine="h5netcdf") as dt:
-        return dt.load()

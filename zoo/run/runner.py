@@ -17,54 +17,36 @@ is not a run directory, is refused (nothing in it is touched, not even with ``fr
 run holds the directory's lock for its whole length (a second run of it is refused); and
 the directory must be writable. All of these raise :class:`~zoo.run.store.RunDirError`.
 
-Faults while running:
-
-- SIGINT (Ctrl-C) and SIGTERM stop the run at once: the workers are stopped, the cells
-  already stored stay, and :class:`RunInterrupted` (a :class:`KeyboardInterrupt`) says
-  which signal, after a line saying what was kept and how to resume. The command line
-  exits with ``128 + signal``: 130 for SIGINT, 143 for SIGTERM.
-- A result that cannot be written (full disk) is kept in memory and written again after
-  later cells and at the end (:data:`WRITE_RETRY_DELAYS`); what still cannot be written is
-  saved to a new directory under the system's temporary directory, and the run says where.
-  Nothing computed is dropped without a line saying so.
-- A cell whose metrics hold NaN or infinity is stored with ``nonfinite: [names]`` and a
-  warning line.
-
-Feedback: one line per finished cell with the time left, estimated per method (the mean
-time of the method's finished cells times its cells still to run, over the workers). With
-``progress`` the steps inside each running cell (optimizer steps; a sampler's warm-up and
-draws) are shown: one bar per running cell on a terminal, else a status line per cell at
-most every :data:`STATUS_EVERY` seconds.
+Faults while running: SIGINT and SIGTERM stop the run and keep what is stored
+(:mod:`zoo.run.signals`); a result that cannot be written is kept, tried again and at
+worst saved elsewhere (:mod:`zoo.run.saver`); a cell whose metrics hold NaN or infinity
+is stored with ``nonfinite: [names]`` and a warning line. What the run says while it runs
+is :mod:`zoo.run.feedback`'s.
 """
 
 from __future__ import annotations
 
-import json
-import signal
 import sys
-import tempfile
-import threading
-import time
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
-from zoo.run.executors import EXECUTORS, CellResult, plan_workers, with_threads
+from zoo.run.executors import EXECUTORS, plan_workers, with_threads
+from zoo.run.feedback import Feedback
 from zoo.run.report import build_report as _build_report
-from zoo.run.store import OutdatedRunDir, RunDirError, RunStore, check_version
+from zoo.run.rundir import OutdatedRunDir, RunDirError, check_version
+from zoo.run.saver import Saver, describe_os_error
+from zoo.run.signals import RunInterrupted, Stopper, describe_signal
+from zoo.run.store import RunStore
 from zoo.runtime import Runtime
 from zoo.spec import Spec
 from zoo.studies import SIMULATIONS
 
+#: ``RunInterrupted`` and the run directory's errors are re-exported: :func:`run_spec`
+#: raises them.
 __all__ = [
-    "STATUS_EVERY",
-    "WRITE_RETRY_DELAYS",
     "OutdatedRunDir",
     "RunDirError",
     "RunInterrupted",
@@ -72,29 +54,9 @@ __all__ = [
     "build_report",
     "check_version",
     "default_out_dir",
-    "format_seconds",
     "run_spec",
     "spec_runtime",
 ]
-
-#: Seconds between two status lines of one running cell when stderr is not a terminal.
-STATUS_EVERY = 30.0
-#: Pauses (s) between the last tries to store results that could not be written.
-WRITE_RETRY_DELAYS = (1.0, 2.0, 4.0)
-#: Seconds between tries to store an unsaved result while other cells still run.
-RETRY_EVERY = 5.0
-
-
-class RunInterrupted(KeyboardInterrupt):
-    """The run was stopped by a signal (SIGINT or SIGTERM); ``signum`` says which.
-
-    Everything stored before it stays; a resume runs the rest.
-    """
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = int(signum)
-        self.reported = False  # a line has said what was kept
 
 
 @dataclass(frozen=True)
@@ -125,293 +87,6 @@ def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
 def spec_runtime(spec: Spec, device: str | None = None) -> Runtime:
     """The runtime of ``spec`` (its ``runtime:`` section), with ``--device`` winning."""
     return Runtime.from_section(getattr(spec, "runtime", None), device_override=device)
-
-
-def format_seconds(s: float) -> str:
-    """``42s``, ``12m05s``, ``3h10m``."""
-    s = max(0.0, s)
-    if s < 90:
-        return f"{s:.0f}s"
-    if s < 5400:
-        return f"{int(s // 60)}m{int(s % 60):02d}s"
-    return f"{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
-
-
-# --------------------------------------------------------------------------- signals
-
-
-class _Stopper:
-    """SIGINT and SIGTERM raise :class:`RunInterrupted`, except inside :meth:`deferring`
-    (a cell being written), where they are raised when the write is done."""
-
-    def __init__(self) -> None:
-        self.deferred = 0
-        self.pending: int | None = None
-
-    def _handler(self, signum: int, frame: Any) -> None:
-        if self.deferred:
-            self.pending = signum
-            return
-        raise RunInterrupted(signum)
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield  # signal handlers can only be set from the main thread
-            return
-        old = {s: signal.signal(s, self._handler) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            yield
-        finally:
-            for s, h in old.items():
-                signal.signal(s, h)
-
-    @contextmanager
-    def deferring(self) -> Iterator[None]:
-        self.deferred += 1
-        try:
-            yield
-        finally:
-            self.deferred -= 1
-            if not self.deferred and self.pending is not None:
-                signum, self.pending = self.pending, None
-                raise RunInterrupted(signum)
-
-
-# --------------------------------------------------------------------------- storing
-
-
-class _Saver:
-    """Writes results to the store; keeps those it cannot write and tries them again."""
-
-    def __init__(self, store: RunStore, stopper: _Stopper, say: Callable[[str], None]) -> None:
-        self.store, self.stopper, self.say = store, stopper, say
-        self.unsaved: list[CellResult] = []
-        self.rescued: list[CellResult] = []
-        self.next_try = 0.0
-
-    def _write(self, res: CellResult) -> None:
-        with self.stopper.deferring():
-            self.store.write_cell(res.record, res.artifacts)
-
-    def save(self, res: CellResult) -> bool:
-        """Store ``res``; on failure keep it (and say so). True when stored."""
-        try:
-            self._write(res)
-            return True
-        except OSError as e:
-            self.unsaved.append(res)
-            self.next_try = time.monotonic() + RETRY_EVERY
-            self.say(
-                f"zoo: could not store cell {res.record['cell_id']} in {self.store.root} "
-                f"({_why(e)}); its result is kept in memory and written again "
-                "later"
-            )
-            return False
-
-    def retry(self, final: bool = False) -> None:
-        """Try the unsaved results again: now if due (or ``final``: with pauses)."""
-        delays = (0.0, *WRITE_RETRY_DELAYS) if final else (0.0,)
-        if not final and time.monotonic() < self.next_try:
-            return
-        for delay in delays:
-            if not self.unsaved:
-                return
-            time.sleep(delay)
-            still = []
-            for res in self.unsaved:
-                try:
-                    self._write(res)
-                    self.say(f"zoo: stored cell {res.record['cell_id']} on a later try")
-                except OSError:
-                    still.append(res)
-            self.unsaved = still
-        self.next_try = time.monotonic() + RETRY_EVERY
-
-    def rescue(self) -> Path | None:
-        """Write what is still unsaved to a new temporary directory; say where (or that
-        it is lost). Returns that directory, None when nothing was left or it failed."""
-        if not self.unsaved:
-            return None
-        ids = [r.record["cell_id"] for r in self.unsaved]
-        try:
-            where = Path(tempfile.mkdtemp(prefix="zoo-unsaved-")) / "cells"
-            where.mkdir()
-            for res in self.unsaved:
-                cid = res.record["cell_id"]
-                for suffix, data in res.artifacts.items():
-                    (where / f"{cid}{suffix}").write_bytes(data)
-                text = json.dumps(res.record, indent=1, sort_keys=True)
-                (where / f"{cid}.json").write_text(text, encoding="utf-8")
-        except OSError as e:
-            self.say(
-                f"zoo: LOST: the results of {len(ids)} computed cells could not be "
-                f"written anywhere ({_why(e)}): {', '.join(ids)}; a resume computes "
-                "them again"
-            )
-            return None
-        self.say(
-            f"zoo: {len(ids)} computed cells could not be stored in {self.store.root}; "
-            f"they were saved to {where}. Once there is room, move them in with: "
-            f"mv {where}/* {self.store.cells_dir}/  (or a resume computes them "
-            "again)"
-        )
-        self.rescued += self.unsaved
-        self.unsaved = []
-        return where.parent
-
-
-def _why(e: OSError) -> str:
-    return e.strerror or str(e) or type(e).__name__
-
-
-# --------------------------------------------------------------------------- feedback
-
-
-class _Feedback:
-    """Cell lines, per-method time left, and progress inside running cells."""
-
-    def __init__(
-        self,
-        cells: list[Any],
-        todo: list[Any],
-        done_before: int,
-        workers: int,
-        log: Callable[[str], None],
-        progress: bool,
-    ) -> None:
-        self.method = {c.cell_id: c.method.name for c in cells}
-        self.left = Counter(self.method[c.cell_id] for c in todo)
-        self.times: dict[str, list[float]] = defaultdict(list)
-        self.workers = max(1, workers)
-        self.log = log
-        self.k, self.n = done_before, len(cells)
-        self.progress = progress
-        self.tty = progress and _isatty()
-        self.running: dict[str, dict[str, Any]] = {}
-        self.bar = None
-        self.slots: list[Any] = []
-        if self.tty:
-            fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
-            self.bar = tqdm(
-                total=self.n,
-                initial=self.k,
-                desc="cells",
-                unit="cell",
-                dynamic_ncols=True,
-                bar_format=fmt,
-                file=sys.stderr,
-            )
-            self.slots = [
-                tqdm(
-                    total=1,
-                    position=i + 1,
-                    leave=False,
-                    bar_format="  {desc}",
-                    dynamic_ncols=True,
-                    file=sys.stderr,
-                )
-                for i in range(min(self.workers, len(todo)))
-            ]
-            self.free = list(range(len(self.slots)))
-
-    def say(self, msg: str) -> None:
-        """A line that stays (above the bars on a terminal)."""
-        if self.bar is not None:
-            self.bar.write(msg, file=sys.stderr)
-        else:
-            self.log(msg)
-
-    def on_progress(self, cell_id: str, desc: str, phase: str, i: int, n: int) -> None:
-        """Progress inside a running cell (from :mod:`zoo.inference.progress`)."""
-        now = time.monotonic()
-        st = self.running.setdefault(cell_id, {"t0": now, "shown": now, "phase": None})
-        label = "" if cell_id.startswith(desc) else f"{desc} "
-        what = f"{label}{phase}"
-        if self.tty:
-            if "slot" not in st:
-                if not self.free:
-                    return
-                st["slot"] = self.free.pop(0)
-            filled = round(20 * i / n) if n else 0
-            meter = "#" * filled + "-" * (20 - filled)
-            text = f"{_cut(cell_id, 40)} {what} [{meter}] {i}/{n}"
-            self.slots[st["slot"]].set_description_str(text, refresh=True)
-            return
-        if not self.progress:
-            return
-        changed = st["phase"] is not None and st["phase"] != what
-        if now - st["shown"] >= STATUS_EVERY or (changed and now - st["t0"] >= STATUS_EVERY):
-            st["shown"] = now
-            self.log(f"  {cell_id}: {what} {i}/{n} ({format_seconds(now - st['t0'])} in)")
-        st["phase"] = what
-
-    def finished(self, rec: dict[str, Any]) -> None:
-        """A cell's line: status, headline metrics, its time and the time left."""
-        cid = rec["cell_id"]
-        st = self.running.pop(cid, {})
-        if "slot" in st:
-            self.slots[st["slot"]].set_description_str("", refresh=True)
-            self.free.append(st["slot"])
-            self.free.sort()
-        m = self.method.get(cid)
-        if m is not None:
-            self.left[m] -= 1
-            if rec.get("status") == "ok":
-                self.times[m].append(float(rec.get("time_s", 0.0)))
-        self.k += 1
-        eta = self.eta()
-        if rec.get("status") == "ok":
-            met = rec.get("metrics", {})
-            shown = ", ".join(
-                f"{key}={met[key]:.4g}"
-                for key in ("accuracy", "nll", "rmse")
-                if isinstance(met.get(key), int | float)
-            )
-            status = f"ok {shown}"
-        else:
-            status = f"FAILED {rec.get('error', '')}"
-        self.say(f"[{self.k}/{self.n}] {cid}: {status} ({rec.get('time_s', 0.0):.1f}s; {eta})")
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix_str(eta)
-
-    def eta(self) -> str:
-        """Time left: per method, the mean time of its finished cells times its cells to
-        run, summed and spread over the workers; methods with no finished cell are named."""
-        work, unknown, cells_left = 0.0, [], 0
-        for m, left in self.left.items():
-            if left <= 0:
-                continue
-            cells_left += left
-            if self.times[m]:
-                work += sum(self.times[m]) / len(self.times[m]) * left
-            else:
-                unknown.append(m)
-        if not cells_left:
-            return "done"
-        text = f"~{format_seconds(work / min(self.workers, cells_left))} left" if work else ""
-        if unknown:
-            more = f"{', '.join(unknown)}: no cell timed yet"
-            text = f"{text} + {more}" if text else f"time left unknown ({more})"
-        return text
-
-    def close(self) -> None:
-        for b in self.slots:
-            b.close()
-        if self.bar is not None:
-            self.bar.close()
-
-
-def _isatty() -> bool:
-    try:
-        return sys.stderr.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _cut(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 # --------------------------------------------------------------------------- the run
@@ -462,7 +137,8 @@ def run_spec(
     Raises
     ------
     OutdatedRunDir
-        ``out_dir`` was written with another spec_version (``zoo migrate`` renames it).
+        ``out_dir`` was written with another spec_version (its cells are computed again
+        in a fresh directory).
     RunDirError
         ``out_dir`` is a file or a non-empty directory that is not a run directory,
         another run is using it (:class:`~zoo.run.store.RunDirBusy`), or it cannot be
@@ -483,7 +159,7 @@ def run_spec(
     if spec.simulation is None:
         runtime = runtime or spec_runtime(spec, device)
     store.check_target()
-    stopper = _Stopper()
+    stopper = Stopper()
     try:
         with store.lock(), stopper.installed():
             store.check_writable()
@@ -506,14 +182,17 @@ def run_spec(
             )
     except RunInterrupted as e:
         if not e.reported:
-            log(f"\nzoo: {_how(e.signum)} before any cell ran; resume with: zoo run {out_dir}")
+            log(
+                f"\nzoo: {describe_signal(e.signum)} before any cell ran; resume with: "
+                f"zoo run {out_dir}"
+            )
         raise
 
 
 def _run_cells(
     spec: Spec,
     store: RunStore,
-    stopper: _Stopper,
+    stopper: Stopper,
     *,
     executor: str,
     workers: int | None,
@@ -532,7 +211,7 @@ def _run_cells(
     try:
         store.write_spec(spec)
     except OSError as e:
-        raise RunDirError(f"cannot write in {out_dir}: {_why(e)}") from None
+        raise RunDirError(f"cannot write in {out_dir}: {describe_os_error(e)}") from None
     cells = spec.cells()
     records = {c.cell_id: store.record(c.cell_id) for c in cells}
     for problem in store.problems():
@@ -558,8 +237,8 @@ def _run_cells(
             f"running {len(todo)} cells on {executor}: {n_workers} workers x {threads} "
             f"torch threads{on}"
         )
-    shown = _Feedback(cells, todo, done_before, n_workers, log, progress)
-    saver = _Saver(store, stopper, shown.say)
+    shown = Feedback(cells, todo, done_before, n_workers, log, progress)
+    saver = Saver(store, stopper, shown.say)
     results = EXECUTORS[executor](
         todo,
         workers=n_workers,
@@ -590,7 +269,7 @@ def _run_cells(
             else:
                 report_error = "no cell is stored"
         except OSError as e:
-            report_error = _why(e)
+            report_error = describe_os_error(e)
             log(
                 f"zoo: could not write the report in {out_dir} ({report_error}); every "
                 f"stored cell is kept: once there is room, run: zoo report {out_dir}"
@@ -635,7 +314,7 @@ def _stopped(
     signum: int,
     spec: Spec,
     store: RunStore,
-    saver: _Saver,
+    saver: Saver,
     status: dict[str, str],
     log: Callable[[str], None],
 ) -> None:
@@ -645,16 +324,11 @@ def _stopped(
     cells = spec.cells()
     stored = sum(status[c.cell_id] in ("ok", "failed") for c in cells)
     log(
-        f"\nzoo: {_how(signum)}: the running cells were stopped. {stored} of {len(cells)} "
+        f"\nzoo: {describe_signal(signum)}: the running cells were stopped. {stored} of "
+        f"{len(cells)} "
         f"cells are stored in {store.root} ({len(cells) - stored} not yet); resume with: "
         f"zoo run {store.root}"
     )
-
-
-def _how(signum: int) -> str:
-    if signum == signal.SIGINT:
-        return "interrupted (Ctrl-C)"
-    return f"stopped by {signal.Signals(signum).name}"
 
 
 def build_report(

@@ -109,6 +109,40 @@ def test_report_of_a_run_directory_without_cells(tiny_spec: Path, tmp_path: Path
     assert summary.empty and {"method", "model.depth", "n"} <= set(summary.columns)
 
 
+@pytest.mark.parametrize("version", ["old", "none", "new"])
+def test_run_directory_of_another_spec_version_is_refused(
+    version: str, tiny_spec: Path, tmp_path: Path, capsys
+) -> None:
+    """No migration: every command refuses it (exit 2, no traceback) and touches nothing."""
+    from zoo.run.store import SPEC_VERSION, RunStore
+    from zoo.spec.load import load_spec
+
+    store = RunStore(tmp_path / "run")
+    store.prepare()
+    store.write_spec(
+        load_spec(tiny_spec), {"old": SPEC_VERSION - 1, "new": SPEC_VERSION + 1}.get(version, 0)
+    )
+    if version == "none":  # a directory written before spec versions: no version line
+        text = store.spec_path.read_text().split("\n", 1)[1]
+        store.spec_path.write_text(text)
+    store.write_cell({"cell_id": "c_1", "status": "ok", "metrics": {}}, {".nc": b"NC"})
+    files = {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()}
+    for cmd in (
+        ["status", str(store.root)],
+        ["report", str(store.root)],
+        ["run", str(store.root)],
+        ["run", str(tiny_spec), "--out", str(store.root)],
+    ):
+        assert main(cmd) == 2, cmd
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        if version == "new":
+            assert "made by a newer bnn-zoo" in err and "upgrade" in err
+        else:
+            assert "made by an older bnn-zoo" in err and "into a fresh --out" in err
+    assert {p: p.read_bytes() for p in store.root.rglob("*") if p.is_file()} == files
+
+
 def test_show_schema_list(tiny_spec: Path, capsys) -> None:
     assert main(["show", str(tiny_spec), "--cell", "3"]) == 0
     out = capsys.readouterr().out
@@ -145,7 +179,7 @@ def test_help_answers_questions() -> None:
     r = subprocess.run([sys.executable, "-m", "zoo.cli", "--help"], capture_output=True, text=True)
     assert r.returncode == 0
     assert "resume" in r.stdout and "exit status" in r.stdout
-    assert "--device cuda" in r.stdout and "migrate" in r.stdout
+    assert "--device cuda" in r.stdout and "migrate" not in r.stdout
     r = subprocess.run(
         [sys.executable, "-m", "zoo.cli", "run", "--help"], capture_output=True, text=True
     )

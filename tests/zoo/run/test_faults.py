@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from zoo.cli import main
-from zoo.run import executors, runner
+from zoo.run import execute, feedback, runner, saver
 from zoo.run.store import RunStore
 from zoo.spec import load_spec
 
@@ -161,7 +161,7 @@ sweep:
 def test_a_dead_worker_fails_only_its_own_cell_and_a_resume_reruns_it(
     tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(runner, "STATUS_EVERY", 0.0, raising=False)
+    monkeypatch.setattr(feedback, "STATUS_EVERY", 0.0)
     spec = load_spec(_spec(tmp_path, TWO_BY_TWO))
     out, lines = tmp_path / "run", []
     killed: list[int] = []
@@ -254,7 +254,7 @@ def test_the_lock_names_the_process_that_holds_it(tmp_path: Path) -> None:
 def test_damaged_cell_files_count_as_pending_and_are_named(
     tiny_spec: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    monkeypatch.setattr(executors, "run_cell", _stub_run_cell)
+    monkeypatch.setattr(execute, "run_cell", _stub_run_cell)
     out = tmp_path / "run"
     args = ["--workers", "1", "--no-progress"]
     assert main(["run", str(tiny_spec), "--out", str(out), *args]) == 0
@@ -300,7 +300,7 @@ def test_an_unwritable_out_is_bad_input_before_any_cell(
     assert "cannot write in" in capsys.readouterr().err
 
     ran = []
-    monkeypatch.setattr(executors, "run_cell", lambda *a, **k: ran.append(1))
+    monkeypatch.setattr(execute, "run_cell", lambda *a, **k: ran.append(1))
 
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -331,9 +331,9 @@ def _stub_run_cell(cell, runtime, progress=False):
 def test_a_cell_that_cannot_be_written_is_kept_and_written_again(
     tiny_spec: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    monkeypatch.setattr(executors, "run_cell", _stub_run_cell)
-    monkeypatch.setattr(runner, "WRITE_RETRY_DELAYS", (0.0, 0.0), raising=False)
-    monkeypatch.setattr(runner, "RETRY_EVERY", 0.0, raising=False)
+    monkeypatch.setattr(execute, "run_cell", _stub_run_cell)
+    monkeypatch.setattr(saver, "WRITE_RETRY_DELAYS", (0.0, 0.0))
+    monkeypatch.setattr(saver, "RETRY_EVERY", 0.0)
     real, calls = RunStore.write_cell, []
 
     def once(self, record, artifacts=None):
@@ -377,7 +377,7 @@ def test_run_directory_files_get_the_usual_permissions(
     tiny_spec: Path, tmp_path: Path, monkeypatch
 ) -> None:
     # the umask of the moment decides, as for any program (not 0600, not the import's umask)
-    monkeypatch.setattr(executors, "run_cell", _stub_run_cell)
+    monkeypatch.setattr(execute, "run_cell", _stub_run_cell)
     out = tmp_path / "run"
     old = os.umask(0o027)
     try:
@@ -407,7 +407,7 @@ studies: []
 
 
 def test_progress_inside_worker_cells_reaches_the_parent(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(runner, "STATUS_EVERY", 0.0, raising=False)
+    monkeypatch.setattr(feedback, "STATUS_EVERY", 0.0)
     spec = load_spec(_spec(tmp_path, SAMPLER_AND_VI))
     lines: list[str] = []
     res = runner.run_spec(spec, tmp_path / "run", workers=2, log=lines.append)
@@ -422,7 +422,7 @@ def test_time_left_is_estimated_per_method(tmp_path: Path) -> None:
     cells = spec.cells()
     by = {m: [c for c in cells if c.method.name == m] for m in ("mfvi", "nuts")}
     lines: list[str] = []
-    fb = runner._Feedback(cells, cells, 0, 2, lines.append, progress=False)
+    fb = feedback.Feedback(cells, cells, 0, 2, lines.append, progress=False)
     fb.finished({"cell_id": by["mfvi"][0].cell_id, "status": "ok", "time_s": 1.0})
     assert "nuts: no cell timed yet" in lines[-1]
     fb.finished({"cell_id": by["nuts"][0].cell_id, "status": "ok", "time_s": 100.0})
@@ -431,7 +431,7 @@ def test_time_left_is_estimated_per_method(tmp_path: Path) -> None:
 
 
 def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, capsys) -> None:
-    from zoo.cli import _SUMMARY_COLS, _print_summary
+    from zoo.cli.summary import _SUMMARY_COLS, print_summary
 
     cols = {"method": ["mfvi", "nuts"], "model.depth": [1, 2], "n": [3, 3]}
     for i in range(20):
@@ -439,7 +439,7 @@ def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, ca
     cols["kl_diag_full_mean"], cols["kl_diag_full_n"] = [None, 4.5], [0, 2]
     pd.DataFrame(cols).to_csv(tmp_path / "summary.csv", index=False)
     monkeypatch.setenv("COLUMNS", "60")
-    _print_summary(tmp_path)
+    print_summary(tmp_path)
     out = capsys.readouterr().out
     assert max(len(ln) for ln in out.splitlines()) <= 60
     # per method: headline metrics first, empty ones left out, the rest counted, not printed
@@ -458,7 +458,7 @@ def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, ca
 def test_non_finite_metrics_mark_the_cell_and_warn(
     tiny_spec: Path, tmp_path: Path, monkeypatch
 ) -> None:
-    monkeypatch.setattr(executors, "run_cell", _stub_run_cell)
+    monkeypatch.setattr(execute, "run_cell", _stub_run_cell)
     spec = load_spec(tiny_spec)
     lines: list[str] = []
     runner.run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lines.append)

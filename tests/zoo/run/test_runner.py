@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from zoo.cli import main
-from zoo.run import executors
+from zoo.run import execute, executors
 from zoo.run.executors import plan_workers
 from zoo.runtime import Runtime
 
@@ -115,7 +115,7 @@ def test_ray_executor_gives_the_same_results_as_local_workers(
 def test_failed_cells_are_kept_until_retry_failed(
     tiny_spec: Path, tmp_path: Path, monkeypatch, capsys
 ) -> None:
-    real = executors.run_cell
+    real = execute.run_cell
     calls = []
 
     def flaky(cell, *args, **kwargs):
@@ -124,7 +124,7 @@ def test_failed_cells_are_kept_until_retry_failed(
             raise FloatingPointError("loss is NaN at step 3")
         return real(cell, *args, **kwargs)
 
-    monkeypatch.setattr(executors, "run_cell", flaky)
+    monkeypatch.setattr(execute, "run_cell", flaky)
     monkeypatch.setenv("FLAKY", "1")
     out = tmp_path / "run"
     base = ["--workers", "1", "--no-progress", "--set", "inference.0.steps=20"]
@@ -208,7 +208,7 @@ def test_the_runtime_is_built_once_and_reaches_every_cell(
     from zoo.spec import load_spec
 
     seen: list[Runtime] = []
-    monkeypatch.setattr(executors, "run_cell", _stub_cell(seen))
+    monkeypatch.setattr(execute, "run_cell", _stub_cell(seen))
     spec = load_spec(tiny_spec, ["runtime.dtype=float64", "runtime.threads=1"])
     res = run_spec(spec, tmp_path / "run", workers=1, progress=False, log=lambda m: None)
     assert res.n_ran == 4 and res.n_failed == 0

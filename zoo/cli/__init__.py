@@ -1,0 +1,182 @@
+"""The ``zoo`` command line: run, validate, show, schema, list, report, status.
+
+Bad input (a spec that does not validate, a missing file, a wrong argument) prints short
+messages and exits with status 2; no traceback reaches the user. A run whose cells partly
+failed exits with status 1 after recording every cell. This package's
+``__init__`` (argument parsing and dispatch) is the only module with function-level
+imports: ``zoo validate`` and ``zoo --help`` must not pay for torch, so each command's
+module (:mod:`zoo.cli.run_commands`, :mod:`zoo.cli.show`, :mod:`zoo.cli.spec_commands`) is
+imported when its command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from zoo.cli.common import UsageError
+
+__all__ = ["main"]
+
+EPILOG = """\
+examples:
+  zoo run specs/two_moons_depth.yaml                 run the sweep, write runs/<name>/<time>/
+  zoo run specs/two_moons_depth.yaml --set sweep.seed=[0] --set sweep.model.depth=[1,4]
+  zoo run specs/two_moons_depth.yaml --out runs/mine  rerun to resume an interrupted run
+  zoo run runs/mine --retry-failed                    resume a run directory, rerun failed cells
+  zoo run specs/two_moons_depth.yaml --workers 2      cells in 2 worker processes
+  zoo run specs/two_moons_depth.yaml --executor ray --address auto   on a running Ray cluster
+  zoo run specs/two_moons_depth.yaml --device cuda    on the GPUs, one worker per GPU
+  zoo status runs/mine                                done, failed and pending cells
+  zoo validate specs/*.yaml                           check specs, print FILE:LINE:COL errors
+  zoo show specs/two_moons_depth.yaml                 resolved spec, cells, model sites
+  zoo report runs/mine                                rebuild tables and report from cells
+  zoo schema > spec.schema.json                       JSON Schema for editor completion
+
+exit status: 0 ok, 1 some cells failed (or could not be stored), 2 bad input (nothing
+computed is lost), 130 stopped by Ctrl-C, 143 stopped by SIGTERM (finished cells are kept;
+`zoo run DIR` resumes)
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="zoo",
+        description="bnn-zoo: Bayesian neural networks on Pyro from declarative YAML specs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def with_set(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--set",
+            dest="overrides",
+            action="append",
+            default=[],
+            metavar="FIELD.PATH=VALUE",
+            help="override a spec field (value parsed as YAML); repeatable, e.g. "
+            "--set model.depth=3 --set 'sweep.seed=[0, 1]'. Methods by name: "
+            "--set inference.nuts.draws=100; drop one: --set inference.nuts=null; keep "
+            "some: --set 'inference=[mfvi]' (a dropped method's sweep axes go too). A field "
+            "that a sweep axis varies is set through the axis (--set 'sweep.model.depth=[3]'); "
+            "--set sweep.seed=null drops an axis. To change a section's kind, replace the "
+            "section: --set 'data={kind: digits}'. A relative data path given here is "
+            "relative to the working directory (in the spec file: to the spec file)",
+        )
+
+    r = sub.add_parser(
+        "run",
+        help="run every cell of a spec and write the report",
+        description="Expand the sweep, run each cell (skipping cells already "
+        "stored in --out), write results.csv, summary.csv and the report.",
+        epilog="Cells run in worker processes (one per core by default, each "
+        "with cores/workers torch threads; with --device cuda one per GPU). The "
+        "numbers of a cell depend on its configuration, device and thread count "
+        "only, so the same --workers gives the same results.csv on the local "
+        "and the Ray executor.",
+    )
+    r.add_argument("spec", help="a YAML spec (see `zoo list`), or a run directory to resume")
+    r.add_argument(
+        "--out",
+        type=Path,
+        help="run directory (default runs/<name>/<timestamp>); an existing one is resumed",
+    )
+    r.add_argument("--fresh", action="store_true", help="discard cells already in --out")
+    r.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="rerun the cells stored as failed (others are kept)",
+    )
+    r.add_argument(
+        "--executor",
+        choices=["local", "ray"],
+        default="local",
+        help="local worker processes (default) or Ray tasks",
+    )
+    r.add_argument(
+        "--workers", type=int, metavar="N", help="cells run at once (default: the number of cores)"
+    )
+    r.add_argument(
+        "--address",
+        metavar="ADDR",
+        help="Ray cluster address (e.g. auto, "
+        "ray://host:10001); default: start a local Ray instance",
+    )
+    r.add_argument(
+        "--device",
+        metavar="DEVICE",
+        help="cpu, cuda (every visible GPU, one "
+        "worker each) or cuda:N; overrides the spec's runtime.device (default cpu)",
+    )
+    r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    with_set(r)
+
+    v = sub.add_parser("validate", help="validate specs; print every problem with its line")
+    v.add_argument("specs", nargs="+", help="spec files")
+    with_set(v)
+
+    s = sub.add_parser("show", help="print the resolved spec, its cells and model sites")
+    s.add_argument("spec")
+    s.add_argument("--cell", type=int, default=0, help="index of the cell whose sites to show")
+    with_set(s)
+
+    sub.add_parser("schema", help="print the JSON Schema of a spec")
+    sub.add_parser("list", help="list the specs shipped under specs/")
+
+    rp = sub.add_parser("report", help="rebuild tables and report of a run directory")
+    rp.add_argument("run_dir", type=Path)
+    st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
+    st.add_argument("run_dir", type=Path)
+    return p
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The function of a command, imported only when it runs: ``zoo validate`` and ``zoo
+    --help`` do not pay for torch."""
+    if name == "run":
+        from zoo.cli.run_commands import cmd_run as fn
+    elif name == "report":
+        from zoo.cli.run_commands import cmd_report as fn
+    elif name == "status":
+        from zoo.cli.run_commands import cmd_status as fn
+    elif name == "show":
+        from zoo.cli.show import cmd_show as fn
+    elif name == "validate":
+        from zoo.cli.spec_commands import cmd_validate as fn
+    elif name == "schema":
+        from zoo.cli.spec_commands import cmd_schema as fn
+    elif name == "list":
+        from zoo.cli.spec_commands import cmd_list as fn
+    else:
+        raise ValueError(f"unknown command {name!r}")
+    return fn
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``zoo`` script; returns the exit status."""
+    from zoo.spec import SpecError
+
+    args = _parser().parse_args(argv)
+    try:
+        return _command(args.command)(args)
+    except SpecError as e:
+        print("\n".join(e.messages), file=sys.stderr)
+        return 2
+    except UsageError as e:
+        print(f"zoo: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `zoo show SPEC | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt as e:  # the runner's RunInterrupted has said what was kept
+        signum = getattr(e, "signum", None)
+        if signum is None:
+            print(
+                "\nzoo: interrupted; finished cells are kept, rerun with the same --out to resume",
+                file=sys.stderr,
+            )
+        return 128 + (signum or 2)

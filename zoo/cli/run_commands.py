@@ -1,0 +1,139 @@
+"""``zoo run``, ``zoo report`` and ``zoo status``: the commands on a run directory."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from zoo.cli.checks import check_data, check_widths
+from zoo.cli.common import UsageError, load_spec_quietly
+from zoo.cli.summary import print_summary
+from zoo.run.executors import WorkerStartError
+from zoo.run.rundir import OutdatedRunDir, RunDir, RunDirError, check_version
+from zoo.run.runner import build_report, default_out_dir, run_spec, spec_runtime
+from zoo.runtime import RuntimeUnavailable
+
+__all__ = ["cmd_report", "cmd_run", "cmd_status"]
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    """``zoo run SPEC|DIR``: run the cells not yet stored, write the report; the exit status."""
+    if a.workers is not None and a.workers < 1:
+        raise UsageError(f"--workers {a.workers}: give at least 1 worker")
+    if a.address and a.executor != "ray":
+        raise UsageError("--address is for --executor ray")
+    if a.executor == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise UsageError('--executor ray needs Ray: pip install "bnn-zoo[ray]"') from None
+    source = Path(a.spec)
+    if source.is_dir():  # resume a run directory from its stored spec
+        if a.out and a.out.resolve() != source.resolve():
+            raise UsageError(f"{source} is a run directory; drop --out (it runs in place)")
+        spec = _run_dir_spec(source)
+        if a.overrides:
+            spec = load_spec_quietly(str(source / "spec.yaml"), a.overrides)
+        out = source
+    else:
+        out = a.out
+        if out is not None:
+            _check_version(out)
+        spec = load_spec_quietly(a.spec, a.overrides)
+        out = out or default_out_dir(spec)
+    try:
+        runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
+    except RuntimeUnavailable as e:
+        raise UsageError(str(e)) from None
+    check_data(spec)
+    check_widths(spec)
+    what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
+    on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
+    print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
+    try:  # --fresh deletes only in a run directory, under its lock (checked first)
+        res = run_spec(
+            spec,
+            out,
+            executor=a.executor,
+            workers=a.workers,
+            address=a.address,
+            retry_failed=a.retry_failed,
+            progress=not a.no_progress,
+            runtime=runtime,
+            fresh=a.fresh,
+        )
+    except RunDirError as e:
+        raise UsageError(str(e)) from None
+    except WorkerStartError as e:  # the cells stay pending; a resume runs them
+        print(f"zoo: {e}; rerun with --workers 1 to run the cells in this process", file=sys.stderr)
+        return 1
+    if not res.report_error:
+        print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
+        print_summary(out)
+    code = 0
+    if res.n_failed:
+        print(
+            f"zoo: {res.n_failed} of {res.n_cells} cells failed; see {out / 'results.csv'} "
+            f"and rerun them with: zoo run {out} --retry-failed",
+            file=sys.stderr,
+        )
+        code = 1
+    if res.n_unsaved or res.report_error:
+        print(
+            f"zoo: {res.n_unsaved} computed cells could not be stored in {out}"
+            + (f" (saved to {res.rescued_to})" if res.rescued_to else "")
+            + ("; the report was not written" if res.report_error else ""),
+            file=sys.stderr,
+        )
+        code = 1
+    return code
+
+
+def _check_version(run_dir: Path) -> None:
+    """A run directory of another spec_version is bad input: say to recompute it (exit 2)."""
+    try:
+        check_version(RunDir(run_dir))
+    except OutdatedRunDir as e:
+        raise UsageError(str(e)) from None
+
+
+def _run_dir_spec(run_dir: Path):
+    if not (run_dir / "spec.yaml").is_file():
+        raise UsageError(
+            f"{run_dir}: not a run directory (no spec.yaml); give the --out "
+            "directory of a `zoo run`"
+        )
+    _check_version(run_dir)
+    return load_spec_quietly(run_dir / "spec.yaml")
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    """``zoo report DIR``: rebuild the tables and the report from the stored cells."""
+    spec = _run_dir_spec(a.run_dir)
+    try:
+        build_report(a.run_dir, spec, log=lambda msg: print(msg, file=sys.stderr))
+    except OSError as e:
+        raise UsageError(f"cannot write the report in {a.run_dir}: {e.strerror or e}") from None
+    print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
+    print_summary(a.run_dir)
+    return 0
+
+
+def cmd_status(a: argparse.Namespace) -> int:
+    """``zoo status DIR``: the done, failed and pending cells of a run directory."""
+    spec = _run_dir_spec(a.run_dir)
+    run = RunDir(a.run_dir)
+    stored = {r["cell_id"]: r for r in run.records()}  # damaged records are left out
+    counts = {"ok": 0, "failed": 0, "pending": 0}
+    for c in spec.cells():
+        rec = stored.get(c.cell_id, {})
+        st = rec.get("status", "pending")
+        counts[st] = counts.get(st, 0) + 1
+        if st != "ok":
+            note = "  (its worker died; a resume runs it again)" if rec.get("retry") else ""
+            print(f"{st:<8} {c.cell_id}{note}")
+    for problem in run.problems():
+        print(f"zoo: damaged file: {problem}", file=sys.stderr)
+    print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
+    return 0

@@ -1,0 +1,65 @@
+"""``zoo show``: the resolved spec, its cells and the sample sites of one cell's model."""
+
+from __future__ import annotations
+
+import argparse
+
+import pyro
+
+import zoo.data
+import zoo.models
+from zoo.cli.common import UsageError, load_spec_quietly
+from zoo.run.runner import spec_runtime
+from zoo.run.store import dump_spec
+
+__all__ = ["cmd_show"]
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    """``zoo show SPEC``: the resolved spec, its cells and one cell's sample sites."""
+    spec = load_spec_quietly(a.spec, a.overrides)
+    print(dump_spec(spec))
+    cells = spec.cells()
+    print(f"# {len(cells)} cells")
+    for i, c in enumerate(cells):
+        print(f"  [{i}] {c.cell_id}")
+    if not 0 <= a.cell < len(cells):
+        raise UsageError(f"--cell {a.cell}: the spec has cells 0..{len(cells) - 1}")
+    cell = cells[a.cell]
+    print(f"\n# sample sites of cell [{a.cell}] {cell.cell_id}")
+    for line in _sites(cell):
+        print("  " + line)
+    return 0
+
+
+def _sites(cell) -> list[str]:
+    try:
+        ds = zoo.data.load(cell.spec.data, cell.spec.seed)
+    except zoo.data.DataError as e:
+        raise UsageError(str(e)) from None
+    model = zoo.models.build(cell.spec, ds)
+    runtime = spec_runtime(cell.spec, "cpu")
+    x = runtime.tensor(ds.x_train[:2])
+    y = runtime.tensor(ds.y_train[:2])
+    tr = pyro.poutine.trace(model).get_trace(x, y, len(ds.x_train))
+    lines = [
+        f"network {model.dims} ({model.num_params} parameters), data n_train="
+        f"{len(ds.x_train)}, n_test={len(ds.x_test)}"
+    ]
+    for name, site in tr.nodes.items():
+        fn = site.get("fn")
+        if site["type"] != "sample" or not hasattr(fn, "batch_shape"):
+            continue  # plates record their subsample as a pseudo-site
+        base = fn
+        while hasattr(base, "base_dist"):
+            base = base.base_dist
+        params = {k: getattr(base, k) for k in ("loc", "scale") if hasattr(base, k)}
+        ptxt = ", ".join(f"{k}={_first(v):.4g}" for k, v in params.items())
+        kind = "observed" if site["is_observed"] else "latent"
+        shape = tuple(fn.batch_shape + fn.event_shape)
+        lines.append(f"{name:<16} {kind:<8} shape={shape!s:<12} {type(base).__name__}({ptxt})")
+    return lines
+
+
+def _first(v) -> float:
+    return float(v.reshape(-1)[0]) if hasattr(v, "reshape") else float(v)

@@ -1,0 +1,73 @@
+"""The terminal summary of a run: per method, the headline means of ``summary.csv``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+
+__all__ = ["print_summary"]
+
+_HEADLINE = (
+    "accuracy",
+    "nll",
+    "kl_diag_full",
+    "kl_null",
+    "kl_excess",
+    "w2_diag_full",
+    "rmse",
+    "pruned_frac",
+    "units_eff_frac",
+    "laplace_kl",
+    "max_r_hat",
+    "min_ess_bulk",
+    "draws_per_chain",
+)
+_SUMMARY_COLS = 8  # metrics per method in the terminal summary; all of them are in summary.csv
+
+
+def print_summary(out: Path) -> None:
+    """Print, per method, the headline means of ``summary.csv`` within the terminal's width.
+
+    Columns that are empty for a method are left out, a mean over fewer finite values than
+    the row's seeds is marked ``[k/n]``, and at most ``_SUMMARY_COLS`` metrics are shown per
+    method (the headline ones first); the file has all of them.
+    """
+    path = out / "summary.csv"
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    df = pd.read_csv(path)
+    if df.empty:  # no cell stored, or none ok
+        print(f"no finished cell to summarize yet (zoo status {out} lists the cells)")
+        return
+    width = shutil.get_terminal_size((100, 24)).columns  # COLUMNS, the terminal, or 100
+    hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
+    means = [c for c in df.columns if c.endswith("_mean") and c not in hidden]
+    keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_n"))]
+    keys = [c for c in keys if c != "n" and c not in hidden]
+    rank = {m: i for i, m in enumerate(_HEADLINE)}
+    groups = df.groupby("method", sort=False) if "method" in df.columns else [(None, df)]
+    lines: list[str] = []
+    for _, rows in groups:
+        have = [c for c in means if rows[c].notna().any()]
+        have.sort(key=lambda c: rank.get(c[: -len("_mean")], len(rank)))
+        shown, more = have[:_SUMMARY_COLS], len(have) - _SUMMARY_COLS
+        table = rows[keys].copy()
+        for c in shown:
+            k = rows.get(c[: -len("_mean")] + "_n")
+            cells = []
+            for i, v in zip(rows.index, rows[c], strict=True):
+                text = "-" if pd.isna(v) else f"{v:.4g}"
+                if k is not None and "n" in rows and pd.notna(k[i]) and k[i] < rows["n"][i]:
+                    text += f" [{int(k[i])}/{int(rows['n'][i])}]"
+                cells.append(text)
+            table[c[: -len("_mean")]] = cells
+        if "n" in rows:
+            table["seeds"] = rows["n"].astype(int)
+        lines += table.to_string(index=False, line_width=width).splitlines()
+        if more > 0:
+            lines.append(f"  ... and {more} more metrics of this method in summary.csv")
+        lines.append("")
+    # column blocks wrap at the width; a single cell wider than it is cut
+    print("\n".join(ln if len(ln) <= width else ln[: width - 1] + "…" for ln in lines).rstrip())

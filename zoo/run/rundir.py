@@ -1,0 +1,303 @@
+"""The run directory and its reader, :class:`RunDir` (what reports and studies get).
+
+A run directory holds::
+
+    spec.yaml               the resolved spec, first line ``# bnn-zoo spec_version: N``
+    cells/<cell id>.json    one record per cell: axes, config, status, error, metrics, time_s
+    cells/<cell id><suffix> the cell's artifacts (``.nc`` posterior, ``.ktied.npz``, ...)
+    results.csv summary.csv report.md report.html figures/*.png
+
+It is written by :class:`zoo.run.store.RunStore` only, atomically; a cell's record is
+written after its artifacts: a record on disk means the cell is complete.
+
+``spec_version`` is :data:`zoo.spec.sweep.SPEC_VERSION` of the code that wrote the directory. Cell
+ids depend on it, so a directory of another version cannot be resumed or reported: its
+cells are computed again by running the spec into a fresh directory.
+
+A record lists the size and SHA-256 of each artifact (``files``). A record that cannot be
+read, lacks its fields, names another cell, or whose artifacts are missing or of another
+size is *damaged*: its cell counts as pending (a run computes it again) and
+:meth:`RunDir.problems` says which file is bad; readers never see it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from zoo.spec.sweep import SPEC_VERSION
+
+__all__ = [
+    "CELLS",
+    "LOCK_FILE",
+    "RECORD",
+    "SPEC_FILE",
+    "SPEC_VERSION",
+    "VERSION_LINE",
+    "OutdatedRunDir",
+    "RunDir",
+    "RunDirBusy",
+    "RunDirError",
+    "artifact_digest",
+    "check_version",
+]
+
+SPEC_FILE = "spec.yaml"
+LOCK_FILE = ".zoo.lock"
+CELLS = "cells"
+RECORD = ".json"
+#: The first line of a stored spec.yaml: ``# bnn-zoo spec_version: N``.
+VERSION_LINE = re.compile(r"^#\s*bnn-zoo spec_version:\s*(\d+)\s*$")
+
+
+def artifact_digest(data: bytes) -> dict[str, Any]:
+    """What a record lists of an artifact: its size and SHA-256."""
+    return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _version_of(text: str) -> int | None:
+    """The spec_version recorded in a spec.yaml text, None when there is none."""
+    for line in text.splitlines()[:5]:
+        if m := VERSION_LINE.match(line):
+            return int(m.group(1))
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    if isinstance(data, dict) and isinstance(data.get("spec_version"), int):
+        return data["spec_version"]
+    return None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+class RunDir:
+    """Read access to a run directory (what reports and studies get).
+
+    Parameters
+    ----------
+    root : path
+        The run directory.
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self._problems: dict[str, None] = {}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({str(self.root)!r})"
+
+    @property
+    def cells_dir(self) -> Path:
+        """``root/cells``."""
+        return self.root / CELLS
+
+    @property
+    def spec_path(self) -> Path:
+        """``root/spec.yaml``."""
+        return self.root / SPEC_FILE
+
+    def is_run_dir(self) -> bool:
+        """True when the directory holds a spec.yaml."""
+        return self.spec_path.is_file()
+
+    def spec_text(self) -> str:
+        """The stored spec.yaml text."""
+        return self.spec_path.read_text()
+
+    def spec_version(self) -> int | None:
+        """The recorded spec_version; None for a directory written before versions existed."""
+        return _version_of(self.spec_text())
+
+    def record_path(self, cell_id: str) -> Path:
+        """``cells/<cell id>.json``."""
+        return self.cells_dir / f"{cell_id}{RECORD}"
+
+    def artifact_path(self, cell_id: str, suffix: str) -> Path:
+        """``cells/<cell id><suffix>`` (it may not exist)."""
+        return self.cells_dir / f"{cell_id}{suffix}"
+
+    def read_artifact(self, cell_id: str, suffix: str) -> bytes | None:
+        """The bytes of a cell's artifact; None when the cell has none or it is damaged.
+
+        When the cell's record lists the artifact (``files``), bytes of another size or
+        SHA-256 are damaged: they are not returned and :meth:`problems` names the file.
+        """
+        try:
+            data = self.artifact_path(cell_id, suffix).read_bytes()
+        except OSError:
+            return None
+        files = (self._raw_record(cell_id)[0] or {}).get("files")
+        info = files.get(suffix) if isinstance(files, dict) else None
+        if isinstance(info, dict) and artifact_digest(data) != {**artifact_digest(data), **info}:
+            self._note(
+                f"{CELLS}/{cell_id}{suffix}: its contents differ from what was "
+                f"stored (damaged); delete {CELLS}/{cell_id}{RECORD} to compute the "
+                "cell again"
+            )
+            return None
+        return data
+
+    def artifacts(self, cell_id: str) -> list[str]:
+        """Suffixes of the artifacts stored for ``cell_id`` (e.g. ``[".nc"]``)."""
+        if not self.cells_dir.is_dir():
+            return []
+        out = []
+        for p in self.cells_dir.iterdir():
+            name = p.name
+            if name.startswith(cell_id) and not name.startswith("."):
+                suffix = name[len(cell_id) :]
+                if suffix.startswith(".") and suffix != RECORD:
+                    out.append(suffix)
+        return sorted(out)
+
+    def problems(self) -> list[str]:
+        """Damaged files met so far by this reader (one line each, naming the file)."""
+        return list(self._problems)
+
+    def _note(self, problem: str) -> None:
+        self._problems[problem] = None
+
+    def _raw_record(self, cell_id: str) -> tuple[dict[str, Any] | None, str | None]:
+        """The parsed record of ``cell_id`` and, when it is damaged, why (None: absent)."""
+        path = self.record_path(cell_id)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None, None
+        except (OSError, UnicodeDecodeError) as e:
+            return None, f"cannot be read ({getattr(e, 'strerror', None) or e})"
+        try:
+            rec = json.loads(text)
+        except ValueError:
+            return None, "is not whole JSON (truncated?)"
+        return (rec, None) if isinstance(rec, dict) else (None, "is not a JSON object")
+
+    def check_record(self, cell_id: str) -> tuple[dict[str, Any] | None, str | None]:
+        """``(record, None)`` for a whole record; ``(None, why)`` for a damaged one; ``(None,
+        None)`` when there is none.
+
+        A whole record is a JSON object naming ``cell_id``, with ``status`` ok or failed,
+        ``metrics`` an object (ok cells; absent means none for failed cells), ``error`` text
+        if present, whose listed
+        artifacts (``files``) exist with their recorded sizes.
+        """
+        rec, why = self._raw_record(cell_id)
+        if rec is None:
+            return None, why
+        status, metrics, error = rec.get("status"), rec.get("metrics"), rec.get("error")
+        if rec.get("cell_id") != cell_id:
+            why = f"names cell {rec.get('cell_id')!r}, not the one of its file name"
+        elif status not in ("ok", "failed"):
+            why = "has no status ok or failed"
+        elif not isinstance(metrics, dict) and (status == "ok" or metrics is not None):
+            why = "has no metrics"
+        elif error is not None and not isinstance(error, str):
+            why = "has an error message that is not text"
+        else:
+            why = self._check_files(cell_id, rec.get("files"))
+        if why is not None:
+            return None, why
+        return {**rec, "metrics": metrics or {}, "error": error or ""}, None
+
+    def _check_files(self, cell_id: str, files: Any) -> str | None:
+        if files is None:  # written before records listed their artifacts
+            return None
+        if not isinstance(files, dict):
+            return "has a damaged list of files"
+        for suffix, info in files.items():
+            path = self.artifact_path(cell_id, suffix)
+            try:
+                size = path.stat().st_size
+            except OSError:
+                return f"lists {path.name}, which is missing"
+            if not isinstance(info, dict) or size != info.get("size"):
+                want = info.get("size") if isinstance(info, dict) else "?"
+                return f"lists {path.name} with {want} bytes, but it has {size} (truncated?)"
+        return None
+
+    def record(self, cell_id: str) -> dict[str, Any] | None:
+        """The stored record of ``cell_id``; None when absent or damaged (see :meth:`problems`).
+
+        A whole record always has ``metrics`` (a dict) and ``error`` (a string).
+        """
+        rec, why = self.check_record(cell_id)
+        if why is not None:
+            self._note(f"{CELLS}/{cell_id}{RECORD}: {why}; the cell counts as pending")
+        return rec
+
+    def records(self) -> list[dict[str, Any]]:
+        """Every whole cell record, sorted by cell id; damaged ones are left out and noted."""
+        if not self.cells_dir.is_dir():
+            return []
+        out = []
+        for p in sorted(self.cells_dir.glob(f"*{RECORD}")):
+            if p.name.startswith(".") or not p.is_file():
+                continue
+            rec = self.record(p.name[: -len(RECORD)])
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    def status(self, cell_id: str) -> str:
+        """``ok``, ``failed`` or ``pending`` (no record, or a damaged one)."""
+        rec = self.record(cell_id) or {}
+        return rec.get("status", "pending")
+
+    def lock_owner(self) -> int | None:
+        """The process id written in the lock file by the last run that took it."""
+        try:
+            return int((self.root / LOCK_FILE).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def looks_like_run_dir(self) -> bool:
+        """A spec.yaml written by zoo: with its spec_version line, or beside ``cells/``."""
+        if not self.spec_path.is_file():
+            return False
+        if self.cells_dir.is_dir():
+            return True
+        try:
+            head = self.spec_path.read_text(errors="replace").splitlines()[:1]
+        except OSError:
+            return False
+        return bool(head) and VERSION_LINE.match(head[0]) is not None
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be used as asked (not a run directory, not writable)."""
+
+
+class RunDirBusy(RunDirError):
+    """Another zoo run holds the run directory's lock."""
+
+
+class OutdatedRunDir(RunDirError):
+    """A run directory written with another spec_version: its cell ids do not match."""
+
+
+def check_version(run: RunDir) -> None:
+    """Raise :class:`OutdatedRunDir` unless ``run`` is new or has this spec_version."""
+    if not run.is_run_dir():
+        return
+    version = run.spec_version()
+    if version == SPEC_VERSION:
+        return
+    if version is not None and version > SPEC_VERSION:
+        raise OutdatedRunDir(
+            f"{run.root} was made by a newer bnn-zoo (spec_version {version}, this one "
+            f"reads {SPEC_VERSION}); upgrade bnn-zoo to use it"
+        )
+    made = "before spec versions" if version is None else f"with spec_version {version}"
+    raise OutdatedRunDir(
+        f"{run.root} was made by an older bnn-zoo ({made}; this one is spec_version "
+        f"{SPEC_VERSION}) and its cell ids differ; recompute its cells: run the spec "
+        "again into a fresh --out"
+    )
