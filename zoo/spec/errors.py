@@ -2,8 +2,7 @@
 
 :class:`Reporter` turns pydantic's validation errors into one line per problem at the YAML
 node it concerns (or at the ``--set`` override that wrote it), with "did you mean ...?" for
-misspelt keys and kinds, and reports problems inside a study moved from an old location
-at the old key (:mod:`zoo.spec.legacy`). No torch import here.
+misspelt keys and kinds. No torch import here.
 """
 
 from __future__ import annotations
@@ -42,11 +41,11 @@ class SpecError(Exception):
 
 
 class SpecDeprecationWarning(FutureWarning):
-    """A spec uses a form that still works but stops validating in the next release.
+    """A spec form that still works but stops validating in a later release.
 
     A FutureWarning (shown by default), since the reader is the author of a YAML file, not a
-    Python developer; the message starts with ``FILE:LINE:COL`` when the spec came from a
-    file.
+    Python developer; the message starts with ``FILE:LINE:COL``. No form is deprecated
+    today; the command line prints these as plain lines.
     """
 
 
@@ -238,8 +237,6 @@ class Reporter:
         "mfvi", "steps"]``); a problem under one of them is reported at it.
     schema : type
         The top-level section class (:class:`zoo.spec.schema.Spec`).
-    moved : sequence of (new prefix, old prefix)
-        Paths of studies moved from old locations (:attr:`zoo.spec.legacy.Move.paths`).
     data : dict, optional
         The spec data validated (its method names stand for indices in ``overrides``).
     """
@@ -250,14 +247,12 @@ class Reporter:
         root: yaml.Node | None,
         overrides: Sequence[tuple[Sequence[str], str]],
         schema: type[BaseModel],
-        moved: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]] = (),
         data: Any = None,
     ) -> None:
         self.fname = fname
         self.root = root
         self.overrides = [([str(p) for p in parts], text) for parts, text in overrides]
         self.schema = schema
-        self.moved = sorted(moved, key=lambda pair: -len(pair[0]))  # longest prefix first
         self.data = data if isinstance(data, dict) else {}
 
     def _named(self, path: Sequence[Any]) -> list[str]:
@@ -277,13 +272,6 @@ class Reporter:
             if parts == target:
                 return text
         return None
-
-    def original(self, path: Sequence[Any]) -> list[Any]:
-        """Where ``path`` was written: the old key of a study moved from an old location."""
-        for new, old in self.moved:
-            if tuple(path[: len(new)]) == new:
-                return [*old, *path[len(new) :]]
-        return list(path)
 
     def where(self, path: Sequence[Any], *, key: bool = False) -> str:
         """``FILE:LINE:COL`` (or ``--set TEXT``) of the node at ``path`` of the written spec."""
@@ -323,7 +311,6 @@ class Reporter:
             for p, m in lines:
                 if err["type"] == "union_tag_invalid":
                     p = [*p, "kind"]
-                p = self.original(p)
                 if at:
                     where = self.where(at)
                     fpath = label + (

@@ -7,22 +7,17 @@ cells record besides their metrics), ``sweep`` (axes over spec fields), ``metric
 
 The checks across sections ask the sections for facts (a data set's ``task``, a
 likelihood's ``task`` and ``metrics``, a network's ``samplable``, a method's ``family``, a
-study's ``families``) instead of listing kinds. Old study locations are moved into
-``studies`` before validation (:mod:`zoo.spec.legacy`) with a
-:class:`~zoo.spec.errors.SpecDeprecationWarning`. No torch import here.
+study's ``families``) instead of listing kinds. No torch import here.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
 from zoo.spec.base import Section, kind_of, union_members
-from zoo.spec.errors import SpecDeprecationWarning
-from zoo.spec.legacy import migrate
 from zoo.spec.sections.bounds import MAX_NAME, MAX_SEED
 from zoo.spec.sections.data import (
     DataSpec,
@@ -97,16 +92,6 @@ class Spec(Section):
     simulation: SimulationSpec | None = Field(
         None, description="A simulation instead of a BNN sweep (no data, model or inference)."
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_study_locations(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        new, moves = migrate(data)
-        for move in moves:  # the loader migrates first and reports these with positions
-            warnings.warn(move.message, SpecDeprecationWarning, stacklevel=2)
-        return new
 
     @field_validator("name")
     @classmethod
