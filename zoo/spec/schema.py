@@ -25,13 +25,9 @@ from zoo.spec.sections.data import (
 from zoo.spec.sections.inference import (
     InferenceSpec,
 )
-from zoo.spec.sections.models import (
-    CategoricalLikelihood,
-    LikelihoodSpec,
-    ModelSpec,
-    NormalPrior,
-    PriorSpec,
-)
+from zoo.spec.sections.likelihoods import CategoricalLikelihood, LikelihoodSpec
+from zoo.spec.sections.models import ModelSpec
+from zoo.spec.sections.priors import NormalPrior, PriorSpec
 from zoo.spec.sections.report import MetricsSpec, ReportSpec
 from zoo.spec.sections.runtime import RuntimeSection
 from zoo.spec.sections.simulation import SimulationSpec
@@ -75,9 +71,9 @@ class Spec(Section):
     )
     studies: list[StudySpec] = Field(
         default_factory=list,
-        description="What the cells record besides their test metrics (price of mean "
-        "field, k-tied, pruning, product matrix); each study applies to the methods it names "
-        "or to every method of the families it fits.",
+        description="What the cells record besides their test metrics, one study per entry; "
+        "each applies to the methods it names or to every method of the families it fits. "
+        "Left out or empty: no study.",
     )
     sweep: dict[str, list[Any]] = Field(
         default_factory=dict,

@@ -184,8 +184,7 @@ class SVIMethod(_Optimized):
         None,
         gt=0,
         description="Adam learning rate of the standard-deviation parameters (log sigma, "
-        "k-tied factors, Cholesky factors, matrix-normal row/column scales); null: lr. A "
-        "larger one reaches the converged stds in fewer steps while lr keeps the means stable.",
+        "k-tied factors, Cholesky factors, matrix-normal row/column scales); null: lr.",
     )
     kl_warmup_steps: int = Field(
         0,
@@ -215,8 +214,9 @@ class SVIMethod(_Optimized):
     )
     save_draws: bool = Field(
         True,
-        description="Store the predictive draws in the cell's ArviZ file (cells/<id>.nc); "
-        "turn off for big networks (100 draws of a 784-400-400-10 MLP are about 200 MB).",
+        description="Store the predictive_samples posterior draws (weights and pointwise "
+        "predictions) in the cell's ArviZ file (cells/<id>.nc); false writes no file. The "
+        "file grows as draws x (weights + data points).",
     )
 
 

@@ -54,5 +54,5 @@ class LaplaceStudy(StudySection):
         description="Store H (float64, D x D, the precision of q_full; weights and biases in "
         "model order) as the cell artifact cells/<cell id>.laplace_precision.npy: a "
         "ground-truth target for `simulation: {kind: gaussian, cov_file: ..., file_holds: "
-        "precision}` (8 D^2 bytes: 8 MB at D = 1000).",
+        "precision}` (8 D^2 bytes).",
     )

@@ -46,8 +46,8 @@ class PruningStudy(StudySection):
         0.8,
         gt=0,
         le=1,
-        description="... and their mean std is at least this fraction of "
-        "the prior std (their code: within 20%).",
+        description="Incoming weights sit at the prior only when their mean std is also at "
+        "least this fraction of the prior std (Trippe & Turner's code: within 20%).",
     )
     draws: int = Field(
         50,
