@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from zoo.spec.base import kind_of, union_members
-from zoo.spec.paths import fields_at, models_at, parse_path, path_in_schema
+from zoo.spec.paths import fields_at, homes, models_at, parse_path, path_in_schema
 
 __all__ = [
     "Reporter",
@@ -143,11 +143,14 @@ def _unknown_key(
     name = str(path[-1])
     strpath = [p for p in path if not isinstance(p, int)]
     kinds = [kind_of(m) for m in owners]
+    elsewhere = homes(schema, name, strpath[:-1])
+    home = f"; {name!r} is {_join(elsewhere)}, not a key here" if elsewhere else ""
     if len(owners) != 1 or kinds[0] is None:  # not one member of a union: the field names
         options = fields_at(schema, strpath[:-1])
         close = [o for o in options if o != name]
         return f"unknown key {name!r}" + (
-            did_you_mean(name, close)
+            home
+            or did_you_mean(name, close)
             or (f"; allowed keys: {', '.join(options)}" if options else "")
         )
     owner, kind = owners[0], kinds[0]
@@ -160,7 +163,9 @@ def _unknown_key(
         if name in m.model_fields and (k := kind_of(m)) not in (None, kind)
     ]
     if not of:
-        return msg + (did_you_mean(name, allowed) or f"; allowed keys: {', '.join(allowed)}")
+        return msg + (
+            home or did_you_mean(name, allowed) or f"; allowed keys: {', '.join(allowed)}"
+        )
     msg += f" (a key of kind{'s' if len(of) > 1 else ''} {_join(sorted(of))}; {kind} has "
     msg += f"{', '.join(allowed)})"
     if kind_set is not None:

@@ -287,6 +287,15 @@ def test_study_settings_outside_studies_are_unknown_keys(tmp_path: Path) -> None
         [f"{p}:22:3", "metrics.product_matrix_draws"],
     ], msgs
     assert all("unknown key" in m for m in msgs), msgs
+    # a key that belongs elsewhere says where, instead of a near miss ('ktied' -> 'kind')
+    assert msgs[0].endswith("'ktied' is a kind of studies, not a key here"), msgs[0]
+    assert msgs[1].endswith(
+        "'gaussian_fit' is a key of studies of kind predictive or price_of_mean_field and a "
+        "key of simulation of kind gaussian, not a key here"
+    ), msgs[1]
+    assert "a key of studies of kind price_of_mean_field, not a key here" in msgs[2]
+    assert msgs[3].endswith("'pruning' is a kind of studies, not a key here"), msgs[3]
+    assert msgs[4].endswith("allowed keys: names, ece_bins"), msgs[4]
     with pytest.raises(ValidationError, match="pruning"):
         Spec.model_validate(yaml.safe_load(BASE) | {"metrics": {"pruning": {}}})
 
