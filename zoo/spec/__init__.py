@@ -8,8 +8,7 @@ Modules: :mod:`~zoo.spec.base` (Section, union helpers), :mod:`~zoo.spec.section
 module per domain), :mod:`~zoo.spec.schema` (Spec and its cross-field checks),
 :mod:`~zoo.spec.sweep` (cells, cell ids), :mod:`~zoo.spec.load` and
 :mod:`~zoo.spec.errors` (loading with FILE:LINE:COL messages), :mod:`~zoo.spec.paths`
-(dotted paths),
-:mod:`~zoo.spec.reader` (YAML as plain JSON data, within bounds) and
+(dotted paths), :mod:`~zoo.spec.reader` (YAML as plain JSON data, within bounds) and
 :mod:`~zoo.spec.overrides` (``--set`` items).
 """
 

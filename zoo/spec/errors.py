@@ -2,7 +2,8 @@
 
 :class:`Reporter` turns pydantic's validation errors into one line per problem at the YAML
 node it concerns (or at the ``--set`` override that wrote it), with "did you mean ...?" for
-misspelt keys and kinds. No torch import here.
+misspelt keys and kinds, and where in the schema an unknown key is a key or a kind
+(:func:`zoo.spec.paths.homes`). No torch import here.
 """
 
 from __future__ import annotations
