@@ -7,12 +7,13 @@ import sys
 from pathlib import Path
 
 from zoo.cli.checks import check_data, check_widths
-from zoo.cli.common import UsageError, load_spec_quietly
+from zoo.cli.common import UsageError
 from zoo.cli.summary import print_summary
 from zoo.run.executors import WorkerStartError
 from zoo.run.rundir import OutdatedRunDir, RunDir, RunDirError, check_version
 from zoo.run.runner import build_report, default_out_dir, run_spec, spec_runtime
 from zoo.runtime import RuntimeUnavailable
+from zoo.spec import load_spec
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
 
@@ -34,13 +35,13 @@ def cmd_run(a: argparse.Namespace) -> int:
             raise UsageError(f"{source} is a run directory; drop --out (it runs in place)")
         spec = _run_dir_spec(source)
         if a.overrides:
-            spec = load_spec_quietly(str(source / "spec.yaml"), a.overrides)
+            spec = load_spec(str(source / "spec.yaml"), a.overrides)
         out = source
     else:
         out = a.out
         if out is not None:
             _check_version(out)
-        spec = load_spec_quietly(a.spec, a.overrides)
+        spec = load_spec(a.spec, a.overrides)
         out = out or default_out_dir(spec)
     try:
         runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
@@ -105,7 +106,7 @@ def _run_dir_spec(run_dir: Path):
             "directory of a `zoo run`"
         )
     _check_version(run_dir)
-    return load_spec_quietly(run_dir / "spec.yaml")
+    return load_spec(run_dir / "spec.yaml")
 
 
 def cmd_report(a: argparse.Namespace) -> int:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from zoo.cli.checks import check_data, check_widths
-from zoo.cli.common import UsageError, load_spec_quietly
-from zoo.spec import Spec, SpecError
+from zoo.cli.common import UsageError
+from zoo.spec import Spec, SpecError, load_spec
 
 __all__ = ["cmd_list", "cmd_schema", "cmd_validate"]
 
@@ -26,7 +26,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
     bad = 0
     for path in a.specs:
         try:
-            spec = load_spec_quietly(path, a.overrides)
+            spec = load_spec(path, a.overrides)
             check_data(spec, missing_ok=True)
             check_widths(spec)
             print(f"{path}: ok ({len(spec.cells())} cells)")
@@ -50,7 +50,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     d = _specs_dir()
     for path in sorted(d.glob("*.yaml")):
         try:
-            spec = load_spec_quietly(path, warn=False)
+            spec = load_spec(path)
             desc = " ".join(spec.description.split()) or "(no description)"
             print(f"{path.name:<32} {len(spec.cells()):>4} cells  {desc}")
         except SpecError:

@@ -23,9 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from zoo.spec.base import registered
-from zoo.spec.sections.models import BernoulliLikelihood as BernoulliSection
-from zoo.spec.sections.models import CategoricalLikelihood as CategoricalSection
-from zoo.spec.sections.models import GaussianLikelihood as GaussianSection
+from zoo.spec.sections.likelihoods import BernoulliLikelihood as BernoulliSection
+from zoo.spec.sections.likelihoods import CategoricalLikelihood as CategoricalSection
+from zoo.spec.sections.likelihoods import GaussianLikelihood as GaussianSection
 
 __all__ = [
     "LIKELIHOODS",

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from zoo.spec.base import registered
-from zoo.spec.sections.models import HeBias, HePrior, NormalBias, NormalPrior
+from zoo.spec.sections.priors import HeBias, HePrior, NormalBias, NormalPrior
 
 __all__ = ["PRIORS", "PriorFn", "he_prior", "normal_prior", "prior_fn", "prior_fns"]
 

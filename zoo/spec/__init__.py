@@ -7,14 +7,12 @@ is instant; a test says so. It depends on pydantic and PyYAML only, and the rest
 Modules: :mod:`~zoo.spec.base` (Section, union helpers), :mod:`~zoo.spec.sections` (one
 module per domain), :mod:`~zoo.spec.schema` (Spec and its cross-field checks),
 :mod:`~zoo.spec.sweep` (cells, cell ids), :mod:`~zoo.spec.load` and
-:mod:`~zoo.spec.errors` (loading with FILE:LINE:COL messages), :mod:`~zoo.spec.legacy`
-(old study locations moved into ``studies``), :mod:`~zoo.spec.paths` (dotted paths),
-:mod:`~zoo.spec.reader` (YAML as plain JSON data, within bounds) and
+:mod:`~zoo.spec.errors` (loading with FILE:LINE:COL messages), :mod:`~zoo.spec.paths`
+(dotted paths), :mod:`~zoo.spec.reader` (YAML as plain JSON data, within bounds) and
 :mod:`~zoo.spec.overrides` (``--set`` items).
 """
 
-from zoo.spec.errors import SpecDeprecationWarning, SpecError
-from zoo.spec.legacy import migrate
+from zoo.spec.errors import SpecError
 from zoo.spec.load import load_spec, parse_overrides
 from zoo.spec.paths import set_path
 from zoo.spec.schema import Spec
@@ -26,7 +24,7 @@ from zoo.spec.sections.studies import (
     PruningStudy,
     StudySpec,
 )
-from zoo.spec.sweep import AXIS_ALIASES, SPEC_VERSION, Cell, cell_id, cells, legacy_cell_id
+from zoo.spec.sweep import AXIS_ALIASES, SPEC_VERSION, Cell, cell_id, cells
 
 __all__ = [
     "AXIS_ALIASES",
@@ -38,14 +36,11 @@ __all__ = [
     "PruningStudy",
     "RuntimeSection",
     "Spec",
-    "SpecDeprecationWarning",
     "SpecError",
     "StudySpec",
     "cell_id",
     "cells",
-    "legacy_cell_id",
     "load_spec",
-    "migrate",
     "parse_overrides",
     "set_path",
 ]

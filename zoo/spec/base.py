@@ -2,8 +2,8 @@
 
 A section is a frozen pydantic model that rejects unknown keys. A union of sections is
 discriminated by the literal ``kind`` field of each member; :func:`union_members` and
-:func:`kind_of` let the loader, the schema walker and the migration code read a union
-without keeping lists of kinds.
+:func:`kind_of` let the loader and the schema walker read a union without keeping lists
+of kinds.
 """
 
 from __future__ import annotations

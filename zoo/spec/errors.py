@@ -2,8 +2,8 @@
 
 :class:`Reporter` turns pydantic's validation errors into one line per problem at the YAML
 node it concerns (or at the ``--set`` override that wrote it), with "did you mean ...?" for
-misspelt keys and kinds, and reports problems inside a study moved from an old location
-at the old key (:mod:`zoo.spec.legacy`). No torch import here.
+misspelt keys and kinds, and where in the schema an unknown key is a key or a kind
+(:func:`zoo.spec.paths.homes`). No torch import here.
 """
 
 from __future__ import annotations
@@ -17,11 +17,10 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from zoo.spec.base import kind_of, union_members
-from zoo.spec.paths import fields_at, models_at, parse_path, path_in_schema
+from zoo.spec.paths import fields_at, homes, models_at, parse_path, path_in_schema
 
 __all__ = [
     "Reporter",
-    "SpecDeprecationWarning",
     "SpecError",
     "did_you_mean",
     "format_path",
@@ -39,15 +38,6 @@ class SpecError(Exception):
             "the spec is not valid (no details were found; please report this)"
         ]
         super().__init__("\n".join(self.messages))
-
-
-class SpecDeprecationWarning(FutureWarning):
-    """A spec uses a form that still works but stops validating in the next release.
-
-    A FutureWarning (shown by default), since the reader is the author of a YAML file, not a
-    Python developer; the message starts with ``FILE:LINE:COL`` when the spec came from a
-    file.
-    """
 
 
 def one_line(e: BaseException) -> str:
@@ -144,11 +134,14 @@ def _unknown_key(
     name = str(path[-1])
     strpath = [p for p in path if not isinstance(p, int)]
     kinds = [kind_of(m) for m in owners]
+    elsewhere = homes(schema, name, strpath[:-1])
+    home = f"; {name!r} is {_join(elsewhere)}, not a key here" if elsewhere else ""
     if len(owners) != 1 or kinds[0] is None:  # not one member of a union: the field names
         options = fields_at(schema, strpath[:-1])
         close = [o for o in options if o != name]
         return f"unknown key {name!r}" + (
-            did_you_mean(name, close)
+            home
+            or did_you_mean(name, close)
             or (f"; allowed keys: {', '.join(options)}" if options else "")
         )
     owner, kind = owners[0], kinds[0]
@@ -161,7 +154,9 @@ def _unknown_key(
         if name in m.model_fields and (k := kind_of(m)) not in (None, kind)
     ]
     if not of:
-        return msg + (did_you_mean(name, allowed) or f"; allowed keys: {', '.join(allowed)}")
+        return msg + (
+            home or did_you_mean(name, allowed) or f"; allowed keys: {', '.join(allowed)}"
+        )
     msg += f" (a key of kind{'s' if len(of) > 1 else ''} {_join(sorted(of))}; {kind} has "
     msg += f"{', '.join(allowed)})"
     if kind_set is not None:
@@ -238,8 +233,6 @@ class Reporter:
         "mfvi", "steps"]``); a problem under one of them is reported at it.
     schema : type
         The top-level section class (:class:`zoo.spec.schema.Spec`).
-    moved : sequence of (new prefix, old prefix)
-        Paths of studies moved from old locations (:attr:`zoo.spec.legacy.Move.paths`).
     data : dict, optional
         The spec data validated (its method names stand for indices in ``overrides``).
     """
@@ -250,14 +243,12 @@ class Reporter:
         root: yaml.Node | None,
         overrides: Sequence[tuple[Sequence[str], str]],
         schema: type[BaseModel],
-        moved: Sequence[tuple[tuple[Any, ...], tuple[Any, ...]]] = (),
         data: Any = None,
     ) -> None:
         self.fname = fname
         self.root = root
         self.overrides = [([str(p) for p in parts], text) for parts, text in overrides]
         self.schema = schema
-        self.moved = sorted(moved, key=lambda pair: -len(pair[0]))  # longest prefix first
         self.data = data if isinstance(data, dict) else {}
 
     def _named(self, path: Sequence[Any]) -> list[str]:
@@ -277,13 +268,6 @@ class Reporter:
             if parts == target:
                 return text
         return None
-
-    def original(self, path: Sequence[Any]) -> list[Any]:
-        """Where ``path`` was written: the old key of a study moved from an old location."""
-        for new, old in self.moved:
-            if tuple(path[: len(new)]) == new:
-                return [*old, *path[len(new) :]]
-        return list(path)
 
     def where(self, path: Sequence[Any], *, key: bool = False) -> str:
         """``FILE:LINE:COL`` (or ``--set TEXT``) of the node at ``path`` of the written spec."""
@@ -323,7 +307,6 @@ class Reporter:
             for p, m in lines:
                 if err["type"] == "union_tag_invalid":
                     p = [*p, "kind"]
-                p = self.original(p)
                 if at:
                     where = self.where(at)
                     fpath = label + (

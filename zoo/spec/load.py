@@ -4,9 +4,7 @@ Every problem is reported as ``FILE:LINE:COL: field.path: message`` (or
 ``--set PATH=VALUE: field.path: message`` for an override), all problems at once, with
 "did you mean ...?" for misspelt keys and kinds. :func:`load_spec` raises
 :class:`~zoo.spec.errors.SpecError` and nothing else for bad input; the CLI prints its
-messages and exits with status 2. Settings at old locations are moved into the new form
-(:mod:`zoo.spec.legacy`) and each gives a :class:`~zoo.spec.errors.SpecDeprecationWarning`
-at its ``FILE:LINE:COL``.
+messages and exits with status 2.
 
 The YAML is plain JSON data only, within bounds (:mod:`zoo.spec.reader`); so are the file's
 size (:data:`MAX_BYTES`) and the number of sweep combinations (:data:`MAX_COMBINATIONS`),
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -33,13 +30,11 @@ from pydantic import ValidationError
 
 from zoo.spec.errors import (
     Reporter,
-    SpecDeprecationWarning,
     SpecError,
     did_you_mean,
     format_path,
     one_line,
 )
-from zoo.spec.legacy import migrate
 from zoo.spec.overrides import absolute_paths, apply_overrides, parse_overrides
 from zoo.spec.paths import set_path
 from zoo.spec.reader import read_yaml
@@ -119,8 +114,7 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     base = p.resolve().parent
     absolute_paths(data, base)
     applied = apply_overrides(data, parsed)
-    data, moves = migrate(data)
-    rep = Reporter(fname, root, applied, Spec, [pair for m in moves for pair in m.paths], data=data)
+    rep = Reporter(fname, root, applied, Spec, data=data)
     context = {"base_dir": str(base)}
     errors = _sweep_axes(data.get("sweep"), rep)
     errors += _combinations(data, rep)
@@ -137,14 +131,6 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
         errors += _check_studies(spec, rep, used)
     if errors:
         raise SpecError(errors)
-    for move in moves:
-        where = rep.where(move.old, key=True)
-        message = move.message
-        new = next((n for n, o in move.paths if tuple(o) == tuple(move.old)), None)
-        if where.startswith("--set ") and new is not None:
-            value = where.partition("=")[2]
-            message += f"; on the command line: --set {'.'.join(map(str, new))}={value}"
-        warnings.warn(f"{where}: {message}", SpecDeprecationWarning, stacklevel=2)
     return spec
 
 
@@ -253,7 +239,7 @@ def _check_studies(spec: Spec, rep: Reporter, used: set[int]) -> list[str]:
     errors = []
     for k, s in enumerate(spec.studies):
         if k not in used:
-            path = rep.original(["studies", k])
+            path = ["studies", k]
             errors.append(
                 f"{rep.where(path)}: {format_path(path)}: the {s.kind} study records no "
                 f"cell: it applies to {s.needs()}; add one or remove the study"

@@ -13,9 +13,17 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from zoo.spec.base import union_members
+from zoo.spec.base import kind_of, union_members
 
-__all__ = ["fields_at", "models_at", "parse_path", "path_in_schema", "set_path", "suggest_path"]
+__all__ = [
+    "fields_at",
+    "homes",
+    "models_at",
+    "parse_path",
+    "path_in_schema",
+    "set_path",
+    "suggest_path",
+]
 
 
 def _list_index(items: list[Any], part: str) -> int | None:
@@ -94,6 +102,35 @@ def fields_at(root: type[BaseModel], path: Sequence[Any]) -> list[str]:
     for m in models_at(root, path)[0]:
         names.extend(n for n in m.model_fields if n not in names)
     return names
+
+
+def homes(root: type[BaseModel], name: str, here: Sequence[str] = ()) -> list[str]:
+    """Where ``name`` is a key or a kind of a section under ``root``, in words.
+
+    E.g. ``["a key of studies of kind predictive or price_of_mean_field", "a kind of
+    studies"]``, in schema order, leaving out the section at the (tag-free) path ``here``:
+    for an unknown key that belongs somewhere else.
+    """
+    keys: dict[str, set[str]] = {}
+    kinds: list[str] = []
+    stack: list[tuple[type[BaseModel], tuple[str, ...]]] = [(root, ())]
+    while stack:
+        model, path = stack.pop(0)
+        where = ".".join(path)
+        kind = kind_of(model)
+        if name in model.model_fields and list(path) != list(here):
+            keys.setdefault(where, set()).add(kind)
+        if kind == name and where not in kinds:
+            kinds.append(where)
+        if len(path) < 4:  # the spec nests sections at most this deep
+            for field, info in model.model_fields.items():
+                stack += [(m, (*path, field)) for m in union_members(info.annotation)]
+    out = []
+    for where, ks in keys.items():
+        named = sorted(k for k in ks if k is not None)
+        of = f" of kind {' or '.join(named)}" if named and None not in ks else ""
+        out.append(f"a key of {where or 'the spec'}{of}")
+    return out + [f"a kind of {where}" for where in kinds]
 
 
 def path_in_schema(root: type[BaseModel], key: str) -> bool:

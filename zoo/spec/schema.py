@@ -7,22 +7,17 @@ cells record besides their metrics), ``sweep`` (axes over spec fields), ``metric
 
 The checks across sections ask the sections for facts (a data set's ``task``, a
 likelihood's ``task`` and ``metrics``, a network's ``samplable``, a method's ``family``, a
-study's ``families``) instead of listing kinds. Old study locations are moved into
-``studies`` before validation (:mod:`zoo.spec.legacy`) with a
-:class:`~zoo.spec.errors.SpecDeprecationWarning`. No torch import here.
+study's ``families``) instead of listing kinds. No torch import here.
 """
 
 from __future__ import annotations
 
 import re
-import warnings
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
 from zoo.spec.base import Section, kind_of, union_members
-from zoo.spec.errors import SpecDeprecationWarning
-from zoo.spec.legacy import migrate
 from zoo.spec.sections.bounds import MAX_NAME, MAX_SEED
 from zoo.spec.sections.data import (
     DataSpec,
@@ -30,13 +25,9 @@ from zoo.spec.sections.data import (
 from zoo.spec.sections.inference import (
     InferenceSpec,
 )
-from zoo.spec.sections.models import (
-    CategoricalLikelihood,
-    LikelihoodSpec,
-    ModelSpec,
-    NormalPrior,
-    PriorSpec,
-)
+from zoo.spec.sections.likelihoods import CategoricalLikelihood, LikelihoodSpec
+from zoo.spec.sections.models import ModelSpec
+from zoo.spec.sections.priors import NormalPrior, PriorSpec
 from zoo.spec.sections.report import MetricsSpec, ReportSpec
 from zoo.spec.sections.runtime import RuntimeSection
 from zoo.spec.sections.simulation import SimulationSpec
@@ -80,9 +71,9 @@ class Spec(Section):
     )
     studies: list[StudySpec] = Field(
         default_factory=list,
-        description="What the cells record besides their test metrics (price of mean "
-        "field, k-tied, pruning, product matrix); each study applies to the methods it names "
-        "or to every method of the families it fits.",
+        description="What the cells record besides their test metrics, one study per entry; "
+        "each applies to the methods it names or to every method of the families it fits. "
+        "Left out or empty: no study.",
     )
     sweep: dict[str, list[Any]] = Field(
         default_factory=dict,
@@ -97,16 +88,6 @@ class Spec(Section):
     simulation: SimulationSpec | None = Field(
         None, description="A simulation instead of a BNN sweep (no data, model or inference)."
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_study_locations(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        new, moves = migrate(data)
-        for move in moves:  # the loader migrates first and reports these with positions
-            warnings.warn(move.message, SpecDeprecationWarning, stacklevel=2)
-        return new
 
     @field_validator("name")
     @classmethod

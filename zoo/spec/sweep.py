@@ -11,7 +11,6 @@ A cell id is a readable prefix (method and axis values, at most :data:`MAX_SLUG`
 and a hash of the cell's configuration written without defaults, together with
 :data:`SPEC_VERSION`: a field added later at its default leaves every id unchanged, and a
 change of what the ids mean bumps the version (recorded in a run's ``spec.yaml``).
-:func:`legacy_cell_id` is the rule of the previous version, for ``zoo migrate``.
 No torch import here.
 """
 
@@ -42,11 +41,10 @@ __all__ = [
     "axis_problem",
     "cell_id",
     "cells",
-    "legacy_cell_id",
     "sweep_problems",
 ]
 
-#: Version of the cell-id rule; 1 was the rule of :func:`legacy_cell_id`.
+#: Version of the cell-id rule, hashed into every cell id.
 SPEC_VERSION = 2
 
 #: Most characters of the readable part of a cell id (the hash follows it).
@@ -326,17 +324,15 @@ class Cell:
         return f"Cell({self.cell_id})"
 
 
-def _slug(axes: Mapping[str, Any], *, ascii_only: bool = True) -> str:
-    """The method and ``field=value`` of each axis; other characters than letters, digits
-    and ``=-_.`` become ``-``. Version 1 (``ascii_only=False``) kept non-ASCII letters."""
+def _slug(axes: Mapping[str, Any]) -> str:
+    """The method and ``field=value`` of each axis; other characters than ASCII letters,
+    digits and ``=-_.`` become ``-``."""
     parts = [str(axes["method"])]
     for k, v in axes.items():
         if k != "method":
             parts.append(f"{k.split('.')[-1]}={v}")
     slug = "_".join(parts)
-    return "".join(
-        c if (c.isascii() or not ascii_only) and (c.isalnum() or c in "=-_.") else "-" for c in slug
-    )
+    return "".join(c if c.isascii() and (c.isalnum() or c in "=-_.") else "-" for c in slug)
 
 
 def cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
@@ -347,20 +343,7 @@ def cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
     configuration and :data:`SPEC_VERSION`. An id is ASCII and at most :data:`MAX_ID`
     bytes, so a cell's files (``<id>.json``, ``<id>.posterior.nc``, the store's temporary
     ``.<id><suffix>.<random>.tmp``) stay far below the 255 bytes of a file name.
-    Non-ASCII letters (kept by earlier code) are written ``-``; as only such ids, which
-    could exceed a file name, changed, :data:`SPEC_VERSION` stayed.
     """
     payload = json.dumps({"spec_version": SPEC_VERSION, "config": config}, sort_keys=True)
     digest = hashlib.sha256(payload.encode()).hexdigest()[:12]
     return f"{_slug(axes)[:MAX_SLUG]}_{digest}"
-
-
-def legacy_cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
-    """The cell id of version 1 (before :data:`SPEC_VERSION`), from a stored configuration.
-
-    ``config`` is the ``config`` a version-1 run stored for the cell (the full resolved
-    configuration, late fields at their defaults left out); the id is the slug and the
-    first 10 hex digits of the SHA-256 of ``json.dumps(config, sort_keys=True)``.
-    """
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()[:10]
-    return f"{_slug(axes, ascii_only=False)}_{digest}"

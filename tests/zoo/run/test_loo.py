@@ -37,12 +37,9 @@ from zoo.run.cell import run_cell
 from zoo.run.evaluate import posterior_datatree
 from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
-from zoo.spec.sections.models import (
-    CategoricalLikelihood,
-    GaussianLikelihood,
-    MLPModel,
-    NormalPrior,
-)
+from zoo.spec.sections.likelihoods import CategoricalLikelihood, GaussianLikelihood
+from zoo.spec.sections.models import MLPModel
+from zoo.spec.sections.priors import NormalPrior
 
 SIGMA, TAU = 0.5, 1.0  # known noise sd, prior sd of every weight and the bias
 N_TRAIN, N_TEST, D = 30, 20, 2

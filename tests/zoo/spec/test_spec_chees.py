@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -55,15 +54,6 @@ def test_chees_spec_loads_with_its_fields(tmp_path: Path) -> None:
     m = spec.method("chees")
     assert (m.target_ess, m.max_draws, m.max_leapfrog, m.init_spread) == (200, 60, 64, "mode")
     assert m.draws_cap() == 60 and m.stream_groups == 4
-
-
-def test_chees_max_draws_is_its_own_field(tmp_path: Path) -> None:
-    # a sampler's max_draws was once the price of mean field's: chees's own is not moved
-    text = _spec(", target_ess: 200, max_draws: 60")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        spec = load_spec(write(tmp_path, text))
-    assert spec.method("chees").max_draws == 60 and not spec.studies
 
 
 def test_chains_bound_is_per_sampler(tmp_path: Path) -> None:

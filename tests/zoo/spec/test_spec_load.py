@@ -548,44 +548,6 @@ def test_methods_can_be_dropped_and_selected(tmp_path: Path) -> None:
     assert "is the only method" in _errors(one, ["inference.mfvi=null"])[0]
 
 
-def test_set_of_an_old_sampler_key_goes_into_its_study() -> None:
-    # "max_draws applies only with kl_target_draws" before: a second study was made
-    from zoo.spec import SpecDeprecationWarning
-
-    path = SPECS / "two_moons_depth.yaml"
-    with pytest.warns(SpecDeprecationWarning, match="--set studies.0.max_draws=100"):
-        spec = load_spec(path, ["inference.nuts.max_draws=100"])
-    assert [s.kind for s in spec.studies].count("price_of_mean_field") == 1
-    assert spec.studies[0].max_draws == 100 and spec.studies[0].kl_target_draws == 1000
-    assert load_spec(path, ["studies.0.max_draws=100"]).studies[0].max_draws == 100
-    with pytest.warns(SpecDeprecationWarning):
-        spec = load_spec(path, ["inference.nuts.gaussian_fit.jitter=0.001"])
-    assert spec.studies[0].gaussian_fit.cov == "empirical"  # merged, not replaced
-    assert spec.studies[0].gaussian_fit.jitter == 0.001
-
-
-def test_set_of_an_old_key_splits_a_shared_study(tmp_path: Path) -> None:
-    from zoo.spec import SpecDeprecationWarning
-
-    text = (SPECS / "two_moons_depth.yaml").read_text()
-    text = text.replace(
-        "    predictive_draws: 200\n",
-        "    predictive_draws: 200\n  - {name: hmc, kind: hmc, init_from: mfvi, warmup: 300, "
-        "draws: 50, chains: 16, vectorize_chains: true}\n",
-        1,
-    )
-    p = _write(tmp_path, text)
-    with pytest.warns(SpecDeprecationWarning):
-        spec = load_spec(p, ["inference.nuts.max_draws=100"])
-    by_method = {m.name: spec.studies_for(m) for m in spec.inference}
-
-    def pmf(method: str) -> list:
-        return [s.max_draws for s in by_method[method] if s.kind == "price_of_mean_field"]
-
-    assert pmf("nuts") == [100]
-    assert pmf("hmc") == [600]
-
-
 # --------------------------------------------------------------------------- data paths
 
 _CSV = "x1,x2,y\n" + "\n".join(f"{i % 7},{i % 3},{i % 5}" for i in range(40)) + "\n"

@@ -15,7 +15,6 @@ import copy
 import json
 import re
 import signal
-import warnings
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -27,7 +26,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tests.zoo.spec._helpers import GOOD
-from zoo.spec import Spec, SpecDeprecationWarning, SpecError, load_spec
+from zoo.spec import Spec, SpecError, load_spec
 from zoo.spec.base import kind_of, union_members
 
 SPECS = Path(__file__).resolve().parents[3] / "specs"
@@ -428,25 +427,23 @@ def check(path: Path, overrides: list[str] = ()) -> Spec | None:
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, HANG_S)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", SpecDeprecationWarning)
-            try:
-                spec = load_spec(path, overrides)
-            except SpecError as e:
-                assert e.messages, "a SpecError without messages"
-                for m in e.messages:
-                    assert m.strip(), f"an empty message: {e.messages}"
-                    named_set = any(m.startswith(f"--set {o}:") for o in overrides)
-                    assert named_set or (m.startswith(f"{path}:") and _LOC.match(m)), (
-                        f"a message without FILE:LINE:COL or its --set item: {m!r}"
-                    )
-                event("rejected")
-                return None
-            event("accepted")
-            cells = spec.cells()
-            json.dumps([c.config() for c in cells])  # what a run writes
-            json.dumps(spec.model_dump(mode="json"))
-            return spec
+        try:
+            spec = load_spec(path, overrides)
+        except SpecError as e:
+            assert e.messages, "a SpecError without messages"
+            for m in e.messages:
+                assert m.strip(), f"an empty message: {e.messages}"
+                named_set = any(m.startswith(f"--set {o}:") for o in overrides)
+                assert named_set or (m.startswith(f"{path}:") and _LOC.match(m)), (
+                    f"a message without FILE:LINE:COL or its --set item: {m!r}"
+                )
+            event("rejected")
+            return None
+        event("accepted")
+        cells = spec.cells()
+        json.dumps([c.config() for c in cells])  # what a run writes
+        json.dumps(spec.model_dump(mode="json"))
+        return spec
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)

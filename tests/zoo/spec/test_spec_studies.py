@@ -1,4 +1,4 @@
-"""The ``studies`` section: which methods each study records, its errors, the old locations."""
+"""The ``studies`` section: which methods each study records and its errors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from tests.zoo.spec._helpers import errors as _errors
 from tests.zoo.spec._helpers import write as _write
@@ -16,7 +17,6 @@ from zoo.spec import (
     ProductMatrixStudy,
     PruningStudy,
     Spec,
-    SpecDeprecationWarning,
     load_spec,
 )
 from zoo.spec.errors import SpecError
@@ -233,7 +233,7 @@ def test_runtime_section(tmp_path: Path) -> None:
     assert msgs[1].startswith(f"{p}:14:31: runtime.dtype: 'float16' is not allowed")
 
 
-# --------------------------------------------------------------------------- old locations
+# --------------------------------------------------------------------------- no implicit study
 
 OLD = """\
 name: t
@@ -254,134 +254,50 @@ inference:
     vectorize_chains: true
     gaussian_fit: {cov: empirical}
     kl_target_draws: 100
-    max_draws: 30
 metrics:
   names: [accuracy]
   pruning: {draws: 7}
   product_matrix_draws: 40
 """
 
-NEW = """\
-name: t
-data: {kind: two_moons, n_train: 50}
-model: {kind: mlp, depth: 1, width: 4, activation: linear}
-inference:
-  - name: mfvi
-    kind: svi
-    guide: {kind: mean_field}
-    steps: 5
-  - {name: map, kind: map, steps: 5}
-  - name: nuts
-    kind: nuts
-    warmup: 5
-    draws: 10
-    chains: 2
-    vectorize_chains: true
-studies:
-  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, kl_target_draws: 100,
-     max_draws: 30}
-  - {kind: ktied, snr_steps: [2, 3]}
-  - {kind: pruning, draws: 7}
-  - {kind: product_matrix, draws: 40}
-metrics:
-  names: [accuracy]
-"""
+
+def test_a_spec_without_studies_records_none(tmp_path: Path) -> None:
+    # no `studies:` key and `studies: []` mean the same: a sampler records no study
+    spec = _load_warning_free(_write(tmp_path, BASE))
+    assert spec.studies == [] and all(c.studies == [] for c in spec.cells())
+    empty = _load_warning_free(_write(tmp_path, BASE + "studies: []\n", "empty.yaml"))
+    assert spec == empty
+    assert [c.cell_id for c in spec.cells()] == [c.cell_id for c in empty.cells()]
+    one = _load_warning_free(
+        _write(tmp_path, BASE + "studies:\n  - {kind: price_of_mean_field}\n", "one.yaml")
+    )
+    assert [c.cell_id for c in one.cells()][:2] == [c.cell_id for c in spec.cells()][:2]
+    assert one.cells()[2].cell_id != spec.cells()[2].cell_id  # the sampler records it
 
 
-def _load_old(path: Path, overrides=()) -> tuple[Spec, list[str]]:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        spec = load_spec(path, overrides)
-    assert all(issubclass(w.category, SpecDeprecationWarning) for w in caught)
-    return spec, [str(w.message) for w in caught]
-
-
-def test_old_locations_move_into_studies(tmp_path: Path) -> None:
+def test_study_settings_outside_studies_are_unknown_keys(tmp_path: Path) -> None:
+    # every one at its own position, all at once
     p = _write(tmp_path, OLD)
-    old, msgs = _load_old(p)
-    new = _load_warning_free(_write(tmp_path, NEW, "new.yaml"))
-    assert old == new
-    assert [c.cell_id for c in old.cells()] == [c.cell_id for c in new.cells()]
-    assert msgs == [
-        f"{p}:17:5: inference[2].gaussian_fit, kl_target_draws, max_draws: deprecated "
-        "location, read as studies[0] for now (it stops validating in the next release); "
-        "write it as studies: [{kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
-        "kl_target_draws: 100, max_draws: 30}]",
-        f"{p}:9:5: inference[0].ktied: deprecated location, read as studies[1] for now (it "
-        "stops validating in the next release); write it as studies: [{kind: ktied, "
-        "snr_steps: [2, 3]}]",
-        f"{p}:22:3: metrics.pruning: deprecated location, read as studies[2] for now (it "
-        "stops validating in the next release); write it as studies: [{kind: pruning, "
-        "draws: 7}]",
-        f"{p}:23:3: metrics.product_matrix_draws: deprecated location, read as studies[3] for "
-        "now (it stops validating in the next release); write it as studies: [{kind: "
-        "product_matrix, draws: 40}]",
-    ]
-
-
-def test_old_sampler_without_studies_keeps_the_price_of_mean_field(tmp_path: Path) -> None:
-    old_text = BASE
-    new_text = BASE + "studies:\n  - {kind: price_of_mean_field}\n"
-    p = _write(tmp_path, old_text)
-    old, msgs = _load_old(p)
-    assert old == _load_warning_free(_write(tmp_path, new_text, "new.yaml"))
-    assert len(msgs) == 1 and msgs[0].startswith(f"{p}:8:5: inference[2]: a sampler records ")
-    assert "write studies: [{kind: price_of_mean_field}]" in msgs[0]
-    # with a studies key the spec is in the new form: the sampler records what it says
-    assert _load_warning_free(_write(tmp_path, BASE + "studies: []\n", "n2.yaml")).studies == []
-
-
-def test_old_locations_per_method_settings(tmp_path: Path) -> None:
-    text = BASE.replace(
-        "steps: 5}\n  - {name: map",
-        "steps: 5, ktied: {snr_steps: [2]}}\n"
-        "  - {name: kt, kind: svi, guide: {kind: k_tied}, steps: 5, "
-        "ktied: {snr_steps: [3]}}\n  - {name: map",
-    )
-    spec, msgs = _load_old(_write(tmp_path, text))
-    kt = [s for s in spec.studies if isinstance(s, KTiedStudy)]
-    assert [(s.methods, s.snr_steps) for s in kt] == [(["mfvi"], [2]), (["kt"], [3])]
-    assert len(msgs) == 3  # two ktied keys and the sampler's implicit study
-
-
-def test_old_nulls_are_dropped_with_a_message(tmp_path: Path) -> None:
-    text = (BASE + "studies: []\nmetrics: {pruning: null, product_matrix_draws: null}\n").replace(
-        "steps: 5}\n  - {name: map", "steps: 5, ktied: null}\n  - {name: map"
-    )
-    p = _write(tmp_path, text)
-    spec, msgs = _load_old(p)
-    assert spec.studies == []
+    msgs = _errors(p)
     assert [m.split(": ")[:2] for m in msgs] == [
-        [f"{p}:5:66", "inference[0].ktied"],
-        [f"{p}:14:11", "metrics.pruning"],
-        [f"{p}:14:26", "metrics.product_matrix_draws"],
-    ]
-    assert all("null does nothing: remove it" in m for m in msgs)
-
-
-def test_errors_inside_old_locations_point_at_them(tmp_path: Path) -> None:
-    text = OLD.replace("ktied: {snr_steps: [2, 3]}", "ktied: {snr_window: 1}").replace(
-        "pruning: {draws: 7}", "pruning: {draw: 7}"
-    )
-    p = _write(tmp_path, text)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # an invalid spec raises before any deprecation
-        msgs = _errors(p)
-    assert msgs[0].startswith(
-        f"{p}:9:25: inference[0].ktied.snr_window: Input should be greater than or equal to 2"
-    )
-    assert msgs[1].startswith(f"{p}:22:13: metrics.pruning.draw: unknown key 'draw'")
-    assert msgs[1].endswith("did you mean 'draws'?")
-    text = OLD.replace("chains: 2\n", "chains: 1\n")
-    msgs = _errors(_write(tmp_path, text))
-    assert msgs[0].startswith(f"{p}:15:13: inference[2].chains: kl_target_draws extends")
-
-
-def test_old_locations_through_model_validate_warn() -> None:
-    data = yaml.safe_load(BASE) | {"studies": [], "metrics": {"pruning": {}}}
-    with pytest.warns(SpecDeprecationWarning, match=r"^metrics\.pruning: deprecated location"):
-        spec = Spec.model_validate(data)
-    assert [s.kind for s in spec.studies] == ["pruning"]
+        [f"{p}:9:5", "inference[0].ktied"],
+        [f"{p}:17:5", "inference[2].gaussian_fit"],
+        [f"{p}:18:5", "inference[2].kl_target_draws"],
+        [f"{p}:21:3", "metrics.pruning"],
+        [f"{p}:22:3", "metrics.product_matrix_draws"],
+    ], msgs
+    assert all("unknown key" in m for m in msgs), msgs
+    # a key that belongs elsewhere says where, instead of a near miss ('ktied' -> 'kind')
+    assert msgs[0].endswith("'ktied' is a kind of studies, not a key here"), msgs[0]
+    assert msgs[1].endswith(
+        "'gaussian_fit' is a key of studies of kind predictive or price_of_mean_field and a "
+        "key of simulation of kind gaussian, not a key here"
+    ), msgs[1]
+    assert "a key of studies of kind price_of_mean_field, not a key here" in msgs[2]
+    assert msgs[3].endswith("'pruning' is a kind of studies, not a key here"), msgs[3]
+    assert msgs[4].endswith("allowed keys: names, ece_bins"), msgs[4]
+    with pytest.raises(ValidationError, match="pruning"):
+        Spec.model_validate(yaml.safe_load(BASE) | {"metrics": {"pruning": {}}})
 
 
 def test_ood_holdout_class_needs_a_held_out_class_at_validation(tmp_path: Path) -> None:

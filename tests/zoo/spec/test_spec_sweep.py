@@ -18,7 +18,7 @@ from tests.conftest import SPECS
 from tests.zoo.spec._helpers import GOOD as _GOOD
 from tests.zoo.spec._helpers import errors
 from tests.zoo.spec._helpers import write as _write
-from zoo.spec import SPEC_VERSION, Spec, cell_id, legacy_cell_id, load_spec
+from zoo.spec import SPEC_VERSION, Spec, cell_id, load_spec
 from zoo.spec.sweep import MAX_ID, MAX_SLUG
 
 GOOD = _GOOD.replace("seed: [0, 1, 2]", "seed: [0, 1]")
@@ -105,28 +105,6 @@ def test_id_shape_and_length_bound(tmp_path: Path) -> None:
     )
 
 
-# computed with the code of commit 6b1521c (zoo/spec/schema.py _cell_id) before the change
-LEGACY_CONFIG = json.loads("""{"data": {"kind": "two_moons", "n_test": 1000, "n_train": 100,
- "noise": 0.1, "seed": null}, "likelihood": {"kind": "categorical"}, "method": {"batch_size":
- null, "betas": [0.9, 0.999], "closed_form_kl": true, "epochs": null, "guide": {"init_loc":
- "he", "init_scale": 0.001, "kind": "mean_field", "local_reparam": false, "scale_transform":
- "softplus"}, "kind": "svi", "kl_warmup_every": 1, "kl_warmup_steps": 0, "kl_weight": 1.0,
- "ktied": null, "lr": 0.01, "lr_decay": 1.0, "name": "mfvi", "num_particles": 1,
- "predictive_samples": 100, "pretrain_epochs": 0, "save_draws": true, "steps": 10}, "metrics":
- {"ece_bins": 15, "names": null, "product_matrix_draws": null, "pruning": null}, "model":
- {"activation": "relu", "depth": 1, "kind": "mlp", "negative_slope": 0.01, "param_budget":
- null, "width": 8}, "prior": {"bias": null, "kind": "normal", "scale": 1.0}, "seed": 0,
- "simulation": null}""")
-
-
-def test_legacy_cell_id_reproduces_the_old_rule() -> None:
-    axes = {"model.depth": 1, "seed": 0, "method": "mfvi"}
-    assert legacy_cell_id(LEGACY_CONFIG, axes) == "mfvi_depth=1_seed=0_63585bcfe2"
-    axes = {"inference.kt.guide.rank": 2, "data.noise": 0.2, "data.path": "a b/c", "method": "kt"}
-    cfg = {"a": 1, "b": [1.5, None, "x/y"]}
-    assert legacy_cell_id(cfg, axes) == "kt_rank=2_noise=0.2_path=a-b-c_9d35ecb7aa"
-
-
 # --------------------------------------------------------------------------- ids that fit
 
 #: sha256 of the space-joined cell ids of each shipped spec, computed before the id rule
@@ -180,12 +158,6 @@ def test_ids_are_ascii_and_every_cell_file_fits_a_file_name(tmp_path: Path) -> N
             (tmp_path / f"{i}{suffix}").write_bytes(b"")  # the file system takes it
     # a letter that is not ASCII is written "-", as a path separator is
     assert cell_id({}, {"method": "m", "x": "é/漢"}).startswith("m_x=---_")
-
-
-def test_legacy_ids_keep_the_letters_they_had() -> None:
-    # migrate checks version-1 records against the rule that wrote them
-    digest = hashlib.sha256(b"{}").hexdigest()[:10]
-    assert legacy_cell_id({}, {"method": "m", "x": "é/漢"}) == f"m_x=é-漢_{digest}"
 
 
 # --------------------------------------------------------------------------- the axes

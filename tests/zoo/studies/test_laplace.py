@@ -19,7 +19,9 @@ from tests import specs
 from zoo.cli import main
 from zoo.data import Dataset
 from zoo.run.runner import run_spec
-from zoo.spec.sections.models import GaussianLikelihood, MLPModel, NormalPrior
+from zoo.spec.sections.likelihoods import GaussianLikelihood
+from zoo.spec.sections.models import MLPModel
+from zoo.spec.sections.priors import NormalPrior
 from zoo.studies.laplace.curvature import flat_weights, ggn, hessian, neg_log_posterior
 from zoo.studies.laplace.probe import PRECISION_ARTIFACT, laplace_metrics
 from zoo.studies.price_of_mf.ground_truth import load_cov

@@ -1,8 +1,10 @@
 """Spec sections, one module per domain, each ending with its discriminated union.
 
-``data`` (DataSpec), ``models`` (ModelSpec, PriorSpec, LikelihoodSpec), ``inference``
-(GuideSpec, InferenceSpec), ``studies`` (StudySpec), ``simulation`` (SimulationSpec),
-``report`` (MetricsSpec, ReportSpec) and ``runtime`` (RuntimeSection). A section declares
-the facts other code asks of it (a data set's ``task``, a network's ``samplable``, a
-method's ``family``, a study's ``families``); kinds are compared only in here.
+``data`` (DataSpec), ``models`` (ModelSpec), ``priors`` (PriorSpec, BiasPriorSpec),
+``likelihoods`` (LikelihoodSpec), ``inference`` (GuideSpec, InferenceSpec; the samplers'
+sections in ``samplers``), ``studies`` (a folder with one module per study; StudySpec),
+``simulation`` (SimulationSpec), ``report`` (MetricsSpec, ReportSpec) and ``runtime``
+(RuntimeSection). A section declares the facts other code asks of it (a data set's
+``task``, a network's ``samplable``, a method's ``family``, a study's ``families``); kinds
+are compared only in here.
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, Field
 from pydantic.types import FiniteFloat
 
 __all__ = [
@@ -27,6 +27,7 @@ __all__ = [
     "MAX_DRAWS",
     "MAX_EPOCHS",
     "MAX_LEAPFROG",
+    "METHOD_NAME",
     "MAX_NAME",
     "MAX_PARAMS",
     "MAX_POINTS",
@@ -78,6 +79,15 @@ MAX_AXIS_VALUES = 1_000
 MAX_CELLS = 10_000
 #: Longest spec or method name.
 MAX_NAME = 100
+
+#: The ``name`` field of every inference method: its key in ``--set inference.NAME...``,
+#: sweep axes and ``studies[].methods``.
+METHOD_NAME = Field(
+    min_length=1,
+    max_length=MAX_NAME,
+    pattern=r"^[A-Za-z0-9_\-]+$",
+    description="Method name (unique): letters, digits, '_' and '-'.",
+)
 
 
 def finite_float32(v: float) -> float:

@@ -32,16 +32,15 @@ from zoo.spec.sections.bounds import (
     MAX_POINTS,
     MAX_STEPS,
     MAX_WIDTH,
+    METHOD_NAME,
     Real,
 )
-from zoo.spec.sections.samplers import _NAME, ChEESMethod, HMCMethod, NUTSMethod
-from zoo.spec.sections.studies import GaussianFitSpec  # lived here while samplers held it
+from zoo.spec.sections.samplers import ChEESMethod, HMCMethod, NUTSMethod
 
 __all__ = [
     "ChEESMethod",
     "FixedVarianceGuide",
     "FullRankGuide",
-    "GaussianFitSpec",
     "GuideSpec",
     "HMCMethod",
     "InferenceSpec",
@@ -177,7 +176,7 @@ class SVIMethod(_Optimized):
     family: ClassVar[str] = "svi"
     starts_samplers: ClassVar[bool] = True
 
-    name: str = _NAME
+    name: str = METHOD_NAME
     kind: Literal["svi"] = Field(description="Inference kind.")
     guide: GuideSpec = Field(description="Variational family.")
     kl_weight: Real = Field(1.0, ge=0, description="Weight of the KL term (1 is the ELBO).")
@@ -185,8 +184,7 @@ class SVIMethod(_Optimized):
         None,
         gt=0,
         description="Adam learning rate of the standard-deviation parameters (log sigma, "
-        "k-tied factors, Cholesky factors, matrix-normal row/column scales); null: lr. A "
-        "larger one reaches the converged stds in fewer steps while lr keeps the means stable.",
+        "k-tied factors, Cholesky factors, matrix-normal row/column scales); null: lr.",
     )
     kl_warmup_steps: int = Field(
         0,
@@ -216,8 +214,9 @@ class SVIMethod(_Optimized):
     )
     save_draws: bool = Field(
         True,
-        description="Store the predictive draws in the cell's ArviZ file (cells/<id>.nc); "
-        "turn off for big networks (100 draws of a 784-400-400-10 MLP are about 200 MB).",
+        description="Store the predictive_samples posterior draws (weights and pointwise "
+        "predictions) in the cell's ArviZ file (cells/<id>.nc); false writes no file. The "
+        "file grows as draws x (weights + data points).",
     )
 
 
@@ -226,7 +225,7 @@ class MAPMethod(_Optimized):
 
     family: ClassVar[str] = "point"
 
-    name: str = _NAME
+    name: str = METHOD_NAME
     kind: Literal["map"] = Field(description="Inference kind.")
     init_loc: Literal["he", "prior", "zero"] = Field("he", description="Initial weights.")
 
@@ -236,7 +235,7 @@ class MLEMethod(_Optimized):
 
     family: ClassVar[str] = "point"
 
-    name: str = _NAME
+    name: str = METHOD_NAME
     kind: Literal["mle"] = Field(description="Inference kind.")
     init_loc: Literal["he", "prior", "zero"] = Field("he", description="Initial weights.")
     validation_fraction: float = Field(

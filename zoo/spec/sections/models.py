@@ -1,9 +1,9 @@
-"""Spec sections of the model: network families (``model``), priors and likelihoods.
+"""The ``model`` section of a spec: network families (``mlp``, ``lenet``).
 
 A network section declares ``samplable`` (whether the samplers of :mod:`zoo.inference.mcmc`
-can run on it) and ``linear`` (no nonlinearity: the product matrix exists); a likelihood
-declares the ``task`` it fits, the number of classes it needs (``n_classes``, None: any) and
-the test ``metrics`` that apply to it. No torch import here.
+can run on it) and ``linear`` (no nonlinearity: the product matrix exists). The weight prior
+and the likelihood are sections of their own (:mod:`zoo.spec.sections.priors`,
+:mod:`zoo.spec.sections.likelihoods`). No torch import here.
 """
 
 from __future__ import annotations
@@ -14,25 +14,9 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from zoo.spec.base import Section
-from zoo.spec.sections.bounds import MAX_DEPTH, MAX_PARAMS, MAX_WIDTH, Real, finite_float32
+from zoo.spec.sections.bounds import MAX_DEPTH, MAX_PARAMS, MAX_WIDTH, Real
 
-__all__ = [
-    "BernoulliLikelihood",
-    "BiasPriorSpec",
-    "CategoricalLikelihood",
-    "GaussianLikelihood",
-    "HeBias",
-    "HePrior",
-    "LeNetModel",
-    "LikelihoodSpec",
-    "MLPModel",
-    "ModelSpec",
-    "NormalBias",
-    "NormalPrior",
-    "PriorSpec",
-    "mlp_num_params",
-    "width_from_budget",
-]
+__all__ = ["LeNetModel", "MLPModel", "ModelSpec", "mlp_num_params", "width_from_budget"]
 
 
 def mlp_num_params(in_dim: int, out_dim: int, depth: int, width: int) -> int:
@@ -304,100 +288,3 @@ def _narrow(width: int, what: str, in_dim: int, n_classes: int, fix: str) -> lis
 
 
 ModelSpec = Annotated[MLPModel | LeNetModel, Field(discriminator="kind")]
-
-# --------------------------------------------------------------------------- priors
-
-
-class NormalBias(Section):
-    """Bias prior N(0, scale^2)."""
-
-    kind: Literal["normal"] = Field(description="Prior kind.")
-    scale: Real = Field(1.0, gt=0, description="Prior standard deviation.")
-
-
-class HeBias(Section):
-    """Bias prior N(0, 2 / fan_in)."""
-
-    kind: Literal["he"] = Field(description="Prior kind.")
-
-
-BiasPriorSpec = Annotated[NormalBias | HeBias, Field(discriminator="kind")]
-
-
-class NormalPrior(NormalBias):
-    """Independent N(0, scale^2) on every weight (and bias unless ``bias`` is given)."""
-
-    bias: BiasPriorSpec | None = Field(
-        None, description="Separate prior for the biases; null uses the weight prior."
-    )
-
-
-class HePrior(HeBias):
-    """He-scaled prior N(0, 2 / fan_in) on every weight (and bias unless ``bias`` is given)."""
-
-    bias: BiasPriorSpec | None = Field(
-        None, description="Separate prior for the biases; null uses the weight prior."
-    )
-
-
-PriorSpec = Annotated[NormalPrior | HePrior, Field(discriminator="kind")]
-
-# --------------------------------------------------------------------------- likelihoods
-
-
-class CategoricalLikelihood(Section):
-    """Categorical likelihood on softmax outputs (classification)."""
-
-    task: ClassVar[str] = "classification"
-    n_classes: ClassVar[int | None] = None
-    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
-
-    kind: Literal["categorical"] = Field(description="Likelihood kind.")
-
-
-class BernoulliLikelihood(Section):
-    """Bernoulli likelihood on one logit (binary classification): p(y = 1) = sigmoid(f(x)).
-
-    The network has one output unit. Unlike a 2-logit softmax, whose likelihood is
-    unchanged when the same constant is added to both logits (so each hidden unit's summed
-    output weights are unidentified), every direction of the output layer here is seen by
-    the data.
-    """
-
-    task: ClassVar[str] = "classification"
-    n_classes: ClassVar[int | None] = 2
-    #: Network outputs (None elsewhere: the classes, or one for regression).
-    out_dim: ClassVar[int | None] = 1
-    metrics: ClassVar[tuple[str, ...]] = ("accuracy", "nll", "brier", "ece")
-
-    kind: Literal["bernoulli"] = Field(description="Likelihood kind.")
-
-
-class GaussianLikelihood(Section):
-    """Gaussian likelihood (regression) with fixed or learned noise standard deviation."""
-
-    task: ClassVar[str] = "regression"
-    n_classes: ClassVar[int | None] = None
-    metrics: ClassVar[tuple[str, ...]] = ("rmse", "nll")
-
-    kind: Literal["gaussian"] = Field(description="Likelihood kind.")
-    noise: float | Literal["learned"] = Field(
-        1.0, description="Noise standard deviation, or 'learned' to infer it."
-    )
-    noise_prior_scale: Real = Field(
-        1.0, gt=0, description="Scale of the HalfNormal prior on a learned noise."
-    )
-
-    @field_validator("noise")
-    @classmethod
-    def _positive(cls, v: float | str) -> float | str:
-        if not isinstance(v, str):
-            finite_float32(v)
-            if v <= 0:
-                raise ValueError("noise must be > 0 (or 'learned')")
-        return v
-
-
-LikelihoodSpec = Annotated[
-    CategoricalLikelihood | GaussianLikelihood | BernoulliLikelihood, Field(discriminator="kind")
-]

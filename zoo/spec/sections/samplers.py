@@ -25,8 +25,8 @@ from zoo.spec.sections.bounds import (
     MAX_CHEES_CHAINS,
     MAX_DRAWS,
     MAX_LEAPFROG,
-    MAX_NAME,
     MAX_STEPS,
+    METHOD_NAME,
     Real,
 )
 
@@ -34,13 +34,6 @@ __all__ = ["ChEESMethod", "HMCMethod", "NUTSMethod"]
 
 #: Most independent fits of init_from that start one chees cell's chains (init_fits).
 MAX_INIT_FITS = 64
-
-_NAME = Field(
-    min_length=1,
-    max_length=MAX_NAME,
-    pattern=r"^[A-Za-z0-9_\-]+$",
-    description="Method name (unique): letters, digits, '_' and '-'.",
-)
 
 
 class _Sampler(Section):
@@ -51,7 +44,7 @@ class _Sampler(Section):
     #: ``Hooks.stop_when``, may extend its chains).
     stopping_rule: ClassVar[str | None] = None
 
-    name: str = _NAME
+    name: str = METHOD_NAME
     warmup: int = Field(
         200, ge=0, le=MAX_DRAWS, description="Warmup (adaptation) iterations per chain."
     )

@@ -1,7 +1,7 @@
-"""What every study section shares: the ``_Study`` base (families, ``methods``, the
-questions the schema asks a study) and the Gaussian-fit settings two studies use.
-
-No torch import here.
+"""What every study section shares: :class:`StudySection` (families, ``methods``, the
+questions the schema asks a study) and :class:`GaussianFitSpec`, the Gaussian fit to
+draws that the ``price_of_mean_field`` and ``predictive`` studies (and the Gaussian
+simulation) use. No torch import here.
 """
 
 from __future__ import annotations
@@ -13,18 +13,18 @@ from pydantic import Field, field_validator
 from zoo.spec.base import Section
 from zoo.spec.sections.bounds import Real
 
-__all__ = ["GaussianFitSpec"]
+__all__ = ["GaussianFitSpec", "StudySection"]
 
 
-def _positive_sorted(v: list[int], what: str, most: int) -> list[int]:
-    if any(k < 1 for k in v):
-        raise ValueError(f"{what} must be >= 1, got {v}")
-    if any(k > most for k in v):
-        raise ValueError(f"{what} must be <= {most}, got {max(v)}")
-    return sorted(set(v))
+class StudySection(Section):
+    """The base of every study section: the families it applies to and ``methods``.
 
+    A study section declares ``families``, the method families whose cells it can record
+    (``svi``, ``point``, ``sampler``), and answers the questions the schema asks of it:
+    which networks it means anything for, which methods it cannot record and why, and which
+    data cannot serve it.
+    """
 
-class _Study(Section):
     families: ClassVar[frozenset[str]]
 
     methods: list[str] | None = Field(

@@ -1,6 +1,5 @@
-"""Study sections whose numbers are references for the sampled price of mean field:
-``laplace`` (no sampling: the Laplace / GGN Gaussian at a mode) and ``predictive`` (the
-price in predictions, on the test set and out of distribution). No torch import here.
+"""The ``predictive`` study section: the price of mean field in predictions, on a sampler's
+cell, on the test set and out of distribution. No torch import here.
 """
 
 from __future__ import annotations
@@ -10,9 +9,9 @@ from typing import Any, ClassVar, Literal
 from pydantic import Field, field_validator
 
 from zoo.spec.sections.bounds import MAX_DRAWS, Real
-from zoo.spec.sections.study_base import GaussianFitSpec, _Study
+from zoo.spec.sections.studies.base import GaussianFitSpec, StudySection
 
-__all__ = ["FAR_MAX_FEATURES", "LaplaceStudy", "PredictiveStudy"]
+__all__ = ["FAR_MAX_FEATURES", "PredictiveStudy"]
 
 
 #: Most input features for which the predictive study's ``ood: auto`` means ``far``.
@@ -22,58 +21,7 @@ FAR_MAX_FEATURES = 10
 OodKind = Literal["auto", "far", "noise", "holdout_class"]
 
 
-# --------------------------------------------------------------------------- Laplace
-
-
-class LaplaceStudy(_Study):
-    """The price of mean field for the Laplace approximation at a mode: no sampling.
-
-    At the mode m of the posterior over all weights and biases (the point of a ``map`` or
-    ``mle`` method, or the posterior mean of an svi method, refined by ``refine_steps``
-    full-batch L-BFGS iterations on the negative log posterior), with H its Hessian
-    (``curvature: hessian``) or generalized Gauss-Newton matrix J^T Lambda J plus the prior
-    precision (``curvature: ggn``): q_full = N(m, H^-1), q_diag the KL-closest diagonal
-    Gaussian (precisions H_ii), KL(q_diag || q_full) = (sum_i log H_ii - log det H) / 2 and
-    the closed-form W2 between them, for the whole network and per layer (MacKay 1992;
-    Farquhar, Smith & Gal 2020 measure the same KL on HMC draws). A learned noise is held at
-    its estimate.
-    """
-
-    families: ClassVar[frozenset[str]] = frozenset({"point", "svi"})
-
-    kind: Literal["laplace"] = Field(description="Study kind.")
-    curvature: Literal["ggn", "hessian"] = Field(
-        "ggn",
-        description="H: the generalized Gauss-Newton matrix (positive definite at any point) "
-        "or the exact Hessian of the negative log posterior (positive definite only at a "
-        "strict local minimum; otherwise the KL is NaN and laplace_min_eig says why).",
-    )
-    refine_steps: int = Field(
-        100,
-        ge=0,
-        description="Full-batch L-BFGS iterations (float64, strong Wolfe line search) from "
-        "the method's point (MAP estimate, svi posterior mean) to the mode; 0 uses the "
-        "point as it is (laplace_grad_norm then says how far from a mode it is).",
-    )
-    max_params: int = Field(
-        5000,
-        gt=0,
-        description="Cells of networks with more weights and biases than this record no "
-        "Laplace metrics (H has D^2 entries and its factorization costs D^3).",
-    )
-    save_precision: bool = Field(
-        False,
-        description="Store H (float64, D x D, the precision of q_full; weights and biases in "
-        "model order) as the cell artifact cells/<cell id>.laplace_precision.npy: a "
-        "ground-truth target for `simulation: {kind: gaussian, cov_file: ..., file_holds: "
-        "precision}` (8 D^2 bytes: 8 MB at D = 1000).",
-    )
-
-
-# --------------------------------------------------------------------------- predictive
-
-
-class PredictiveStudy(_Study):
+class PredictiveStudy(StudySection):
     """The price of mean field in predictions, on a sampler's cell.
 
     The draws' posterior predictive is the reference. Against it, on the test set and on
