@@ -14,10 +14,10 @@ from reports.diagnostics import (
     posterior_summary,
     predictive_convergence,
     rank_ecdf_difference,
-    trace_rank_figure,
     tree_depth_hits,
     worst_params,
 )
+from reports.figures.diagnostics import trace_rank_figure
 
 
 def _tree(posterior, diverging=None, **stats):

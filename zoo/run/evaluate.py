@@ -62,6 +62,7 @@ from zoo.runtime import Runtime
 from zoo.studies.base import CellContext
 
 __all__ = [
+    "HIDDEN_COLUMNS",
     "OUTPUTS",
     "cell_attrs",
     "chain_probs",
@@ -364,6 +365,32 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
     if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
         out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}
+
+
+#: Columns a cell records that the report's summary tables leave out: sizes and fit
+#: numbers that describe a setting, and the sampler diagnostics its own section shows.
+#: (A study hides its own columns beside its probe: ``zoo.studies``.)
+HIDDEN_COLUMNS: frozenset[str] = frozenset(
+    {
+        "n_train",
+        "final_loss",
+        "best_step",
+        "ess_bulk_q05",
+        "ess_bulk_q50",
+        "min_ess_tail",
+        "mean_tree_steps",
+        "step_size",
+        "max_r_hat",
+        "min_ess_bulk",
+        "n_divergent",
+        "n_max_tree_depth",
+        "max_r_hat_pred",
+        "median_r_hat_pred",
+        "min_ess_bulk_pred",
+        "median_ess_bulk_pred",
+        "n_pred_constant",
+    }
+)
 
 
 #: Posterior class -> ``(ctx, fit, predictive draws) -> (metrics, artifacts)``: what a cell

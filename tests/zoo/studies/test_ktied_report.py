@@ -104,7 +104,7 @@ def _rank1_std(seed: int = 0) -> np.ndarray:
 
 def test_spectrum_null_section_sets_a_rank_one_std_matrix_against_its_shuffles() -> None:
     sec = _spectrum_null_section([_mf_cell(_rank1_std())], {0})
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     (row,) = rows
     observed = float(row[header.index("centred std top-1")])
     shuffled = row[header.index("centred std top-1") + 1]
@@ -129,13 +129,13 @@ def test_truncation_section_shows_the_shuffled_control_and_old_runs_without_it()
     text = " ".join(sec.paragraphs)
     assert "ours minus 1" in text  # the paper's (TFP's) Brier convention
     assert "mean_field, rank-1 truncation: NLL 0.3300, shuffled stds 0.4200 ± 0.014" in text
-    ((ctl_header, ctl_rows),) = sec.tables
+    ((ctl_header, ctl_rows),) = sec.tables[1:]
     assert ctl_header[3] == "shuffled stds: NLL" and len(ctl_rows) == 2
     assert ctl_rows[0][3] == "0.41 ± 0.014" and ctl_rows[1][1] == "rank-1 truncation"
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     assert rows[0][header.index("NLL per draw")] == "0.35"
     old = _truncation_section([_mf_cell(_rank1_std(), controls=False)], {0})
-    assert not old.tables and "shuffled" not in " ".join(old.paragraphs)
+    assert not old.tables[1:] and "shuffled" not in " ".join(old.paragraphs)
 
 
 def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() -> None:
@@ -143,7 +143,7 @@ def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() 
     text = sec.paragraphs[0]
     assert "most likely report per draw" in text and "Jensen" in text
     assert "mean_field +0.0500" in text
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     assert rows[0][header.index("NLL per draw ± s.e.")] == "0.35 ± 0.01"
     assert rows[0][header.index("NLL of the mixture")] == "0.3"
     assert _per_draw_section([_mf_cell(_rank1_std(), predictive=False)], {0}) is None

@@ -1,7 +1,7 @@
 """Report sections of the k-tied study (Swiatkowski et al. 2020), from the cells' artifacts.
 
 Reads the cells' ``.ktied.npz`` artifacts (written by :mod:`zoo.studies.ktied.probe`) and builds
-:class:`reports.render.Section` objects: spectra of the posterior mean and std matrices
+:class:`reports.document.Section` objects: spectra of the posterior mean and std matrices
 (Figure 3) with a shuffled null (the centred top-k fractions of each std matrix beside
 those of shuffled copies of it), post-training rank-k truncation (Tables 2 and 3) beside the
 shuffled-std control, per-draw beside mixture NLL, parameter counts (Figure 6 left),
@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from reports.render import Section
+from reports.document import section
 from reports.spectrum import (
     elbo_curve_figure,
     heatmap_figure,
@@ -130,10 +130,10 @@ def _spectrum_section(cells, seeds):
         "next section sets each std matrix's centred spectrum beside shuffled copies of it "
         "(the null), and the truncation section tests whether the structure matters.",
     ]
-    return Section(
+    return section(
         "k-tied study: spectra of posterior means and standard deviations",
         paras,
-        (header, rows),
+        [(header, rows)],
         figs,
     )
 
@@ -189,7 +189,9 @@ def _spectrum_null_section(cells, seeds):
         f"Centred top-1 fraction more than {NULL_Z:g} shuffled sds above the shuffled mean: "
         f"{above} of {total} (method, layer) std matrices.",
     ]
-    return Section("k-tied study: the std spectrum against a shuffled null", paras, (header, rows))
+    return section(
+        "k-tied study: the std spectrum against a shuffled null", paras, [(header, rows)]
+    )
 
 
 def _control_stats(runs: list[dict], col: str) -> tuple[float, float] | None:
@@ -283,8 +285,8 @@ def _truncation_section(cells, seeds):
             "as harmless as that of the real ones, neither is. " + "; ".join(ctl_checks) + "."
         )
         tables.append((ctl_header, ctl_rows))
-    return Section(
-        "k-tied study: post-training low-rank truncation", paras, (header, rows), tables=tables
+    return section(
+        "k-tied study: post-training low-rank truncation", paras, [(header, rows), *tables]
     )
 
 
@@ -330,7 +332,7 @@ def _per_draw_section(cells, seeds):
         "number). Compare the paper's NLLs and accuracies with the per-draw columns. "
         "Per-draw minus mixture NLL: " + "; ".join(gaps) + ".",
     ]
-    return Section("k-tied study: per-draw and mixture NLL", paras, (header, rows))
+    return section("k-tied study: per-draw and mixture NLL", paras, [(header, rows)])
 
 
 def _counts_section(cells, results, seeds):
@@ -360,7 +362,7 @@ def _counts_section(cells, results, seeds):
         "Variational parameter counts (Figure 6 left, Table 1): a k-tied std matrix of "
         "an m x n layer has k(m + n) parameters instead of mn."
     ]
-    return Section("k-tied study: parameter counts", paras, (header, rows))
+    return section("k-tied study: parameter counts", paras, [(header, rows)])
 
 
 def _floor(window: Any) -> str:
@@ -424,7 +426,7 @@ def _snr_section(cells, seeds):
         if curves
         else []
     )
-    return Section("k-tied study: gradient signal-to-noise ratio", paras, (header, rows), figs)
+    return section("k-tied study: gradient signal-to-noise ratio", paras, [(header, rows)], figs)
 
 
 def _optim_key(rec: dict) -> str:
@@ -494,7 +496,7 @@ def _elbo_section(cells, seeds):
         "bottom right, Figure 7): expected NLL under q plus KL(q || prior) / n_train."
     ]
     fig = elbo_curve_figure(curves, title=f"-ELBO per example ({split})")
-    return Section("k-tied study: convergence", paras, (header, rows), [("neg_elbo_steps", fig)])
+    return section("k-tied study: convergence", paras, [(header, rows)], [("neg_elbo_steps", fig)])
 
 
 def _heatmap_section(cells, spec):
@@ -518,11 +520,10 @@ def _heatmap_section(cells, spec):
             "rank-1 and rank-2 approximations clamped at 0 (Figure 4), on one colour "
             "scale."
         ]
-        return Section(
+        return section(
             "k-tied study: std matrix heat maps",
             paras,
-            None,
-            [(f"heatmap_{method.split(' ')[0]}", fig)],
+            figures=[(f"heatmap_{method.split(' ')[0]}", fig)],
         )
     return None
 

@@ -13,8 +13,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from reports.document import Section, section
 from reports.kl_null import kl_null_figure
-from reports.render import Section
 from zoo.studies.base import ArtifactReader
 from zoo.studies.predictive.probe import APPROXIMATIONS
 
@@ -81,7 +81,7 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
     ]
     x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     if x not in rows.columns or rows.empty or "method" not in rows.columns:
-        return [Section("The price of mean field in predictions", paras)]
+        return [section("The price of mean field in predictions", paras)]
     present = [
         q
         for q in APPROXIMATIONS
@@ -110,7 +110,7 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
         "The second table is the agreement (fraction of points with the samples' "
         "predicted class) of the same predictives: 1 is no difference in decisions."
     )
-    return [Section("The price of mean field in predictions", paras, tv, figs, [agree])]
+    return [section("The price of mean field in predictions", paras, [tv, agree], figs)]
 
 
 def _ood_sets(rows: pd.DataFrame) -> dict[str, str]:

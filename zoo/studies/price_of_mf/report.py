@@ -19,8 +19,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from reports.document import Section, section
 from reports.kl_null import kl_null_figure
-from reports.render import Section
 from zoo.spec.sections.studies import PriceOfMeanFieldStudy
 from zoo.studies.base import ArtifactReader
 
@@ -144,13 +144,7 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
             "distance."
         )
     return [
-        Section(
-            "The price of mean field",
-            paras,
-            tables[0] if tables else None,
-            [f for f in figs if f[1] is not None],
-            tables[1:],
-        )
+        section("The price of mean field", paras, tables, [f for f in figs if f[1] is not None])
     ]
 
 
