@@ -19,10 +19,10 @@ Gates (defaults follow Vehtari et al. and Stan's ``diagnose``):
   This is about efficiency rather than validity, and a sign of a badly adapted step size or
   mass matrix, or of strong correlations.
 
-The rank-ECDF difference of every chain (:func:`rank_ecdf_difference`) with its
-simultaneous 95% band (:func:`ecdf_band`; Säilynoja, Bürkner & Vehtari 2022) stays readable
-with many chains where rank histograms overlap; the figure that draws it with the traces of
-the worst-mixing parameters is :func:`reports.figures.diagnostics.trace_rank_figure`.
+The same diagnostics of the predictions (chains can agree on the function while weights do
+not mix) are :func:`reports.predictive.predictive_convergence`; the rank-ECDF test of mixing
+is :mod:`reports.rank_ecdf`, and the figure of the worst-mixing parameters
+:func:`reports.figures.diagnostics.trace_rank_figure`.
 """
 
 from __future__ import annotations
@@ -36,19 +36,14 @@ import arviz_stats as azs
 import numpy as np
 import pandas as pd
 import xarray as xr
-from arviz_stats.base import array_stats
-from scipy.stats import binom, rankdata
 
 from reports.draws import param_labels
 
 __all__ = [
     "Diagnostics",
     "diagnostic_gates",
-    "ecdf_band",
     "posterior_dataset",
     "posterior_summary",
-    "predictive_convergence",
-    "rank_ecdf_difference",
     "tree_depth_hits",
     "worst_params",
 ]
@@ -83,58 +78,6 @@ def _flatten(ds: xr.Dataset, stat: xr.Dataset) -> tuple[list[str], np.ndarray]:
         labels.extend(param_labels(str(name), arr.shape))
         values.append(np.ravel(arr))
     return labels, np.concatenate(values).astype(float)
-
-
-def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
-    """R-hat and bulk ESS of the predictive class probabilities, point by point.
-
-    A network's weights are not identified (hidden units permute, signs flip, a dead unit's
-    weights are free), so chains can agree on every prediction while some weights' R-hat
-    stays high, or mix in the weights of a unit that does not reach the output at all; the
-    question a posterior over functions must answer is whether the chains agree on the
-    predictions. This is the weights' diagnostic applied to :math:`p(y = k \\mid x_i,
-    \theta)`: rank-normalized split R-hat and bulk ESS (arviz-stats) of each point's
-    probability of each class over chains and draws.
-
-    Parameters
-    ----------
-    probs : np.ndarray
-        ``(chain, draw, point, class)`` probabilities; with two classes only class 1 is
-        used (class 0 is its complement: the same R-hat).
-
-    Returns
-    -------
-    dict
-        ``max_r_hat_pred`` and ``median_r_hat_pred`` (None with one chain), ``min_ess_bulk_pred``
-        and ``median_ess_bulk_pred``, over the points and classes whose statistic is finite
-        (a probability that every draw rounds to the same value has none), and
-        ``n_pred_constant``, how many had no finite R-hat.
-    """
-    p = np.asarray(probs, dtype=np.float64)
-    if p.ndim != 4:
-        raise ValueError(f"probs must be (chain, draw, point, class), got shape {p.shape}")
-    if p.shape[-1] == 2:
-        p = p[..., 1:]
-    p = p.reshape(p.shape[0], p.shape[1], -1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ess = np.asarray(array_stats.ess(p, chain_axis=0, draw_axis=1, method="bulk"))
-        rhat = (
-            np.asarray(array_stats.rhat(p, chain_axis=0, draw_axis=1)) if p.shape[0] >= 2 else None
-        )
-    moved = (p.max((0, 1)) - p.min((0, 1))) > 0
-    ess = ess[moved & np.isfinite(ess)]
-
-    def stat(a, f) -> float | None:
-        return float(f(a)) if a is not None and a.size else None
-
-    finite = None if rhat is None else rhat[moved & np.isfinite(rhat)]
-    return {
-        "max_r_hat_pred": stat(finite, np.max),
-        "median_r_hat_pred": stat(finite, np.median),
-        "min_ess_bulk_pred": stat(ess, np.min),
-        "median_ess_bulk_pred": stat(ess, np.median),
-        "n_pred_constant": int((~moved).sum()),
-    }
 
 
 def posterior_summary(dt: xr.DataTree | xr.Dataset) -> pd.DataFrame:
@@ -478,70 +421,3 @@ def worst_params(summary: pd.DataFrame, n: int) -> list[str]:
     ess_key = ess.where(np.isfinite(ess), -np.inf).to_numpy()
     order = np.lexsort((ess_key, -rhat_key))
     return [str(summary.index[i]) for i in order[:n]]
-
-
-def ecdf_band(
-    n_draws: int, grid: np.ndarray, prob: float = 0.95, n_sim: int = 1000, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Simultaneous band of the ECDF of ``n_draws`` uniform values on ``grid``.
-
-    The simulation method of Säilynoja, Bürkner & Vehtari (2022): the pointwise binomial
-    band :math:`[F^{-1}_{\\mathrm{Bin}(n, z)}(\\gamma/2), F^{-1}_{\\mathrm{Bin}(n, z)}(1 -
-    \\gamma/2)] / n` with :math:`\\gamma` chosen by simulation so that a whole ECDF of
-    uniform draws stays inside with probability ``prob``. For the fractional ranks of one
-    chain among several, whose draws are taken without replacement, the band is
-    conservative.
-
-    Parameters
-    ----------
-    n_draws : int
-        Sample size :math:`n`.
-    grid : numpy.ndarray
-        Evaluation points in (0, 1).
-    prob : float, default 0.95
-        Simultaneous coverage.
-    n_sim, seed : int
-        Simulated uniform samples and their seed.
-
-    Returns
-    -------
-    lower, upper : numpy.ndarray
-        ECDF bounds at ``grid``.
-    """
-    grid = np.asarray(grid, dtype=float)
-    rng = np.random.default_rng(seed)
-    u = np.sort(rng.random((n_sim, n_draws)), axis=1)
-    counts = np.stack([np.searchsorted(row, grid, side="right") for row in u])
-    lo_tail = binom.cdf(counts, n_draws, grid)
-    hi_tail = binom.sf(counts - 1, n_draws, grid)
-    two_sided = np.minimum(1.0, 2 * np.minimum(lo_tail, hi_tail)).min(axis=1)
-    gamma = float(np.quantile(two_sided, 1 - prob))
-    lower = binom.ppf(gamma / 2, n_draws, grid) / n_draws
-    upper = binom.ppf(1 - gamma / 2, n_draws, grid) / n_draws
-    return lower, upper
-
-
-def rank_ecdf_difference(values: np.ndarray, n_grid: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chain ECDF of the fractional ranks minus the uniform CDF.
-
-    Parameters
-    ----------
-    values : numpy.ndarray
-        Draws of one parameter, shape ``(chain, draw)``.
-    n_grid : int, default 50
-        Evaluation points :math:`z_k = k / (n_{\\mathrm{grid}} + 1)`.
-
-    Returns
-    -------
-    grid : numpy.ndarray
-        Shape ``(n_grid,)``.
-    diff : numpy.ndarray
-        Shape ``(chain, n_grid)``: :math:`F_c(z) - z`, with :math:`F_c` the ECDF of chain
-        :math:`c`'s ranks among all draws divided by their number. Near zero when the chains
-        mix; a chain above the others sits low, one below sits high.
-    """
-    values = np.asarray(values, dtype=float)
-    grid = np.arange(1, n_grid + 1) / (n_grid + 1)
-    u = rankdata(values.ravel()).reshape(values.shape) / values.size
-    ecdf = (u[:, :, None] <= grid[None, None, :]).mean(axis=1)
-    return grid, ecdf - grid[None, :]

@@ -48,8 +48,8 @@ from reports.gaussian import (
     fit_gaussian,
     iid_equivalent_draws,
     kl_diag_full,
-    w2_gaussian,
 )
+from reports.wasserstein import w2_gaussian
 
 __all__ = ["KLNull", "kl_null_figure", "kl_shift_null", "shift_draws"]
 
@@ -75,7 +75,7 @@ class KLNull(NamedTuple):
     w2_null_mean, w2_null_sd : float or None
         With ``w2=True``: mean and standard deviation over the shifted copies of the
         closed-form W2(q_diag, q_full) of each copy's Gaussian fit, the sampling floor of
-        ``w2_diag_full`` (:func:`reports.gaussian.w2_gaussian`); None otherwise.
+        ``w2_diag_full`` (:func:`reports.wasserstein.w2_gaussian`); None otherwise.
     """
 
     kl: float

@@ -127,7 +127,7 @@ def w2_diag_full_precision(prec: np.ndarray) -> float:
               - 2 \operatorname{tr}\bigl(A^{1/2} B A^{1/2}\bigr)^{1/2},
               \quad A = \operatorname{diag}(1/H_{ii}),\ B = H^{-1},
 
-    the formula of :func:`reports.gaussian.w2_gaussian` for equal means, computed from
+    the formula of :func:`reports.wasserstein.w2_gaussian` for equal means, computed from
     eigenvalues alone: :math:`\operatorname{tr} B = \sum_k 1/\lambda_k(H)` and, since
     :math:`A^{1/2} B A^{1/2} = (D^{1/2} H D^{1/2})^{-1}` with :math:`D = \operatorname{diag}(H)`,
     the last trace is :math:`\sum_k \mu_k^{-1/2}` with :math:`\mu_k` the eigenvalues of

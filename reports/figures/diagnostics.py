@@ -15,14 +15,9 @@ import numpy as np
 import xarray as xr
 from matplotlib.figure import Figure
 
-from reports.diagnostics import (
-    ecdf_band,
-    posterior_dataset,
-    posterior_summary,
-    rank_ecdf_difference,
-    worst_params,
-)
+from reports.diagnostics import posterior_dataset, posterior_summary, worst_params
 from reports.draws import param_labels
+from reports.rank_ecdf import ecdf_band, rank_ecdf_difference
 
 __all__ = ["trace_rank_figure"]
 

@@ -104,7 +104,8 @@ def test_w2_null_is_the_floor_of_the_closed_form_w2():
     # Independent Gaussian draws: the closed-form W2(q_diag, q_full) of the draws themselves
     # is pure sampling noise, so it must sit within the shifted copies' spread; with a
     # strongly correlated target it must stand far above that floor.
-    from reports.gaussian import closest_diagonal, fit_gaussian, w2_gaussian
+    from reports.gaussian import closest_diagonal, fit_gaussian
+    from reports.wasserstein import w2_gaussian
 
     rng = np.random.default_rng(5)
     d, c, s = 6, 4, 200

@@ -14,7 +14,7 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   ``max_tree_depth``; for NUTS ``n_max_tree_depth``, the transitions that reached it), mean
   leapfrog steps, adapted step size, the same diagnostics of the predictive class
   probabilities at the test points (:func:`chain_probs`,
-  :func:`reports.diagnostics.predictive_convergence`: ``max_r_hat_pred``,
+  :func:`reports.predictive.predictive_convergence`: ``max_r_hat_pred``,
   ``min_ess_bulk_pred``, ...), all draws as the ArviZ file and, when the chains
   started from a variational method, the agreement and total variation distance between
   its predictive distribution and the sampler's.
@@ -46,8 +46,8 @@ import pyro
 import torch
 
 from reports.calibration import classification_metrics, regression_metrics
-from reports.diagnostics import diagnostic_gates, predictive_convergence
-from reports.predictive import predictive_agreement, predictive_tv
+from reports.diagnostics import diagnostic_gates
+from reports.predictive import predictive_agreement, predictive_convergence, predictive_tv
 from zoo.data import Dataset, TorchData
 from zoo.inference import Fit, PointPosterior, SampledPosterior, VIPosterior
 from zoo.models.base import BayesianNet

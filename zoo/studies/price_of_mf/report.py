@@ -157,7 +157,7 @@ def _w2_paragraph(ok) -> str:
     text = (
         "w2_diag_full is the headline Wasserstein measure: the closed-form 2-Wasserstein "
         "distance W2(q_diag, q_full) between the two Gaussian fits "
-        "(reports.gaussian.w2_gaussian), positive by construction (0 only for a diagonal "
+        "(reports.wasserstein.w2_gaussian), positive by construction (0 only for a diagonal "
         "q_full) and free of matching noise. Like the KL it has a sampling floor: finite "
         "draws of independent parameters have sample correlations that are not zero, so "
         "w2_diag_full is above 0 even then. "
