@@ -26,6 +26,7 @@ __all__ = [
     "axis_label",
     "axis_word",
     "fmt_cell",
+    "fmt_g",
     "fmt_mean_sem",
     "fmt_num",
     "fmt_value",
@@ -182,6 +183,13 @@ def fmt_num(mean: float, sem: float) -> str:
     """``mean ± sem`` for a sentence: 3 significant digits, no error when it is 0 or NaN."""
     text = f"{mean:.3g}"
     return text + (f" ± {sem:.2g}" if math.isfinite(sem) and sem > 0 else "")
+
+
+def fmt_g(value: Any, digits: int = 4) -> str:
+    """A number to ``digits`` significant digits, blank when missing or not finite."""
+    if value is None or (isinstance(value, float) and not np.isfinite(value)):
+        return ""
+    return f"{value:.{digits}g}" if isinstance(value, float) else str(value)
 
 
 def fmt_cell(value: Any) -> str:

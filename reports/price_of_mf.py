@@ -50,10 +50,10 @@ def diag_vs_full(
     cov, jitter
         Passed to :func:`fit_gaussian`.
     seed : int
-        Seed for :func:`wasserstein_error`.
+        Seed for :func:`reports.wasserstein.wasserstein_error`.
     w_max_draws : int, default 2000
         The Wasserstein error uses at most this many draws, evenly spaced over all of them
-        (the exact assignment costs :math:`O(S^3)`: seconds at 2000, minutes at 8000); the
+        (the exact assignment costs :math:`O(S^3)`; timings in docs/notes/reports.md); the
         Gaussian fit and the KL use every draw.
 
     Returns

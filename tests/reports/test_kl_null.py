@@ -88,7 +88,7 @@ def test_chains_reshape_and_bad_input():
 
 
 def test_kl_null_figure_draws_one_line_per_curve():
-    from reports.kl_null import kl_null_figure
+    from reports.figures.kl_null import kl_null_figure
 
     fig = kl_null_figure(
         {"KL": ([1, 2], [3.0, 2.0], [0.1, 0.2]), "shift null": ([1, 2], [1.0, 1.0], [0.0, 0.0])}

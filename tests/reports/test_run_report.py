@@ -21,7 +21,8 @@ from reports.diagnostics import diagnostic_gates
 from reports.document import Figure, figure_path
 from reports.sampler_report import sampler_advice, sampler_record
 from zoo.cli import main
-from zoo.run.report import _read_diagnostic_groups, _sampler_section, build_report
+from zoo.run.report import build_report
+from zoo.run.report_sampler import read_diagnostic_groups, sampler_section
 from zoo.spec.load import load_spec
 
 SPEC = """\
@@ -189,7 +190,7 @@ def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_pat
             for i, c in enumerate(cells)
         ]
     )
-    sec = _sampler_section(_Run(tmp_path), results, spec)
+    sec = sampler_section(_Run(tmp_path), results, spec)
     header, rows = sec.tables[0]
     conv = {r[1]: dict(zip(header, r, strict=True)) for r in rows}
     assert conv["1"]["max_r_hat"] == "NaN"  # not a blank: a failed gate
@@ -238,20 +239,20 @@ def test_the_sampler_tables_come_from_the_records_and_no_file_is_read_but_the_wo
             read.append(cell_id)
             return super().read_artifact(cell_id, suffix)
 
-    sec = _sampler_section(Counting(tmp_path), results, spec)
+    sec = sampler_section(Counting(tmp_path), results, spec)
     header, rows = sec.tables[0]
     assert [r[header.index("max_r_hat")] for r in rows] == ["1", "1.01", "1.02", "1.03", "1.04"]
     assert read == [cells[4].cell_id, cells[3].cell_id, cells[2].cell_id]  # the 3 worst only
     # a worst cell whose file is gone: named, and the tables still come from the records
     (tmp_path / f"{cells[4].cell_id}.nc").unlink()
-    sec = _sampler_section(_Run(tmp_path), results, spec)
+    sec = sampler_section(_Run(tmp_path), results, spec)
     assert len(sec.tables[0][1]) == 5 and len(sec.figures) == 2
     assert f"cells/{cells[4].cell_id}.nc (missing or damaged)" in " ".join(sec.paragraphs)
 
 
 def _record(path: Path, max_tree_depth: int) -> dict:
     """What zoo.run.evaluate records of a sampled cell's file (its diagnostics, once)."""
-    d = diagnostic_gates(_read_diagnostic_groups(path.read_bytes()), max_tree_depth=max_tree_depth)
+    d = diagnostic_gates(read_diagnostic_groups(path.read_bytes()), max_tree_depth=max_tree_depth)
     rec = {
         "max_r_hat": d.max_r_hat,
         "min_ess_bulk": d.min_ess_bulk,

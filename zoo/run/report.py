@@ -16,7 +16,7 @@ HTML by :func:`reports.document.render`:
 - adds the sections of each study of the spec's ``studies:`` list (asked from the study
   itself, :data:`zoo.studies.STUDIES`);
 - for sampled cells: the convergence diagnostics each cell recorded when it ran
-  (:mod:`reports.sampler_report`), advice for the gates that failed, and trace and rank-ECDF
+  (:mod:`zoo.run.report_sampler`), advice for the gates that failed, and trace and rank-ECDF
   plots of the worst cells' worst-mixing parameters (the only time an ArviZ file is read).
 
 The files are written by the run store (:class:`zoo.run.store.RunStore`), the directory's
@@ -25,14 +25,12 @@ only writer.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import xarray as xr
 
 from reports.document import (
     Bullets,
@@ -44,19 +42,10 @@ from reports.document import (
     Section,
     Table,
     render,
-    section,
 )
-from reports.figures.diagnostics import trace_rank_figure
 from reports.figures.metric_vs import figure_name, metric_figure
 from reports.headline import headline
 from reports.labels import METRIC_LABELS, Labels, plural, repeat_word
-from reports.sampler_report import (
-    SAMPLER_INTRO,
-    sampler_advice,
-    sampler_record,
-    sampler_tables,
-    worst_cells,
-)
 from reports.tables import (
     failed_table,
     key_columns,
@@ -65,6 +54,7 @@ from reports.tables import (
     summary_tables,
 )
 from zoo.run.evaluate import HIDDEN_COLUMNS
+from zoo.run.report_sampler import sampler_section
 from zoo.run.report_settings import run_settings
 from zoo.run.store import RunDir, RunStore, dump_spec
 from zoo.spec import Spec
@@ -84,8 +74,6 @@ __all__ = [
 BOOKKEEPING = ["cell_id", "status", "error", "nonfinite"]
 #: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
 TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds", "compile_seconds"]
-#: Sampled cells whose trace and rank plots are drawn: the worst ones.
-MAX_TRACE_PLOTS = 3
 #: Headline sentences: one per figure metric, for the first this many.
 MAX_HEADLINES = 2
 
@@ -137,89 +125,12 @@ def report_axes(spec: Spec, columns: list[str]) -> tuple[str, str | None]:
     return x, (hue if hue in columns else None)
 
 
-# --------------------------------------------------------------------------- diagnostics
-
-
-def _read_diagnostic_groups(data: bytes) -> xr.DataTree:
-    """The ``posterior`` and ``sample_stats`` groups and root attributes of a cell's file.
-
-    Only these are loaded: the test-set groups of a sampled cell are far larger.
-    """
-    with xr.open_datatree(io.BytesIO(data), engine="h5netcdf") as dt:
-        groups = {"/": xr.Dataset(attrs=dict(dt.attrs))}
-        for g in ("posterior", "sample_stats"):
-            if g in dt.children:
-                groups[g] = dt[g].to_dataset().load()
-        return xr.DataTree.from_dict(groups)
-
-
-def _sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section | None:
-    """Convergence diagnostics of the sampled cells from their records, with trace and rank
-    plots of the worst (read from their ArviZ files)."""
-    samplers = {m.name: m for m in spec.inference if type(m).family == "sampler"}
-    if "method" not in results.columns:
-        return None
-    sampled = results[results["method"].isin(list(samplers)) & (results["status"] == "ok")]
-    if sampled.empty:
-        return None
-    methods = {c.cell_id: c.method for c in spec.cells()}
-    axes = list(dict.fromkeys(c for c in ["method", "seed", *spec.sweep] if c in results.columns))
-    records = {}
-    for _, r in sampled.iterrows():
-        m = methods.get(r["cell_id"], samplers.get(str(r["method"])))
-        records[r["cell_id"]] = sampler_record(
-            r.to_dict(),
-            chains=getattr(m, "chains", None),
-            max_tree_depth=getattr(m, "max_tree_depth", None),
-        )
-    conv, samp = sampler_tables(sampled, axes, records)
-    n_flag = sum(1 for d in records.values() if d.failed)
-    paras = [
-        SAMPLER_INTRO,
-        f"{n_flag} of {len(records)} sampled cells fail at least one gate."
-        + ("" if n_flag else " Nothing to fix."),
-        *sampler_advice(list(records.values())),
-    ]
-    figs, unread = [], []
-    for cid in worst_cells(records, MAX_TRACE_PLOTS):
-        data = run.read_artifact(cid, ".nc")  # None: missing, or damaged (checksum)
-        if data is None:
-            unread.append(f"cells/{cid}.nc (missing or damaged)")
-            continue
-        try:
-            fig = trace_rank_figure(_read_diagnostic_groups(data), n_params=4)
-        except Exception as e:  # a damaged file of any kind is named, not raised
-            unread.append(f"cells/{cid}.nc (cannot be read: {type(e).__name__})")
-            continue
-        d = records[cid]
-        by = "R-hat" if d.max_r_hat is not None else "bulk ESS"
-        failed = f"gates failed: {', '.join(d.failed)}" if d.failed else "all gates passed"
-        fig.suptitle(f"{cid}: the 4 worst-mixing parameters by {by} ({failed})", fontsize=10)
-        figs.append((f"trace_rank_{cid}", fig))
-    if unread:
-        paras.append(
-            f"{len(unread)} of the worst sampled cells' ArviZ files could not be read, so "
-            f"they have no trace plot: {', '.join(unread)}. Deleting a damaged file's cell "
-            "record (cells/<cell id>.json) makes `zoo run DIR` compute that cell again."
-        )
-    if figs:
-        paras.append(
-            f"Trace and rank plots of the {len(figs)} worst sampled cells (largest R-hat, a "
-            "non-finite one first, then smallest bulk ESS), each with its 4 worst-mixing "
-            "parameters. "
-            "Right: each chain's ECDF of its draws' ranks among all chains minus the uniform "
-            "CDF; chains that mix stay inside the grey 95% band, a chain stuck elsewhere "
-            "leaves it (Säilynoja et al. 2022)."
-        )
-    return section("Sampler diagnostics", paras, [conv, samp], figs)
-
-
 def _study_sections(run: RunDir, results: pd.DataFrame, spec: Spec) -> list[Section]:
     """Each study's sections (once per study, in the order of ``studies:``), then diagnostics."""
     found: list[Section] = []
     for study in dict.fromkeys(STUDIES[type(s)] for s in spec.studies):
         found += study.sections(results, run, spec)
-    diagnostics = _sampler_section(run, results, spec)
+    diagnostics = sampler_section(run, results, spec)
     return found + ([diagnostics] if diagnostics is not None else [])
 
 

@@ -7,11 +7,10 @@ import numpy as np
 
 from zoo.studies.ktied.report import (
     _per_draw_section,
-    _snr_comparison,
-    _snr_section,
     _spectrum_null_section,
     _truncation_section,
 )
+from zoo.studies.ktied.report_training import _snr_comparison, snr_section
 
 
 def _cell(name: str, rank, lr: float, snr_by_site: dict[str, float]):
@@ -151,6 +150,6 @@ def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() 
 
 def test_snr_section_says_the_papers_ratio_is_ours_plus_one() -> None:
     rec = {"rank": None, "snr_window": 10, "snr": {"a": {"5": {"mean": 1.0, "median": 0.5}}}}
-    sec = _snr_section([("mf", 0, "c", rec, {})], {0})
+    sec = snr_section([("mf", 0, "c", rec, {})], {0})
     assert "E[g^2] / Var[g], which is this one + 1" in sec.paragraphs[0]
     assert "1/7" in sec.paragraphs[0]

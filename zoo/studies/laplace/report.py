@@ -15,8 +15,9 @@ from typing import Any
 import pandas as pd
 
 from reports.document import Section, section
-from reports.kl_null import kl_null_figure
-from reports.laplace import axis_effects, grid_figure
+from reports.figures.kl_null import kl_null_figure
+from reports.figures.laplace import grid_figure
+from reports.laplace import axis_effects
 from zoo.spec.sections.studies import LaplaceStudy
 from zoo.studies.base import ArtifactReader
 

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from reports.document import render, section, simulation_document
-from reports.ground_truth import ground_truth_figure, ground_truth_metrics, random_spd
+from reports.figures.ground_truth import ground_truth_figure
+from reports.ground_truth import ground_truth_metrics, random_spd
 from zoo.inference.mcmc.driver import run_hmc, run_nuts
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.spec import SpecError

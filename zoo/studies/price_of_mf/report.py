@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from reports.document import Section, section
-from reports.kl_null import kl_null_figure
+from reports.figures.curves import panels_figure
+from reports.figures.kl_null import kl_null_figure
 from zoo.spec.sections.studies import PriceOfMeanFieldStudy
 from zoo.studies.base import ArtifactReader
 
@@ -292,7 +291,7 @@ def _kl_null_figure(ok, spec: Any):
     return fig
 
 
-def _w2_figure(ok, spec: Any) -> Figure | None:
+def _w2_figure(ok, spec: Any) -> Any:
     """Left (the headline): closed-form W2(q_diag, q_full) and its floor ``w2_null`` when
     recorded; right (secondary): the empirical W error of samples, ``w_error``."""
     found = _axis(ok, spec, "w2_diag_full")
@@ -327,28 +326,9 @@ def _w2_figure(ok, spec: Any) -> Figure | None:
                 "W2(q_diag, draws) − W2(q_full, draws)",
             )
         )
-    fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (curves, title, ylabel) in zip(axes, panels, strict=True):
-        for label, (px, mean, se) in curves.items():
-            style = "--" if "floor" in label else "-"
-            ax.errorbar(
-                np.asarray(px, float),
-                np.asarray(mean, float),
-                yerr=np.asarray(se, float),
-                fmt=style,
-                marker="o",
-                capsize=3,
-                label=label,
-            )
-        ax.axhline(0.0, color="0.6", lw=0.8)
-        ax.set_xlabel(x)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize="small")
-        if numeric:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        else:
-            ax.set_xticks(range(len(cats)), labels=cats)
-    fig.suptitle(_seeds_phrase(rows, groups, x, "w2_diag_full"), fontsize=9)
-    return fig
+    return panels_figure(
+        panels,
+        xlabel=x,
+        categories=None if numeric else list(cats),
+        suptitle=_seeds_phrase(rows, groups, x, "w2_diag_full"),
+    )

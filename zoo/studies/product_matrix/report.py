@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from reports.document import Section, section
-from reports.product_matrix import product_covariance_figure
+from reports.figures.product_matrix import product_covariance_figure
 from zoo.spec.sections.studies import ProductMatrixStudy
 from zoo.studies.base import ArtifactReader
 from zoo.studies.product_matrix.probe import ARTIFACT

@@ -19,12 +19,8 @@ import numpy as np
 import pandas as pd
 
 from reports.document import render, section, simulation_document
-from reports.product_matrix import (
-    off_diagonal_mass,
-    product_covariance_figure,
-    simulate,
-    support_fraction,
-)
+from reports.figures.product_matrix import product_covariance_figure
+from reports.product_matrix import off_diagonal_mass, simulate, support_fraction
 
 __all__ = ["SimulationStore", "run_simulation"]
 

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from reports.document import section
-from reports.pruning import PAPER_TABLE1
-from reports.pruning_plots import (
+from reports.figures.pruning import (
     trajectory_figure,
     unit_posterior_figure,
     unit_scatter_figure,
     variance_share_figure,
 )
+from reports.pruning import PAPER_TABLE1
 from zoo.spec.sections.inference import (
     FixedVarianceGuide,
     FullRankGuide,
