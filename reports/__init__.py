@@ -7,17 +7,19 @@ report files come back as bytes; the caller, ``zoo.run.store``, writes them). Te
 
 One concept per module:
 
-- numbers: :mod:`~reports.calibration` (test metrics), :mod:`~reports.predictive`,
-  :mod:`~reports.draws` (flat draws), :mod:`~reports.gaussian` (Gaussian fits, KL),
-  :mod:`~reports.wasserstein`, :mod:`~reports.price_of_mf` (the study's records),
-  :mod:`~reports.kl_null`, :mod:`~reports.laplace`, :mod:`~reports.ground_truth`,
-  :mod:`~reports.spectrum`, :mod:`~reports.pruning`, :mod:`~reports.product_matrix`,
-  :mod:`~reports.diagnostics` (convergence numbers and gates);
+- numbers: :mod:`~reports.calibration` (test metrics), :mod:`~reports.predictive`
+  (function-space comparisons, predictive convergence), :mod:`~reports.draws` (flat draws),
+  :mod:`~reports.gaussian` (Gaussian fits, KL), :mod:`~reports.wasserstein`,
+  :mod:`~reports.price_of_mf` (the study's records), :mod:`~reports.kl_null`,
+  :mod:`~reports.laplace`, :mod:`~reports.ground_truth`, :mod:`~reports.spectrum`,
+  :mod:`~reports.pruning`, :mod:`~reports.product_matrix`, :mod:`~reports.diagnostics`
+  (convergence numbers and gates), :mod:`~reports.rank_ecdf`;
 - tables and words: :mod:`~reports.tables` (summaries), :mod:`~reports.labels` (names for
   people and the one set of number formatters), :mod:`~reports.sweep` (how a summary lies
   along a sweep axis), :mod:`~reports.headline`, :mod:`~reports.sampler_report` (the
   sampler diagnostics section from the cells' records);
-- :mod:`reports.figures`: every matplotlib figure, one module per concept;
+- :mod:`reports.figures`: every matplotlib figure, one module per concept (the only
+  place that draws; numbers never import it);
 - :mod:`~reports.document`: a report as a :class:`~reports.document.Document` of blocks,
   rendered once per format (:func:`~reports.document.to_markdown`,
   :func:`~reports.document.to_html`, :func:`~reports.document.render`).

@@ -310,3 +310,16 @@ def test_any_categorical_x_is_drawn_as_categories(monkeypatch):
         assert [t.get_text() for t in ax.get_xticklabels()] == (
             ["mfvi", "nuts"] if x == "method" else ["/a/x.csv", "/b/y.csv"]
         )
+
+
+def test_only_the_figures_package_draws():
+    """Numbers and tables never import matplotlib: every figure is in reports/figures."""
+    from pathlib import Path
+
+    import reports
+
+    root = Path(reports.__file__).parent
+    drawing = re.compile(r"^(from|import) (matplotlib|reports\.figures)", re.M)
+    allowed = {"__init__.py", "document.py"}  # the package's front door; the renderer
+    found = [p.name for p in root.glob("*.py") if drawing.search(p.read_text())]
+    assert set(found) <= allowed, found
