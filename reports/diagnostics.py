@@ -1,4 +1,4 @@
-r"""MCMC convergence diagnostics of a stored posterior: summary table, gates and plots.
+r"""MCMC convergence diagnostics of a stored posterior: summary table, gates, rank ECDFs.
 
 The numbers come from arviz-stats on the DataTree's ``posterior`` group: rank-normalized
 bulk and tail effective sample sizes and the rank-normalized split :math:`\hat R`
@@ -19,13 +19,10 @@ Gates (defaults follow Vehtari et al. and Stan's ``diagnose``):
   This is about efficiency rather than validity, and a sign of a badly adapted step size or
   mass matrix, or of strong correlations.
 
-Plots (:func:`trace_rank_figure`) show the worst-mixing parameters of a posterior: the
-trace of every chain and the rank-ECDF difference of every chain with a simultaneous 95%
-band (Säilynoja, Bürkner & Vehtari 2022), which stays readable with many chains where rank
-histograms overlap. They are drawn with matplotlib's object-oriented API: arviz-plots 0.8
-does not import with matplotlib 3.11, and pinning matplotlib below 3.11 for two figure kinds
-would constrain every user's environment. The figure is returned, never saved here
-(:mod:`reports.render` renders figures to PNG bytes).
+The same diagnostics of the predictions (chains can agree on the function while weights do
+not mix) are :func:`reports.predictive.predictive_convergence`; the rank-ECDF test of mixing
+is :mod:`reports.rank_ecdf`, and the figure of the worst-mixing parameters
+:func:`reports.figures.diagnostics.trace_rank_figure`.
 """
 
 from __future__ import annotations
@@ -39,20 +36,14 @@ import arviz_stats as azs
 import numpy as np
 import pandas as pd
 import xarray as xr
-from arviz_stats.base import array_stats
-from matplotlib.figure import Figure
-from scipy.stats import binom, rankdata
 
 from reports.draws import param_labels
 
 __all__ = [
     "Diagnostics",
     "diagnostic_gates",
-    "ecdf_band",
+    "posterior_dataset",
     "posterior_summary",
-    "predictive_convergence",
-    "rank_ecdf_difference",
-    "trace_rank_figure",
     "tree_depth_hits",
     "worst_params",
 ]
@@ -66,7 +57,8 @@ _TREE_DEPTH_NAMES = ("tree_depth", "treedepth__", "treedepth", "depth")
 _N_STEPS_NAMES = ("n_steps", "num_steps", "n_leapfrog__", "n_leapfrog")
 
 
-def _posterior(dt: xr.DataTree | xr.Dataset) -> xr.Dataset:
+def posterior_dataset(dt: xr.DataTree | xr.Dataset) -> xr.Dataset:
+    """The ``posterior`` group of a tree as a Dataset with ``chain`` and ``draw`` dims."""
     if isinstance(dt, xr.Dataset):
         return dt
     if "posterior" not in dt.children:
@@ -88,58 +80,6 @@ def _flatten(ds: xr.Dataset, stat: xr.Dataset) -> tuple[list[str], np.ndarray]:
     return labels, np.concatenate(values).astype(float)
 
 
-def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
-    """R-hat and bulk ESS of the predictive class probabilities, point by point.
-
-    A network's weights are not identified (hidden units permute, signs flip, a dead unit's
-    weights are free), so chains can agree on every prediction while some weights' R-hat
-    stays high, or mix in the weights of a unit that does not reach the output at all; the
-    question a posterior over functions must answer is whether the chains agree on the
-    predictions. This is the weights' diagnostic applied to :math:`p(y = k \\mid x_i,
-    \theta)`: rank-normalized split R-hat and bulk ESS (arviz-stats) of each point's
-    probability of each class over chains and draws.
-
-    Parameters
-    ----------
-    probs : np.ndarray
-        ``(chain, draw, point, class)`` probabilities; with two classes only class 1 is
-        used (class 0 is its complement: the same R-hat).
-
-    Returns
-    -------
-    dict
-        ``max_r_hat_pred`` and ``median_r_hat_pred`` (None with one chain), ``min_ess_bulk_pred``
-        and ``median_ess_bulk_pred``, over the points and classes whose statistic is finite
-        (a probability that every draw rounds to the same value has none), and
-        ``n_pred_constant``, how many had no finite R-hat.
-    """
-    p = np.asarray(probs, dtype=np.float64)
-    if p.ndim != 4:
-        raise ValueError(f"probs must be (chain, draw, point, class), got shape {p.shape}")
-    if p.shape[-1] == 2:
-        p = p[..., 1:]
-    p = p.reshape(p.shape[0], p.shape[1], -1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ess = np.asarray(array_stats.ess(p, chain_axis=0, draw_axis=1, method="bulk"))
-        rhat = (
-            np.asarray(array_stats.rhat(p, chain_axis=0, draw_axis=1)) if p.shape[0] >= 2 else None
-        )
-    moved = (p.max((0, 1)) - p.min((0, 1))) > 0
-    ess = ess[moved & np.isfinite(ess)]
-
-    def stat(a, f) -> float | None:
-        return float(f(a)) if a is not None and a.size else None
-
-    finite = None if rhat is None else rhat[moved & np.isfinite(rhat)]
-    return {
-        "max_r_hat_pred": stat(finite, np.max),
-        "median_r_hat_pred": stat(finite, np.median),
-        "min_ess_bulk_pred": stat(ess, np.min),
-        "median_ess_bulk_pred": stat(ess, np.median),
-        "n_pred_constant": int((~moved).sum()),
-    }
-
-
 def posterior_summary(dt: xr.DataTree | xr.Dataset) -> pd.DataFrame:
     """Per-parameter mean, sd, bulk/tail ESS and :math:`\\hat R` of the posterior.
 
@@ -156,7 +96,7 @@ def posterior_summary(dt: xr.DataTree | xr.Dataset) -> pd.DataFrame:
         columns ``mean``, ``sd`` (``ddof=0`` over all draws), ``ess_bulk``, ``ess_tail``
         and ``r_hat`` (NaN with one chain, or for a constant parameter), unrounded.
     """
-    ds = _posterior(dt)
+    ds = posterior_dataset(dt)
     with np.errstate(invalid="ignore", divide="ignore"):
         stats = {
             "mean": ds.mean(dim=_SAMPLE_DIMS),
@@ -365,7 +305,7 @@ def diagnostic_gates(
         The extremes are NaN when some parameter's statistic is not finite; the quantiles
         are over the finite values.
     """
-    ds = _posterior(dt)
+    ds = posterior_dataset(dt)
     summary = posterior_summary(ds)
     n_chains, n_draws = int(ds.sizes["chain"]), int(ds.sizes["draw"])
     # a parameter that never moved within any chain: arviz-stats gives it a NaN or inf
@@ -481,148 +421,3 @@ def worst_params(summary: pd.DataFrame, n: int) -> list[str]:
     ess_key = ess.where(np.isfinite(ess), -np.inf).to_numpy()
     order = np.lexsort((ess_key, -rhat_key))
     return [str(summary.index[i]) for i in order[:n]]
-
-
-def ecdf_band(
-    n_draws: int, grid: np.ndarray, prob: float = 0.95, n_sim: int = 1000, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """Simultaneous band of the ECDF of ``n_draws`` uniform values on ``grid``.
-
-    The simulation method of Säilynoja, Bürkner & Vehtari (2022): the pointwise binomial
-    band :math:`[F^{-1}_{\\mathrm{Bin}(n, z)}(\\gamma/2), F^{-1}_{\\mathrm{Bin}(n, z)}(1 -
-    \\gamma/2)] / n` with :math:`\\gamma` chosen by simulation so that a whole ECDF of
-    uniform draws stays inside with probability ``prob``. For the fractional ranks of one
-    chain among several, whose draws are taken without replacement, the band is
-    conservative.
-
-    Parameters
-    ----------
-    n_draws : int
-        Sample size :math:`n`.
-    grid : numpy.ndarray
-        Evaluation points in (0, 1).
-    prob : float, default 0.95
-        Simultaneous coverage.
-    n_sim, seed : int
-        Simulated uniform samples and their seed.
-
-    Returns
-    -------
-    lower, upper : numpy.ndarray
-        ECDF bounds at ``grid``.
-    """
-    grid = np.asarray(grid, dtype=float)
-    rng = np.random.default_rng(seed)
-    u = np.sort(rng.random((n_sim, n_draws)), axis=1)
-    counts = np.stack([np.searchsorted(row, grid, side="right") for row in u])
-    lo_tail = binom.cdf(counts, n_draws, grid)
-    hi_tail = binom.sf(counts - 1, n_draws, grid)
-    two_sided = np.minimum(1.0, 2 * np.minimum(lo_tail, hi_tail)).min(axis=1)
-    gamma = float(np.quantile(two_sided, 1 - prob))
-    lower = binom.ppf(gamma / 2, n_draws, grid) / n_draws
-    upper = binom.ppf(1 - gamma / 2, n_draws, grid) / n_draws
-    return lower, upper
-
-
-def rank_ecdf_difference(values: np.ndarray, n_grid: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    """Per-chain ECDF of the fractional ranks minus the uniform CDF.
-
-    Parameters
-    ----------
-    values : numpy.ndarray
-        Draws of one parameter, shape ``(chain, draw)``.
-    n_grid : int, default 50
-        Evaluation points :math:`z_k = k / (n_{\\mathrm{grid}} + 1)`.
-
-    Returns
-    -------
-    grid : numpy.ndarray
-        Shape ``(n_grid,)``.
-    diff : numpy.ndarray
-        Shape ``(chain, n_grid)``: :math:`F_c(z) - z`, with :math:`F_c` the ECDF of chain
-        :math:`c`'s ranks among all draws divided by their number. Near zero when the chains
-        mix; a chain above the others sits low, one below sits high.
-    """
-    values = np.asarray(values, dtype=float)
-    grid = np.arange(1, n_grid + 1) / (n_grid + 1)
-    u = rankdata(values.ravel()).reshape(values.shape) / values.size
-    ecdf = (u[:, :, None] <= grid[None, None, :]).mean(axis=1)
-    return grid, ecdf - grid[None, :]
-
-
-def _param_index(ds: xr.Dataset) -> dict[str, tuple[str, tuple]]:
-    out = {}
-    for name, da in ds.data_vars.items():
-        shape = tuple(da.sizes[d] for d in da.dims if d not in _SAMPLE_DIMS)
-        for lab, i in zip(param_labels(str(name), shape), np.ndindex(*shape), strict=True):
-            out[lab] = (str(name), i)
-    return out
-
-
-def trace_rank_figure(
-    dt: xr.DataTree, n_params: int = 4, *, params: Sequence[str] | None = None
-) -> Figure:
-    """Trace plots and rank-ECDF differences of the worst-mixing parameters.
-
-    Parameters
-    ----------
-    dt : xarray.DataTree
-        A tree with a ``posterior`` group.
-    n_params : int, default 4
-        Number of scalar parameters (rows), the worst-mixing ones (:func:`worst_params`).
-    params : sequence of str, optional
-        Labels (``layer0.weight[1,0]``) to draw instead.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One row per parameter, titled with its :math:`\\hat R` and bulk ESS: the trace of
-        every chain (left) and each chain's rank-ECDF difference (right;
-        :func:`rank_ecdf_difference`) with the simultaneous 95% band of mixed chains
-        (:func:`ecdf_band`, grey).
-    """
-    if n_params < 1:
-        raise ValueError(f"n_params must be at least 1, got {n_params}")
-    ds = _posterior(dt)
-    summary = posterior_summary(ds)
-    n_chains, n_draws = int(ds.sizes["chain"]), int(ds.sizes["draw"])
-    index = _param_index(ds)
-    if params is None:
-        picked = worst_params(summary, n_params)
-    else:
-        unknown = [p for p in params if p not in index]
-        if unknown:
-            raise KeyError(f"parameter(s) {unknown} not in the posterior")
-        picked = list(params)
-    n_grid = int(min(50, max(5, n_draws)))
-    grid = np.arange(1, n_grid + 1) / (n_grid + 1)
-    lower, upper = ecdf_band(n_draws, grid)
-    fig = Figure(figsize=(10, 2.1 * len(picked) + 0.8), layout="constrained")
-    axes = fig.subplots(len(picked), 2, squeeze=False)
-    colors = [f"C{c % 10}" for c in range(n_chains)]
-    for row, label in enumerate(picked):
-        name, i = index[label]
-        da = ds[name].transpose("chain", "draw", ...)
-        values = np.asarray(da.values[(slice(None), slice(None), *i)], dtype=float)
-        ax_t, ax_r = axes[row]
-        for c in range(n_chains):
-            ax_t.plot(values[c], lw=0.6, alpha=0.8, color=colors[c], label=f"chain {c}")
-        rh, ess = summary.loc[label, "r_hat"], summary.loc[label, "ess_bulk"]
-        stat = f"ESS {ess:.3g}" if n_chains < 2 else f"R-hat {rh:.3g}, ESS {ess:.3g}"
-        ax_t.set_title(f"{label}: {stat}", fontsize=9, loc="left")
-        ax_t.set_ylabel("value", fontsize=8)
-        _, diff = rank_ecdf_difference(values, n_grid)
-        ax_r.fill_between(
-            grid, lower - grid, upper - grid, color="0.85", lw=0, label="95% band of mixed chains"
-        )
-        for c in range(n_chains):
-            ax_r.plot(grid, diff[c], color=colors[c], lw=1.0)
-        ax_r.axhline(0.0, color="0.4", lw=0.6)
-        ax_r.set_ylabel("ECDF - uniform", fontsize=8)
-    axes[-1, 0].set_xlabel("draw (after warm-up)")
-    axes[-1, 1].set_xlabel("fractional rank among all chains' draws")
-    axes[0, 1].set_title("rank ECDF difference per chain", fontsize=9)
-    axes[0, 1].legend(fontsize=7, loc="upper right")
-    if 1 < n_chains <= 8:
-        axes[0, 0].legend(fontsize=7, loc="upper right", ncols=min(n_chains, 4))
-    return fig

@@ -35,12 +35,9 @@ NumPy only; nothing here knows about Pyro or torch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from reports.gaussian import (
     CovMethod,
@@ -48,10 +45,10 @@ from reports.gaussian import (
     fit_gaussian,
     iid_equivalent_draws,
     kl_diag_full,
-    w2_gaussian,
 )
+from reports.wasserstein import w2_gaussian
 
-__all__ = ["KLNull", "kl_null_figure", "kl_shift_null", "shift_draws"]
+__all__ = ["KLNull", "kl_shift_null", "shift_draws"]
 
 
 class KLNull(NamedTuple):
@@ -75,7 +72,7 @@ class KLNull(NamedTuple):
     w2_null_mean, w2_null_sd : float or None
         With ``w2=True``: mean and standard deviation over the shifted copies of the
         closed-form W2(q_diag, q_full) of each copy's Gaussian fit, the sampling floor of
-        ``w2_diag_full`` (:func:`reports.gaussian.w2_gaussian`); None otherwise.
+        ``w2_diag_full`` (:func:`reports.wasserstein.w2_gaussian`); None otherwise.
     """
 
     kl: float
@@ -172,48 +169,3 @@ def kl_shift_null(
     n_eq = iid_equivalent_draws(mean, d) if cov == "empirical" and d >= 2 else None
     w2_mean, w2_sd = (float(np.mean(w2s)), float(np.std(w2s, ddof=1))) if w2s else (None, None)
     return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps, n_eq, w2_mean, w2_sd)
-
-
-def kl_null_figure(
-    curves: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
-    *,
-    xlabel: str = "depth",
-    title: str | None = None,
-) -> Figure:
-    """The KL, its shift null and the excess against ``x``, mean with standard-error bars.
-
-    Parameters
-    ----------
-    curves : mapping of str to (x, mean, se)
-        One line per label, e.g. ``{"KL": ..., "shift null": ..., "excess": ...}``, or the
-        same per activation. Labels containing ``"null"`` are dashed.
-    xlabel, title : str
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Not saved: :mod:`reports.render` renders figures to PNG bytes.
-    """
-    if not curves:
-        raise ValueError("curves must hold at least one {label: (x, mean, se)}")
-    fig = Figure(figsize=(5.2, 3.6), layout="constrained")
-    ax = fig.subplots()
-    for label, (x, mean, se) in curves.items():
-        style = "--" if "null" in label else "-"
-        ax.errorbar(
-            np.asarray(x, float),
-            np.asarray(mean, float),
-            yerr=np.asarray(se, float),
-            fmt=style,
-            marker="o",
-            capsize=3,
-            label=label,
-        )
-    ax.axhline(0.0, color="0.6", lw=0.8)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("KL(q_diag || q_full), nats")
-    ax.legend(fontsize="small")
-    if title is not None:
-        ax.set_title(title)
-    return fig

@@ -31,7 +31,7 @@ For a grid of networks (depths x widths), :func:`axis_effects` says which axis m
 positive measure such as the KL: the least-squares fit of its logarithm on the logarithms
 of the axes, :math:`\log y = a + \sum_j b_j \log x_j`, whose :math:`b_j` is the
 elasticity of :math:`y` in axis :math:`j` (doubling axis :math:`j` multiplies :math:`y` by
-:math:`2^{b_j}`), with standard errors; :func:`grid_figure` draws the grid both ways.
+:math:`2^{b_j}`), with standard errors; :func:`reports.figures.laplace.grid_figure` draws the grid both ways.
 
 NumPy/SciPy and Matplotlib's object API only.
 """
@@ -42,8 +42,6 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 from scipy.linalg import LinAlgError, cho_solve, cholesky, eigvalsh
 
 from reports.gaussian import Block, kl_diag_full
@@ -52,7 +50,6 @@ __all__ = [
     "AxisEffects",
     "axis_effects",
     "covariance_from_precision",
-    "grid_figure",
     "kl_diag_full_precision",
     "laplace_diag_vs_full",
     "w2_diag_full_precision",
@@ -127,7 +124,7 @@ def w2_diag_full_precision(prec: np.ndarray) -> float:
               - 2 \operatorname{tr}\bigl(A^{1/2} B A^{1/2}\bigr)^{1/2},
               \quad A = \operatorname{diag}(1/H_{ii}),\ B = H^{-1},
 
-    the formula of :func:`reports.gaussian.w2_gaussian` for equal means, computed from
+    the formula of :func:`reports.wasserstein.w2_gaussian` for equal means, computed from
     eigenvalues alone: :math:`\operatorname{tr} B = \sum_k 1/\lambda_k(H)` and, since
     :math:`A^{1/2} B A^{1/2} = (D^{1/2} H D^{1/2})^{-1}` with :math:`D = \operatorname{diag}(H)`,
     the last trace is :math:`\sum_k \mu_k^{-1/2}` with :math:`\mu_k` the eigenvalues of
@@ -273,57 +270,3 @@ def axis_effects(y: Sequence[float], axes: Mapping[str, Sequence[float]]) -> Axi
         r2,
         n,
     )
-
-
-def grid_figure(
-    mean: np.ndarray,
-    se: np.ndarray,
-    rows: Sequence[float],
-    cols: Sequence[float],
-    *,
-    row_label: str = "depth",
-    col_label: str = "width",
-    ylabel: str = "KL(q_diag || q_full) (nats)",
-    log: bool = True,
-) -> Figure:
-    """A measure on a grid, both ways: against the rows' axis with one line per column
-    value (left), and against the columns' axis with one line per row value (right).
-
-    Parameters
-    ----------
-    mean, se : np.ndarray
-        Shape ``(len(rows), len(cols))``; NaN where a cell is missing.
-    rows, cols : sequence of float
-        The axis values (e.g. depths, widths).
-    row_label, col_label, ylabel : str
-    log : bool
-        A logarithmic y axis (for a measure spanning decades).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    mean, se = np.asarray(mean, float), np.asarray(se, float)
-    rows, cols = np.asarray(rows, float), np.asarray(cols, float)
-    fig = Figure(figsize=(9.0, 3.6), layout="constrained")
-    left, right = fig.subplots(1, 2, sharey=True)
-    for j, c in enumerate(cols):
-        left.errorbar(
-            rows, mean[:, j], yerr=se[:, j], marker="o", capsize=3, label=f"{col_label} {c:g}"
-        )
-    for i, r in enumerate(rows):
-        right.errorbar(cols, mean[i], yerr=se[i], marker="o", capsize=3, label=f"{row_label} {r:g}")
-    for ax, xl, title in (
-        (left, row_label, f"fixed {col_label}"),
-        (right, col_label, f"fixed {row_label}"),
-    ):
-        ax.set_xlabel(xl)
-        ax.set_title(title, fontsize=10)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(fontsize="x-small")
-        if log:
-            ax.set_yscale("log")
-    right.set_xscale("log", base=2)
-    right.set_xticks(cols, [f"{c:g}" for c in cols])
-    left.set_ylabel(ylabel)
-    return fig

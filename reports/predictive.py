@@ -1,4 +1,5 @@
-r"""Function-space comparisons of two predictive distributions on the same test points.
+r"""Function-space comparisons of two predictive distributions on the same test points, and
+whether a sampler's chains agree on the predictions (:func:`predictive_convergence`).
 
 Each function takes class probabilities of shape ``(N, C)``, one row per input point, e.g.
 the posterior predictive of a sampler (the reference) and of an approximation to it.
@@ -9,10 +10,12 @@ the posterior predictive of a sampler (the reference) and of an approximation to
 from __future__ import annotations
 
 import numpy as np
+from arviz_stats.base import array_stats
 
 __all__ = [
     "compare_predictives",
     "predictive_agreement",
+    "predictive_convergence",
     "predictive_entropy",
     "predictive_kl",
     "predictive_tv",
@@ -137,4 +140,56 @@ def compare_predictives(p_ref: np.ndarray, p: np.ndarray) -> dict[str, float]:
         "tv": predictive_tv(p_ref, p),
         "agree": predictive_agreement(p_ref, p),
         "kl": predictive_kl(p_ref, p),
+    }
+
+
+def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
+    """R-hat and bulk ESS of the predictive class probabilities, point by point.
+
+    A network's weights are not identified (hidden units permute, signs flip, a dead unit's
+    weights are free), so chains can agree on every prediction while some weights' R-hat
+    stays high, or mix in the weights of a unit that does not reach the output at all; the
+    question a posterior over functions must answer is whether the chains agree on the
+    predictions. This is the weights' diagnostic applied to :math:`p(y = k \\mid x_i,
+    \theta)`: rank-normalized split R-hat and bulk ESS (arviz-stats) of each point's
+    probability of each class over chains and draws.
+
+    Parameters
+    ----------
+    probs : np.ndarray
+        ``(chain, draw, point, class)`` probabilities; with two classes only class 1 is
+        used (class 0 is its complement: the same R-hat).
+
+    Returns
+    -------
+    dict
+        ``max_r_hat_pred`` and ``median_r_hat_pred`` (None with one chain), ``min_ess_bulk_pred``
+        and ``median_ess_bulk_pred``, over the points and classes whose statistic is finite
+        (a probability that every draw rounds to the same value has none), and
+        ``n_pred_constant``, how many had no finite R-hat.
+    """
+    p = np.asarray(probs, dtype=np.float64)
+    if p.ndim != 4:
+        raise ValueError(f"probs must be (chain, draw, point, class), got shape {p.shape}")
+    if p.shape[-1] == 2:
+        p = p[..., 1:]
+    p = p.reshape(p.shape[0], p.shape[1], -1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = np.asarray(array_stats.ess(p, chain_axis=0, draw_axis=1, method="bulk"))
+        rhat = (
+            np.asarray(array_stats.rhat(p, chain_axis=0, draw_axis=1)) if p.shape[0] >= 2 else None
+        )
+    moved = (p.max((0, 1)) - p.min((0, 1))) > 0
+    ess = ess[moved & np.isfinite(ess)]
+
+    def stat(a, f) -> float | None:
+        return float(f(a)) if a is not None and a.size else None
+
+    finite = None if rhat is None else rhat[moved & np.isfinite(rhat)]
+    return {
+        "max_r_hat_pred": stat(finite, np.max),
+        "median_r_hat_pred": stat(finite, np.median),
+        "min_ess_bulk_pred": stat(ess, np.min),
+        "median_ess_bulk_pred": stat(ess, np.median),
+        "n_pred_constant": int((~moved).sum()),
     }

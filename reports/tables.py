@@ -18,10 +18,24 @@ value never enters a mean silently, it lowers ``<metric>_n`` below the group's `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOKKEEPING_COLUMNS", "METRIC_COLUMNS", "nonfinite_values", "summarize"]
+from reports.labels import fmt_mean_sem, fmt_value, is_missing
+
+__all__ = [
+    "BOOKKEEPING_COLUMNS",
+    "METRIC_COLUMNS",
+    "TABLE_METRICS_PER_TABLE",
+    "failed_table",
+    "key_columns",
+    "nonfinite_values",
+    "summarize",
+    "summary_tables",
+]
 
 #: Columns that describe how a cell ran rather than what it is; never used as group keys.
 BOOKKEEPING_COLUMNS: tuple[str, ...] = (
@@ -51,6 +65,9 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "w2",
     "pruned_fraction",
 )
+#: Metric columns per summary table: wider tables are split into several.
+TABLE_METRICS_PER_TABLE = 5
+_MAX_ERROR_CHARS = 500
 
 
 def summarize(
@@ -214,3 +231,66 @@ def nonfinite_values(results: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
                     continue  # the method does not compute this metric
             rows.append({"cell_id": r.get("cell_id", idx), "metric": m, "value": float(v)})
     return pd.DataFrame(rows, columns=["cell_id", "metric", "value"])
+
+
+def _is_stat_column(summary: pd.DataFrame, column: Any) -> bool:
+    """Whether ``column`` of a :func:`summarize` frame is a statistic."""
+    c = str(column)
+    if c == "n" or c.endswith("_mean") or c.endswith("_sem"):
+        return True
+    return c.endswith("_n") and f"{c[:-2]}_mean" in summary.columns
+
+
+def key_columns(summary: pd.DataFrame) -> list[str]:
+    """Group-key columns of a :func:`summarize` frame."""
+    return [c for c in summary.columns if not _is_stat_column(summary, c)]
+
+
+def summary_tables(
+    summary: pd.DataFrame, metrics: Sequence[str], per_table: int = TABLE_METRICS_PER_TABLE
+) -> list[tuple[list[str], list[list[str]]]]:
+    """The summary as ``(header, rows)`` tables of at most ``per_table`` metrics each.
+
+    Each table repeats the group keys and ``n``; rows without a value in any of the table's
+    metrics (e.g. a variational method in a table of sampler metrics) are left out.
+    """
+    keys = key_columns(summary)
+    have_n = "n" in summary.columns
+    tables = []
+    for start in range(0, len(metrics), per_table):
+        chunk = list(metrics[start : start + per_table])
+        header = [str(k) for k in keys] + chunk + (["n"] if have_n else [])
+        rows = []
+        for _, rec in summary.iterrows():
+            cells = [
+                fmt_mean_sem(
+                    rec.get(f"{m}_mean"), rec.get(f"{m}_sem"), rec.get(f"{m}_n"), rec.get("n")
+                )
+                for m in chunk
+            ]
+            if all(c == "-" for c in cells):
+                continue
+            rows.append(
+                [fmt_value(rec[k]) for k in keys]
+                + cells
+                + ([fmt_value(rec["n"])] if have_n else [])
+            )
+        if rows:
+            tables.append((header, rows))
+    return tables
+
+
+def failed_table(failed: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the failed-cells table: identifying columns plus the error."""
+    drop = {"status", "time_s", "error", "nonfinite"}
+    # cell id and sweep axes; columns empty for every failed cell (metrics) are left out
+    ident = [c for c in failed.columns if c not in drop and failed[c].notna().any()]
+    header = [str(c) for c in ident] + ["error"]
+    rows = []
+    for _, rec in failed.iterrows():
+        err = rec.get("error", "")
+        err = "" if is_missing(err) else str(err).strip()
+        if len(err) > _MAX_ERROR_CHARS:
+            err = err[: _MAX_ERROR_CHARS - 3] + "..."
+        rows.append([fmt_value(rec[c]) for c in ident] + [err])
+    return header, rows

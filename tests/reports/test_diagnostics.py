@@ -10,14 +10,13 @@ from matplotlib.figure import Figure
 
 from reports.diagnostics import (
     diagnostic_gates,
-    ecdf_band,
     posterior_summary,
-    predictive_convergence,
-    rank_ecdf_difference,
-    trace_rank_figure,
     tree_depth_hits,
     worst_params,
 )
+from reports.figures.diagnostics import trace_rank_figure
+from reports.predictive import predictive_convergence
+from reports.rank_ecdf import ecdf_band, rank_ecdf_difference
 
 
 def _tree(posterior, diverging=None, **stats):

@@ -10,16 +10,14 @@ from sklearn.covariance import ledoit_wolf
 from reports.draws import column_blocks, flatten_sites, param_labels
 from reports.gaussian import (
     closest_diagonal,
-    diag_vs_full,
-    empirical_w2,
     fit_gaussian,
     iid_equivalent_draws,
     kl_diag_full,
     kl_sampling_bias,
-    w2_gaussian,
-    wasserstein_error,
 )
 from reports.predictive import predictive_agreement, predictive_tv
+from reports.price_of_mf import diag_vs_full
+from reports.wasserstein import empirical_w2, w2_gaussian, wasserstein_error
 
 
 def _random_spd(rng: np.random.Generator, d: int) -> np.ndarray:

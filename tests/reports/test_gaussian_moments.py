@@ -7,12 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from reports.gaussian import (
-    diag_vs_full,
-    diag_vs_full_moments,
-    fit_gaussian,
-    gaussian_from_moments,
-)
+from reports.gaussian import fit_gaussian, gaussian_from_moments
+from reports.price_of_mf import diag_vs_full, diag_vs_full_moments
 
 
 def _draws(s: int, d: int, seed: int) -> np.ndarray:

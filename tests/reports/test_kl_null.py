@@ -88,7 +88,7 @@ def test_chains_reshape_and_bad_input():
 
 
 def test_kl_null_figure_draws_one_line_per_curve():
-    from reports.kl_null import kl_null_figure
+    from reports.figures.kl_null import kl_null_figure
 
     fig = kl_null_figure(
         {"KL": ([1, 2], [3.0, 2.0], [0.1, 0.2]), "shift null": ([1, 2], [1.0, 1.0], [0.0, 0.0])}
@@ -104,7 +104,8 @@ def test_w2_null_is_the_floor_of_the_closed_form_w2():
     # Independent Gaussian draws: the closed-form W2(q_diag, q_full) of the draws themselves
     # is pure sampling noise, so it must sit within the shifted copies' spread; with a
     # strongly correlated target it must stand far above that floor.
-    from reports.gaussian import closest_diagonal, fit_gaussian, w2_gaussian
+    from reports.gaussian import closest_diagonal, fit_gaussian
+    from reports.wasserstein import w2_gaussian
 
     rng = np.random.default_rng(5)
     d, c, s = 6, 4, 200

@@ -7,13 +7,13 @@ import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from reports.figures.product_matrix import product_covariance_figure
 from reports.product_matrix import (
     MeanFieldLayer,
     covariance_standard_error,
     exact_product_covariance,
     mc_product_covariance,
     off_diagonal_mass,
-    product_covariance_figure,
     product_covariance_from_draws,
     product_mean,
     product_of_draws,

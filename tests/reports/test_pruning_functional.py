@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from reports.figures.pruning import variance_share_figure
 from reports.pruning import (
     contribution_variance,
     effective_units,
     functional_metrics,
     variance_shares,
 )
-from reports.pruning_plots import variance_share_figure
 
 
 def _layer(rng, s: int = 3, n: int = 40, units: int = 5, out: int = 2):

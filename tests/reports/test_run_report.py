@@ -2,7 +2,8 @@
 
 One tiny sampled run (two seeds, MF-VI and NUTS with a small tree-depth limit, the price of
 mean field) is shared by the end-to-end tests; the sampler section is also checked on
-hand-made ArviZ files whose diagnostics are known.
+hand-made ArviZ files whose diagnostics are known: their records say what the cell measured,
+the files are read only for the trace plots of the worst cells.
 """
 
 from __future__ import annotations
@@ -16,8 +17,12 @@ import pytest
 import xarray as xr
 from arviz_base import from_dict
 
+from reports.diagnostics import diagnostic_gates
+from reports.document import Figure, figure_path
+from reports.sampler_report import sampler_advice, sampler_record
 from zoo.cli import main
-from zoo.run.report import _advice, _sampler_section, build_report
+from zoo.run.report import build_report
+from zoo.run.report_sampler import read_diagnostic_groups, sampler_section
 from zoo.spec.load import load_spec
 
 SPEC = """\
@@ -134,7 +139,7 @@ def test_a_nan_metric_is_counted_and_named(sampled_run) -> None:
     ok = res.loc[(res["method"] == "mfvi") & (res["seed"] == 0), "nll"].item()
     assert mfvi["nll_mean"] == pytest.approx(ok)
     md = (out / "report.md").read_text()
-    assert f"nll = nan in {cid}" in md and "[1/2]" in md
+    assert f"nll = nan in {cid}" in md and "[1/2]" in md and "the k finite values" in md
     assert pd.read_csv(out / "results.csv").set_index("cell_id").at[cid, "nonfinite"] == "nll"
 
 
@@ -165,7 +170,7 @@ def _write_cell(path: Path, post: dict, depth: np.ndarray, max_tree_depth: int) 
 
 def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_path) -> None:
     p = tmp_path / "s.yaml"
-    p.write_text(SPEC.replace("seed: [0, 1]", "seed: [0, 1, 2]"))
+    p.write_text(SPEC.replace("seed: [0, 1]", "seed: [0, 1, 2]").replace("chains: 2", "chains: 4"))
     spec = load_spec(p)
     cells = [c for c in spec.cells() if c.method.name == "nuts"]
     rng = np.random.default_rng(0)
@@ -179,13 +184,17 @@ def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_pat
     _write_cell(tmp_path / f"{cells[1].cell_id}.nc", stuck, np.ones((4, 300), int), 2)
     _write_cell(tmp_path / f"{cells[2].cell_id}.nc", shifted, np.full((4, 300), 2), 2)
     results = pd.DataFrame(
-        {"method": "nuts", "seed": [0, 1, 2], "status": "ok", "cell_id": [c.cell_id for c in cells]}
+        [
+            {"method": "nuts", "seed": i, "status": "ok", "cell_id": c.cell_id}
+            | _record(tmp_path / f"{c.cell_id}.nc", 2)
+            for i, c in enumerate(cells)
+        ]
     )
-    sec = _sampler_section(_Run(tmp_path), results, spec)
-    header, rows = sec.table
+    sec = sampler_section(_Run(tmp_path), results, spec)
+    header, rows = sec.tables[0]
     conv = {r[1]: dict(zip(header, r, strict=True)) for r in rows}
     assert conv["1"]["max_r_hat"] == "NaN"  # not a blank: a failed gate
-    ((s_header, s_rows),) = sec.tables
+    ((s_header, s_rows),) = sec.tables[1:]
     samp = {r[1]: dict(zip(s_header, r, strict=True)) for r in s_rows}
     assert samp["0"]["gates failed"] == "" and samp["0"]["at max tree depth"] == "0 of 1200 (D=2)"
     assert samp["1"]["gates failed"] == "r_hat, ess_bulk"
@@ -197,20 +206,86 @@ def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_pat
     assert "In 1 of them some parameter never moved" in text
     assert "1 of 3 sampled cells hit the maximum tree depth: 1200 of 1200 transitions" in text
     # the worst cells first, then their worst parameters
-    stems = [stem for stem, _ in sec.figures]
-    assert stems[:2] == [f"trace_rank_{cells[1].cell_id}", f"trace_rank_{cells[2].cell_id}"]
-    fig = dict(sec.figures)[f"trace_rank_{cells[2].cell_id}"]
+    figs = {b.path: b.image for b in sec.blocks if isinstance(b, Figure)}
+    worst = [figure_path(f"trace_rank_{cells[i].cell_id}") for i in (1, 2)]
+    assert list(figs)[:2] == worst
+    fig = figs[worst[1]]
     assert fig.get_axes()[0].get_title(loc="left").startswith("a: R-hat")
 
 
-def test_advice_only_for_the_gates_that_failed() -> None:
-    from reports.diagnostics import diagnostic_gates
+def test_the_sampler_tables_come_from_the_records_and_no_file_is_read_but_the_worst(
+    tmp_path,
+) -> None:
+    p = tmp_path / "s.yaml"
+    p.write_text(SPEC.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4]"))
+    spec = load_spec(p)
+    cells = [c for c in spec.cells() if c.method.name == "nuts"]
+    rng = np.random.default_rng(2)
+    for c in cells:
+        post = {"a": rng.normal(size=(2, 50))}
+        _write_cell(tmp_path / f"{c.cell_id}.nc", post, np.ones((2, 50), int), 2)
+    results = pd.DataFrame(
+        [
+            {"method": "nuts", "seed": i, "status": "ok", "cell_id": c.cell_id}
+            | _record(tmp_path / f"{c.cell_id}.nc", 2)
+            | {"max_r_hat": 1.0 + i / 100}  # the record, not the file, orders the cells
+            for i, c in enumerate(cells)
+        ]
+    )
+    read = []
 
+    class Counting(_Run):
+        def read_artifact(self, cell_id, suffix):
+            read.append(cell_id)
+            return super().read_artifact(cell_id, suffix)
+
+    sec = sampler_section(Counting(tmp_path), results, spec)
+    header, rows = sec.tables[0]
+    assert [r[header.index("max_r_hat")] for r in rows] == ["1", "1.01", "1.02", "1.03", "1.04"]
+    assert read == [cells[4].cell_id, cells[3].cell_id, cells[2].cell_id]  # the 3 worst only
+    # a worst cell whose file is gone: named, and the tables still come from the records
+    (tmp_path / f"{cells[4].cell_id}.nc").unlink()
+    sec = sampler_section(_Run(tmp_path), results, spec)
+    assert len(sec.tables[0][1]) == 5 and len(sec.figures) == 2
+    assert f"cells/{cells[4].cell_id}.nc (missing or damaged)" in " ".join(sec.paragraphs)
+
+
+def _record(path: Path, max_tree_depth: int) -> dict:
+    """What zoo.run.evaluate records of a sampled cell's file (its diagnostics, once)."""
+    d = diagnostic_gates(read_diagnostic_groups(path.read_bytes()), max_tree_depth=max_tree_depth)
+    rec = {
+        "max_r_hat": d.max_r_hat,
+        "min_ess_bulk": d.min_ess_bulk,
+        "min_ess_tail": d.min_ess_tail,
+        "ess_bulk_q05": d.ess_bulk_quantiles[0],
+        "worst_ess_bulk": d.worst_ess_bulk[0][0] if d.worst_ess_bulk else "",
+        "gates_failed": ",".join(d.failed),
+        "n_divergent": d.n_divergent,
+        "n_max_tree_depth": d.n_max_tree_depth,
+        "draws_per_chain": d.n_draws,
+    }
+    bad = [k for k, v in rec.items() if isinstance(v, float) and not np.isfinite(v)]
+    return rec | {"nonfinite": ",".join(bad)}
+
+
+def test_advice_only_for_the_gates_that_failed() -> None:
     rng = np.random.default_rng(1)
     post = {"a": rng.normal(size=(4, 400))}
     fine = from_dict({"posterior": post, "sample_stats": {"tree_depth": np.ones((4, 400), int)}})
     deep = from_dict({"posterior": post, "sample_stats": {"tree_depth": np.full((4, 400), 3)}})
-    assert _advice({"c": diagnostic_gates(fine, max_tree_depth=3)}, 1) == []
-    (advice,) = _advice({"c": diagnostic_gates(deep, max_tree_depth=3)}, 1)
+
+    def record(dt):
+        d = diagnostic_gates(dt, max_tree_depth=3)
+        row = {
+            "max_r_hat": d.max_r_hat,
+            "min_ess_bulk": d.min_ess_bulk,
+            "gates_failed": ",".join(d.failed),
+            "n_max_tree_depth": d.n_max_tree_depth,
+            "draws_per_chain": 400,
+        }
+        return sampler_record(row, chains=4, max_tree_depth=3)
+
+    assert sampler_advice([record(fine)]) == []
+    (advice,) = sampler_advice([record(deep)])
     assert advice.startswith("1 of 1 sampled cells hit the maximum tree depth: 1600 of 1600")
     assert "Raise max_tree_depth" in advice

@@ -5,13 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from reports.figures.spectrum import heatmap_figure, spectrum_figure
 from reports.spectrum import (
     as_matrix,
     gradient_snr,
-    heatmap_figure,
     singular_values,
     snr_summary,
-    spectrum_figure,
     std_param_count,
     top_fraction,
     truncate,

@@ -23,6 +23,7 @@ import zoo.models
 from zoo.inference import combine_hooks, fit
 from zoo.run.evaluate import evaluate_fit
 from zoo.runtime import Runtime
+from zoo.spec.base import kind_of
 from zoo.studies import STUDIES, CellContext
 
 __all__ = ["CellOutput", "run_cell"]
@@ -50,6 +51,12 @@ def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
         Device and dtype of every tensor; seeded generators.
     progress : bool
         Progress bars of the fit.
+
+    Raises
+    ------
+    ValueError
+        If two studies' probes report the same metric name (one would silently overwrite
+        the other in results.csv).
     """
     spec = cell.spec
     pyro.clear_param_store()  # guides of earlier cells must not leak their parameters
@@ -57,22 +64,30 @@ def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
     ds = zoo.data.load(spec.data, spec.seed)
     model = zoo.models.build(spec, ds)
     ctx = CellContext(cell, model, ds, ds.to_torch(runtime), runtime)
-    probes = [STUDIES[type(s)].probe(s, ctx) for s in cell.studies]
-    probes = [p for p in probes if p is not None]
+    probes = [(kind_of(type(s)), STUDIES[type(s)].probe(s, ctx)) for s in cell.studies]
+    probes = [(name, p) for name, p in probes if p is not None]
     result = fit(
         cell.method,
         model,
         ctx.data,
         seed=spec.seed,
         runtime=runtime,
-        hooks=combine_hooks(p.hooks for p in probes),
+        hooks=combine_hooks(p.hooks for _, p in probes),
         progress=progress,
         desc=cell.cell_id[:40],
         others={m.name: m for m in spec.inference},
     )
     metrics, artifacts = evaluate_fit(ctx, result)
-    for probe in probes:
+    reported: dict[str, str] = {}  # metric -> the study whose probe reported it
+    for study, probe in probes:
         more, files = probe.finish(result)
+        twice = sorted(k for k in more if k in reported)
+        if twice:
+            raise ValueError(
+                f"cell {cell.cell_id}: the {study} and {reported[twice[0]]} studies both "
+                f"report the metric(s) {twice}; each metric must come from one probe"
+            )
+        reported.update(dict.fromkeys(more, study))
         metrics.update(more)
         artifacts.update(files)
     sizes = {

@@ -14,7 +14,7 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   ``max_tree_depth``; for NUTS ``n_max_tree_depth``, the transitions that reached it), mean
   leapfrog steps, adapted step size, the same diagnostics of the predictive class
   probabilities at the test points (:func:`chain_probs`,
-  :func:`reports.diagnostics.predictive_convergence`: ``max_r_hat_pred``,
+  :func:`reports.predictive.predictive_convergence`: ``max_r_hat_pred``,
   ``min_ess_bulk_pred``, ...), all draws as the ArviZ file and, when the chains
   started from a variational method, the agreement and total variation distance between
   its predictive distribution and the sampler's.
@@ -46,8 +46,8 @@ import pyro
 import torch
 
 from reports.calibration import classification_metrics, regression_metrics
-from reports.diagnostics import diagnostic_gates, predictive_convergence
-from reports.predictive import predictive_agreement, predictive_tv
+from reports.diagnostics import diagnostic_gates
+from reports.predictive import predictive_agreement, predictive_convergence, predictive_tv
 from zoo.data import Dataset, TorchData
 from zoo.inference import Fit, PointPosterior, SampledPosterior, VIPosterior
 from zoo.models.base import BayesianNet
@@ -62,6 +62,7 @@ from zoo.runtime import Runtime
 from zoo.studies.base import CellContext
 
 __all__ = [
+    "HIDDEN_COLUMNS",
     "OUTPUTS",
     "cell_attrs",
     "chain_probs",
@@ -364,6 +365,16 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
     if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
         out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}
+
+
+#: Columns a cell records that the report's summary tables leave out: sizes and fit
+#: numbers that describe a setting, and the sampler diagnostics its own section shows.
+#: (A study hides its own columns beside its probe: ``zoo.studies``.)
+HIDDEN_COLUMNS: frozenset[str] = frozenset(
+    "n_train final_loss best_step ess_bulk_q05 ess_bulk_q50 min_ess_tail mean_tree_steps "
+    "step_size max_r_hat min_ess_bulk n_divergent n_max_tree_depth max_r_hat_pred "
+    "median_r_hat_pred min_ess_bulk_pred median_ess_bulk_pred n_pred_constant".split()
+)
 
 
 #: Posterior class -> ``(ctx, fit, predictive draws) -> (metrics, artifacts)``: what a cell

@@ -6,7 +6,12 @@ list is its settings. For every cell it applies to, :meth:`Study.probe` returns 
 :class:`Probe`: :class:`~zoo.inference.base.Hooks` into the fit, and
 :meth:`Probe.finish`, which turns the finished fit into metrics (columns of results.csv)
 and artifacts (files stored beside the cell's record, keyed by suffix). For the report,
-:meth:`Study.sections` builds its sections from results.csv and the stored artifacts.
+:meth:`Study.sections` builds its sections from results.csv and the stored artifacts, and
+the study declares the vocabulary of its columns beside them: ``labels`` (a metric's name
+for people, with its unit), ``hidden`` (columns that describe a setting, left out of the
+summary tables) and ``companions`` (a metric never plotted alone -> the one drawn beside
+it). Every metric a probe reports is labelled or hidden (a conformance test says so), so a
+new study's columns never show raw and no hub keeps a study's words.
 
 A probe must not draw from torch's global generator (it uses its own, seeded from the cell's
 seed), so a cell's other numbers are the same with and without it.
@@ -14,8 +19,8 @@ seed), so a cell's other numbers are the same with and without it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
 from zoo.data import Dataset, TorchData
@@ -75,7 +80,14 @@ class ArtifactReader(Protocol):
 
 
 class Study(Protocol):
-    """A study: probes for cells and sections for the report."""
+    """A study: probes for cells, sections for the report and the words of its columns."""
+
+    #: Metric column -> (what it is, for people; unit or None).
+    labels: Mapping[str, tuple[str, str | None]]
+    #: Columns left out of the report's summary tables (settings, not results).
+    hidden: frozenset[str]
+    #: A metric never plotted alone -> the metric drawn in a panel beside it.
+    companions: Mapping[str, str]
 
     def probe(self, section: Any, ctx: CellContext) -> Probe | None:
         """The probe of study section ``section`` for a cell, or None if it has nothing to
@@ -83,11 +95,11 @@ class Study(Protocol):
         ...
 
     def sections(self, results: Any, run: ArtifactReader, spec: Any) -> list[Any]:
-        """The study's report sections (:class:`reports.render.Section`) of a run."""
+        """The study's report sections (:class:`reports.document.Section`) of a run."""
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one instance per study: hashed by identity
 class StudyPlugin:
     """A :class:`Study` made of two functions: how most studies are written.
 
@@ -99,11 +111,21 @@ class StudyPlugin:
         ``(section, ctx) -> Probe | None``.
     make_sections : callable
         ``(results, run, spec) -> list of Section``.
+    labels : mapping
+        Metric column -> (what it is, for people; unit or None), for every metric the
+        probe reports that is not hidden.
+    hidden : frozenset of str
+        Columns the probe reports that describe a setting; left out of the summary tables.
+    companions : mapping
+        A metric never plotted alone -> the metric drawn in a panel beside it.
     """
 
     name: str
     make_probe: Callable[[Any, CellContext], Probe | None]
     make_sections: Callable[[Any, ArtifactReader, Any], list[Any]]
+    labels: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
+    hidden: frozenset[str] = frozenset()
+    companions: Mapping[str, str] = field(default_factory=dict)
 
     def probe(self, section: Any, ctx: CellContext) -> Probe | None:
         return self.make_probe(section, ctx)

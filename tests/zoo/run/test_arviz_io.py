@@ -330,7 +330,7 @@ def test_bytes_round_trip():
 def test_stored_tree_feeds_diagnostics_and_gaussian_reports(tmp_path):
     from reports.diagnostics import diagnostic_gates
     from reports.draws import flatten_sites
-    from reports.gaussian import diag_vs_full
+    from reports.price_of_mf import diag_vs_full
 
     dt = load_datatree(save_datatree(_tree(), tmp_path / "cell.nc"))
     gates = diagnostic_gates(dt)

@@ -138,3 +138,28 @@ def test_combine_hooks_calls_each_in_order_and_keeps_one_stopping_rule():
     assert combine_hooks([]) == Hooks()
     with pytest.raises(ValueError, match="stopping rule"):
         combine_hooks([a, a])
+
+
+class _Probe:
+    """A probe that reports one metric, ``dup``."""
+
+    hooks = Hooks()
+
+    def finish(self, fit):
+        return {"dup": 1.0}, {}
+
+
+def test_two_probes_reporting_one_metric_name_are_refused(tmp_path, monkeypatch):
+    import zoo.run.cell as cell_module
+    from zoo.studies import STUDIES, StudyPlugin
+
+    studies = "studies:\n  - {kind: pruning, draws: 2}\n  - {kind: product_matrix, draws: 5}\n"
+    cell = _cells(tmp_path, studies)["mfvi"]
+    assert len(cell.studies) == 2
+    fake = {
+        type(s): StudyPlugin("fake", lambda section, ctx: _Probe(), lambda *a: [])
+        for s in cell.studies
+    }
+    monkeypatch.setattr(cell_module, "STUDIES", {**STUDIES, **fake})
+    with pytest.raises(ValueError, match=r"product_matrix and pruning studies both report.*'dup'"):
+        run_cell(cell, Runtime.cpu())

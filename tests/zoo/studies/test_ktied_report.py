@@ -7,11 +7,10 @@ import numpy as np
 
 from zoo.studies.ktied.report import (
     _per_draw_section,
-    _snr_comparison,
-    _snr_section,
     _spectrum_null_section,
     _truncation_section,
 )
+from zoo.studies.ktied.report_training import _snr_comparison, snr_section
 
 
 def _cell(name: str, rank, lr: float, snr_by_site: dict[str, float]):
@@ -104,7 +103,7 @@ def _rank1_std(seed: int = 0) -> np.ndarray:
 
 def test_spectrum_null_section_sets_a_rank_one_std_matrix_against_its_shuffles() -> None:
     sec = _spectrum_null_section([_mf_cell(_rank1_std())], {0})
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     (row,) = rows
     observed = float(row[header.index("centred std top-1")])
     shuffled = row[header.index("centred std top-1") + 1]
@@ -129,13 +128,13 @@ def test_truncation_section_shows_the_shuffled_control_and_old_runs_without_it()
     text = " ".join(sec.paragraphs)
     assert "ours minus 1" in text  # the paper's (TFP's) Brier convention
     assert "mean_field, rank-1 truncation: NLL 0.3300, shuffled stds 0.4200 ± 0.014" in text
-    ((ctl_header, ctl_rows),) = sec.tables
+    ((ctl_header, ctl_rows),) = sec.tables[1:]
     assert ctl_header[3] == "shuffled stds: NLL" and len(ctl_rows) == 2
     assert ctl_rows[0][3] == "0.41 ± 0.014" and ctl_rows[1][1] == "rank-1 truncation"
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     assert rows[0][header.index("NLL per draw")] == "0.35"
     old = _truncation_section([_mf_cell(_rank1_std(), controls=False)], {0})
-    assert not old.tables and "shuffled" not in " ".join(old.paragraphs)
+    assert not old.tables[1:] and "shuffled" not in " ".join(old.paragraphs)
 
 
 def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() -> None:
@@ -143,7 +142,7 @@ def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() 
     text = sec.paragraphs[0]
     assert "most likely report per draw" in text and "Jensen" in text
     assert "mean_field +0.0500" in text
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     assert rows[0][header.index("NLL per draw ± s.e.")] == "0.35 ± 0.01"
     assert rows[0][header.index("NLL of the mixture")] == "0.3"
     assert _per_draw_section([_mf_cell(_rank1_std(), predictive=False)], {0}) is None
@@ -151,6 +150,6 @@ def test_per_draw_section_says_which_nll_the_paper_reports_and_skips_old_runs() 
 
 def test_snr_section_says_the_papers_ratio_is_ours_plus_one() -> None:
     rec = {"rank": None, "snr_window": 10, "snr": {"a": {"5": {"mean": 1.0, "median": 0.5}}}}
-    sec = _snr_section([("mf", 0, "c", rec, {})], {0})
+    sec = snr_section([("mf", 0, "c", rec, {})], {0})
     assert "E[g^2] / Var[g], which is this one + 1" in sec.paragraphs[0]
     assert "1/7" in sec.paragraphs[0]

@@ -249,10 +249,10 @@ def test_the_report_keeps_other_swept_axes_apart():
         sweep={"model.depth": [1, 3], "model.width": [4, 8], "seed": [0, 1]},
     )
     (section,) = predictive_sections(rows, None, spec)
-    header, body = section.table
+    header, body = section.tables[0]
     assert header[:3] == ["method", "model.width", "model.depth"] and len(body) == 4
     row = next(r for r in body if r[1] == "8" and r[2] == "3")
     assert row[3].startswith("0.831 ") and row[-1] == "2"  # mean over the 2 seeds of one cell
     assert "TV q_diag (OOD far)" in header
-    agree_header, agree_body = section.tables[0]
+    agree_header, agree_body = section.tables[1]
     assert agree_header[3] == "agree q_diag" and len(agree_body) == 4

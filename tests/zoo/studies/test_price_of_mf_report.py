@@ -10,9 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.render import COMPANIONS, render_report
+from reports.figures.metric_vs import metric_figure
+from reports.labels import METRIC_LABELS
 from reports.tables import summarize
 from zoo.spec.load import load_spec
+from zoo.studies.price_of_mf import COMPANIONS, LABELS
 from zoo.studies.price_of_mf.report import W2_FIGURE, price_of_mf_sections
 
 SPEC = """\
@@ -88,7 +90,7 @@ def test_the_identity_row_is_replaced_by_the_independent_reference(spec) -> None
     assert "closed-form bias of kl_null_draws" not in text
     assert "an identity, not a check" in text  # kl_null_draws is said to be one
     assert "two independent estimates of the same sampling bias" in text
-    header, rows = sec.table
+    header, rows = sec.tables[0]
     assert header[:2] == ["method", "model.depth"]
     bias = header.index("closed-form bias at the ESS-based n (kl_bias_ess)")
     assert header[bias + 1] == "ESS-based n (kl_ess_n)"
@@ -105,7 +107,7 @@ def test_the_identity_row_is_replaced_by_the_independent_reference(spec) -> None
 
 def test_an_older_run_leaves_the_reference_rows_out(spec) -> None:
     sec, text = _section(spec, new=False)
-    header, _ = sec.table
+    header, _ = sec.tables[0]
     assert not [h for h in header if "kl_bias_ess" in h or "kl_excess_ess" in h]
     assert "kl_ess_n" not in " ".join(header) and "independent estimates" not in text
     labels = dict(sec.figures)["kl_null"].axes[0].get_legend_handles_labels()[1]
@@ -114,7 +116,7 @@ def test_an_older_run_leaves_the_reference_rows_out(spec) -> None:
 
 def test_the_closed_form_w2_leads_with_its_floor(spec) -> None:
     sec, text = _section(spec, new=True)
-    ((w_header, w_rows),) = sec.tables
+    ((w_header, w_rows),) = sec.tables[1:]
     assert w_header[2] == "W2(q_diag, q_full), closed form"  # the headline column first
     assert w_header[3].startswith("its sampling floor") and w_rows[0][3] == "0.41 ± 0.0058"
     assert w_header[4] == "empirical W error of samples (assignment problem, biased)"
@@ -135,7 +137,7 @@ def test_the_closed_form_w2_leads_with_its_floor(spec) -> None:
 def test_without_a_floor_the_text_says_what_would_give_one(spec) -> None:
     sec, text = _section(spec, new=False)
     assert "This run measured no floor" in text and "shift-null copies" in text
-    ((w_header, _),) = sec.tables
+    ((w_header, _),) = sec.tables[1:]
     assert not [h for h in w_header if "floor" in h]
     left = dict(sec.figures)[W2_FIGURE].axes[0]
     assert "no sampling floor measured" in left.get_title()
@@ -146,18 +148,15 @@ def test_a_w2_figure_in_report_figures_gets_the_empirical_error_beside_it() -> N
     res = _results(new=True)
     metrics = ["w2_diag_full", "w_error", "w_excess"]
     summary = summarize(res, metrics, by=["method", "model.depth"])
-    files = render_report(
-        title="t",
-        spec_text=None,
-        results=res,
-        summary=summary,
-        x="model.depth",
-        hue="method",
-        metrics=["w2_diag_full", "w_error"],
+    labels = {**METRIC_LABELS, **LABELS}
+    for m in ("w2_diag_full", "w_error"):  # each beside its companion
+        _, caption = metric_figure(
+            summary, "model.depth", m, "method", companion=COMPANIONS[m], labels=labels
+        )
+        assert caption.startswith(f"Left: {labels[m][0]}")
+        assert f"; right: {labels[COMPANIONS[m]][0]}" in caption
+    _, caption = metric_figure(
+        summary, "model.depth", "w2_diag_full", "method", companion="w_error", labels=labels
     )
-    md = files["report.md"].decode()
-    assert "figures/w2_diag_full_vs_model_depth.png" in files  # new
-    assert "figures/w_error_vs_model_depth.png" in files  # the old name still works
-    caption = md.split("w2_diag_full_vs_model_depth.png")[0].rsplit("![", 1)[1]
     assert caption.startswith("Left: W2(q_diag, q_full) of the Gaussian fits, closed form")
     assert "empirical Wasserstein error of samples" in caption

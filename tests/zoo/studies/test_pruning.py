@@ -199,7 +199,7 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     figs = [stem for s in sections for stem, _ in s.figures]
     assert "pruning_units_layer0" in figs and not any("shares" in f for f in figs)
     new = pruning_sections(res, RunDir(out), spec)
-    table = next(s.table for s in new if s.title == EFFECTIVE)
+    table = next(s.tables[0] for s in new if s.title == EFFECTIVE)
     assert table[0][:3] == ["method", "paper's name", "hidden layer"]
     # every method has a row: the point estimates get the rule-free measure too
     assert [r[0] for r in table[1]] == ["ES", "MAP", "MF", "GD", "FC"]
@@ -209,7 +209,7 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     is_map = with_map["method"] == "MAP"
     with_map.loc[is_map, ["units_eff.layer0", "units_eff_frac.layer0"]] = [2.0, 0.25]
     new = pruning_sections(with_map, _WithPoint(out, set(res["cell_id"][is_map])), spec)
-    table = next(s.table for s in new if s.title == EFFECTIVE)
+    table = next(s.tables[0] for s in new if s.title == EFFECTIVE)
     row = next(r for r in table[1] if r[0] == "MAP")
     assert row[:4] == ["MAP", "MAP", "0", "2.0 ± 0.0 of 8"]  # 2 splits
     assert row[5:7] == ["n/a (no posterior std)", ""]

@@ -2,8 +2,9 @@
 
 Parametrized over :data:`zoo.studies.STUDIES`: each study gets a cell of a tiny spec where
 it applies, its probe's hooks are :class:`~zoo.inference.Hooks`, ``finish`` returns metrics
-(numbers or strings) and artifacts (bytes), and its report sections build from those.
-A study without an example below fails here by name.
+(numbers or strings) and artifacts (bytes), every metric it reports has a label (its own
+``labels`` or the cell metrics' :data:`reports.labels.METRIC_LABELS`) or is hidden, and its
+report sections build from those. A study without an example below fails here by name.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reports.render import Section
+from reports.document import Section
+from reports.labels import METRIC_LABELS, is_labelled
 from zoo.inference import Hooks, combine_hooks, fit
 from zoo.spec.base import kind_of
 from zoo.spec.load import load_spec
@@ -80,6 +82,11 @@ def test_study_probes_a_cell_and_reports_it(spec, cls, cell_context):
     # None: a metric that does not apply to this cell (NaN would mean a numerical failure)
     assert metrics and all(v is None or isinstance(v, int | float | str) for v in metrics.values())
     assert all(k.startswith(".") and isinstance(v, bytes) for k, v in artifacts.items())
+    # the study's own words: no column of a new study shows raw in the report
+    labels = {**METRIC_LABELS, **study.labels}
+    raw = sorted(k for k in metrics if k not in study.hidden and not is_labelled(k, labels))
+    assert not raw, f"{kind_of(cls)}: label these metrics (or hide them) beside the probe: {raw}"
+    assert set(study.companions) <= set(labels) and set(study.companions.values()) <= set(labels)
     run = _Run()
     run.files.update({(cell.cell_id, k): v for k, v in artifacts.items()})
     row = {
@@ -92,3 +99,10 @@ def test_study_probes_a_cell_and_reports_it(spec, cls, cell_context):
     }
     sections = study.sections(pd.DataFrame([row]), run, spec)
     assert isinstance(sections, list) and all(isinstance(s, Section) for s in sections)
+
+
+def test_studies_do_not_relabel_one_metric_differently() -> None:
+    seen: dict[str, tuple[str, str | None]] = dict(METRIC_LABELS)
+    for cls, study in STUDIES.items():
+        for metric, label in study.labels.items():
+            assert seen.setdefault(metric, label) == label, f"{kind_of(cls)} relabels {metric}"

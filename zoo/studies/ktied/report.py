@@ -1,7 +1,7 @@
 """Report sections of the k-tied study (Swiatkowski et al. 2020), from the cells' artifacts.
 
 Reads the cells' ``.ktied.npz`` artifacts (written by :mod:`zoo.studies.ktied.probe`) and builds
-:class:`reports.render.Section` objects: spectra of the posterior mean and std matrices
+:class:`reports.document.Section` objects: spectra of the posterior mean and std matrices
 (Figure 3) with a shuffled null (the centred top-k fractions of each std matrix beside
 those of shuffled copies of it), post-training rank-k truncation (Tables 2 and 3) beside the
 shuffled-std control, per-draw beside mixture NLL, parameter counts (Figure 6 left),
@@ -21,17 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from reports.render import Section
-from reports.spectrum import (
-    elbo_curve_figure,
-    heatmap_figure,
-    snr_noise_floor,
-    spectrum_figure,
-    top_fraction_null,
-)
-from zoo.spec.sections.studies import KTiedStudy
+from reports.document import section
+from reports.figures.spectrum import spectrum_figure
+from reports.labels import fmt_g
+from reports.spectrum import top_fraction_null
 from zoo.studies.base import ArtifactReader
 from zoo.studies.ktied.probe import ARTIFACT, load_artifact
+from zoo.studies.ktied.report_training import (
+    cell_label,
+    counts_section,
+    elbo_section,
+    heatmap_section,
+    snr_section,
+)
 
 __all__ = ["ktied_sections"]
 
@@ -42,12 +44,6 @@ NULL_SEED = 0
 NULL_KS = (1, 2)
 #: A centred top-1 fraction this many null sds above the shuffled mean counts as structure.
 NULL_Z = 3.0
-
-
-def _f(v: Any, digits: int = 4) -> str:
-    if v is None or (isinstance(v, float) and not np.isfinite(v)):
-        return ""
-    return f"{v:.{digits}g}" if isinstance(v, float) else str(v)
 
 
 def _axis_value(v: Any) -> str:
@@ -74,10 +70,6 @@ def _load(run: ArtifactReader, results, spec) -> list[tuple[str, int, str, dict,
     return out
 
 
-def _label(method: str, seed: int, seeds: set[int]) -> str:
-    return method if len(seeds) == 1 else f"{method} (seed {seed})"
-
-
 def _spectrum_section(cells, seeds):
     header = [
         "method",
@@ -96,14 +88,14 @@ def _spectrum_section(cells, seeds):
             m, s = np.asarray(info["mean_fractions"]), np.asarray(info["std_fractions"])
             rows.append(
                 [
-                    _label(method, seed, seeds),
+                    cell_label(method, seed, seeds),
                     site,
                     "x".join(map(str, info["shape"])),
-                    _f(m[0]),
-                    _f(m[:2].sum()),
-                    _f(s[0]),
-                    _f(s[:2].sum()),
-                    _f(info.get("init_std_top1")),
+                    fmt_g(m[0]),
+                    fmt_g(m[:2].sum()),
+                    fmt_g(s[0]),
+                    fmt_g(s[:2].sum()),
+                    fmt_g(info.get("init_std_top1")),
                 ]
             )
             fr[site] = {"posterior mean": m, "posterior std": s}
@@ -114,7 +106,7 @@ def _spectrum_section(cells, seeds):
                     spectrum_figure(
                         fr,
                         title=f"fraction of variance per singular value: "
-                        f"{_label(method, seed, seeds)}",
+                        f"{cell_label(method, seed, seeds)}",
                     ),
                 )
             )
@@ -130,10 +122,10 @@ def _spectrum_section(cells, seeds):
         "next section sets each std matrix's centred spectrum beside shuffled copies of it "
         "(the null), and the truncation section tests whether the structure matters.",
     ]
-    return Section(
+    return section(
         "k-tied study: spectra of posterior means and standard deviations",
         paras,
-        (header, rows),
+        [(header, rows)],
         figs,
     )
 
@@ -158,14 +150,14 @@ def _spectrum_null_section(cells, seeds):
                 continue
             c = top_fraction_null(a, NULL_KS, shuffles=NULL_SHUFFLES, seed=NULL_SEED)
             u = top_fraction_null(a, (1,), shuffles=NULL_SHUFFLES, seed=NULL_SEED, centre=False)
-            row = [_label(method, seed, seeds), site]
+            row = [cell_label(method, seed, seeds), site]
             for i in range(len(NULL_KS)):
                 row += [
-                    _f(float(c.observed[i])),
+                    fmt_g(float(c.observed[i])),
                     f"{_pm(c.null_mean[i], c.null_sd[i])} ({c.null_max[i]:.3g})",
                 ]
             z = float(c.z[0])
-            row += [f"{z:.1f}", _f(float(u.observed[0])), _pm(u.null_mean[0], u.null_sd[0])]
+            row += [f"{z:.1f}", fmt_g(float(u.observed[0])), _pm(u.null_mean[0], u.null_sd[0])]
             rows.append(row)
             above += int(z > NULL_Z)
             total += 1
@@ -189,7 +181,9 @@ def _spectrum_null_section(cells, seeds):
         f"Centred top-1 fraction more than {NULL_Z:g} shuffled sds above the shuffled mean: "
         f"{above} of {total} (method, layer) std matrices.",
     ]
-    return Section("k-tied study: the std spectrum against a shuffled null", paras, (header, rows))
+    return section(
+        "k-tied study: the std spectrum against a shuffled null", paras, [(header, rows)]
+    )
 
 
 def _control_stats(runs: list[dict], col: str) -> tuple[float, float] | None:
@@ -222,7 +216,7 @@ def _truncation_section(cells, seeds):
         control = rec.get("truncation_control") or {}
         shuffles = max(shuffles, int(rec.get("control_shuffles") or 0))
         base = trunc["none"]["nll"]
-        lab = _label(method, seed, seeds)
+        lab = cell_label(method, seed, seeds)
         for k in sorted(trunc, key=lambda k: -1 if k == "none" else int(k)):
             res = trunc[k]
             rel = (res["nll"] - base) / abs(base) if k != "none" else 0.0
@@ -231,8 +225,8 @@ def _truncation_section(cells, seeds):
                 [
                     lab,
                     what,
-                    *[_f(res.get(c)) for c in _TRUNC_COLS],
-                    _f(res.get("nll_per_draw")),
+                    *[fmt_g(res.get(c)) for c in _TRUNC_COLS],
+                    fmt_g(res.get("nll_per_draw")),
                     f"{100 * rel:+.2f}%",
                 ]
             )
@@ -247,7 +241,7 @@ def _truncation_section(cells, seeds):
             cells_ = [lab, what]
             for col in ("nll", "nll_per_draw", "accuracy"):
                 st = _control_stats(runs, col)
-                cells_ += [_f(res.get(col)), _pm(*st, digits=4) if st else ""]
+                cells_ += [fmt_g(res.get(col)), _pm(*st, digits=4) if st else ""]
             ctl_rows.append(cells_)
             st = _control_stats(runs, "nll")
             if st is not None:
@@ -283,8 +277,8 @@ def _truncation_section(cells, seeds):
             "as harmless as that of the real ones, neither is. " + "; ".join(ctl_checks) + "."
         )
         tables.append((ctl_header, ctl_rows))
-    return Section(
-        "k-tied study: post-training low-rank truncation", paras, (header, rows), tables=tables
+    return section(
+        "k-tied study: post-training low-rank truncation", paras, [(header, rows), *tables]
     )
 
 
@@ -303,15 +297,15 @@ def _per_draw_section(cells, seeds):
         res = rec.get("predictive")
         if not res or res.get("nll_per_draw") is None:
             continue
-        lab = _label(method, seed, seeds)
+        lab = cell_label(method, seed, seeds)
         rows.append(
             [
                 lab,
-                _f(rec.get("predictive_draws")),
+                fmt_g(rec.get("predictive_draws")),
                 f"{res['nll_per_draw']:.4g} ± {res['nll_per_draw_sem']:.2g}",
-                _f(res["nll"]),
-                _f(res["accuracy_per_draw"]),
-                _f(res["accuracy"]),
+                fmt_g(res["nll"]),
+                fmt_g(res["accuracy_per_draw"]),
+                fmt_g(res["accuracy"]),
             ]
         )
         gaps.append(f"{lab} {res['nll_per_draw'] - res['nll']:+.4f}")
@@ -330,201 +324,7 @@ def _per_draw_section(cells, seeds):
         "number). Compare the paper's NLLs and accuracies with the per-draw columns. "
         "Per-draw minus mixture NLL: " + "; ".join(gaps) + ".",
     ]
-    return Section("k-tied study: per-draw and mixture NLL", paras, (header, rows))
-
-
-def _counts_section(cells, results, seeds):
-    nvar = dict(
-        zip(results["cell_id"], results.get("n_var_params", [None] * len(results)), strict=True)
-    )
-    header = [
-        "method",
-        "variational parameters",
-        "std parameters (weights)",
-        "std parameters if mean field",
-    ]
-    rows = []
-    for method, seed, cid, rec, _ in cells:
-        std = sum(i["std_params"] for i in rec["layers"].values())
-        mf = sum(i["std_params_mean_field"] for i in rec["layers"].values())
-        v = nvar.get(cid)
-        rows.append(
-            [
-                _label(method, seed, seeds),
-                _f(int(v)) if v == v and v is not None else "",
-                str(std),
-                str(mf),
-            ]
-        )
-    paras = [
-        "Variational parameter counts (Figure 6 left, Table 1): a k-tied std matrix of "
-        "an m x n layer has k(m + n) parameters instead of mn."
-    ]
-    return Section("k-tied study: parameter counts", paras, (header, rows))
-
-
-def _floor(window: Any) -> str:
-    """The SNR noise floor of a ``window``-batch window, as text ("1/7"), or "?" if unknown."""
-    try:
-        return f"1/{round(1 / snr_noise_floor(int(window)))}"
-    except (TypeError, ValueError):
-        return "?"
-
-
-def _snr_section(cells, seeds):
-
-    header = ["method", "layer", "step", "mean SNR", "median SNR"]
-    rows, curves = [], {}
-    window = None
-    for method, seed, _, rec, _ in cells:
-        window = rec.get("snr_window", window)
-        for site, by_step in rec.get("snr", {}).items():
-            for step, s in sorted(by_step.items(), key=lambda kv: int(kv[0])):
-                rows.append(
-                    [_label(method, seed, seeds), site, step, _f(s["mean"]), _f(s["median"])]
-                )
-        sites = [s for s, v in rec.get("snr", {}).items() if v]
-        if len(sites) >= 2:  # the paper's "Dense 2" layer: the second weight site
-            by_step = rec["snr"][sites[1]]
-            st = sorted(by_step, key=int)
-            curves[_label(method, seed, seeds)] = (
-                [int(s) for s in st],
-                [by_step[s]["median"] for s in st],
-            )
-    if not rows:
-        return None
-    comparison = _snr_comparison(cells, seeds)
-    paras = [
-        f"Gradient signal-to-noise ratio E[g]^2 / Var[g] of each standard-deviation "
-        f"parameter over the last {window} batches before the given step (Figure 6 top "
-        "right): log sigma for mean field (use guide.scale_transform: exp, as the paper "
-        "optimizes log stds), log U and log V for k-tied. Mean over a layer's parameters "
-        "(the paper's summary) and the median. With the closed-form KL, a weight that the "
-        "data barely reaches (into or out of a ReLU unit dead on the batch) has the "
-        "deterministic KL gradient alone, an enormous SNR that dominates the mean of a "
-        "mean-field layer; a tied factor sums such weights with active ones. The median is "
-        "the robust summary. Variance with ddof=0. The paper's footnote 3 writes the "
-        "ratio as E[g^2] / Var[g], which is this one + 1 (E[g^2] = E[g]^2 + Var[g]): add 1 "
-        "to these numbers before comparing with the paper's. Each row's method carries its own "
-        "optimizer settings; SNRs are compared only between fits trained alike, early in "
-        "training while the stds still move (at a stationary point E[g] = 0 and every "
-        "guide sits at the noise floor of the window: for Gaussian noise the SNR averages "
-        f"1/(window - 3) = {_floor(window)}; reports.spectrum.snr_noise_floor).",
-        *comparison,
-    ]
-    figs = (
-        [
-            (
-                "snr_layer2",
-                elbo_curve_figure(
-                    curves, ylabel="median gradient SNR", title="second weight layer", log_y=True
-                ),
-            )
-        ]
-        if curves
-        else []
-    )
-    return Section("k-tied study: gradient signal-to-noise ratio", paras, (header, rows), figs)
-
-
-def _optim_key(rec: dict) -> str:
-    o = rec.get("optim") or {}
-    return ", ".join(f"{k} {o[k]}" for k in sorted(o)) if o else ""
-
-
-def _snr_comparison(cells, seeds) -> list[str]:
-    """Per layer and step: is each tied method's SNR above the untied (mean-field) one?
-
-    Only fits with the same optimizer settings (lr, batch size, betas) are compared: the
-    SNR at a step depends on how far the optimizer has moved the stds by then.
-    """
-    groups: dict[str, tuple[list, list]] = {}
-    for c in cells:
-        if any((c[3].get("snr") or {}).values()):  # SNRs recorded at one step or more
-            untied, tied = groups.setdefault(_optim_key(c[3]), ([], []))
-            (untied if c[3].get("rank") is None else tied).append(c)
-    out = []
-    for key, (untied, tied) in groups.items():
-        if not untied or not tied:
-            continue
-        base = untied[0]
-        where = f" (fits with {key})" if key else ""
-        for stat in ("median", "mean"):
-            per_site: dict[str, list[int]] = {}
-            for site, by_step in base[3]["snr"].items():
-                for step, s in by_step.items():
-                    for c in tied:
-                        other = c[3]["snr"].get(site, {}).get(step)
-                        if other is not None:
-                            w = per_site.setdefault(site, [0, 0])
-                            w[0] += other[stat] > s[stat]
-                            w[1] += 1
-            if per_site:
-                wins = sum(w for w, _ in per_site.values())
-                total = sum(t for _, t in per_site.values())
-                by = "; ".join(f"{site} {w}/{t}" for site, (w, t) in per_site.items())
-                out.append(
-                    f"{stat} SNR{where}: a tied guide is above "
-                    f"{_label(*base[:2], seeds)} in {wins} of {total} (layer, step, k) "
-                    f"comparisons; by layer: {by}."
-                )
-    return out
-
-
-def _elbo_section(cells, seeds):
-
-    curves = {}
-    split = "validation"
-    for method, seed, _, rec, _ in cells:
-        e = rec.get("elbo_steps") or {}
-        if e:
-            split = rec.get("elbo_split", split)
-            st = sorted(e, key=int)
-            curves[_label(method, seed, seeds)] = ([int(s) for s in st], [e[s] for s in st])
-    if not curves:
-        return None
-    steps = sorted({s for st, _ in curves.values() for s in st})
-    header = ["method", *[f"step {s}" for s in steps]]
-    rows = [
-        [lab, *[_f(dict(zip(st, v, strict=True)).get(s)) for s in steps]]
-        for lab, (st, v) in curves.items()
-    ]
-    paras = [
-        f"-ELBO per example on the {split} split at chosen training steps (Figure 6 "
-        "bottom right, Figure 7): expected NLL under q plus KL(q || prior) / n_train."
-    ]
-    fig = elbo_curve_figure(curves, title=f"-ELBO per example ({split})")
-    return Section("k-tied study: convergence", paras, (header, rows), [("neg_elbo_steps", fig)])
-
-
-def _heatmap_section(cells, spec):
-    site_by_method = {
-        m.name: next(
-            (s.heatmap_site for s in spec.studies_for(m) if isinstance(s, KTiedStudy)), None
-        )
-        for m in spec.inference
-    }
-    for method, seed, _, rec, arrays in cells:
-        if not rec.get("truncation") or rec.get("rank") is not None:
-            continue  # the heat map is of a mean-field (untied) std matrix
-        site = site_by_method.get(method.split(" ")[0]) or next(iter(rec["layers"]))
-        if f"{site}/std" not in arrays:
-            continue
-        a = arrays[f"{site}/std"]
-        fig = heatmap_figure(a, title=f"posterior std of {site} ({method}, seed {seed})")
-        paras = [
-            f"Heat maps of the posterior standard deviations of {site} "
-            f"({'x'.join(map(str, a.shape))}, viewed as a matrix) of {method} and of its "
-            "rank-1 and rank-2 approximations clamped at 0 (Figure 4), on one colour "
-            "scale."
-        ]
-        return Section(
-            "k-tied study: std matrix heat maps",
-            paras,
-            None,
-            [(f"heatmap_{method.split(' ')[0]}", fig)],
-        )
-    return None
+    return section("k-tied study: per-draw and mixture NLL", paras, [(header, rows)])
 
 
 def ktied_sections(results, run: ArtifactReader, spec) -> list:
@@ -538,9 +338,9 @@ def ktied_sections(results, run: ArtifactReader, spec) -> list:
         _spectrum_null_section(cells, seeds),
         _truncation_section(cells, seeds),
         _per_draw_section(cells, seeds),
-        _heatmap_section(cells, spec),
-        _snr_section(cells, seeds),
-        _elbo_section(cells, seeds),
-        _counts_section(cells, results, seeds),
+        heatmap_section(cells, spec),
+        snr_section(cells, seeds),
+        elbo_section(cells, seeds),
+        counts_section(cells, results, seeds),
     ]
     return [s for s in found if s is not None]

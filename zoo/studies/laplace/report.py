@@ -14,9 +14,10 @@ from typing import Any
 
 import pandas as pd
 
-from reports.kl_null import kl_null_figure
-from reports.laplace import axis_effects, grid_figure
-from reports.render import Section
+from reports.document import Section, section
+from reports.figures.kl_null import kl_null_figure
+from reports.figures.laplace import grid_figure
+from reports.laplace import axis_effects
 from zoo.spec.sections.studies import LaplaceStudy
 from zoo.studies.base import ArtifactReader
 
@@ -106,7 +107,8 @@ def laplace_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
             paras_grid, extra, grid_figs = _grid(rows, ok, x, grid[0])
             paras += paras_grid
             figs = grid_figs + figs
-    return [Section("The price of mean field at a mode (Laplace)", paras, table, figs, extra)]
+    tables = ([table] if table is not None else []) + list(extra)
+    return [section("The price of mean field at a mode (Laplace)", paras, tables, figs)]
 
 
 def _label(by: list[str], key) -> str:

@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from matplotlib.lines import Line2D
 
-from reports.kl_null import kl_null_figure
-from reports.render import Section
+from reports.document import Section, section
+from reports.figures.curves import predictive_tv_figure
 from zoo.studies.base import ArtifactReader
 from zoo.studies.predictive.probe import APPROXIMATIONS
 
@@ -26,23 +25,6 @@ _NAMES = {"qdiag": "q_diag", "qfull": "q_full", "qmarg": "q_marg", "mfvi": "MF-V
 def _mean_se(part: pd.DataFrame, x: str, col: str):
     g = part.groupby(x)[col]
     return g.mean(), (g.std(ddof=1) / g.count() ** 0.5).fillna(0)
-
-
-def _style(ax) -> None:
-    """One colour per approximation and method, dashed out of distribution."""
-    colours: dict[str, Any] = {}
-    handles = []
-    for c in ax.containers:
-        label = c.get_label()
-        key = label.replace(" OOD", "").replace(" test", "")
-        colour = colours.setdefault(key, f"C{len(colours) % 10}")
-        for part in (c.lines[0], *c.lines[2]):
-            part.set_color(colour)
-        style = "--" if " OOD" in label else "-"
-        c.lines[0].set_linestyle(style)
-        handles.append(Line2D([], [], color=colour, ls=style, marker="o", label=label))
-    ax.legend(handles=handles, fontsize="small")
-    ax.set_ylabel("mean total variation")
 
 
 def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
@@ -81,7 +63,7 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
     ]
     x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     if x not in rows.columns or rows.empty or "method" not in rows.columns:
-        return [Section("The price of mean field in predictions", paras)]
+        return [section("The price of mean field in predictions", paras)]
     present = [
         q
         for q in APPROXIMATIONS
@@ -103,14 +85,15 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
     agree, _ = _table(rows, x, by, "agree", present, where)
     figs = []
     if curves:
-        fig = kl_null_figure(curves, xlabel=x, title="Predictive TV to the samples' predictive")
-        _style(fig.axes[0])
+        fig = predictive_tv_figure(
+            curves, xlabel=x, title="Predictive TV to the samples' predictive"
+        )
         figs = [("predictive_tv", fig)]
     paras.append(
         "The second table is the agreement (fraction of points with the samples' "
         "predicted class) of the same predictives: 1 is no difference in decisions."
     )
-    return [Section("The price of mean field in predictions", paras, tv, figs, [agree])]
+    return [section("The price of mean field in predictions", paras, [tv, agree], figs)]
 
 
 def _ood_sets(rows: pd.DataFrame) -> dict[str, str]:

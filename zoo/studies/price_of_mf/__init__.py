@@ -1,9 +1,63 @@
-"""The price of mean field (Farquhar, Smith & Gal 2020) on the draws of sampled cells."""
+"""The price of mean field (Farquhar, Smith & Gal 2020) on the draws of sampled cells.
+
+The study's table entry: its probe, its report section and the words of its columns.
+"""
 
 from zoo.studies.base import StudyPlugin
 from zoo.studies.price_of_mf.probe import PriceOfMeanFieldProbe
 from zoo.studies.price_of_mf.report import price_of_mf_sections
 
-__all__ = ["STUDY"]
+__all__ = ["COMPANIONS", "HIDDEN", "LABELS", "STUDY"]
 
-STUDY = StudyPlugin("price_of_mean_field", PriceOfMeanFieldProbe, price_of_mf_sections)
+#: The study's columns for people: metric -> (what it is; unit or None).
+LABELS: dict[str, tuple[str, str | None]] = {
+    "kl_diag_full": ("KL(q_diag ‖ q_full)", "nats"),
+    "kl_null": ("KL shift null (chains with the correlations removed)", "nats"),
+    "kl_null_sd": ("spread of the KL shift null", "nats"),
+    "kl_excess": ("KL(q_diag ‖ q_full) above its shift null", "nats"),
+    "kl_output_columns": ("KL of the output layer's columns", "nats"),
+    "kl_null_draws": ("independent draws the chains are worth", "draws"),
+    "kl_bias_ess": ("closed-form KL sampling bias at the ESS-based n", "nats"),
+    "kl_ess_n": ("ESS-based n of the closed-form KL bias", "draws"),
+    "kl_excess_ess": ("KL(q_diag ‖ q_full) above its ESS-based closed-form bias", "nats"),
+    "w2_diag_full": ("W2(q_diag, q_full) of the Gaussian fits, closed form", "parameter units"),
+    "w2_null": ("sampling floor of the closed-form W2 (shift-null draws)", "parameter units"),
+    "w2_null_sd": ("spread of the closed-form W2's sampling floor", "parameter units"),
+    "w_error": (
+        "empirical Wasserstein error of samples W2(q_diag, draws) − W2(q_full, draws), "
+        "an assignment-problem estimate biased below 0",
+        "parameter units",
+    ),
+    "w_excess": (
+        "Wasserstein excess of q_diag over q_full, self-terms removed",
+        "squared parameter units",
+    ),
+}
+#: Columns that describe the fit or the draws rather than a result: out of the tables.
+HIDDEN = frozenset(
+    {
+        "jitter",
+        "dim",
+        "n_draws",
+        "shrinkage",
+        "kl_source",
+        "w_diag",
+        "w_full",
+        "w_diag_self",
+        "w_full_self",
+        "w_draws",
+    }
+)
+#: A metric never plotted alone -> its companion panel: ``w_error`` is biased below zero for
+#: finite draws (``w_excess`` removes that bias); the closed-form ``w2_diag_full``, the
+#: headline Wasserstein measure, gets the empirical ``w_error`` beside it.
+COMPANIONS = {"w_error": "w_excess", "w2_diag_full": "w_error"}
+
+STUDY = StudyPlugin(
+    "price_of_mean_field",
+    PriceOfMeanFieldProbe,
+    price_of_mf_sections,
+    labels=LABELS,
+    hidden=HIDDEN,
+    companions=COMPANIONS,
+)

@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.ground_truth import ground_truth_figure, ground_truth_metrics, random_spd
-from reports.render import Section, render_report
+from reports.document import render, section, simulation_document
+from reports.figures.ground_truth import ground_truth_figure
+from reports.ground_truth import ground_truth_metrics, random_spd
 from zoo.inference.mcmc.driver import run_hmc, run_nuts
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.spec import SpecError
@@ -149,7 +150,7 @@ def run_ground_truth(
         [f"{r[c]:.4g}" if isinstance(r[c], float) else str(r[c]) for c in TABLE_COLUMNS]
         for r in rows
     ]
-    section = Section(
+    sec = section(
         "Ground truth: the price-of-mean-field pipeline on N(0, S) with a known S",
         [
             (
@@ -173,19 +174,10 @@ def run_ground_truth(
             "for its error; it uses no null. kl_null_draws: the independent draws with the "
             "null's bias.",
         ],
-        (TABLE_COLUMNS, table),
+        [(TABLE_COLUMNS, table)],
         [("kl_vs_inverse_n_eff", ground_truth_figure(rows, sim.fractions))],
     )
-    return store.write_files(
-        render_report(
-            title=f"bnn-zoo report: {spec.name}",
-            spec_text=store.spec_text(),
-            results=results.assign(status="ok"),
-            summary=pd.DataFrame(),
-            x="dim",
-            hue=None,
-            metrics=[],
-            notes=[spec.description] if spec.description else [],
-            sections=[section],
-        )
+    doc = simulation_document(
+        f"bnn-zoo report: {spec.name}", len(results), spec.description, [sec], store.spec_text()
     )
+    return store.write_files(render(doc))

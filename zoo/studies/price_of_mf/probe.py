@@ -4,7 +4,7 @@ On the draws of all weights and biases of a sampled cell, :class:`PriceOfMeanFie
 records (Farquhar, Smith & Gal 2020):
 
 - KL(q_diag || q_full) for the whole network and per layer, the closed-form W2 between them
-  and the blog's Wasserstein error (:func:`reports.gaussian.diag_vs_full`), q_full being the
+  and the blog's Wasserstein error (:func:`reports.price_of_mf.diag_vs_full`), q_full being the
   Gaussian fit of the section's ``gaussian_fit``;
 - the shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL the same chains
   would show with independent parameters, and the excess over it; on the draws path also
@@ -28,7 +28,7 @@ Two paths, named by the string metric ``kl_source``:
   :class:`~zoo.inference.mcmc.potential.FlatPotential`, in the order of :func:`weight_draws`;
   without that attribute the layer sites are taken to come first in model order, as
   FlatPotential lays them out). The KLs, ``w2_diag_full`` and ``kl_output_columns`` come
-  from the moments' mean and covariance (:func:`reports.gaussian.diag_vs_full_moments`,
+  from the moments' mean and covariance (:func:`reports.price_of_mf.diag_vs_full_moments`,
   the same code as the draws path); the empirical Wasserstein error compares those two
   Gaussians with the kept draws and its keys end in ``_kept``; the shift null is the null
   of the kept draws, with ``kl_kept`` their own KL, so that ``kl_excess_kept = kl_kept -
@@ -71,15 +71,9 @@ import arviz_stats as azs
 import numpy as np
 
 from reports.draws import FlatDraws, column_blocks, flatten_sites
-from reports.gaussian import (
-    diag_vs_full,
-    diag_vs_full_moments,
-    fit_gaussian,
-    gaussian_from_moments,
-    kl_diag_full,
-    kl_sampling_bias,
-)
+from reports.gaussian import fit_gaussian, gaussian_from_moments, kl_diag_full, kl_sampling_bias
 from reports.kl_null import kl_shift_null
+from reports.price_of_mf import diag_vs_full, diag_vs_full_moments
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.mcmc.streaming import Moments
 from zoo.inference.sampling import SampledPosterior

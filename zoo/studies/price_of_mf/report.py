@@ -16,11 +16,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
-from reports.kl_null import kl_null_figure
-from reports.render import Section
+from reports.document import Section, section
+from reports.figures.curves import panels_figure
+from reports.figures.kl_null import kl_null_figure
 from zoo.spec.sections.studies import PriceOfMeanFieldStudy
 from zoo.studies.base import ArtifactReader
 
@@ -144,13 +143,7 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
             "distance."
         )
     return [
-        Section(
-            "The price of mean field",
-            paras,
-            tables[0] if tables else None,
-            [f for f in figs if f[1] is not None],
-            tables[1:],
-        )
+        section("The price of mean field", paras, tables, [f for f in figs if f[1] is not None])
     ]
 
 
@@ -163,7 +156,7 @@ def _w2_paragraph(ok) -> str:
     text = (
         "w2_diag_full is the headline Wasserstein measure: the closed-form 2-Wasserstein "
         "distance W2(q_diag, q_full) between the two Gaussian fits "
-        "(reports.gaussian.w2_gaussian), positive by construction (0 only for a diagonal "
+        "(reports.wasserstein.w2_gaussian), positive by construction (0 only for a diagonal "
         "q_full) and free of matching noise. Like the KL it has a sampling floor: finite "
         "draws of independent parameters have sample correlations that are not zero, so "
         "w2_diag_full is above 0 even then. "
@@ -298,7 +291,7 @@ def _kl_null_figure(ok, spec: Any):
     return fig
 
 
-def _w2_figure(ok, spec: Any) -> Figure | None:
+def _w2_figure(ok, spec: Any) -> Any:
     """Left (the headline): closed-form W2(q_diag, q_full) and its floor ``w2_null`` when
     recorded; right (secondary): the empirical W error of samples, ``w_error``."""
     found = _axis(ok, spec, "w2_diag_full")
@@ -333,28 +326,9 @@ def _w2_figure(ok, spec: Any) -> Figure | None:
                 "W2(q_diag, draws) − W2(q_full, draws)",
             )
         )
-    fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
-    axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (curves, title, ylabel) in zip(axes, panels, strict=True):
-        for label, (px, mean, se) in curves.items():
-            style = "--" if "floor" in label else "-"
-            ax.errorbar(
-                np.asarray(px, float),
-                np.asarray(mean, float),
-                yerr=np.asarray(se, float),
-                fmt=style,
-                marker="o",
-                capsize=3,
-                label=label,
-            )
-        ax.axhline(0.0, color="0.6", lw=0.8)
-        ax.set_xlabel(x)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize="small")
-        if numeric:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        else:
-            ax.set_xticks(range(len(cats)), labels=cats)
-    fig.suptitle(_seeds_phrase(rows, groups, x, "w2_diag_full"), fontsize=9)
-    return fig
+    return panels_figure(
+        panels,
+        xlabel=x,
+        categories=None if numeric else list(cats),
+        suptitle=_seeds_phrase(rows, groups, x, "w2_diag_full"),
+    )

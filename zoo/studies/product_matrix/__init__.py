@@ -2,12 +2,18 @@
 
 The study section says which networks it applies to (linear ones: ``applies_to_model``).
 :mod:`~zoo.studies.product_matrix.simulate` is its simulation spec (random layers, no data).
+The study's table entry: its probe, its report section and the words of its columns.
 """
 
 from zoo.studies.base import StudyPlugin
 from zoo.studies.product_matrix.probe import ProductMatrixProbe
 from zoo.studies.product_matrix.report import product_sections
 
-__all__ = ["STUDY"]
+__all__ = ["LABELS", "STUDY"]
 
-STUDY = StudyPlugin("product_matrix", ProductMatrixProbe, product_sections)
+#: The study's columns for people: metric -> (what it is; unit or None).
+LABELS: dict[str, tuple[str, str | None]] = {
+    "product_offdiag_mass": ("off-diagonal share of the product-matrix covariance", None),
+}
+
+STUDY = StudyPlugin("product_matrix", ProductMatrixProbe, product_sections, labels=LABELS)

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from reports.product_matrix import product_covariance_figure
-from reports.render import Section
+from reports.document import Section, section
+from reports.figures.product_matrix import product_covariance_figure
 from zoo.spec.sections.studies import ProductMatrixStudy
 from zoo.studies.base import ArtifactReader
 from zoo.studies.product_matrix.probe import ARTIFACT
@@ -52,4 +52,4 @@ def product_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
         if covs
         else []
     )
-    return [Section("Product-matrix covariance of the trained networks", paras, None, figs)]
+    return [section("Product-matrix covariance of the trained networks", paras, figures=figs)]

@@ -18,13 +18,9 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from reports.product_matrix import (
-    off_diagonal_mass,
-    product_covariance_figure,
-    simulate,
-    support_fraction,
-)
-from reports.render import Section, render_report
+from reports.document import render, section, simulation_document
+from reports.figures.product_matrix import product_covariance_figure
+from reports.product_matrix import off_diagonal_mass, simulate, support_fraction
 
 __all__ = ["SimulationStore", "run_simulation"]
 
@@ -94,7 +90,7 @@ def run_simulation(
     )
     header = list(results.columns)
     table = [[f"{v:.4g}" if isinstance(v, float) else str(v) for v in r] for r in results.values]
-    section = Section(
+    sec = section(
         "Product-matrix covariance by depth",
         [
             f"{len(sim.depths)} depths of {sim.width} x {sim.width} mean-field layers with "
@@ -108,22 +104,13 @@ def run_simulation(
             "with the exact column.",
             _noise_sentence(results),
         ],
-        (header, table),
+        [(header, table)],
         [("product_covariance", fig), ("product_covariance_exact", fig_exact)],
     )
-    return store.write_files(
-        render_report(
-            title=f"bnn-zoo report: {spec.name}",
-            spec_text=store.spec_text(),
-            results=results.assign(status="ok"),
-            summary=pd.DataFrame(),
-            x="depth",
-            hue=None,
-            metrics=[],
-            notes=[spec.description] if spec.description else [],
-            sections=[section],
-        )
+    doc = simulation_document(
+        f"bnn-zoo report: {spec.name}", len(results), spec.description, [sec], store.spec_text()
     )
+    return store.write_files(render(doc))
 
 
 def _noise_sentence(results: pd.DataFrame) -> str:

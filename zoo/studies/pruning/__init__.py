@@ -1,4 +1,7 @@
-"""The over-pruning study (Trippe & Turner 2018): which hidden units a posterior switches off."""
+"""The over-pruning study (Trippe & Turner 2018): which hidden units a posterior switches off.
+
+The study's table entry: its probe, its report sections and the words of its columns.
+"""
 
 from typing import Any
 
@@ -6,7 +9,18 @@ from zoo.studies.base import CellContext, StudyPlugin
 from zoo.studies.pruning.probe import PruningProbe
 from zoo.studies.pruning.report import pruning_sections
 
-__all__ = ["STUDY"]
+__all__ = ["LABELS", "STUDY"]
+
+#: The study's columns for people: metric -> (what it is; unit or None). ``<metric>.layerK``
+#: is the metric within hidden layer K.
+LABELS: dict[str, tuple[str, str | None]] = {
+    "pruned_frac": ("fraction of hidden units pruned", None),
+    "n_pruned": ("hidden units pruned", "units"),
+    "in_at_prior_frac": ("fraction of hidden units whose incoming weights stay at the prior", None),
+    "units_eff": ("effective number of hidden units (participation ratio)", "units"),
+    "units_eff_frac": ("effective fraction of hidden units", None),
+    "pruned_var_share": ("share of output variance on rule-pruned units", None),
+}
 
 
 def _probe(section: Any, ctx: CellContext) -> PruningProbe | None:
@@ -14,4 +28,4 @@ def _probe(section: Any, ctx: CellContext) -> PruningProbe | None:
     return PruningProbe(section, ctx) if ctx.model.depth else None
 
 
-STUDY = StudyPlugin("pruning", _probe, pruning_sections)
+STUDY = StudyPlugin("pruning", _probe, pruning_sections, labels=LABELS)

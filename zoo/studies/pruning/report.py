@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from reports.pruning import PAPER_TABLE1
-from reports.pruning_plots import (
+from reports.document import section
+from reports.figures.pruning import (
     trajectory_figure,
     unit_posterior_figure,
     unit_scatter_figure,
     variance_share_figure,
 )
-from reports.render import Section
+from reports.pruning import PAPER_TABLE1
 from zoo.spec.sections.inference import (
     FixedVarianceGuide,
     FullRankGuide,
@@ -151,7 +151,7 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
         "this rule it cannot prune by construction, as the paper argues; the rule-free "
         "effective number of units (next table, where the run has it) measures it.",
     ]
-    sections.append(Section("Over-pruning: pruned hidden units", paras, (header, rows)))
+    sections.append(section("Over-pruning: pruned hidden units", paras, [(header, rows)]))
 
     # ---------------------------------------------------------------- effective units
     table = _effective_units_table(ok, methods, keys, groups, rows_of, over)
@@ -176,7 +176,7 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "that the network still uses.",
         ]
         sections.append(
-            Section("Over-pruning: effective number of units (rule-free)", paras, table)
+            section("Over-pruning: effective number of units (rule-free)", paras, [table])
         )
 
     # ---------------------------------------------------------------- Table 1
@@ -236,7 +236,7 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
         "here. The paper reports no RMSE."
     ]
     sections.append(
-        Section("Test log-likelihood beside Trippe & Turner's Table 1", paras, (header, rows))
+        section("Test log-likelihood beside Trippe & Turner's Table 1", paras, [(header, rows)])
     )
 
     # ---------------------------------------------------------------- figures
@@ -309,7 +309,7 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "units) and the predictive NLL of train (dashed) and test data (original units) "
             "during optimization."
         ]
-        sections.append(Section("Over-pruning: hidden units and trajectories", paras, None, figs))
+        sections.append(section("Over-pruning: hidden units and trajectories", paras, figures=figs))
     return sections
 
 

@@ -2,7 +2,7 @@
 units' shares of output variance (the rule-free measure of :mod:`reports.pruning`).
 
 Each function takes NumPy arrays (as stored in a cell's ``.pruning.npz``) and returns a
-matplotlib Figure (object-oriented API, no pyplot state); :mod:`reports.render` renders it.
+matplotlib Figure (object-oriented API, no pyplot state); :mod:`reports.document` renders it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""The covariance of the product matrix of mean-field layers, one panel per depth
+(Farquhar et al. 2020, Figure 1). The numbers are :mod:`reports.product_matrix`'s."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = [
+    "product_covariance_figure",
+]
+
+
+def product_covariance_figure(
+    covs: Mapping[str, np.ndarray],
+    *,
+    share_scale: bool = False,
+    cmap: str = "RdBu_r",
+    panel_size: float = 3.2,
+    title: str | None = None,
+) -> Figure:
+    """Heat maps of covariance matrices side by side, like the paper's Figure 1.
+
+    Each panel's colour scale is symmetric around 0 (red positive, blue negative). With
+    ``share_scale`` all panels use the largest absolute entry and one colour bar; otherwise
+    every panel has its own scale and colour bar. The Figure is returned, not saved.
+    """
+    if not covs:
+        raise ValueError("covs must hold at least one {label: covariance matrix}")
+    mats = {}
+    for label, cov in covs.items():
+        cov = np.asarray(cov, dtype=float)
+        if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+            raise ValueError(f"covs[{label!r}] must be a square matrix, got shape {cov.shape}")
+        mats[str(label)] = cov
+
+    def vmax_of(c: np.ndarray) -> float:
+        return float(np.max(np.abs(c), initial=0.0)) or 1.0
+
+    shared = max(vmax_of(c) for c in mats.values())
+    fig = Figure(figsize=(panel_size * len(mats) + 0.8, panel_size + 0.4), layout="constrained")
+    axes = fig.subplots(1, len(mats), squeeze=False)[0]
+    for ax, (label, cov) in zip(axes, mats.items(), strict=True):
+        vmax = shared if share_scale else vmax_of(cov)
+        im = ax.imshow(cov, cmap=cmap, vmin=-vmax, vmax=vmax, interpolation="nearest")
+        ax.set_title(label)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if not share_scale:
+            fig.colorbar(im, ax=ax, shrink=0.8)
+    if share_scale:
+        fig.colorbar(im, ax=list(axes), shrink=0.8)
+    if title is not None:
+        fig.suptitle(title)
+    return fig

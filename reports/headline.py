@@ -1,0 +1,108 @@
+"""What a run found, in one sentence per metric: :func:`headline`.
+
+The sentence is computed from the summary (:func:`reports.tables.summarize`), never
+written by hand: per line of the figure beside it, the mean at the first and the last
+value of the sweep axis and whether it rises or falls by more than twice the combined
+standard error.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from reports.labels import (
+    METRIC_LABELS,
+    Labels,
+    axis_word,
+    fmt_num,
+    fmt_value,
+    metric_label,
+    plural,
+)
+from reports.sweep import error_phrase, line_groups, x_axis
+
+__all__ = ["headline"]
+
+
+def headline(
+    summary: pd.DataFrame,
+    metric: str,
+    x: str,
+    hue: str | None,
+    *,
+    over: str | None = "seed",
+    max_groups: int = 4,
+    labels: Labels = METRIC_LABELS,
+) -> str | None:
+    """One sentence saying what ``metric`` does along ``x``, computed from the summary.
+
+    For a numeric ``x``, per line (``hue`` value): the mean at the first and at the last
+    ``x`` and whether it rises or falls (by more than twice the combined standard error)
+    or changes by less, e.g. ``KL(q_diag ‖ q_full) [nats] of nuts falls from 34.8 ± 1.2 at
+    depth 1 to 20.1 ± 0.9 at depth 4 (mean ± 1 s.e. over 3 seeds).`` For a categorical
+    ``x``, the mean at each value.
+
+    Parameters
+    ----------
+    summary : pd.DataFrame
+        Output of :func:`reports.tables.summarize`.
+    metric, x, hue : str
+        As in :func:`reports.figures.metric_vs.plot_metric_vs`.
+    over : str or None
+        The repeat axis of the summary.
+    max_groups : int, default 4
+        Lines described; the others are counted.
+    labels : mapping, default METRIC_LABELS
+        The label table (:func:`reports.labels.metric_label`).
+
+    Returns
+    -------
+    str or None
+        None when the metric has no finite mean.
+    """
+    mean_col, sem_col = f"{metric}_mean", f"{metric}_sem"
+    if summary.empty or mean_col not in summary.columns or x not in summary.columns:
+        return None
+    data = summary[np.isfinite(summary[mean_col].astype(float))]
+    if data.empty:
+        return None
+    axis = x_axis(data[x])
+    _, groups = line_groups(data, summary, x, None if hue == x else hue)
+    word = axis_word(x)
+    parts = []
+    for label, _, sub in groups[:max_groups]:
+        sub = sub.assign(_x=axis.positions(sub[x])).sort_values("_x")
+        m = sub[mean_col].to_numpy(dtype=float)
+        s = (
+            sub[sem_col].to_numpy(dtype=float)
+            if sem_col in sub.columns
+            else np.full_like(m, np.nan)
+        )
+        xs = [fmt_value(v) for v in sub[x]]
+        who = f"of {label} " if label else ""
+        if axis.categorical or len(sub) == 1:
+            values = ", ".join(
+                f"{xv} {fmt_num(a, b)}" if axis.categorical else f"{fmt_num(a, b)} at {word} {xv}"
+                for xv, a, b in zip(xs, m, s, strict=True)
+            )
+            if axis.categorical:
+                parts.append(f"{label}: {values}" if label else values)
+            else:
+                parts.append(f"{who}is {values}")
+            continue
+        a, b, sa, sb = m[0], m[-1], s[0], s[-1]
+        se = math.sqrt(sum(v**2 for v in (sa, sb) if math.isfinite(v)))
+        ends = f"{fmt_num(a, sa)} at {word} {xs[0]} to {fmt_num(b, sb)} at {word} {xs[-1]}"
+        if (se > 0 and abs(b - a) <= 2 * se) or b == a:
+            both = f"{fmt_num(a, sa)} at {word} {xs[0]}, {fmt_num(b, sb)} at {word} {xs[-1]}"
+            parts.append(f"{who}changes by less than 2 s.e.: {both}")
+        else:
+            parts.append(f"{who}{'rises' if b > a else 'falls'} from {ends}")
+    more = len(groups) - max_groups
+    text = "; ".join(parts) + (f"; and {more} more {plural('line', more)}" if more > 0 else "")
+    errors = error_phrase(data, metric, over)
+    sep = ": " if axis.categorical else " "
+    return f"{metric_label(metric, labels)}{sep}{text} ({errors})."
