@@ -72,7 +72,7 @@ from arviz_stats.base import array_stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nuts import _numpyro, _setup  # noqa: E402  (the NUTS benchmark's network and runner)
 
-from zoo.inference.mcmc.chees import run_chees  # noqa: E402
+from zoo.inference.mcmc.chees_hmc import run_chees  # noqa: E402
 from zoo.inference.mcmc.driver import FlatPotential, run_nuts  # noqa: E402
 from zoo.inference.mcmc.streaming import StreamingMoments  # noqa: E402
 

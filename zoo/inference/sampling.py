@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
-from zoo.inference.mcmc.chees import run_chees
+from zoo.inference.mcmc.chees_hmc import run_chees
 from zoo.inference.mcmc.driver import MCMCResult, run_hmc, run_nuts
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes

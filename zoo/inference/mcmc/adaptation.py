@@ -38,7 +38,7 @@ computed as Pyro computes it; the per-chain quantities are float64 tensors of sh
 ``(C,)`` (dual averaging, like Pyro's Python floats) and tensors of shape ``(C, D)`` in the
 dtype of the draws (Welford, like Pyro's tensors). Every update is then the same IEEE
 arithmetic, in the same order, as Pyro's per-chain objects, and the step sizes and inverse
-mass matrices agree with theirs bit for bit (``tests/zoo/inference/test_adaptation.py``).
+mass matrices agree with theirs bit for bit (``tests/zoo/inference/mcmc/test_adaptation.py``).
 Exponentials and logarithms are the one exception to "one tensor operation": they are taken
 with :func:`math.exp` / :func:`math.log` element by element (C scalars), as Pyro takes them,
 because torch's vectorized ``exp`` and ``log`` (SLEEF, within 1 ulp; used once a tensor is
@@ -67,6 +67,8 @@ from typing import NamedTuple
 import torch
 
 from zoo.inference.mcmc.batched import BatchPoint
+from zoo.inference.mcmc.dual_averaging import DualAveragingState, dual_averaging, exp, log
+from zoo.inference.mcmc.welford import Welford, regularized_variance, welford_init, welford_update
 
 __all__ = [
     "AdaptationState",
@@ -77,8 +79,6 @@ __all__ = [
     "window_adaptation",
 ]
 
-#: Dual-averaging constants (Hoffman & Gelman 2014; Pyro's ``DualAveraging`` defaults).
-T0, KAPPA, GAMMA = 10, 0.75, 0.05
 #: Stan's windows: initial fast buffer, final fast buffer, first slow window.
 INITIAL_BUFFER, FINAL_BUFFER, BASE_WINDOW = 75, 50, 25
 #: Bounds of the step-size search (Pyro's).
@@ -146,29 +146,32 @@ class AdaptationState(NamedTuple):
     the searched :math:`\\epsilon_0` right after a restart, :math:`e^{\\bar x_T}` after it."""
     inverse_mass_matrix: torch.Tensor
     """(C, D), dtype of the draws: the diagonal inverse mass matrix in use."""
-    log_step_size: torch.Tensor
-    """(C,) float64: :math:`x_t`, the last dual-averaging iterate (stale right after init or a
-    restart, as in Pyro: :attr:`step_size` is then the restart value)."""
-    log_step_size_avg: torch.Tensor
-    """(C,) float64: :math:`\\bar x_t`, the weighted average of the iterates."""
-    gradient_avg: torch.Tensor
-    """(C,) float64: :math:`\\bar H_t`, the average of target minus acceptance statistic."""
-    prox_center: torch.Tensor
-    """(C,) float64: :math:`\\mu = \\log(10\\,\\epsilon_0)`, what the iterates shrink towards."""
-    da_step: int
-    """Dual-averaging iterations since the last restart (:math:`t`), same for all chains."""
-    mean: torch.Tensor
-    """(C, D): Welford running mean of the draws of the current slow window."""
-    m2: torch.Tensor
-    """(C, D): Welford running sum of squared deviations from the mean."""
-    count: int
-    """Draws in the Welford estimate (:math:`n`), same for all chains."""
+    da: DualAveragingState
+    """Dual averaging of the log step sizes, (C,) float64 tensors (its ``x`` is stale right
+    after init or a restart, as in Pyro: :attr:`step_size` is then the restart value)."""
+    welford: Welford
+    """Per-chain Welford estimate, (C, D), of the draws of the current slow window."""
     window: int
     """Index into the schedule of the current window (its length once warm-up is over)."""
     needs_search: bool
     """True when the driver must call :func:`find_reasonable_step_size` at the current draws
     with the current inverse mass matrix, starting from :attr:`step_size`, and pass the result
     to ``restart``: after ``init`` (unless told not to) and after each slow window."""
+
+    @property
+    def log_step_size_avg(self) -> torch.Tensor:
+        """(C,) :math:`\\bar x_t`, the averaged log step size."""
+        return self.da.x_avg
+
+    @property
+    def gradient_avg(self) -> torch.Tensor:
+        """(C,) :math:`\\bar H_t`."""
+        return self.da.gradient_avg
+
+    @property
+    def da_step(self) -> int:
+        """Dual-averaging iterations since the last restart."""
+        return self.da.step
 
 
 class WindowAdaptation(NamedTuple):
@@ -189,22 +192,6 @@ class WindowAdaptation(NamedTuple):
     """``final(state)``: the adapted ``(step_size, inverse_mass_matrix)``."""
     schedule: tuple[Window, ...]
     """The windows, from :func:`build_schedule`."""
-
-
-def _exp1(v: float) -> float:
-    try:
-        return math.exp(v)
-    except OverflowError:  # where Pyro would stop: inf, which the driver's check reports
-        return math.inf
-
-
-def _exp(x: torch.Tensor) -> torch.Tensor:
-    # libm's exp element by element, as Pyro's math.exp (see the module docstring)
-    return x.new_tensor([_exp1(v) for v in x.tolist()])
-
-
-def _log(x: torch.Tensor) -> torch.Tensor:
-    return x.new_tensor([math.log(v) for v in x.tolist()])
 
 
 def window_adaptation(
@@ -247,16 +234,14 @@ def window_adaptation(
         ``init``, ``update``, ``restart``, ``final`` and ``schedule``.
     """
     schedule = build_schedule(num_warmup)
+    da = dual_averaging()
 
     def restart(state: AdaptationState, step_size: torch.Tensor) -> AdaptationState:
         eps = step_size.to(torch.float64)
         zeros = torch.zeros_like(eps)
         return state._replace(
             step_size=eps,
-            prox_center=_log(10 * eps),
-            log_step_size_avg=zeros,
-            gradient_avg=zeros,
-            da_step=0,
+            da=da.init(log(10 * eps), state.da.x, zeros),
             needs_search=False,
         )
 
@@ -271,14 +256,8 @@ def window_adaptation(
         state = AdaptationState(
             step_size=eps,
             inverse_mass_matrix=torch.ones_like(z),
-            log_step_size=zeros,
-            log_step_size_avg=zeros,
-            gradient_avg=zeros,
-            prox_center=zeros,
-            da_step=0,
-            mean=torch.zeros_like(z),
-            m2=torch.zeros_like(z),
-            count=0,
+            da=da.init(zeros, zeros, zeros),
+            welford=welford_init(tuple(z.shape), dtype=z.dtype, device=z.device),
             window=0,
             needs_search=search,
         )
@@ -293,38 +272,19 @@ def window_adaptation(
         window = schedule[i]
         slow = adapt_mass_matrix and window.kind == "slow"
         # dual averaging, in Pyro's order of operations (its Python floats are float64)
-        k = state.da_step + 1
-        h = target_accept - accept_prob.to(torch.float64)
-        g_avg = (1 - 1 / (k + T0)) * state.gradient_avg + h / (k + T0)
-        x = state.prox_center - (k**0.5) / GAMMA * g_avg
-        w = k ** (-KAPPA)
-        x_avg = (1 - w) * state.log_step_size_avg + w * x
-        state = state._replace(
-            step_size=_exp(x),
-            log_step_size=x,
-            log_step_size_avg=x_avg,
-            gradient_avg=g_avg,
-            da_step=k,
-        )
+        d = da.update(state.da, target_accept - accept_prob.to(torch.float64))
+        state = state._replace(step_size=exp(d.x), da=d)
         if slow:  # Welford (Pyro's WelfordCovariance, diagonal)
-            n = state.count + 1
-            delta_pre = z - state.mean
-            mean = state.mean + delta_pre / n
-            m2 = state.m2 + delta_pre * (z - mean)
-            state = state._replace(mean=mean, m2=m2, count=n)
+            state = state._replace(welford=welford_update(state.welford, z))
         if t != window.end:
             return state
         if window.kind == "final":
-            return state._replace(window=i + 1, step_size=_exp(x_avg))
+            return state._replace(window=i + 1, step_size=exp(da.final(d)))
         if slow:
-            n = state.count
-            if n < 2:
-                raise RuntimeError("Insufficient samples to estimate covariance")
-            cov = state.m2 / (n - 1)
-            minv = (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0))
-            zeros = torch.zeros_like(state.mean)
             state = state._replace(
-                inverse_mass_matrix=minv, mean=zeros, m2=zeros, count=0, needs_search=True
+                inverse_mass_matrix=regularized_variance(state.welford),
+                welford=welford_init(tuple(z.shape), dtype=z.dtype, device=z.device),
+                needs_search=True,
             )
         return state._replace(window=i + 1)
 

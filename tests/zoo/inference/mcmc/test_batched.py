@@ -12,7 +12,7 @@ import pydantic
 import pytest
 import torch
 
-from tests.zoo.inference.test_mcmc import STATS, _check_posterior, _regression, _small
+from tests.zoo.inference.mcmc.test_sequential import STATS, _check_posterior, _regression, _small
 from zoo.inference.mcmc.batched import BatchMetric, hmc_step_batch, new_point_batch, nuts_step_batch
 from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
 from zoo.inference.mcmc.kernel import Metric, hmc_step, new_point, nuts_step
@@ -203,7 +203,7 @@ def test_vectorized_run_is_the_sequential_run() -> None:
     dual averaging amplifies that: on torch 2.13 chain 0 ends its warm-up at step size 1.01 on
     one path and 0.49 on the other. Both are checked against the closed-form posterior in
     ``test_vectorized_nuts_recovers_conjugate_posterior``; the adaptation itself is
-    checked bit for bit against Pyro's in tests/zoo/inference/test_adaptation.py.
+    checked bit for bit against Pyro's in tests/zoo/inference/mcmc/test_adaptation.py.
     """
     pot, _, _ = _regression()
     kw = dict(seed=3, warmup=0, draws=10, chains=3, step_size=0.05)

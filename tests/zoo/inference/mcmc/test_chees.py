@@ -1,6 +1,6 @@
 """ChEES-HMC: the kernel, the adaptation and the driver of zoo.inference.mcmc.chees.
 
-The posterior checks reuse the conjugate Bayesian linear regression of ``test_mcmc.py``
+The posterior checks reuse the conjugate Bayesian linear regression of ``test_sequential.py``
 (closed-form Gaussian posterior, tolerance from the ESS); the adaptation checks use a known
 diagonal Gaussian (:class:`~zoo.inference.mcmc.gaussian.GaussianPotential`).
 """
@@ -13,16 +13,10 @@ import numpy as np
 import pytest
 import torch
 
-from tests.zoo.inference.test_mcmc import _check_posterior, _regression, _small
-from zoo.inference.mcmc.chees import (
-    LEARNING_RATE,
-    PooledWelford,
-    chees_adaptation,
-    chees_transition,
-    halton,
-    num_steps,
-    run_chees,
-)
+from tests.zoo.inference.mcmc.test_sequential import _check_posterior, _regression, _small
+from zoo.inference.mcmc.chees import chees_transition, halton, num_steps
+from zoo.inference.mcmc.chees_adaptation import LEARNING_RATE, chees_adaptation
+from zoo.inference.mcmc.chees_hmc import run_chees
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import EXTEND_EVERY
@@ -317,7 +311,7 @@ def test_adaptation_functions() -> None:
     eps, t = ad.final(st)
     assert eps == pytest.approx(1.0) and t == pytest.approx(10.0)  # capped at L eps
     st = ad.restart(st, 0.05)
-    assert st.da_step == 0 and st.adam_step == 0 and st.avg_step == 0
+    assert st.da_step == 0 and st.adam_step == 0
     assert ad.final(st) == pytest.approx((0.05, 0.5))  # T capped again at the new eps
     # but the iterate is capped at L times 10 eps (what dual averaging starts towards), not
     # at L eps: a searched or dual-averaging step size far below the final one does not cut T
@@ -329,24 +323,6 @@ def test_adaptation_functions() -> None:
     for _ in range(200):  # acceptance 0: the step size shrinks
         st = ad.update(st, 0.0, math.nan)  # a NaN gradient is skipped
     assert ad.final(st)[0] < 1e-5 and st.adam_step == 0
-
-
-def test_pooled_welford_is_numpys_variance() -> None:
-    rng = np.random.default_rng(0)
-    batches = [rng.normal(size=(c, 4)) * [1, 10, 0.1, 3] + 5 for c in (1, 7, 3, 7)]
-    w = PooledWelford(4)
-    for b in batches:
-        w.update(torch.from_numpy(b).float())
-    allx = np.concatenate([b.astype(np.float32) for b in batches]).astype(np.float64)
-    assert w.n == 18
-    np.testing.assert_allclose(w.mean.numpy(), allx.mean(0), rtol=1e-12)
-    np.testing.assert_allclose((w.m2 / (w.n - 1)).numpy(), allx.var(0, ddof=1), rtol=1e-10)
-    n = 18
-    np.testing.assert_allclose(
-        w.regularized_variance().numpy(),
-        n / (n + 5) * allx.var(0, ddof=1) + 1e-3 * 5 / (n + 5),
-        rtol=1e-10,
-    )
 
 
 def test_argument_checks() -> None:
