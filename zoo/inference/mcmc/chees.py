@@ -16,8 +16,7 @@ TensorFlow Probability. Divergence: an energy error above 1000 (or a non-finite 
 the chain's transition divergent and rejects it. No host synchronization happens inside a
 transition's leapfrog loop.
 
-:func:`find_shared_step_size` is Hoffman & Gelman's (2014, Algorithm 4) search for one step
-size for all chains, on the chains' mean acceptance. The adaptation of :math:`\epsilon`,
+The adaptation of :math:`\epsilon`,
 :math:`T` and :math:`M^{-1}` is :mod:`zoo.inference.mcmc.chees_adaptation`; the two meet in
 :mod:`zoo.inference.mcmc.chees_hmc`.
 
@@ -37,7 +36,7 @@ import torch
 from zoo.inference.mcmc.kernel import MAX_ENERGY_ERROR
 from zoo.inference.mcmc.potential import FlatPotential
 
-__all__ = ["ChEESInfo", "chees_transition", "find_shared_step_size", "halton", "num_steps"]
+__all__ = ["ChEESInfo", "chees_transition", "halton", "num_steps"]
 
 
 class ChEESInfo(NamedTuple):
@@ -157,36 +156,3 @@ def num_steps(
     """:math:`\\min(\\max(\\lceil u T / \\epsilon \\rceil, 1), L_{\\max})` from logs (no 0/0)."""
     ratio = math.exp(min(log_trajectory_length - log_step_size, math.log(max_leapfrog)))
     return min(max(math.ceil(jitter * ratio), 1), max_leapfrog)
-
-
-def find_shared_step_size(
-    pot: FlatPotential,
-    z: torch.Tensor,
-    u: torch.Tensor,
-    g: torch.Tensor,
-    minv: torch.Tensor,
-    step_size: float,
-    gen: torch.Generator,
-    threshold: float = 0.8,
-) -> float:
-    """One step size for all chains: Hoffman & Gelman (2014), Algorithm 4, on the chains' mean.
-
-    From ``step_size``, fresh momenta for all chains and one leapfrog step; the mean over
-    chains of :math:`\\min(1, e^{-\\Delta H})` (0 where not finite) compared with
-    ``threshold`` fixes a direction; the step size doubles (or halves) with fresh momenta
-    until the comparison flips or it leaves :math:`(10^{-10}, 10^{10})`; that step size is
-    returned (as Pyro's ``_find_reasonable_step_size`` returns it), clamped to the range.
-    """
-    c, d = z.shape
-    eps, direction = float(step_size), 0
-    zeros = torch.zeros(c, dtype=torch.float64, device=z.device)
-    while 1e-10 < eps < 1e10:
-        noise = torch.randn(c, d, generator=gen, dtype=z.dtype, device=z.device)
-        info = chees_transition(pot, z, u, g, eps, minv, 1, noise, zeros)[3]
-        new = 1 if float(info.acceptance_rate.mean()) > threshold else -1
-        if direction == 0:
-            direction = new
-        elif new != direction:
-            break
-        eps *= 2.0**direction
-    return min(max(eps, 1e-10), 1e10)

@@ -42,7 +42,7 @@ probabilities, divergences: :func:`chees_statistics`) and never imports the kern
 - The adapted values are the averages (weights :math:`k^{-1/2}`) of the iterates in log
   space since the last restart: :math:`\epsilon = e^{\overline{\log\epsilon}}` and
   :math:`T = e^{\overline{\log T}}` clipped to :math:`[\epsilon, L_{\max}\epsilon]`.
-- Diagonal inverse mass matrix: Stan's windows (:func:`~zoo.inference.mcmc.adaptation.build_schedule`);
+- Diagonal inverse mass matrix: Stan's windows (:func:`~zoo.inference.mcmc.window_adaptation.build_schedule`);
   inside a slow window the states of all chains at all its iterations feed one pooled
   estimate (:func:`~zoo.inference.mcmc.welford.chan_merge`, float64); at the window's end
   Stan's regularized variance (:func:`~zoo.inference.mcmc.welford.regularized_variance`),

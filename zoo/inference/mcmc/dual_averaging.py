@@ -18,7 +18,7 @@ shape ``(C,)`` (one per chain: the window adaptation): the step counter is one P
 every coefficient (:math:`1/(t + t_0)`, :math:`\sqrt t/\gamma` as ``t ** 0.5 / gamma``,
 :math:`t^{-\kappa}`) one Python float, so each update is the same IEEE arithmetic, in the
 same order, as Pyro's :class:`~pyro.ops.dual_averaging.DualAveraging` applied chain by chain
-(``tests/zoo/inference/mcmc/test_adaptation.py`` checks it bit for bit).
+(``tests/zoo/inference/mcmc/test_window_adaptation.py`` checks it bit for bit).
 :func:`exp` and :func:`log` take libm's exponential and logarithm element by element, as
 Pyro's ``math.exp`` does (torch's vectorized ``exp``/``log`` may differ in the last bit).
 

@@ -3,7 +3,7 @@
 :class:`FlatPotential` is :math:`U(z) = -\\log p(z \\mid x, y) + c` as one function of a flat
 unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as
 :math:`\\log\\sigma` with its Jacobian), computed from the network function and the Normal
-prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.driver`
+prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.samplers`
 call :meth:`FlatPotential.value_and_grad` once per leapfrog step.
 """
 
