@@ -301,6 +301,8 @@ def ess_rows(
         init=init,
         max_tree_depth=depth,
         target_accept=0.8,
+        step_size=None,
+        mass_matrix="diag",
         vectorize_chains=True,
         threads=None,
     )
@@ -320,6 +322,7 @@ def ess_rows(
             init=init,
             keep=None,
             threads=None,
+            step_size=None,
             target_accept=0.651,
             max_leapfrog=1024,
         )

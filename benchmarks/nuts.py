@@ -291,6 +291,8 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
             max_tree_depth=depth,
             chains=4,
             target_accept=0.8,
+            step_size=None,
+            mass_matrix="diag",
             vectorize_chains=vec,
         )
         name = f"zoo 4 chains {'vectorized' if vec else 'sequential'}"

@@ -1,4 +1,4 @@
-"""NUTS, HMC and ChEES-HMC as inference methods: the spec's sampler sections around the drivers.
+"""NUTS, HMC and ChEES-HMC as inference methods: the spec's sampler sections around the samplers.
 
 The chains start at a prior draw or at the posterior median of a variational method of the
 same spec (``init_from``), as Farquhar et al. (2020) start NUTS at the MF-VI solution. That
@@ -124,7 +124,10 @@ def _nuts(method: NUTSMethod) -> Callable[..., MCMCResult]:
 def _hmc(method: HMCMethod) -> Callable[..., MCMCResult]:
     """HMC: a fixed number of leapfrog steps per draw, adapted step size."""
     return functools.partial(
-        run_hmc, num_steps=method.num_steps, adapt_mass_matrix=method.adapt_mass_matrix
+        run_hmc,
+        num_steps=method.num_steps,
+        adapt_mass_matrix=method.adapt_mass_matrix,
+        mass_matrix="diag",
     )
 
 

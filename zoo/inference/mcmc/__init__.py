@@ -9,8 +9,9 @@ One concept per module, in floors; a module imports only from the floors below i
    result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
    (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C
-   chains), :mod:`~.chees` (ChEES-HMC's jittered transition); the batched ones share the
-   reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``).
+   chains), :mod:`~.chees` (ChEES-HMC's jittered transition); a kernel may use the
+   reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``) and the batched point
+   and metric types (``batched.BatchPoint``, ``BatchMetric``).
 3. **Adaptations** as ``(init, update, final)`` over a NamedTuple state, which import no
    kernel: :mod:`~.window_adaptation` (Stan's windows, per chain), :mod:`~.chees_adaptation`
    (one step size and trajectory length for all chains); and :mod:`~.step_size` (Hoffman &

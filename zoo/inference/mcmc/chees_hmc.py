@@ -1,5 +1,13 @@
-"""ChEES-HMC's driver: the kernel of :mod:`~zoo.inference.mcmc.chees` with the adaptation of
+"""ChEES-HMC as a program of :func:`zoo.inference.mcmc.loop.sample`: the kernel of
+:mod:`~zoo.inference.mcmc.chees` with the adaptation of
 :mod:`~zoo.inference.mcmc.chees_adaptation`, all chains as one batch.
+
+Warm-up iteration :math:`t`: one transition of :math:`n_t` leapfrog steps at the current
+:math:`\\epsilon` and :math:`T` (Halton jitter :math:`u_t`), the adaptation's statistics of it
+(one host synchronization), the step-size/trajectory update, and inside Stan's slow windows
+the pooled Welford estimate of all chains' states; at a window's end the regularized variance
+becomes :math:`M^{-1}` and the step size is searched again. Draws: :math:`\\epsilon`,
+:math:`M^{-1}` and :math:`T` fixed, the Halton index going on from the warm-up.
 
 Randomness: one ``torch.Generator`` on the potential's device, seeded from ``seed``, draws
 the momenta and Metropolis uniforms of all chains as ``(C, D)`` and ``(C,)`` tensors, and one

@@ -257,12 +257,10 @@ class FlatPotential:
         """Run :meth:`value_and_grad_batch` through ``torch.compile`` from now on.
 
         Inductor fuses the batched forward and backward (the activation, its mask and the
-        bias into the products' epilogues), which the eager batch cannot: measured on 2 CPU
-        cores (``benchmarks/chees.py``, N = 10,000, D = 954, one thread) 1.6 to 1.75 times
-        the eager chain-gradients per second at 16 and 64 chains, and no gain for one
-        chain. Not measured on a GPU. Values and gradients equal the eager ones to float
-        rounding (the order of the sums changes). Known likelihoods only (an unknown one
-        goes row by row, eagerly).
+        bias into the products' epilogues), which the eager batch cannot (the speed-up
+        measured: ``docs/notes/samplers.md``). Values and gradients equal the eager ones to
+        float rounding (the order of the sums changes). Known likelihoods only (an unknown
+        one goes row by row, eagerly).
 
         Parameters
         ----------

@@ -40,10 +40,8 @@ dtype of the draws (Welford, like Pyro's tensors). Every update is then the same
 arithmetic, in the same order, as Pyro's per-chain objects, and the step sizes and inverse
 mass matrices agree with theirs bit for bit (``tests/zoo/inference/mcmc/test_window_adaptation.py``).
 Exponentials and logarithms are the one exception to "one tensor operation": they are taken
-with :func:`math.exp` / :func:`math.log` element by element (C scalars), as Pyro takes them,
-because torch's vectorized ``exp`` and ``log`` (SLEEF, within 1 ulp; used once a tensor is
-long enough for the vector loop, 16 chains for instance) differ from libm in the last bit for
-about 5% (exp) and 0.1% (log) of float64 arguments (measured on AVX-512).
+with libm element by element (:func:`~zoo.inference.mcmc.dual_averaging.exp`), as Pyro takes
+them, because torch's vectorized ``exp`` and ``log`` may differ from libm in the last bit.
 
 References
 ----------

@@ -63,6 +63,8 @@ def sample_gaussian(sim: Any, cov: np.ndarray, seed: int) -> tuple[np.ndarray, d
         draws=sim.draws,
         chains=sim.chains,
         target_accept=sim.target_accept,
+        step_size=None,
+        mass_matrix="diag",
         vectorize_chains=True,
     )
     if sim.sampler == "nuts":

@@ -32,7 +32,7 @@ from zoo.spec.sections.samplers import ChEESMethod
 
 #: ChEES with the schema's defaults for what a test does not set.
 run_chees = functools.partial(
-    samplers.run_chees, **schema_defaults(ChEESMethod, "target_accept", "max_leapfrog")
+    samplers.run_chees, **schema_defaults(ChEESMethod, "target_accept", "max_leapfrog", "step_size")
 )
 
 STATS = ("lp", "step_size", "n_steps", "diverging", "energy", "acceptance_rate")

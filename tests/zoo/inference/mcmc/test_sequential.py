@@ -31,10 +31,23 @@ def schema_defaults(section: type, *names: str) -> dict:
 
 #: The samplers with the schema's defaults for what a test does not set.
 run_nuts = functools.partial(
-    samplers.run_nuts, **schema_defaults(NUTSMethod, "chains", "target_accept", "max_tree_depth")
+    samplers.run_nuts,
+    **schema_defaults(
+        NUTSMethod,
+        "chains",
+        "target_accept",
+        "max_tree_depth",
+        "step_size",
+        "mass_matrix",
+        "vectorize_chains",
+    ),
 )
 run_hmc = functools.partial(
-    samplers.run_hmc, **schema_defaults(HMCMethod, "chains", "target_accept", "adapt_mass_matrix")
+    samplers.run_hmc,
+    **schema_defaults(
+        HMCMethod, "chains", "target_accept", "adapt_mass_matrix", "step_size", "vectorize_chains"
+    ),
+    mass_matrix="diag",
 )
 
 SIGMA = 0.5
