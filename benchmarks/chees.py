@@ -11,7 +11,7 @@ prints one table of ratios headed by the machine it ran on::
 Rows (``ours`` / ``baseline`` = ``ratio``):
 
 - ``chain-grads/s``: chain-gradients per second (one potential gradient of one chain) of
-  :func:`zoo.inference.mcmc.chees.run_chees` with its draws streamed into
+  :func:`zoo.inference.mcmc.samplers.run_chees` with its draws streamed into
   :class:`~zoo.inference.mcmc.streaming.StreamingMoments` (as a ``chees`` cell runs), over
   the raw batched :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`
   of the same ``C`` chains (the floor: no sampler around it), at each ``C`` of ``--chains``
@@ -22,7 +22,7 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
 - ``ESS/s``: bulk ESS (arviz-stats, every draw of every chain) per second of the whole run
   (warm-up included), minimum and median over the parameters and median over the class-1
   predictive probabilities at 100 test points, of ChEES (``keep=None``: every draw held)
-  against our batched NUTS (:func:`~zoo.inference.mcmc.driver.run_nuts` with
+  against our batched NUTS (:func:`~zoo.inference.mcmc.samplers.run_nuts` with
   ``vectorize_chains=True``, which runs on the CPU only) with the same ``--ess-chains``
   chains, warm-up, draws and start (maximum-likelihood pretrained weights, shared by the
   chains), with the largest R-hat of each beside them (an ESS/s of chains that have not
@@ -72,8 +72,11 @@ from arviz_stats.base import array_stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nuts import _numpyro, _setup  # noqa: E402  (the NUTS benchmark's network and runner)
 
-from zoo.inference.mcmc.chees import run_chees  # noqa: E402
-from zoo.inference.mcmc.driver import FlatPotential, run_nuts  # noqa: E402
+from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.samplers import (
+    run_chees,  # noqa: E402
+    run_nuts,  # noqa: E402
+)
 from zoo.inference.mcmc.streaming import StreamingMoments  # noqa: E402
 
 #: Sampling-phase settings of the throughput rows: a small fixed step, 16 steps on average.
@@ -142,6 +145,8 @@ def _chees_fast(pot: _Counted, init, chains: int, draws: int, stream: bool = Tru
         trajectory_length=2 * MEAN_STEPS * STEP,
         keep=2,
         threads=None,
+        target_accept=0.651,
+        max_leapfrog=1024,
         on_draw=None if moments is None else moments.update,
     )
     return pot.calls / res.seconds, res
@@ -295,6 +300,9 @@ def ess_rows(
         chains=chains,
         init=init,
         max_tree_depth=depth,
+        target_accept=0.8,
+        step_size=None,
+        mass_matrix="diag",
         vectorize_chains=True,
         threads=None,
     )
@@ -314,6 +322,9 @@ def ess_rows(
             init=init,
             keep=None,
             threads=None,
+            step_size=None,
+            target_accept=0.651,
+            max_leapfrog=1024,
         )
         ours = _ess_row(model, pot, res.flat, res.seconds, x_test)
         for name, theirs in base.items():

@@ -10,7 +10,7 @@ Part 1, milliseconds per gradient evaluation (one leapfrog step), ratio to ``raw
 - ``raw``: the network's log density and its ``torch.autograd.grad`` written by hand in torch,
   with no sampler around it (the floor), with the fused ``F.cross_entropy`` that
   FlatPotential uses, and (next row) with ``log_softmax`` + ``gather``;
-- ``zoo run_nuts``: :func:`zoo.inference.mcmc.driver.run_nuts` on :class:`zoo.inference.mcmc.driver.FlatPotential`;
+- ``zoo run_nuts``: :func:`zoo.inference.mcmc.samplers.run_nuts` on :class:`zoo.inference.mcmc.potential.FlatPotential`;
 - ``pyro NUTS(potential_fn=flat)``: Pyro's own NUTS kernel on the same flat potential, as one
   site ``{"z": z}`` (what subclassing Pyro's kernel would cost);
 - ``pyro NUTS(model)``: Pyro's NUTS on the PyroModule model (potential from the model trace).
@@ -51,7 +51,8 @@ from pyro.infer.mcmc import MCMC, NUTS
 import zoo.data
 import zoo.models
 from zoo.inference.init import initial_locs, pretrain_mle
-from zoo.inference.mcmc.driver import FlatPotential, run_nuts
+from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.samplers import run_nuts
 from zoo.runtime import Runtime
 from zoo.spec import load_spec
 
@@ -174,7 +175,16 @@ def _per_step(model, x, y, init, warmup, draws, depth, reps, rounds) -> dict[str
         keep("raw", _raw_ms(pot, x, y, z0, reps, fused=True))
         keep("raw, log_softmax+gather", _raw_ms(pot, x, y, z0, reps, fused=False))
         pot.calls = 0
-        res = run_nuts(pot, seed=0, warmup=warmup, draws=draws, init=init, max_tree_depth=depth)
+        res = run_nuts(
+            pot,
+            seed=0,
+            warmup=warmup,
+            draws=draws,
+            chains=1,
+            target_accept=0.8,
+            init=init,
+            max_tree_depth=depth,
+        )
         keep("zoo run_nuts", res.seconds / pot.calls * 1e3)
         flat_fn.calls = 0
         kern = NUTS(potential_fn=flat_fn, max_tree_depth=depth)
@@ -251,7 +261,16 @@ def _numpyro(python: str, model, x, y, init, warmup, draws, depth, chains: int =
 
 def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[tuple]:
     pot = _Counted(model, x, y)
-    res = run_nuts(pot, seed=0, warmup=warmup, draws=draws, init=init, max_tree_depth=depth)
+    res = run_nuts(
+        pot,
+        seed=0,
+        warmup=warmup,
+        draws=draws,
+        chains=1,
+        target_accept=0.8,
+        init=init,
+        max_tree_depth=depth,
+    )
     rows = [("zoo run_nuts", res.flat, res.seconds, pot.calls / (warmup + draws))]
     kern = _CountedNUTS(model, max_tree_depth=depth)
     mcmc, sec = _pyro_run(kern, {k: v.clone() for k, v in init.items()}, warmup, draws, x, y, 0)
@@ -271,6 +290,9 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
             init=init,
             max_tree_depth=depth,
             chains=4,
+            target_accept=0.8,
+            step_size=None,
+            mass_matrix="diag",
             vectorize_chains=vec,
         )
         name = f"zoo 4 chains {'vectorized' if vec else 'sequential'}"

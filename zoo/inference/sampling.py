@@ -1,14 +1,14 @@
-"""NUTS, HMC and ChEES-HMC as inference methods: the spec's sampler sections around the drivers.
+"""NUTS, HMC and ChEES-HMC as inference methods: the spec's sampler sections around the samplers.
 
 The chains start at a prior draw or at the posterior median of a variational method of the
 same spec (``init_from``), as Farquhar et al. (2020) start NUTS at the MF-VI solution. That
 method is refitted here with the cell's seed, which gives the same posterior as its own
 cell (same configuration, same seed) while keeping cells independent of each other. The
-sampling itself is :func:`zoo.inference.mcmc.driver.run_nuts` / ``run_hmc`` on the
+sampling itself is :func:`zoo.inference.mcmc.samplers.run_nuts` / ``run_hmc`` on the
 model's :class:`~zoo.inference.mcmc.potential.FlatPotential`; a stopping rule in
 ``hooks.stop_when`` extends the chains until it holds.
 
-ChEES-HMC (:func:`fit_chees`, :func:`zoo.inference.mcmc.chees.run_chees`) runs many chains
+ChEES-HMC (:func:`fit_chees`, :func:`zoo.inference.mcmc.samplers.run_chees`) runs many chains
 as one batch on the runtime's device: every chain can start at its own draw of the
 ``init_from`` posterior (``init_spread``), every post-warm-up draw streams into
 :class:`~zoo.inference.mcmc.streaming.StreamingMoments` and only ``keep_draws`` per chain
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 
 from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
-from zoo.inference.mcmc.chees import run_chees
-from zoo.inference.mcmc.driver import MCMCResult, run_hmc, run_nuts
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.result import MCMCResult
+from zoo.inference.mcmc.samplers import run_chees, run_hmc, run_nuts
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes
 from zoo.models.base import BayesianNet
 from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
@@ -106,7 +106,7 @@ def _stopping(pot: FlatPotential, hooks: Hooks) -> dict[str, Any]:
         return {}
     stop = hooks.stop_when
 
-    def until(flat: np.ndarray) -> bool:
+    def until(drawn: int, flat: np.ndarray) -> bool:
         with torch.no_grad():
             sites = pot.unravel(torch.from_numpy(flat))
         return bool(stop({k: v.numpy() for k, v in sites.items()}))
@@ -124,7 +124,10 @@ def _nuts(method: NUTSMethod) -> Callable[..., MCMCResult]:
 def _hmc(method: HMCMethod) -> Callable[..., MCMCResult]:
     """HMC: a fixed number of leapfrog steps per draw, adapted step size."""
     return functools.partial(
-        run_hmc, num_steps=method.num_steps, adapt_mass_matrix=method.adapt_mass_matrix
+        run_hmc,
+        num_steps=method.num_steps,
+        adapt_mass_matrix=method.adapt_mass_matrix,
+        mass_matrix="diag",
     )
 
 
@@ -135,7 +138,7 @@ def sampler_fit(kernel: Callable[[Any], Callable[..., MCMCResult]]) -> Callable[
 
     The driver call takes ``(potential, *, seed, warmup, draws, chains, target_accept,
     step_size, init, progress, vectorize_chains[, until, max_draws])`` and returns an
-    :class:`~zoo.inference.mcmc.driver.MCMCResult`.
+    :class:`~zoo.inference.mcmc.loop.MCMCResult`.
     """
 
     def fit(
@@ -185,7 +188,7 @@ def _fit_sampler(
     )
     stats.update(
         n_divergent=int(result.n_divergent),
-        draws_per_chain=int(result.settings["draws"]),
+        draws_per_chain=result.drawn,
         warmup_seconds=result.warmup_seconds,
     )
     return Fit(
@@ -279,7 +282,7 @@ def fit_chees(
         pot.dim, method.chains, groups=method.stream_groups, device=ctx.runtime.device
     )
     target = method.target_ess
-    until = None if target is None else (lambda n: moments.n_eff() >= target)
+    until = None if target is None else (lambda drawn, kept: moments.n_eff() >= target)
     result = run_chees(
         pot,
         seed=ctx.seed,
@@ -298,15 +301,15 @@ def fit_chees(
         max_leapfrog=method.max_leapfrog,
     )
     summary = moments.summary() if moments.n >= 2 else None
-    settings = result.settings
+    adapted = result.adapted
     stats.update(
-        n_divergent=int(settings["divergences"]),
-        draws_per_chain=int(settings["draws"]),
-        kept_per_chain=int(settings["kept"]),
+        n_divergent=result.divergences,
+        draws_per_chain=result.drawn,
+        kept_per_chain=result.kept,
         warmup_seconds=result.warmup_seconds,
-        step_size=float(settings["step_size"]),
-        trajectory_length=float(settings["trajectory_length"]),
-        n_steps_mean=float(settings["n_steps_mean"]),
+        step_size=float(adapted.step_size[0]),
+        trajectory_length=float(adapted.trajectory_length),
+        n_steps_mean=float(result.n_steps_mean),
         n_eff=None if summary is None else float(summary.n_eff),  # NaN: a coordinate never moved
         # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
         max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),

@@ -1,0 +1,52 @@
+"""Markov chain Monte Carlo over a flat potential, in BlackJAX's shape.
+
+One concept per module, in floors; a module imports only from the floors below its own
+(``tests/zoo/inference/mcmc/test_folder_rule.py`` checks it):
+
+1. **Targets and numerics** (import nothing of this folder but each other's types):
+   :mod:`~.potential` (the model's flat batched log density), :mod:`~.gaussian` (a
+   Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
+   result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`).
+2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
+   (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C
+   chains), :mod:`~.chees` (ChEES-HMC's jittered transition); a kernel may use the
+   reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``) and the batched point
+   and metric types (``batched.BatchPoint``, ``BatchMetric``).
+3. **Adaptations** as ``(init, update, final)`` over a NamedTuple state, which import no
+   kernel: :mod:`~.window_adaptation` (Stan's windows, per chain), :mod:`~.chees_adaptation`
+   (one step size and trajectory length for all chains); and :mod:`~.step_size` (Hoffman &
+   Gelman's search, which runs a kernel's leapfrog step).
+4. **The loop**, :mod:`~.loop`: warm-up, draws, threads, progress, stopping, thinning,
+   collapse check; it imports no kernel and no adaptation.
+5. **Programs**, a kernel plus an adaptation for the loop: :mod:`~.windowed` (any batched
+   kernel with the window adaptation), :mod:`~.chees_hmc`; and the one-chain Pyro reference
+   path :mod:`~.sequential`, which has its own loop per chain.
+6. **The table and entry points**, :mod:`~.samplers`: :data:`~.samplers.BATCHED`,
+   :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`.
+
+A new batched kernel is one module in floor 2 (a ``transition(pot, metric, p, eps, rngs)``)
+plus one entry in :data:`~.samplers.BATCHED`; it runs with the window adaptation in the loop.
+"""
+
+from zoo.inference.mcmc.gaussian import GaussianPotential
+from zoo.inference.mcmc.loop import EXTEND_EVERY, sample
+from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.result import Adapted, MCMCResult
+from zoo.inference.mcmc.samplers import BATCHED, run_batched, run_chees, run_hmc, run_nuts
+from zoo.inference.mcmc.streaming import Moments, StreamingMoments
+
+__all__ = [
+    "BATCHED",
+    "EXTEND_EVERY",
+    "Adapted",
+    "FlatPotential",
+    "GaussianPotential",
+    "MCMCResult",
+    "Moments",
+    "StreamingMoments",
+    "run_batched",
+    "run_chees",
+    "run_hmc",
+    "run_nuts",
+    "sample",
+]

@@ -1,7 +1,7 @@
 r"""The potential of a known Gaussian :math:`\mathcal N(0, \Sigma)`, for the samplers' ground truth.
 
 :class:`GaussianPotential` has the interface the HMC and NUTS drivers of
-:mod:`zoo.inference.mcmc.driver` ask of :class:`~zoo.inference.mcmc.potential.FlatPotential`
+:mod:`zoo.inference.mcmc.samplers` ask of :class:`~zoo.inference.mcmc.potential.FlatPotential`
 (``value_and_grad``, ``value_and_grad_batch``, ``ravel``, ``unravel``, ``prior_draw``,
 ``site_slices``, ``dim``, ``x`` for the dtype), with one site ``theta`` of shape ``(D,)``:
 

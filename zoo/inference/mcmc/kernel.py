@@ -4,7 +4,7 @@ Pure functions over the :class:`Point` NamedTuple (position, momentum, velocity,
 potential, energy) and a :class:`Metric` (the inverse mass matrix as contiguous blocks). The
 NUTS transition is Pyro's (multinomial sampling, biased progressive sampling between
 doublings, Pyro's U-turn criterion, divergence when the energy error exceeds 1000) with
-Python-float bookkeeping. :mod:`zoo.inference.mcmc.driver` is the object shell that adapts and runs them.
+Python-float bookkeeping. :mod:`zoo.inference.mcmc.sequential` adapts and runs them (the one-chain reference path).
 """
 
 from __future__ import annotations

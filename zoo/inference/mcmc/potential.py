@@ -3,7 +3,7 @@
 :class:`FlatPotential` is :math:`U(z) = -\\log p(z \\mid x, y) + c` as one function of a flat
 unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as
 :math:`\\log\\sigma` with its Jacobian), computed from the network function and the Normal
-prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.driver`
+prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.samplers`
 call :meth:`FlatPotential.value_and_grad` once per leapfrog step.
 """
 
@@ -257,12 +257,10 @@ class FlatPotential:
         """Run :meth:`value_and_grad_batch` through ``torch.compile`` from now on.
 
         Inductor fuses the batched forward and backward (the activation, its mask and the
-        bias into the products' epilogues), which the eager batch cannot: measured on 2 CPU
-        cores (``benchmarks/chees.py``, N = 10,000, D = 954, one thread) 1.6 to 1.75 times
-        the eager chain-gradients per second at 16 and 64 chains, and no gain for one
-        chain. Not measured on a GPU. Values and gradients equal the eager ones to float
-        rounding (the order of the sums changes). Known likelihoods only (an unknown one
-        goes row by row, eagerly).
+        bias into the products' epilogues), which the eager batch cannot (the speed-up
+        measured: ``docs/notes/samplers.md``). Values and gradients equal the eager ones to
+        float rounding (the order of the sums changes). Known likelihoods only (an unknown
+        one goes row by row, eagerly).
 
         Parameters
         ----------

@@ -1,7 +1,8 @@
 """The one-chain path: each chain with the one-chain kernel and Pyro's ``WarmupAdapter``.
 
 The only path for dense and block mass matrices, and the path of ``vectorize_chains=False``
-(see :mod:`zoo.inference.mcmc.driver` for why a diagonal one does not go through a batch of one).
+(see :mod:`zoo.inference.mcmc.samplers` for why a diagonal one does not go through a batch of
+one). It is the reference the batched samplers are checked against.
 """
 
 from __future__ import annotations
@@ -15,17 +16,11 @@ import torch
 from pyro.infer.mcmc.adaptation import WarmupAdapter
 
 from zoo.inference.mcmc.kernel import Metric, leapfrog, new_point
+from zoo.inference.mcmc.loop import chain_rngs, check_arguments, check_init, check_step_sizes
 from zoo.inference.mcmc.potential import FlatPotential
-
-# FlatPotential re-exported
-from zoo.inference.mcmc.result import (
-    MCMCResult,
-    chain_rngs,
-    check_init,
-    collapsed,
-    progress_bar,
-    result,
-)
+from zoo.inference.mcmc.result import Adapted, MCMCResult, result
+from zoo.inference.progress import progress_bar
+from zoo.runtime import Runtime
 
 __all__ = ["run_sequential"]
 
@@ -92,11 +87,10 @@ class _Chain:
         return self.metric
 
     def check_step_size(self) -> None:
-        collapsed(
-            self.chain,
-            self.adapter.step_size,
+        check_step_sizes(
+            f"chain {self.chain}",
+            [self.adapter.step_size],
             self.adapter.target_accept_prob,
-            list(self.slices),
             self.warmup,
         )
 
@@ -168,16 +162,14 @@ def run_sequential(
     init: Mapping[str, torch.Tensor] | None,
     progress: bool,
     threads: int | None,
-    settings: dict,
 ) -> MCMCResult:
     """The chains one after another, each with the one-chain kernel ``transition`` and its own
-    Pyro ``WarmupAdapter`` (any mass matrix); arguments checked by the driver."""
+    Pyro ``WarmupAdapter`` (any mass matrix)."""
+    check_arguments(method, warmup, draws, chains, target_accept)
     z_init = None if init is None else pot.ravel(init).detach().clone()
     flat = torch.empty(chains, draws, pot.dim, dtype=pot.x.dtype)
     stats: dict[str, list] = {}
     steps, t_warm, t0 = [], 0.0, time.perf_counter()
-    saved = torch.get_num_threads()
-    threads = saved if threads is None else threads
     for c in range(chains):
         chain = _Chain(
             pot,
@@ -192,12 +184,13 @@ def run_sequential(
         )
         z = z_init.clone() if z_init is not None else pot.prior_draw(chain.gen)
         check_init(pot, z, "init" if init is not None else "a prior draw (init=None)")
-        bar = progress_bar(warmup + draws, f"{method} chain {c}", warmup) if progress else None
+        bar = None
+        if progress:
+            bar = progress_bar(warmup + draws, f"{method} chain {c}", unit="draw", warmup=warmup)
         try:
-            torch.set_num_threads(threads)
-            rec, tw = chain.run(z, draws, flat[c], bar)
+            with Runtime(threads=threads).threads_scope():
+                rec, tw = chain.run(z, draws, flat[c], bar)
         finally:
-            torch.set_num_threads(saved)
             if bar is not None:
                 bar.close()
         eps = chain.adapter.step_size
@@ -206,19 +199,17 @@ def run_sequential(
         for k, v in rec.items():
             stats.setdefault(k, []).append(v)
     seconds = time.perf_counter() - t0
-    settings = dict(
-        settings,
-        method=method,
-        seed=seed,
-        warmup=warmup,
-        draws=draws,
-        chains=chains,
-        target_accept=target_accept,
-        initial_step_size=step_size,
-        mass_matrix=mass_matrix,
-        adapt_mass_matrix=adapt_mass_matrix,
-        init="given" if init is not None else "prior",
-        step_size=steps,
-        threads=threads,
+    st = {k: np.stack(v) for k, v in stats.items()}
+    return result(
+        pot,
+        flat,
+        st,
+        seconds,
+        t_warm,
+        adapted=Adapted(np.asarray(steps, dtype=np.float64), None),
+        drawn=draws,
+        kept_index=tuple(range(draws)),
+        divergences=int(st["diverging"].sum()),
+        n_steps_mean=float(st["n_steps"].mean()),
+        init="shared" if init is not None else "prior",
     )
-    return result(pot, flat, {k: np.stack(v) for k, v in stats.items()}, settings, seconds, t_warm)

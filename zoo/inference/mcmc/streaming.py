@@ -62,6 +62,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo.inference.mcmc.welford import Welford, chan_merge, welford_update
+
 __all__ = ["BUFFER_BYTES", "MIN_ROWS", "Moments", "StreamingMoments", "group_sizes"]
 
 #: Rows (draws x chains) a group's co-moment update waits for (module docstring: Batching).
@@ -303,9 +305,8 @@ class StreamingMoments:
         x.copy_(z.detach())
         self.n += 1
         self._waiting += 1
-        delta = x - self._chain_mean
-        self._chain_mean.add_(delta / self.n)
-        self._chain_m2.addcmul_(delta, x - self._chain_mean)
+        w = welford_update(Welford(self.n - 1, self._chain_mean, self._chain_m2), x, fused=True)
+        self._chain_mean, self._chain_m2 = w.mean, w.m2
         if self._waiting == self.buffered:
             self._merge()
 
@@ -320,11 +321,7 @@ class StreamingMoments:
             nb = k * (b - a)
             na = done * (b - a)
             xb = self._buffer[:k, a:b].reshape(nb, d)
-            mb = xb.mean(0)
-            xc = xb - mb
-            dm = mb - self._group_mean[g]
-            self._group_mean[g].add_(dm, alpha=nb / (na + nb))
-            self._group_m2[g].addmm_(xc.T, xc).addr_(dm, dm, alpha=na * nb / (na + nb))
+            chan_merge(Welford(na, self._group_mean[g], self._group_m2[g]), xb, full=True)
         self._waiting = 0
 
     def ess(self) -> torch.Tensor:

@@ -92,8 +92,7 @@ class _PerChainSampler(_Sampler):
     vectorize_chains: bool = Field(
         False,
         description="Run the chains as one batched computation (each keeps its own seed and "
-        "adaptation): about the cost of 1.5 chains for 4 on small networks; diag mass matrix "
-        "only.",
+        "adaptation); diag mass matrix only.",
     )
 
 
@@ -154,16 +153,15 @@ class ChEESMethod(_Sampler):
         ge=2,
         le=MAX_CHEES_CHAINS,
         description=f"Chains, run as one batch on the runtime's device (2 to "
-        f"{MAX_CHEES_CHAINS:,}; a GPU runs thousands at about the cost of one). The "
-        "adaptation and the ESS read across them: use 64 or more (with 8 to 16 chains the "
-        "adapted trajectory stayed at 1 to 5 leapfrog steps on a two-moons network).",
+        f"{MAX_CHEES_CHAINS:,}). The adaptation and the ESS read across them: use 64 or more.",
     )
     target_accept: float = Field(
         0.651,
         gt=0,
         lt=1,
-        description="Target acceptance probability of the step-size adaptation; 0.651 is "
-        "optimal for HMC in high dimension (Beskos et al. 2013), ChEES-HMC's default.",
+        description="Target of the step-size adaptation for the harmonic mean of the chains' "
+        "acceptance probabilities; 0.651 is optimal for HMC in high dimension (Beskos et al. "
+        "2013).",
     )
     keep_draws: int = Field(
         100,
@@ -204,10 +202,7 @@ class ChEESMethod(_Sampler):
     compile: bool = Field(
         False,
         description="Run the batched potential and its gradient through torch.compile "
-        "(compiled once per cell, before the warm-up: seconds to a minute; a CPU needs a C++ "
-        "compiler). Measured on 2 CPU cores at N = 10,000: 1.6 to 1.75x the chain-gradients "
-        "per second at 16 to 64 chains, nothing for one chain; not yet measured on a GPU "
-        "(benchmarks/chees.py prints the ratio on the machine at hand).",
+        "(compiled once per cell, before the warm-up; a CPU needs a C++ compiler).",
     )
     init_fits: int = Field(
         1,

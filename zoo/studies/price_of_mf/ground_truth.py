@@ -1,8 +1,8 @@
 """``simulation: {kind: gaussian}``: the price-of-mean-field pipeline on a known Gaussian.
 
 For each dimension D of the section, a covariance S (:func:`reports.ground_truth.random_spd`)
-is sampled by the zoo's own batched NUTS or HMC (:func:`zoo.inference.mcmc.driver.run_nuts`,
-:func:`~zoo.inference.mcmc.driver.run_hmc`, all chains as one batch, the same warm-up) on
+is sampled by the zoo's own batched NUTS or HMC (:func:`zoo.inference.mcmc.samplers.run_nuts`,
+:func:`~zoo.inference.mcmc.samplers.run_hmc`, all chains as one batch, the same warm-up) on
 :class:`~zoo.inference.mcmc.gaussian.GaussianPotential`, and the draws go through the
 study's Gaussian fit, shift null and excess (:func:`reports.ground_truth.ground_truth_metrics`)
 beside the exact KL of S. Why a simulation and not a data set and model: the target has no
@@ -29,8 +29,8 @@ import pandas as pd
 from reports.document import render, section, simulation_document
 from reports.figures.ground_truth import ground_truth_figure
 from reports.ground_truth import ground_truth_metrics, random_spd
-from zoo.inference.mcmc.driver import run_hmc, run_nuts
 from zoo.inference.mcmc.gaussian import GaussianPotential
+from zoo.inference.mcmc.samplers import run_hmc, run_nuts
 from zoo.spec import SpecError
 from zoo.studies.product_matrix.simulate import SimulationStore
 
@@ -64,6 +64,8 @@ def sample_gaussian(sim: Any, cov: np.ndarray, seed: int) -> tuple[np.ndarray, d
         draws=sim.draws,
         chains=sim.chains,
         target_accept=sim.target_accept,
+        step_size=None,
+        mass_matrix="diag",
         vectorize_chains=True,
     )
     if sim.sampler == "nuts":
@@ -75,7 +77,7 @@ def sample_gaussian(sim: Any, cov: np.ndarray, seed: int) -> tuple[np.ndarray, d
         "warmup_seconds": res.warmup_seconds,
         "n_divergent": res.n_divergent,
         "mean_steps": float(np.mean(res.sample_stats["n_steps"])),
-        "step_size": float(np.mean(res.settings["step_size"])),
+        "step_size": float(np.mean(res.adapted.step_size)),
     }
     return res.flat, stats
 

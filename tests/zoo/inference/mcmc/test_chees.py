@@ -1,33 +1,39 @@
 """ChEES-HMC: the kernel, the adaptation and the driver of zoo.inference.mcmc.chees.
 
-The posterior checks reuse the conjugate Bayesian linear regression of ``test_mcmc.py``
+The posterior checks reuse the conjugate Bayesian linear regression of ``test_sequential.py``
 (closed-form Gaussian posterior, tolerance from the ESS); the adaptation checks use a known
 diagonal Gaussian (:class:`~zoo.inference.mcmc.gaussian.GaussianPotential`).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from tests.zoo.inference.test_mcmc import _check_posterior, _regression, _small
-from zoo.inference.mcmc.chees import (
-    LEARNING_RATE,
-    PooledWelford,
-    chees_adaptation,
-    chees_transition,
-    halton,
-    num_steps,
-    run_chees,
+from tests.zoo.inference.mcmc.test_sequential import (
+    _check_posterior,
+    _regression,
+    _small,
+    schema_defaults,
 )
+from zoo.inference.mcmc import samplers
+from zoo.inference.mcmc.chees import chees_transition, halton, num_steps
+from zoo.inference.mcmc.chees_adaptation import LEARNING_RATE, chees_adaptation
 from zoo.inference.mcmc.gaussian import GaussianPotential
+from zoo.inference.mcmc.loop import EXTEND_EVERY
 from zoo.inference.mcmc.potential import FlatPotential
-from zoo.inference.mcmc.result import EXTEND_EVERY
 from zoo.models.likelihoods import CategoricalLikelihood
 from zoo.models.mlp import BayesianMLP
+from zoo.spec.sections.samplers import ChEESMethod
+
+#: ChEES with the schema's defaults for what a test does not set.
+run_chees = functools.partial(
+    samplers.run_chees, **schema_defaults(ChEESMethod, "target_accept", "max_leapfrog", "step_size")
+)
 
 STATS = ("lp", "step_size", "n_steps", "diverging", "energy", "acceptance_rate")
 
@@ -91,7 +97,7 @@ def test_recovers_conjugate_posterior(chains: int, warmup: int, draws: int) -> N
     pot, mean, cov = _regression()
     res = run_chees(pot, seed=0, warmup=warmup, draws=draws, chains=chains)
     assert res.flat.shape == (chains, draws, 3) and res.n_divergent == 0
-    assert res.settings["draws"] == res.settings["kept"] == draws
+    assert res.drawn == res.kept == draws
     _check_posterior(res, mean, cov)
 
 
@@ -106,19 +112,19 @@ def test_keep_thins_evenly_and_on_draw_sees_every_draw() -> None:
     kw = dict(seed=1, warmup=30, chains=3, max_leapfrog=8)
     # known length: stride ceil(37 / 10) = 4 from the start, never compacted
     a = run_chees(pot, draws=37, keep=10, on_draw=on_draw, **kw)
-    assert len(seen) == 37 and a.settings["draws"] == 37
-    assert a.settings["kept_index"] == list(range(0, 37, 4)) and a.settings["kept"] == 10
+    assert len(seen) == 37 and a.drawn == 37
+    assert list(a.kept_index) == list(range(0, 37, 4)) and a.kept == 10
     allz = torch.stack(seen, 1).numpy()
-    np.testing.assert_array_equal(a.flat, allz[:, a.settings["kept_index"]])
+    np.testing.assert_array_equal(a.flat, allz[:, list(a.kept_index)])
     for k in STATS:
         assert a.sample_stats[k].shape == (3, 10), k
     # unknown length (until): the buffer fills and the stride doubles, dropping every other
     seen.clear()
     b = run_chees(
-        pot, draws=10, keep=8, on_draw=on_draw, max_draws=200, until=lambda n: n >= 60, **kw
+        pot, draws=10, keep=8, on_draw=on_draw, max_draws=200, until=lambda n, kept: n >= 60, **kw
     )
-    idx, thin = b.settings["kept_index"], b.settings["thin"]
-    assert len(seen) == 60 == b.settings["draws"] and thin == 8
+    idx, thin = list(b.kept_index), b.thin
+    assert len(seen) == 60 == b.drawn and thin == 8
     assert idx == list(range(0, 60, thin)) and 4 <= len(idx) <= 8
     np.testing.assert_array_equal(b.flat, torch.stack(seen, 1).numpy()[:, idx])
     # the kept draws and their statistics are those of a run without thinning
@@ -142,7 +148,8 @@ def test_until_and_max_draws() -> None:
     pot = _net(torch.float32)
     asked: list[int] = []
 
-    def until(n: int) -> bool:
+    def until(n: int, kept: np.ndarray) -> bool:
+        assert kept.shape[1] == n
         asked.append(n)
         return n >= 10 + 2 * EXTEND_EVERY
 
@@ -150,16 +157,15 @@ def test_until_and_max_draws() -> None:
     a = run_chees(pot, draws=10, max_draws=500, until=until, **kw)
     n = 10 + 2 * EXTEND_EVERY
     assert asked == [10, 10 + EXTEND_EVERY, n]
-    assert a.flat.shape == (2, n, pot.dim) and a.settings["draws"] == n
-    assert a.settings["min_draws"] == 10 and a.settings["max_draws"] == 500
+    assert a.flat.shape == (2, n, pot.dim) and a.drawn == n
     full = run_chees(pot, draws=n, **kw)
     np.testing.assert_array_equal(a.flat, full.flat)
-    capped = run_chees(pot, draws=10, max_draws=40, until=lambda n: False, **kw)
-    assert capped.settings["draws"] == 40 and capped.sample_stats["lp"].shape == (2, 40)
+    capped = run_chees(pot, draws=10, max_draws=40, until=lambda n, kept: False, **kw)
+    assert capped.drawn == 40 and capped.sample_stats["lp"].shape == (2, 40)
     with pytest.raises(ValueError, match="max_draws must be >= draws"):
-        run_chees(pot, draws=10, max_draws=5, until=lambda n: True, **kw)
+        run_chees(pot, draws=10, max_draws=5, until=lambda n, kept: True, **kw)
     with pytest.raises(ValueError, match="max_draws must be >= draws"):
-        run_chees(pot, draws=10, until=lambda n: True, **kw)
+        run_chees(pot, draws=10, until=lambda n, kept: True, **kw)
 
 
 def _devices() -> list[str]:
@@ -209,7 +215,7 @@ def test_divergent_transitions_are_rejected() -> None:
         init=pot.unravel(z0),
     )
     assert res.sample_stats["diverging"].all() and res.n_divergent == 15
-    assert res.settings["divergences"] == 15
+    assert res.divergences == 15
     np.testing.assert_array_equal(res.sample_stats["acceptance_rate"], 0.0)
     np.testing.assert_allclose(
         res.flat, np.broadcast_to(z0.numpy()[:, None], res.flat.shape), rtol=1e-12
@@ -243,7 +249,7 @@ def test_init_per_chain_shared_and_prior() -> None:
 
     def first(init):
         res = run_chees(pot, init=init, **kw)
-        return res.flat[:, 0], res.settings["init"]
+        return res.flat[:, 0], res.init
 
     per, how = first(pot.unravel(starts))  # constrained values: noise as sigma
     assert how == "per chain"
@@ -276,8 +282,8 @@ def test_shared_start_spreads_and_adapts() -> None:
         chains=32,
         init={"theta": torch.zeros(3, dtype=torch.float64)},
     )
-    assert res.settings["init"] == "shared"
-    np.testing.assert_allclose(np.array(res.settings["inverse_mass_matrix"]) / sd**2, 1.0, rtol=0.3)
+    assert res.init == "shared"
+    np.testing.assert_allclose(res.adapted.inverse_mass_matrix / sd**2, 1.0, rtol=0.3)
     assert res.flat[:, -1].std(0).min() > 0
 
 
@@ -294,18 +300,18 @@ def test_adaptation_on_a_badly_scaled_gaussian(adapt: bool) -> None:
     sd = np.array([0.1, 0.3, 1.0, 3.0, 10.0])
     pot = GaussianPotential(np.diag(sd**2))
     res = run_chees(pot, seed=0, warmup=400, draws=20, chains=64, adapt_mass_matrix=adapt)
-    s = res.settings
-    minv = np.array(s["inverse_mass_matrix"])
+    s = res.adapted
+    minv, eps = s.inverse_mass_matrix, float(s.step_size[0])
     if adapt:
         np.testing.assert_allclose(minv / sd**2, 1.0, rtol=0.15)
-        assert 1.0 < s["trajectory_length"] < 3.5
-        assert 0.4 < s["step_size"] < 1.6
+        assert 1.0 < s.trajectory_length < 3.5
+        assert 0.4 < eps < 1.6
     else:
         np.testing.assert_array_equal(minv, 1.0)
-        assert 15.0 < s["trajectory_length"] < 35.0
-        assert s["step_size"] < 0.2  # the stability limit 2 * 0.1 of the narrowest scale
-    assert s["trajectory_length"] <= s["max_leapfrog"] * s["step_size"]
-    assert s["divergences"] == 0
+        assert 15.0 < s.trajectory_length < 35.0
+        assert eps < 0.2  # the stability limit 2 * 0.1 of the narrowest scale
+    assert s.trajectory_length <= 1024 * eps
+    assert res.divergences == 0
 
 
 def test_adaptation_functions() -> None:
@@ -317,7 +323,7 @@ def test_adaptation_functions() -> None:
     eps, t = ad.final(st)
     assert eps == pytest.approx(1.0) and t == pytest.approx(10.0)  # capped at L eps
     st = ad.restart(st, 0.05)
-    assert st.da_step == 0 and st.adam_step == 0 and st.avg_step == 0
+    assert st.da_step == 0 and st.adam_step == 0
     assert ad.final(st) == pytest.approx((0.05, 0.5))  # T capped again at the new eps
     # but the iterate is capped at L times 10 eps (what dual averaging starts towards), not
     # at L eps: a searched or dual-averaging step size far below the final one does not cut T
@@ -329,24 +335,6 @@ def test_adaptation_functions() -> None:
     for _ in range(200):  # acceptance 0: the step size shrinks
         st = ad.update(st, 0.0, math.nan)  # a NaN gradient is skipped
     assert ad.final(st)[0] < 1e-5 and st.adam_step == 0
-
-
-def test_pooled_welford_is_numpys_variance() -> None:
-    rng = np.random.default_rng(0)
-    batches = [rng.normal(size=(c, 4)) * [1, 10, 0.1, 3] + 5 for c in (1, 7, 3, 7)]
-    w = PooledWelford(4)
-    for b in batches:
-        w.update(torch.from_numpy(b).float())
-    allx = np.concatenate([b.astype(np.float32) for b in batches]).astype(np.float64)
-    assert w.n == 18
-    np.testing.assert_allclose(w.mean.numpy(), allx.mean(0), rtol=1e-12)
-    np.testing.assert_allclose((w.m2 / (w.n - 1)).numpy(), allx.var(0, ddof=1), rtol=1e-10)
-    n = 18
-    np.testing.assert_allclose(
-        w.regularized_variance().numpy(),
-        n / (n + 5) * allx.var(0, ddof=1) + 1e-3 * 5 / (n + 5),
-        rtol=1e-10,
-    )
 
 
 def test_argument_checks() -> None:
@@ -371,14 +359,13 @@ def test_argument_checks() -> None:
 def test_result_layout() -> None:
     pot = _net(torch.float32)
     res = run_chees(pot, seed=0, warmup=40, draws=6, chains=3, max_leapfrog=16)
-    s = res.settings
+    s = res.adapted
     assert set(res.sample_stats) == set(STATS)
     assert res.draws["noise"].shape == (3, 6) and (res.draws["noise"] > 0).all()
     assert res.draws["layer0.weight"].shape == (3, 6, 4, 3)
-    assert len(s["inverse_mass_matrix"]) == pot.dim
-    assert s["inverse_mass_min"] <= s["inverse_mass_median"] <= s["inverse_mass_max"]
-    assert 1 <= s["n_steps_mean"] <= 16 and s["method"] == "chees"
-    np.testing.assert_array_equal(res.sample_stats["step_size"], s["step_size"])
+    assert s.inverse_mass_matrix.shape == (pot.dim,) and s.step_size.shape == (3,)
+    assert 1 <= res.n_steps_mean <= 16 and res.init == "prior"
+    np.testing.assert_array_equal(res.sample_stats["step_size"], s.step_size[0])
     assert (res.sample_stats["n_steps"] == res.sample_stats["n_steps"][0]).all()  # shared
     assert res.warmup_seconds <= res.seconds
 
@@ -393,7 +380,7 @@ def test_few_chains_do_not_bias_the_trajectory_length() -> None:
     pot = GaussianPotential(np.diag(sd**2))
     z0 = torch.from_numpy(np.random.default_rng(0).standard_normal((8, 100)) * sd)
     res = run_chees(pot, seed=0, warmup=400, draws=20, chains=8, init={"theta": z0})
-    assert 1.4 < res.settings["trajectory_length"] < 2.8
+    assert 1.4 < res.adapted.trajectory_length < 2.8
 
 
 def test_adam_restarts_once_dual_averaging_settles() -> None:

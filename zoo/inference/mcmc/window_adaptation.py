@@ -22,7 +22,7 @@ the step size is :math:`\\epsilon_t = e^{x_t}` during warm-up and :math:`e^{\\ba
 after it (:math:`\\gamma = 0.05`, :math:`t_0 = 10`, :math:`\\kappa = 0.75`, Pyro's
 :class:`~pyro.ops.dual_averaging.DualAveraging`). At the start and after every mass-matrix
 window the scheme restarts (:math:`t = 0`, :math:`\\bar H = \\bar x = 0`) around a step size
-:math:`\\epsilon_0` found by :func:`find_reasonable_step_size` (Hoffman & Gelman 2014,
+:math:`\\epsilon_0` found by :func:`~zoo.inference.mcmc.step_size.find_reasonable_step_size` (Hoffman & Gelman 2014,
 Algorithm 4, as Pyro's ``HMC._find_reasonable_step_size``).
 
 Mass matrix: inside each slow window the draws :math:`z_1, \\dots, z_n` feed Welford's
@@ -38,12 +38,10 @@ computed as Pyro computes it; the per-chain quantities are float64 tensors of sh
 ``(C,)`` (dual averaging, like Pyro's Python floats) and tensors of shape ``(C, D)`` in the
 dtype of the draws (Welford, like Pyro's tensors). Every update is then the same IEEE
 arithmetic, in the same order, as Pyro's per-chain objects, and the step sizes and inverse
-mass matrices agree with theirs bit for bit (``tests/zoo/inference/test_adaptation.py``).
+mass matrices agree with theirs bit for bit (``tests/zoo/inference/mcmc/test_window_adaptation.py``).
 Exponentials and logarithms are the one exception to "one tensor operation": they are taken
-with :func:`math.exp` / :func:`math.log` element by element (C scalars), as Pyro takes them,
-because torch's vectorized ``exp`` and ``log`` (SLEEF, within 1 ulp; used once a tensor is
-long enough for the vector loop, 16 chains for instance) differ from libm in the last bit for
-about 5% (exp) and 0.1% (log) of float64 arguments (measured on AVX-512).
+with libm element by element (:func:`~zoo.inference.mcmc.dual_averaging.exp`), as Pyro takes
+them, because torch's vectorized ``exp`` and ``log`` may differ from libm in the last bit.
 
 References
 ----------
@@ -60,29 +58,24 @@ term buffer 50).
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
 
-from zoo.inference.mcmc.batched import BatchPoint
+from zoo.inference.mcmc.dual_averaging import DualAveragingState, dual_averaging, exp, log
+from zoo.inference.mcmc.welford import Welford, regularized_variance, welford_init, welford_update
 
 __all__ = [
     "AdaptationState",
     "Window",
     "WindowAdaptation",
     "build_schedule",
-    "find_reasonable_step_size",
     "window_adaptation",
 ]
 
-#: Dual-averaging constants (Hoffman & Gelman 2014; Pyro's ``DualAveraging`` defaults).
-T0, KAPPA, GAMMA = 10, 0.75, 0.05
 #: Stan's windows: initial fast buffer, final fast buffer, first slow window.
 INITIAL_BUFFER, FINAL_BUFFER, BASE_WINDOW = 75, 50, 25
-#: Bounds of the step-size search (Pyro's).
-MIN_STEP_SIZE, MAX_STEP_SIZE = 1e-10, 1e10
 
 
 class Window(NamedTuple):
@@ -146,29 +139,32 @@ class AdaptationState(NamedTuple):
     the searched :math:`\\epsilon_0` right after a restart, :math:`e^{\\bar x_T}` after it."""
     inverse_mass_matrix: torch.Tensor
     """(C, D), dtype of the draws: the diagonal inverse mass matrix in use."""
-    log_step_size: torch.Tensor
-    """(C,) float64: :math:`x_t`, the last dual-averaging iterate (stale right after init or a
-    restart, as in Pyro: :attr:`step_size` is then the restart value)."""
-    log_step_size_avg: torch.Tensor
-    """(C,) float64: :math:`\\bar x_t`, the weighted average of the iterates."""
-    gradient_avg: torch.Tensor
-    """(C,) float64: :math:`\\bar H_t`, the average of target minus acceptance statistic."""
-    prox_center: torch.Tensor
-    """(C,) float64: :math:`\\mu = \\log(10\\,\\epsilon_0)`, what the iterates shrink towards."""
-    da_step: int
-    """Dual-averaging iterations since the last restart (:math:`t`), same for all chains."""
-    mean: torch.Tensor
-    """(C, D): Welford running mean of the draws of the current slow window."""
-    m2: torch.Tensor
-    """(C, D): Welford running sum of squared deviations from the mean."""
-    count: int
-    """Draws in the Welford estimate (:math:`n`), same for all chains."""
+    da: DualAveragingState
+    """Dual averaging of the log step sizes, (C,) float64 tensors (its ``x`` is stale right
+    after init or a restart, as in Pyro: :attr:`step_size` is then the restart value)."""
+    welford: Welford
+    """Per-chain Welford estimate, (C, D), of the draws of the current slow window."""
     window: int
     """Index into the schedule of the current window (its length once warm-up is over)."""
     needs_search: bool
-    """True when the driver must call :func:`find_reasonable_step_size` at the current draws
+    """True when the driver must call :func:`~zoo.inference.mcmc.step_size.find_reasonable_step_size` at the current draws
     with the current inverse mass matrix, starting from :attr:`step_size`, and pass the result
     to ``restart``: after ``init`` (unless told not to) and after each slow window."""
+
+    @property
+    def log_step_size_avg(self) -> torch.Tensor:
+        """(C,) :math:`\\bar x_t`, the averaged log step size."""
+        return self.da.x_avg
+
+    @property
+    def gradient_avg(self) -> torch.Tensor:
+        """(C,) :math:`\\bar H_t`."""
+        return self.da.gradient_avg
+
+    @property
+    def da_step(self) -> int:
+        """Dual-averaging iterations since the last restart."""
+        return self.da.step
 
 
 class WindowAdaptation(NamedTuple):
@@ -191,22 +187,6 @@ class WindowAdaptation(NamedTuple):
     """The windows, from :func:`build_schedule`."""
 
 
-def _exp1(v: float) -> float:
-    try:
-        return math.exp(v)
-    except OverflowError:  # where Pyro would stop: inf, which the driver's check reports
-        return math.inf
-
-
-def _exp(x: torch.Tensor) -> torch.Tensor:
-    # libm's exp element by element, as Pyro's math.exp (see the module docstring)
-    return x.new_tensor([_exp1(v) for v in x.tolist()])
-
-
-def _log(x: torch.Tensor) -> torch.Tensor:
-    return x.new_tensor([math.log(v) for v in x.tolist()])
-
-
 def window_adaptation(
     num_warmup: int, *, target_accept: float = 0.8, adapt_mass_matrix: bool = True
 ) -> WindowAdaptation:
@@ -214,7 +194,7 @@ def window_adaptation(
 
     The functions reproduce, chain by chain, Pyro's ``WarmupAdapter(adapt_step_size=True,
     target_accept_prob=target_accept, adapt_mass_matrix=adapt_mass_matrix)`` configured with
-    a diagonal mass matrix of one block (what :mod:`zoo.inference.mcmc.driver` uses), step
+    a diagonal mass matrix of one block (what :mod:`zoo.inference.mcmc.sequential` uses), step
     sizes and inverse mass matrices bit for bit.
 
     A driver runs::
@@ -247,16 +227,14 @@ def window_adaptation(
         ``init``, ``update``, ``restart``, ``final`` and ``schedule``.
     """
     schedule = build_schedule(num_warmup)
+    da = dual_averaging()
 
     def restart(state: AdaptationState, step_size: torch.Tensor) -> AdaptationState:
         eps = step_size.to(torch.float64)
         zeros = torch.zeros_like(eps)
         return state._replace(
             step_size=eps,
-            prox_center=_log(10 * eps),
-            log_step_size_avg=zeros,
-            gradient_avg=zeros,
-            da_step=0,
+            da=da.init(log(10 * eps), state.da.x, zeros),
             needs_search=False,
         )
 
@@ -271,14 +249,8 @@ def window_adaptation(
         state = AdaptationState(
             step_size=eps,
             inverse_mass_matrix=torch.ones_like(z),
-            log_step_size=zeros,
-            log_step_size_avg=zeros,
-            gradient_avg=zeros,
-            prox_center=zeros,
-            da_step=0,
-            mean=torch.zeros_like(z),
-            m2=torch.zeros_like(z),
-            count=0,
+            da=da.init(zeros, zeros, zeros),
+            welford=welford_init(tuple(z.shape), dtype=z.dtype, device=z.device),
             window=0,
             needs_search=search,
         )
@@ -293,38 +265,19 @@ def window_adaptation(
         window = schedule[i]
         slow = adapt_mass_matrix and window.kind == "slow"
         # dual averaging, in Pyro's order of operations (its Python floats are float64)
-        k = state.da_step + 1
-        h = target_accept - accept_prob.to(torch.float64)
-        g_avg = (1 - 1 / (k + T0)) * state.gradient_avg + h / (k + T0)
-        x = state.prox_center - (k**0.5) / GAMMA * g_avg
-        w = k ** (-KAPPA)
-        x_avg = (1 - w) * state.log_step_size_avg + w * x
-        state = state._replace(
-            step_size=_exp(x),
-            log_step_size=x,
-            log_step_size_avg=x_avg,
-            gradient_avg=g_avg,
-            da_step=k,
-        )
+        d = da.update(state.da, target_accept - accept_prob.to(torch.float64))
+        state = state._replace(step_size=exp(d.x), da=d)
         if slow:  # Welford (Pyro's WelfordCovariance, diagonal)
-            n = state.count + 1
-            delta_pre = z - state.mean
-            mean = state.mean + delta_pre / n
-            m2 = state.m2 + delta_pre * (z - mean)
-            state = state._replace(mean=mean, m2=m2, count=n)
+            state = state._replace(welford=welford_update(state.welford, z))
         if t != window.end:
             return state
         if window.kind == "final":
-            return state._replace(window=i + 1, step_size=_exp(x_avg))
+            return state._replace(window=i + 1, step_size=exp(da.final(d)))
         if slow:
-            n = state.count
-            if n < 2:
-                raise RuntimeError("Insufficient samples to estimate covariance")
-            cov = state.m2 / (n - 1)
-            minv = (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0))
-            zeros = torch.zeros_like(state.mean)
             state = state._replace(
-                inverse_mass_matrix=minv, mean=zeros, m2=zeros, count=0, needs_search=True
+                inverse_mass_matrix=regularized_variance(state.welford),
+                welford=welford_init(tuple(z.shape), dtype=z.dtype, device=z.device),
+                needs_search=True,
             )
         return state._replace(window=i + 1)
 
@@ -332,78 +285,3 @@ def window_adaptation(
         return state.step_size, state.inverse_mass_matrix
 
     return WindowAdaptation(init, update, restart, final, schedule)
-
-
-def find_reasonable_step_size(
-    value_and_grad_batch: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
-    leapfrog: Callable[[BatchPoint, torch.Tensor], BatchPoint],
-    z: torch.Tensor,
-    step_size: torch.Tensor,
-    inverse_mass_matrix: torch.Tensor,
-    generators: Sequence[torch.Generator],
-    active: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Double or halve each chain's step size until one leapfrog step crosses acceptance 0.8.
-
-    Hoffman & Gelman (2014, Algorithm 4) as Pyro's ``HMC._find_reasonable_step_size``: from
-    :math:`\\epsilon`, draw a momentum :math:`r \\sim N(0, M)`, take one leapfrog step and
-    compare :math:`\\Delta = H(z, r) - H(z', r')` with :math:`\\log 0.8`; the first comparison
-    fixes the direction :math:`d = \\pm 1`, and :math:`\\epsilon \\leftarrow 2^d \\epsilon`
-    with a fresh momentum until the comparison flips or :math:`\\epsilon` leaves
-    :math:`(10^{-10}, 10^{10})`; the result is clamped to that range. All chains try at once,
-    one batched leapfrog step per round; a chain that has flipped is masked out (it draws no
-    more momenta and its step size stays). Chain ``c`` draws its momenta from
-    ``generators[c]`` as ``torch.randn(D, generator=generators[c])``, in the order the
-    one-chain search draws them, so it ends with the step size and generator state of that
-    search (up to the rounding of the batched energies, which could only matter for an energy
-    error within rounding of :math:`\\log 0.8`).
-
-    Parameters
-    ----------
-    value_and_grad_batch : callable
-        ``z (C, D) -> (U (C,) float64, grad U (C, D))``, e.g.
-        :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`.
-    leapfrog : callable
-        ``(point, eps) -> point``: one leapfrog step of a :class:`BatchPoint` with signed step
-        sizes ``eps`` of shape (C, 1), e.g. ``functools.partial(leapfrog_batch, pot,
-        BatchMetric(inverse_mass_matrix))``.
-    z : Tensor
-        (C, D) positions.
-    step_size : Tensor
-        (C,) starting step sizes (float64).
-    inverse_mass_matrix : Tensor
-        (C, D) diagonal inverse mass matrices (the ones ``leapfrog`` uses).
-    generators : sequence of torch.Generator
-        One per chain.
-    active : Tensor, optional
-        (C,) bool: the chains to search; the others keep ``step_size`` and draw nothing.
-
-    Returns
-    -------
-    Tensor
-        (C,) float64 step sizes.
-    """
-    c = z.shape[0]
-    eps = step_size.to(torch.float64).clone()
-    searching = torch.ones(c, dtype=torch.bool) if active is None else active.clone()
-    searching &= (MIN_STEP_SIZE < eps) & (eps < MAX_STEP_SIZE)
-    if bool(searching.any()):
-        threshold = math.log(0.8)
-        sqrt_m = inverse_mass_matrix.rsqrt()
-        u, g = value_and_grad_batch(z)
-        direction = torch.zeros(c, dtype=torch.int64)  # 0: not yet fixed
-        while bool(searching.any()):
-            grow = searching & (direction != 0)
-            eps = torch.where(grow, eps * torch.where(direction > 0, 2.0, 0.5).double(), eps)
-            noise = torch.zeros_like(z)
-            for i in searching.nonzero().flatten().tolist():
-                noise[i] = torch.randn(z.shape[1], generator=generators[i], dtype=z.dtype)
-            r = sqrt_m * noise
-            v = inverse_mass_matrix * r
-            e0 = u + 0.5 * (r * v).sum(1).double()
-            step = torch.where(searching, eps, 0.0).to(z.dtype).unsqueeze(1)
-            q = leapfrog(BatchPoint(z, r, v, g, u, e0), step)
-            new = torch.where(threshold < e0 - q.energy, 1, -1)
-            direction = torch.where(searching & (direction == 0), new, direction)
-            searching &= (new == direction) & (MIN_STEP_SIZE < eps) & (eps < MAX_STEP_SIZE)
-    return eps.clamp(MIN_STEP_SIZE, MAX_STEP_SIZE)

@@ -12,10 +12,18 @@ import pydantic
 import pytest
 import torch
 
-from tests.zoo.inference.test_mcmc import STATS, _check_posterior, _regression, _small
+from tests.zoo.inference.mcmc.test_sequential import (
+    STATS,
+    _check_posterior,
+    _regression,
+    _small,
+    run_hmc,
+    run_nuts,
+)
 from zoo.inference.mcmc.batched import BatchMetric, hmc_step_batch, new_point_batch, nuts_step_batch
-from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
 from zoo.inference.mcmc.kernel import Metric, hmc_step, new_point, nuts_step
+from zoo.inference.mcmc.loop import EXTEND_EVERY
+from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 from zoo.spec.load import load_spec
@@ -160,7 +168,7 @@ def test_hmc_batch_chains_follow_their_own_runs() -> None:
 def test_vectorized_nuts_recovers_conjugate_posterior() -> None:
     pot, mean, cov = _regression()
     res = run_nuts(pot, seed=0, warmup=200, draws=400, chains=4, vectorize_chains=True)
-    assert res.settings["vectorize_chains"] is True
+    assert res.adapted.inverse_mass_matrix.shape == (4, pot.dim)
     assert res.n_divergent == 0
     _check_posterior(res, mean, cov)
 
@@ -181,7 +189,7 @@ def test_vectorized_same_seed_same_draws_and_layout() -> None:
     assert a.draws["layer0.weight"].shape == (3, 10, 4, 3) and a.draws["noise"].shape == (3, 10)
     seq = run_nuts(pot, seed=3, warmup=20, draws=10, chains=3, max_tree_depth=4)
     assert a.flat.shape == seq.flat.shape and set(a.sample_stats) == set(seq.sample_stats)
-    assert seq.settings["vectorize_chains"] is False
+    assert seq.adapted.inverse_mass_matrix is None  # the one-chain path
     h = run_hmc(
         pot,
         seed=0,
@@ -203,7 +211,7 @@ def test_vectorized_run_is_the_sequential_run() -> None:
     dual averaging amplifies that: on torch 2.13 chain 0 ends its warm-up at step size 1.01 on
     one path and 0.49 on the other. Both are checked against the closed-form posterior in
     ``test_vectorized_nuts_recovers_conjugate_posterior``; the adaptation itself is
-    checked bit for bit against Pyro's in tests/zoo/inference/test_adaptation.py.
+    checked bit for bit against Pyro's in tests/zoo/inference/mcmc/test_adaptation.py.
     """
     pot, _, _ = _regression()
     kw = dict(seed=3, warmup=0, draws=10, chains=3, step_size=0.05)
@@ -250,12 +258,11 @@ studies: []
 def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
     """With ``until`` the chains draw ``draws``, then go on in rounds of EXTEND_EVERY: the kept
     draws are the first ones of a run of that length (same seed), stats trimmed alike."""
-    from zoo.inference.mcmc.driver import EXTEND_EVERY
-
     pot, _, _ = _small("regression")
     asked: list[int] = []
 
-    def until(x: np.ndarray) -> bool:
+    def until(drawn: int, x: np.ndarray) -> bool:
+        assert drawn == x.shape[1]
         assert x.shape[0] == 3 and x.shape[2] == pot.dim
         asked.append(x.shape[1])
         return x.shape[1] >= 10 + 2 * EXTEND_EVERY
@@ -264,13 +271,12 @@ def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
     a = run_nuts(pot, draws=10, max_draws=200, until=until, **kw)
     n = 10 + 2 * EXTEND_EVERY
     assert asked == [10, 10 + EXTEND_EVERY, n]
-    assert a.flat.shape == (3, n, pot.dim) and a.settings["draws"] == n
-    assert a.settings["min_draws"] == 10 and a.settings["max_draws"] == 200
+    assert a.flat.shape == (3, n, pot.dim) and a.drawn == n
     full = run_nuts(pot, draws=n, **kw)
     np.testing.assert_array_equal(a.flat, full.flat)
     for k in STATS:
         np.testing.assert_array_equal(a.sample_stats[k], full.sample_stats[k])
-    capped = run_nuts(pot, draws=10, max_draws=40, until=lambda x: False, **kw)
+    capped = run_nuts(pot, draws=10, max_draws=40, until=lambda n, x: False, **kw)
     assert capped.flat.shape[1] == 40 and capped.sample_stats["lp"].shape == (3, 40)
     h = run_hmc(
         pot,
@@ -281,7 +287,7 @@ def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
         num_steps=3,
         vectorize_chains=True,
         max_draws=30,
-        until=lambda x: True,
+        until=lambda n, x: True,
     )
     assert h.flat.shape == (2, 5, pot.dim)
 
@@ -289,7 +295,7 @@ def test_stopping_rule_extends_all_chains_and_keeps_the_prefix() -> None:
 def test_stopping_rule_needs_vectorized_chains_and_a_cap() -> None:
     pot, _, _ = _small("regression")
     with pytest.raises(ValueError, match="vectorize_chains=True and chains >= 2"):
-        run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, max_draws=10, until=lambda x: True)
+        run_nuts(pot, seed=0, warmup=5, draws=5, chains=2, max_draws=10, until=lambda n, x: True)
     with pytest.raises(ValueError, match="max_draws must be >= draws"):
         run_nuts(
             pot,
@@ -298,7 +304,7 @@ def test_stopping_rule_needs_vectorized_chains_and_a_cap() -> None:
             draws=5,
             chains=2,
             max_draws=4,
-            until=lambda x: True,
+            until=lambda n, x: True,
             vectorize_chains=True,
         )
     # the spec side of the rule (kl_target_draws, max_draws, draws_cap) is tested with the

@@ -8,16 +8,47 @@ flat vector is (w, b) in this order.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyro
 import pytest
 import torch
 from arviz_stats.base import array_stats
 
-from zoo.inference.mcmc.driver import FlatPotential, run_hmc, run_nuts
+from zoo.inference.mcmc import samplers
+from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 from zoo.models.priors import he_prior, normal_prior
+from zoo.spec.sections.samplers import HMCMethod, NUTSMethod
+
+
+def schema_defaults(section: type, *names: str) -> dict:
+    """The spec's defaults of a sampler section's fields (the samplers have none of their own)."""
+    return {n: section.model_fields[n].default for n in names}
+
+
+#: The samplers with the schema's defaults for what a test does not set.
+run_nuts = functools.partial(
+    samplers.run_nuts,
+    **schema_defaults(
+        NUTSMethod,
+        "chains",
+        "target_accept",
+        "max_tree_depth",
+        "step_size",
+        "mass_matrix",
+        "vectorize_chains",
+    ),
+)
+run_hmc = functools.partial(
+    samplers.run_hmc,
+    **schema_defaults(
+        HMCMethod, "chains", "target_accept", "adapt_mass_matrix", "step_size", "vectorize_chains"
+    ),
+    mass_matrix="diag",
+)
 
 SIGMA = 0.5
 STATS = ("lp", "step_size", "n_steps", "tree_depth", "diverging", "energy", "acceptance_rate")
@@ -167,7 +198,7 @@ def test_sample_stats_shapes_and_values() -> None:
     assert (2 ** (st["tree_depth"] - 1) <= st["n_steps"]).all()
     assert ((st["acceptance_rate"] >= 0) & (st["acceptance_rate"] <= 1)).all()
     np.testing.assert_array_equal(
-        st["step_size"], np.array(res.settings["step_size"])[:, None] * np.ones((1, 15))
+        st["step_size"], res.adapted.step_size[:, None] * np.ones((1, 15))
     )
     lp = -pot(torch.as_tensor(res.flat)).numpy()
     np.testing.assert_allclose(st["lp"], lp, rtol=1e-4)
@@ -190,8 +221,8 @@ def test_block_and_dense_mass_matrices_run(mass_matrix: str) -> None:
     res = run_nuts(
         pot, seed=0, warmup=60, draws=10, mass_matrix=mass_matrix, init=init, max_tree_depth=5
     )
-    assert np.isfinite(res.flat).all() and res.settings["mass_matrix"] == mass_matrix
-    assert res.settings["init"] == "given"
+    assert np.isfinite(res.flat).all() and res.adapted.step_size.shape == (1,)
+    assert res.init == "shared"
 
 
 def test_hmc_fixed_step_size_and_stats() -> None:

@@ -1,6 +1,6 @@
 """The batched pure warm-up adaptation against Pyro's per-chain WarmupAdapter, bit for bit.
 
-:func:`zoo.inference.mcmc.adaptation.window_adaptation` keeps its shared counters and
+:func:`zoo.inference.mcmc.window_adaptation.window_adaptation` keeps its shared counters and
 coefficients as Python numbers and its per-chain quantities as float64 (dual averaging) or
 draw-dtype (Welford) tensors, so each chain's step size and inverse mass matrix must equal,
 at every warm-up iteration, those of a ``WarmupAdapter`` configured as
@@ -19,16 +19,16 @@ import pytest
 import torch
 from pyro.infer.mcmc.adaptation import WarmupAdapter
 
-from zoo.inference.mcmc.adaptation import (
-    AdaptationState,
-    Window,
-    build_schedule,
-    find_reasonable_step_size,
-    window_adaptation,
-)
 from zoo.inference.mcmc.batched import BatchMetric, leapfrog_batch
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.sequential import _Chain
+from zoo.inference.mcmc.step_size import find_reasonable_step_size
+from zoo.inference.mcmc.window_adaptation import (
+    AdaptationState,
+    Window,
+    build_schedule,
+    window_adaptation,
+)
 from zoo.models.likelihoods import GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 

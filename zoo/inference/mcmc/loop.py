@@ -1,0 +1,328 @@
+"""The one warm-up/draw loop of the batched samplers, and their typed result.
+
+A sampler is a :class:`Program`: a kernel and its adaptation, run for ``C`` chains as one
+batch (BlackJAX's shape: the kernel and the adaptation know nothing of the loop, the loop
+nothing of them). :func:`sample` owns what every sampler shares:
+
+- the arguments' checks, torch's threads (through :meth:`zoo.runtime.Runtime.threads_scope`)
+  and one progress bar for all chains;
+- the start: the program's starts, then one batched evaluation of the potential, and a
+  message naming the sites when a chain starts at a non-finite point;
+- ``warmup`` iterations of :meth:`Program.warmup`, then :meth:`Program.adapted` and the
+  collapse check (an adapted step size that is not a finite number above 1e-8 raises);
+- the draws of :meth:`Program.draw`, each passed to ``on_draw`` (e.g. streaming moments)
+  and kept or not by the thinning (:class:`Thinned`: at most ``keep`` per chain, evenly over
+  the whole stream);
+- one stopping protocol: after ``draws`` draws per chain and then every
+  :data:`EXTEND_EVERY`, ``until(drawn, kept)`` is asked (``drawn`` draws per chain so far,
+  ``kept`` the flat kept draws ``(C, k, D)`` as a NumPy view); sampling stops when it
+  returns true or at ``max_draws``;
+- the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted`.
+
+The one-chain Pyro reference path (:mod:`zoo.inference.mcmc.sequential`) has its own loop
+per chain (Pyro's adapter drives it) and returns the same result type.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import torch
+
+from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.result import Adapted, MCMCResult, result
+from zoo.inference.progress import progress_bar
+from zoo.runtime import Runtime
+
+__all__ = [
+    "EXTEND_EVERY",
+    "Program",
+    "Step",
+    "Thinned",
+    "Until",
+    "chain_rngs",
+    "check_arguments",
+    "check_init",
+    "check_start",
+    "check_step_sizes",
+    "given_starts",
+    "sample",
+]
+
+#: With ``until``, the stopping rule is asked after every this many draws past ``draws``.
+EXTEND_EVERY = 25
+
+#: ``until(drawn, kept) -> stop``: draws per chain so far, flat kept draws ``(C, k, D)``.
+Until = Callable[[int, np.ndarray], bool]
+
+
+class Step(NamedTuple):
+    """What one transition of the chains tells the loop."""
+
+    z: torch.Tensor
+    """(C, D) the chains' new states (on the potential's device; not to be modified)."""
+    n_steps: float
+    """Leapfrog steps of the transition (mean over chains), for the bar and the mean."""
+    divergences: Any
+    """Divergent chains: an int or a 0-d tensor (summed on the device, read once)."""
+    stats: Callable[[], dict[str, np.ndarray]]
+    """The per-chain statistics of the transition, ``(C,)`` each, built only when kept."""
+
+
+class Program(Protocol):
+    """A kernel and its adaptation for ``C`` chains, as :func:`sample` drives them."""
+
+    label: str
+    """The bar's and the messages' name (``"nuts"``, ``"chees"``, ...)."""
+
+    def starts(
+        self, pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: int
+    ) -> tuple[torch.Tensor, str]:
+        """The chains' first states ``(C, D)`` and how they were made (see MCMCResult.init)."""
+
+    def start(self, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor) -> None:
+        """Set up the adaptation at the checked starts (potentials ``u``, gradients ``g``)."""
+
+    def warmup(self, t: int) -> Step:
+        """Warm-up transition ``t`` (from 0) and the adaptation's update."""
+
+    def adapted(self) -> Adapted:
+        """End the warm-up: what the draws will use."""
+
+    def draw(self, j: int) -> Step:
+        """Post-warm-up transition ``j`` (from 0) with the adapted parameters."""
+
+
+class Thinned:
+    """At most ``capacity`` draws of a stream, evenly thinned over all of it.
+
+    Draw ``j`` (from 0) is kept when ``j`` is a multiple of the stride ``k`` (initially
+    ``ceil(expected / capacity)``). When a draw is due and the buffer is full, ``k`` doubles
+    and every other kept draw is dropped, so the kept draws are always draws ``0, k, 2k,
+    ...``: between half of ``capacity`` and ``capacity`` of them once the buffer has filled.
+    Buffers live on the CPU.
+    """
+
+    def __init__(
+        self, chains: int, dim: int, capacity: int, expected: int, dtype: torch.dtype
+    ) -> None:
+        self.z = torch.empty(chains, capacity, dim, dtype=dtype, device="cpu")
+        self.stats: list[dict[str, np.ndarray]] = []
+        self.index: list[int] = []
+        self.stride = max(1, math.ceil(expected / capacity))
+
+    def due(self, j: int) -> bool:
+        """Whether draw ``j`` is to be kept (making room first when the buffer is full)."""
+        if j % self.stride:
+            return False
+        m = len(self.index)
+        if m == self.z.shape[1]:
+            self.stride *= 2
+            half = (m + 1) // 2
+            self.z[:, :half] = self.z[:, 0:m:2].clone()
+            self.index, self.stats = self.index[::2], self.stats[::2]
+        return j % self.stride == 0
+
+    def add(self, j: int, z: torch.Tensor, stats: dict[str, np.ndarray]) -> None:
+        """Keep draw ``j``: states ``(C, D)`` and per-chain statistics."""
+        self.z[:, len(self.index)] = z.to("cpu")
+        self.index.append(j)
+        self.stats.append(stats)
+
+    def kept(self) -> torch.Tensor:
+        """The kept states, ``(C, k, D)`` (a view)."""
+        return self.z[:, : len(self.index)]
+
+    def stacked(self) -> dict[str, np.ndarray]:
+        """The kept statistics, ``(C, k)`` each."""
+        if not self.stats:
+            return {}
+        return {k: np.stack([s[k] for s in self.stats], 1) for k in self.stats[0]}
+
+
+def chain_rngs(seed: int, chain: int) -> tuple[np.random.Generator, torch.Generator]:
+    """Chain ``chain``'s generators when chains are seeded one by one (the one-chain path and
+    the batched NUTS/HMC): NumPy (tree directions, coins) and torch (momenta, prior start),
+    both from ``SeedSequence([seed, chain])``."""
+    ss = np.random.SeedSequence([seed, chain])
+    gen = torch.Generator().manual_seed(int(ss.generate_state(1, np.uint64)[0] >> 1))
+    return np.random.default_rng(ss), gen
+
+
+def given_starts(
+    pot: FlatPotential, init: Mapping[str, torch.Tensor], chains: int
+) -> tuple[torch.Tensor, str]:
+    """The chains' starts ``(C, D)`` from constrained values per site, and how they were made:
+    each site with its own shape (``"shared"``: every chain starts there) or with a leading
+    dimension of ``chains`` (``"per chain"``)."""
+    z = pot.ravel(init).detach().to(device=pot.x.device, dtype=pot.x.dtype)
+    if z.dim() == 1:
+        return z.expand(chains, -1).clone(), "shared"
+    if z.dim() == 2 and z.shape[0] == chains:
+        return z.clone(), "per chain"
+    raise ValueError(
+        f"init has batch shape {tuple(z.shape[:-1])}; give each site its own shape (one start "
+        f"shared by all chains) or a leading dimension of chains={chains} (one start per chain)"
+    )
+
+
+def check_arguments(label: str, warmup: int, draws: int, chains: int, target_accept: float) -> None:
+    """Raise ValueError unless ``warmup >= 0``, ``draws >= 1``, ``chains >= 1`` and
+    ``0 < target_accept < 1``."""
+    if warmup < 0 or draws < 1 or chains < 1 or not 0 < target_accept < 1:
+        raise ValueError(
+            f"{label}: need warmup >= 0, draws >= 1, chains >= 1 and 0 < target_accept < 1; "
+            f"got {warmup}, {draws}, {chains}, {target_accept}"
+        )
+
+
+def check_init(pot: FlatPotential, z: torch.Tensor, where: str) -> None:
+    """Raise, naming the sites, when the potential at ``z`` (D,) or its gradient is not finite."""
+    u, g = pot.value_and_grad(z)
+    if math.isfinite(u) and bool(torch.isfinite(g).all()):
+        return
+    bad = [n for n, s in pot.site_slices.items() if not bool(torch.isfinite(z[s]).all())]
+    bad_g = [n for n, s in pot.site_slices.items() if not bool(torch.isfinite(g[s]).all())]
+    raise FloatingPointError(
+        f"the potential at the initial point ({where}) is {u}; non-finite values in sites "
+        f"{bad}, non-finite gradients in sites {bad_g}; pass init= a finite point (e.g. the "
+        "MF-VI posterior mean, guide.median()) and check x and y for NaN or inf"
+    )
+
+
+def check_start(
+    pot: FlatPotential, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor, where: str
+) -> None:
+    """Raise when a chain's start (batched potential ``u``, gradient ``g``) is not finite."""
+    bad = ~(torch.isfinite(u) & torch.isfinite(g).all(1))
+    if not bool(bad.any()):
+        return
+    c = int(bad.nonzero()[0, 0])
+    check_init(pot, z[c], f"{where}, chain {c}")  # raises, naming the sites
+    raise FloatingPointError(
+        f"the potential at the initial point ({where}, chain {c}) is {float(u[c])} in the "
+        "batched evaluation; pass init= a finite point (e.g. the MF-VI posterior mean)"
+    )
+
+
+def check_step_sizes(label: str, eps: np.ndarray, target_accept: float, warmup: int) -> None:
+    """Raise when an adapted step size is not a finite number above 1e-8."""
+    for c, e in enumerate(np.asarray(eps, dtype=np.float64).reshape(-1).tolist()):
+        if not (math.isfinite(e) and e > 1e-8):
+            raise FloatingPointError(
+                f"{label}: the adapted step size of chain {c} collapsed to {e:.3g} "
+                f"(target_accept={target_accept}, diagonal mass matrix, warmup={warmup}); "
+                "start from a better point (init= the MF-VI posterior mean), warm up longer "
+                "or lower target_accept"
+            )
+
+
+def sample(
+    program: Program,
+    pot: FlatPotential,
+    *,
+    warmup: int,
+    draws: int,
+    chains: int,
+    target_accept: float,
+    init: Mapping[str, torch.Tensor] | None = None,
+    keep: int | None = None,
+    on_draw: Callable[[torch.Tensor], None] | None = None,
+    until: Until | None = None,
+    max_draws: int | None = None,
+    progress: bool = False,
+    threads: int | None = None,
+) -> MCMCResult:
+    """Warm up ``chains`` chains of ``program`` on ``pot``, then draw (module docstring).
+
+    Parameters
+    ----------
+    program : Program
+    pot : FlatPotential
+        Anything with ``value_and_grad_batch``, ``ravel``, ``unravel``, ``dim`` and ``x``.
+    warmup, draws, chains : int
+        Warm-up iterations, draws per chain (the minimum under ``until``), chains.
+    target_accept : float
+        Checked here (``0 < target_accept < 1``) and named in the collapse message.
+    init : dict, optional
+        Constrained starting values per site (see the program's ``starts``).
+    keep : int, optional
+        Hold at most this many draws per chain (:class:`Thinned`); None: all.
+    on_draw : callable, optional
+        ``on_draw(z)`` with every post-warm-up state ``(C, D)`` before thinning.
+    until, max_draws : optional
+        The stopping rule (module docstring); ``max_draws >= draws`` is required with it.
+    progress : bool
+        One bar for all chains.
+    threads : int, optional
+        torch's CPU threads while sampling (:meth:`Runtime.threads_scope`); None keeps them.
+    """
+    label = program.label
+    check_arguments(label, warmup, draws, chains, target_accept)
+    if keep is not None and keep < 1:
+        raise ValueError(f"{label}: need keep >= 1, got {keep}")
+    if until is not None and (max_draws is None or max_draws < draws):
+        raise ValueError(
+            f"{label}: with a stopping rule max_draws must be >= draws ({draws}), got {max_draws}"
+        )
+    cap = draws if until is None else int(max_draws)
+    dtype = pot.x.dtype
+    buf = Thinned(chains, pot.dim, cap if keep is None else min(keep, cap), draws, dtype)
+    t0 = time.perf_counter()
+    warm_div, div_total, steps_total, drawn = 0, 0, 0.0, 0
+    bar = (
+        progress_bar(warmup + cap, f"{label} {chains} chains", unit="draw", warmup=warmup)
+        if progress
+        else None
+    )
+    try:
+        with Runtime(threads=threads).threads_scope():
+            z, how = program.starts(pot, init, chains)
+            u, g = pot.value_and_grad_batch(z)
+            check_start(pot, z, u, g, "a prior draw (init=None)" if init is None else "init")
+            program.start(z, u, g)
+            for t in range(warmup):
+                st = program.warmup(t)
+                warm_div += int(st.divergences)
+                if bar is not None:
+                    bar.update(1)
+            adapted = program.adapted()
+            t_warm = time.perf_counter() - t0
+            check_step_sizes(label, adapted.step_size, target_accept, warmup)
+            for j in range(cap):
+                st = program.draw(j)
+                if on_draw is not None:
+                    on_draw(st.z)
+                div_total = div_total + st.divergences
+                steps_total += st.n_steps
+                if buf.due(j):
+                    buf.add(j, st.z, st.stats())
+                if bar is not None:
+                    bar.update(1)
+                drawn = j + 1
+                if until is not None and drawn >= draws and (drawn - draws) % EXTEND_EVERY == 0:
+                    if drawn == cap or until(drawn, buf.kept().numpy()):
+                        break
+    finally:
+        if bar is not None:
+            bar.close()
+    flat = buf.kept().clone()
+    return result(
+        pot,
+        flat,
+        buf.stacked(),
+        time.perf_counter() - t0,
+        t_warm,
+        adapted=adapted,
+        drawn=drawn,
+        kept_index=tuple(buf.index),
+        thin=buf.stride,
+        divergences=int(div_total),
+        warmup_divergences=warm_div,
+        n_steps_mean=steps_total / drawn,
+        init=how,
+    )
