@@ -22,6 +22,7 @@ from zoo.inference.base import Fit, FitContext, Hooks, TrainingData, progress_ba
 from zoo.inference.init import initial_locs, minibatches
 from zoo.models.base import BayesianNet
 from zoo.models.likelihoods import GaussianLikelihood
+from zoo.seeds import Stream, seed_for
 from zoo.spec.sections.inference import MAPMethod, MLEMethod
 
 __all__ = ["EarlyStopping", "PointPosterior", "fit_map", "fit_mle", "fit_point", "log_prior"]
@@ -204,11 +205,13 @@ def fit_mle(
     """The ``mle`` method: maximum likelihood stopped early on a seeded validation split.
 
     ``validation_fraction`` of the training points (at least one), drawn with the seed
-    ``seed + 7``, are held out.
+    :attr:`~zoo.seeds.Stream.HOLDOUT_SPLIT`, are held out.
     """
     x, y = data.x_train, data.y_train
     perm = torch.randperm(
-        len(x), generator=ctx.runtime.generator(ctx.seed + 7), device=ctx.runtime.device
+        len(x),
+        generator=ctx.runtime.generator(seed_for(ctx.seed, Stream.HOLDOUT_SPLIT)),
+        device=ctx.runtime.device,
     )
     n_val = max(1, round(method.validation_fraction * len(x)))
     stopping = EarlyStopping(x[perm[:n_val]], y[perm[:n_val]], method.patience, method.eval_every)

@@ -42,6 +42,7 @@ from reports.spectrum import (
 )
 from zoo.inference.base import Fit, Hooks
 from zoo.runtime import Runtime
+from zoo.seeds import Stream, seed_for
 from zoo.spec.sections.inference import KTiedGuide
 from zoo.studies.base import CellContext
 
@@ -63,7 +64,7 @@ RECORD_KEY = "record_json"
 #: Floor of truncated (clamped-at-0) standard deviations inside the KL's log term.
 KL_STD_FLOOR = 1e-6
 #: Shuffled copies of the std matrices evaluated as the truncation's control (each one
-#: untruncated and at every truncation rank), with seeds ``seed + 700 + i``.
+#: untruncated and at every truncation rank), from the streams :attr:`~zoo.seeds.Stream.KTIED_SHUFFLE` ``+ i``.
 CONTROL_SHUFFLES = 3
 _CHUNK = 1000
 
@@ -225,7 +226,7 @@ class KTiedProbe:
             self.y_val,
             site_loc_std(guide),
             n_draws=self.study.elbo_draws,
-            gen=self.ctx.runtime.generator(self.seed + 1000 + step),
+            gen=self.ctx.runtime.generator(seed_for(self.seed, Stream.KTIED_ELBO_STEP, step)),
             n_train=len(self.ctx.ds.x_train),
         )
         self.elbo[str(step + 1)] = res["neg_elbo"]
@@ -264,7 +265,7 @@ class KTiedProbe:
                 ds.y_test,
                 ls,
                 n_draws=study.truncation_draws,
-                gen=rt.generator(self.seed + 500),
+                gen=rt.generator(seed_for(self.seed, Stream.KTIED_EVAL)),
                 n_train=len(ds.x_train),
                 n_bins=self.ctx.cell.spec.metrics.ece_bins,
             )
@@ -280,7 +281,7 @@ class KTiedProbe:
         predictive = trunc["none"] if ranks else evaluate({}, None)
         control: dict[str, list[dict[str, float]]] = {}
         for i in range(CONTROL_SHUFFLES if ranks else 0):
-            rng = np.random.default_rng(self.seed + 700 + i)
+            rng = np.random.default_rng(seed_for(self.seed, Stream.KTIED_SHUFFLE, i))
             shuffled = {site: shuffle_entries(sd, rng) for site, sd in sds.items()}
             for k in [None, *ranks]:
                 control.setdefault(key(k), []).append(evaluate(shuffled, k))

@@ -13,7 +13,7 @@ same mixture over ``draws`` weight draws, of
 - ``qmarg``: the diagonal Gaussian with the draws' marginal variances :math:`\Sigma_{ii}`
   (the mean field that matches each weight's spread; wider than q_diag);
 - ``mfvi``: the variational posterior the chains started from (``init_from``; absent when
-  they started from the prior), drawn with seed ``seed + 1`` as the cell's ``tv_vi`` is.
+  they started from the prior), drawn from the stream :attr:`~zoo.seeds.Stream.PREDICTIVE` as the cell's ``tv_vi`` is.
 
 On the test set (no suffix) and on out-of-distribution inputs (suffix ``_ood``) it records
 ``pred_tv_<q>`` (mean total variation to the samples' predictive), ``pred_agree_<q>``
@@ -40,7 +40,7 @@ a list; ``auto`` on data with a held-out class is ``[holdout_class, noise]``) th
 kind's metrics end in ``_ood`` and each further kind's in ``_ood_<kind>``;
 ``pred_ood_kind`` names the first (``pred_ood_kinds`` lists them all when there are several).
 
-The Gaussian draws and the OOD inputs come from a NumPy generator seeded ``seed + 5``;
+The Gaussian draws and the OOD inputs come from a NumPy generator seeded from :attr:`~zoo.seeds.Stream.PREDICTIVE_STUDY`;
 nothing is drawn from torch's global generator. Classification only.
 """
 
@@ -58,6 +58,7 @@ from reports.gaussian import closest_diagonal, fit_gaussian
 from reports.predictive import compare_predictives, predictive_entropy, predictive_tv
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.sampling import SampledPosterior, thin
+from zoo.seeds import Stream, seed_for
 from zoo.spec.sections.studies import FAR_MAX_FEATURES
 from zoo.studies.base import CellContext
 
@@ -165,7 +166,7 @@ class PredictiveProbe:
         shapes = {k: v.shape[2:] for k, v in sites.items()}
         flat = flatten_sites(sites)
         g = fit_gaussian(flat.draws, cov=s.gaussian_fit.cov, jitter=s.gaussian_fit.jitter)
-        rng = np.random.default_rng(ctx.seed + 5)
+        rng = np.random.default_rng(seed_for(ctx.seed, Stream.PREDICTIVE_STUDY))
         z = rng.standard_normal((3, n, g.dim))
         chol = np.linalg.cholesky(g.cov)
         gauss = {
@@ -181,7 +182,7 @@ class PredictiveProbe:
                 k: ctx.runtime.tensor(v) for k, v in thin(part, max(1, n // 2)).items()
             }
         if fit.init is not None:
-            sets["mfvi"] = fit.init.posterior.sample(n, ctx.seed + 1)
+            sets["mfvi"] = fit.init.posterior.sample(n, seed_for(ctx.seed, Stream.PREDICTIVE))
         return sets
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
@@ -202,7 +203,7 @@ class PredictiveProbe:
                 kind,
                 s.ood_points,
                 s.ood_radius,
-                ctx.seed + 5,
+                seed_for(ctx.seed, Stream.PREDICTIVE_STUDY),
                 getattr(ctx.ds, "x_ood", None),
             )
             inputs["_ood" if i == 0 else f"_ood_{kind}"] = ctx.runtime.tensor(x_ood)

@@ -77,6 +77,7 @@ from reports.price_of_mf import diag_vs_full, diag_vs_full_moments
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.mcmc.streaming import Moments
 from zoo.inference.sampling import SampledPosterior
+from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
 
 __all__ = [
@@ -168,14 +169,18 @@ def kl_draws_rule(
     model: Any, section: Any, seed: int
 ) -> Callable[[Mapping[str, np.ndarray]], bool]:
     """The stopping rule of ``kl_target_draws``: true once the weights' draws are worth that
-    many independent draws to the covariance estimate (a 4-rotation shift null, seed
-    ``seed + 4``)."""
+    many independent draws to the covariance estimate (a 4-rotation shift null, stream
+    :attr:`~zoo.seeds.Stream.KL_STOP_NULL`)."""
     fit = section.gaussian_fit
 
     def enough(draws: Mapping[str, np.ndarray]) -> bool:
         parts = [v.reshape(v.shape[:2] + (-1,)) for v in weight_draws(model, draws).values()]
         null = kl_shift_null(
-            np.concatenate(parts, -1), cov=fit.cov, jitter=fit.jitter, reps=4, seed=seed + 4
+            np.concatenate(parts, -1),
+            cov=fit.cov,
+            jitter=fit.jitter,
+            reps=4,
+            seed=seed_for(seed, Stream.KL_STOP_NULL),
         )
         return null.iid_draws is not None and null.iid_draws >= section.kl_target_draws
 
@@ -232,7 +237,7 @@ class PriceOfMeanFieldProbe:
             cov=gf.cov,
             jitter=gf.jitter,
             reps=8,
-            seed=self.ctx.seed + 3,
+            seed=seed_for(self.ctx.seed, Stream.SHIFT_NULL),
             w2=w2,
         )
 

@@ -2,7 +2,7 @@
 
 For a network with linear activations the function is the product ``W_L ... W_1`` of its
 weight matrices. :class:`ProductMatrixProbe` takes ``draws`` posterior draws of the fitted
-posterior (seed ``seed + 3``), the covariance of ``vec(W_L ... W_1)`` over them
+posterior (stream :attr:`~zoo.seeds.Stream.PRODUCT_MATRIX`), the covariance of ``vec(W_L ... W_1)`` over them
 (:func:`reports.product_matrix.product_covariance_from_draws`), its off-diagonal share as a
 metric, and the covariance as the cell artifact ``.product_cov.npz``. Every layer of a
 mean-field posterior is diagonal, yet from three layers on the product can carry
@@ -19,6 +19,7 @@ import numpy as np
 from reports.product_matrix import off_diagonal_mass, product_covariance_from_draws
 from zoo.inference.base import Fit, Hooks
 from zoo.runtime import Runtime
+from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
 
 __all__ = ["ARTIFACT", "ProductMatrixProbe"]
@@ -39,7 +40,9 @@ class ProductMatrixProbe:
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
         """``product_offdiag_mass`` and ``{ARTIFACT: npz}``."""
-        draws = fit.posterior.sample(self.section.draws, seed=self.ctx.seed + 3)
+        draws = fit.posterior.sample(
+            self.section.draws, seed=seed_for(self.ctx.seed, Stream.PRODUCT_MATRIX)
+        )
         weights = [
             Runtime.numpy(draws[w]).astype(np.float64) for w, _ in self.ctx.model.layer_sites()
         ]

@@ -49,6 +49,7 @@ from zoo.inference.sampling import SampledPosterior
 from zoo.inference.svi import VIPosterior
 from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
+from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
 
 __all__ = [
@@ -274,9 +275,9 @@ class PruningProbe:
     """The over-pruning study of one cell: trajectories during an svi fit, stats after it.
 
     ``finish`` takes the posterior's moments (:data:`MOMENTS`) and ``section.draws`` draws
-    (seed ``seed + 4``; one for a point estimate) for the activation variances on the
+    (stream :attr:`~zoo.seeds.Stream.PRUNING`; one for a point estimate) for the activation variances on the
     training inputs and the variance shares on the test inputs; trajectories use seed
-    ``seed + 5``.
+    :attr:`~zoo.seeds.Stream.PRUNING_TRAJECTORY`.
     """
 
     def __init__(self, section: Any, ctx: CellContext) -> None:
@@ -284,7 +285,10 @@ class PruningProbe:
         self.trajectory: TrajectoryRecorder | None = None
         if section.trajectory_every:
             self.trajectory = TrajectoryRecorder(
-                ctx, section.trajectory_every, section.trajectory_draws, ctx.seed + 5
+                ctx,
+                section.trajectory_every,
+                section.trajectory_draws,
+                seed_for(ctx.seed, Stream.PRUNING_TRAJECTORY),
             )
 
     @property
@@ -304,7 +308,7 @@ class PruningProbe:
             else None
         )
         n = 1 if isinstance(post, PointPosterior) else self.section.draws
-        draws = post.sample(n, self.ctx.seed + 4)
+        draws = post.sample(n, seed_for(self.ctx.seed, Stream.PRUNING))
         data = self.ctx.data
         metrics, npz = pruning_outputs(
             self.ctx.model,
