@@ -20,7 +20,8 @@ def _seedish(node: ast.AST) -> bool:
 
 def _hand_offsets() -> list[str]:
     out = []
-    for pkg in ("zoo", "reports"):
+    # reports/ never imports zoo: its functions take the seed they are given
+    for pkg in ("zoo",):
         for path in sorted((ROOT / pkg).rglob("*.py")):
             for node in ast.walk(ast.parse(path.read_text(), str(path))):
                 if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):

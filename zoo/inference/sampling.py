@@ -31,16 +31,10 @@ from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.samplers import run_chees, run_hmc, run_nuts
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes
 from zoo.models.base import BayesianNet
+from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
 from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
 
 __all__ = ["SampledPosterior", "fit_chees", "fit_hmc", "fit_nuts", "sampler_fit", "thin"]
-
-#: Seed offset of the draws of the ``init_from`` posterior that start ChEES chains
-#: (``init_spread: posterior``); the cell's other offsets are listed in :mod:`zoo.run.cell`.
-INIT_DRAWS_SEED = 6
-#: Seed stride between the fits of an ensemble of starts (``init_fits``): fit k has seed
-#: ``seed + k * INIT_FIT_SEED_STRIDE``, far from the sweep's seeds 0, 1, 2, ...
-INIT_FIT_SEED_STRIDE = 100_003
 
 
 def thin(draws: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
@@ -206,10 +200,10 @@ def _chees_start(
     method: ChEESMethod, ctx: FitContext, stats: dict[str, Any]
 ) -> tuple[Fit | None, dict[str, torch.Tensor] | None]:
     """The starting fit and the chains' starts: one draw each of the ``init_from``
-    posterior (seed ``seed + 6``), its median for all (``init_spread: mode``), or None
+    posterior (stream :attr:`~zoo.seeds.Stream.INIT_DRAWS`), its median for all (``init_spread: mode``), or None
     (each chain its own prior draw). With ``init_fits`` K > 1 the chains are split into K
     contiguous blocks (:func:`~zoo.inference.mcmc.streaming.group_sizes`), block k started
-    from the fit with seed ``seed + k * INIT_FIT_SEED_STRIDE``; the first fit (the cell's
+    from the fit with seed ``seed + k *`` :data:`zoo.seeds.INIT_FIT_STRIDE`; the first fit (the cell's
     seed) is the one returned (the agreement with the sampler is measured against it)."""
     if method.init_from == "prior":
         return None, None
@@ -221,12 +215,12 @@ def _chees_start(
     starts: dict[int, dict[str, torch.Tensor]] = {}
     for k in [*range(1, len(sizes)), 0]:
         label = f"{method.init_from} (init{'' if len(sizes) == 1 else f' {k + 1}'})"
-        f = fits[k] = ctx.refit(method.init_from, label, ctx.seed + k * INIT_FIT_SEED_STRIDE)
+        f = fits[k] = ctx.refit(method.init_from, label, ctx.seed + k * INIT_FIT_STRIDE)
         post = f.posterior
         if method.init_spread == "mode":
             starts[k] = {s: v.expand(sizes[k], *v.shape) for s, v in post.median().items()}
         else:
-            starts[k] = post.sample(sizes[k], ctx.seed + INIT_DRAWS_SEED)
+            starts[k] = post.sample(sizes[k], seed_for(ctx.seed, Stream.INIT_DRAWS))
     stats["init_seconds"] = sum(f.seconds for f in fits.values())
     if len(sizes) == 1:
         start = starts[0] if method.init_spread != "mode" else fits[0].posterior.median()

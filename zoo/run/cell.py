@@ -6,9 +6,8 @@ each of the cell's studies for a probe (:data:`zoo.studies.STUDIES`), fit the ce
 with the probes' hooks (:func:`zoo.inference.fit`), evaluate the fit
 (:func:`zoo.run.evaluate.evaluate_fit`), and let each probe add its metrics and artifacts.
 Everything random is seeded from the cell's seed (``torch.manual_seed(seed)`` first, then
-per-purpose seeds: ``seed + 1`` predictive draws, ``seed + 2`` the ArviZ file's
-posterior predictive, ``seed + 3`` product matrix and shift null, ``seed + 4`` pruning
-draws and the sampler's stopping rule), so a cell gives the same numbers wherever it runs.
+one stream per purpose, ``seed_for(seed, Stream.X)`` from the one table
+:class:`zoo.seeds.Stream`), so a cell gives the same numbers wherever it runs.
 """
 
 from __future__ import annotations

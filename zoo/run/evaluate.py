@@ -1,7 +1,7 @@
 """What a cell records of its fit: test-set metrics, the fit's own numbers, its ArviZ file.
 
-:func:`evaluate_fit` draws the posterior predictive (``fit.predictive_draws`` draws, seed
-``seed + 1``), computes the test metrics (:func:`evaluate`, through
+:func:`evaluate_fit` draws the posterior predictive (``fit.predictive_draws`` draws, stream
+:attr:`~zoo.seeds.Stream.PREDICTIVE`), computes the test metrics (:func:`evaluate`, through
 :mod:`reports.calibration`), adds the fit's ``stats`` and then what the kind of posterior
 calls for (:data:`OUTPUTS`, keyed by posterior class):
 
@@ -29,8 +29,8 @@ pointwise log-likelihood (``log_likelihood``, what ``arviz_stats.loo`` reads), o
 replicated target per draw (``posterior_predictive``), the targets (``observed_data``) and
 the inputs (``constant_data``); for the held-out TEST points, one predictive draw per
 posterior draw (``predictions``), the inputs and targets (``predictions_constant_data``)
-and the pointwise log-likelihood (``log_likelihood_test``). The predictive draws use seed
-``seed + 2`` (test points first, then training points). Root attributes say which library
+and the pointwise log-likelihood (``log_likelihood_test``). The predictive draws use the stream
+:attr:`~zoo.seeds.Stream.POSTERIOR_PREDICTIVE` (test points first, then training points). Root attributes say which library
 fitted the posterior (``pyro`` for variational fits, ``bnn-zoo`` for its own samplers) and
 what the draws are (``draws_kind``).
 """
@@ -59,6 +59,7 @@ from zoo.run.arviz_io import (
     posterior_to_datatree,
 )
 from zoo.runtime import Runtime
+from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
 
 __all__ = [
@@ -290,7 +291,7 @@ def _archive(ctx: CellContext, draws: Draws, chains: int, *, sampled: bool, samp
         ctx.data,
         draws,
         chains=chains,
-        gen=ctx.runtime.generator(ctx.seed + 2),
+        gen=ctx.runtime.generator(seed_for(ctx.seed, Stream.POSTERIOR_PREDICTIVE)),
         sample_stats=sample_stats,
         draws_kind=DRAWS_MCMC if sampled else DRAWS_GUIDE,
         library=LIBRARY_SAMPLER if sampled else LIBRARY_VI,
@@ -335,7 +336,9 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
     out: dict[str, Any] = {}
     model, x_test, post = ctx.model, ctx.data.x_test, fit.posterior
     if fit.init is not None and ctx.ds.n_classes > 0:
-        vi_draws = fit.init.posterior.sample(fit.predictive_draws, ctx.seed + 1)
+        vi_draws = fit.init.posterior.sample(
+            fit.predictive_draws, seed_for(ctx.seed, Stream.PREDICTIVE)
+        )
         vi_probs = predictive_probs(model, x_test, vi_draws)
         probs = predictive_probs(model, x_test, draws)
         out["agreement_vi"] = predictive_agreement(vi_probs, probs)
@@ -388,7 +391,7 @@ OUTPUTS: dict[type, Callable[[CellContext, Fit, Draws], Outputs]] = {
 
 def evaluate_fit(ctx: CellContext, fit: Fit) -> Outputs:
     """The metrics and artifacts of a cell's fit (see the module docstring)."""
-    draws = fit.posterior.sample(fit.predictive_draws, ctx.seed + 1)
+    draws = fit.posterior.sample(fit.predictive_draws, seed_for(ctx.seed, Stream.PREDICTIVE))
     metrics = evaluate(ctx.model, ctx.ds, ctx.data.x_test, draws, ctx.cell.spec.metrics)
     metrics.update(fit.stats)
     metrics["fit_seconds"] = fit.seconds

@@ -31,6 +31,7 @@ from reports.figures.ground_truth import ground_truth_figure
 from reports.ground_truth import ground_truth_metrics, random_spd
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.inference.mcmc.samplers import run_hmc, run_nuts
+from zoo.seeds import GROUND_TRUTH_STRIDE, GroundTruthStream
 from zoo.spec import SpecError
 from zoo.studies.product_matrix.simulate import SimulationStore
 
@@ -52,6 +53,11 @@ TABLE_COLUMNS = [
     "n_divergent",
     "seconds",
 ]
+
+
+def _seed(seed: int, replicate: int, stream: GroundTruthStream) -> int:
+    """The seed of ``stream`` in replicate ``replicate`` of the simulation seeded ``seed``."""
+    return seed + GROUND_TRUTH_STRIDE * replicate + int(stream)
 
 
 def sample_gaussian(sim: Any, cov: np.ndarray, seed: int) -> tuple[np.ndarray, dict[str, Any]]:
@@ -120,11 +126,14 @@ def run_ground_truth(
             from_file
             if from_file is not None
             else random_spd(
-                dim, sim.condition, seed=spec.seed + 101 * i, rotate=sim.structure == "rotated"
+                dim,
+                sim.condition,
+                seed=_seed(spec.seed, i, GroundTruthStream.COVARIANCE),
+                rotate=sim.structure == "rotated",
             )
         )
         covs[f"dim_{dim}"] = cov
-        draws, stats = sample_gaussian(sim, cov, spec.seed + 101 * i + 1)
+        draws, stats = sample_gaussian(sim, cov, _seed(spec.seed, i, GroundTruthStream.DRAWS))
         m = ground_truth_metrics(
             draws,
             cov,
@@ -133,7 +142,7 @@ def run_ground_truth(
             cov=sim.gaussian_fit.cov,
             jitter=sim.gaussian_fit.jitter,
             reps=sim.null_reps,
-            seed=spec.seed + 101 * i + 3,
+            seed=_seed(spec.seed, i, GroundTruthStream.NULL),
         )
         row = {"dim": dim, **m, **stats, "seconds": time.perf_counter() - t0}
         rows.append(row)
