@@ -7,23 +7,21 @@ from pathlib import Path
 
 import pandas as pd
 
+from zoo.studies import STUDIES
+
 __all__ = ["print_summary"]
 
-_HEADLINE = (
-    "accuracy",
-    "nll",
-    "kl_diag_full",
-    "kl_null",
-    "kl_excess",
-    "w2_diag_full",
-    "rmse",
-    "pruned_frac",
-    "units_eff_frac",
-    "laplace_kl",
-    "max_r_hat",
-    "min_ess_bulk",
-    "draws_per_chain",
-)
+#: Metrics every cell records that the terminal summary shows first; each study's own
+#: headline metrics (``Study.headline``) follow, then the sampler's diagnostics.
+_FIRST = ("accuracy", "nll", "rmse")
+_LAST = ("max_r_hat", "min_ess_bulk", "draws_per_chain")
+
+
+def _headline() -> tuple[str, ...]:
+    """The summary's metric order: the cell's, each study's headline, the sampler's."""
+    return _FIRST + tuple(m for s in STUDIES.values() for m in s.headline) + _LAST
+
+
 _SUMMARY_COLS = 8  # metrics per method in the terminal summary; all of them are in summary.csv
 
 
@@ -46,7 +44,7 @@ def print_summary(out: Path) -> None:
     means = [c for c in df.columns if c.endswith("_mean") and c not in hidden]
     keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_n"))]
     keys = [c for c in keys if c != "n" and c not in hidden]
-    rank = {m: i for i, m in enumerate(_HEADLINE)}
+    rank = {m: i for i, m in enumerate(_headline())}
     groups = df.groupby("method", sort=False) if "method" in df.columns else [(None, df)]
     lines: list[str] = []
     for _, rows in groups:

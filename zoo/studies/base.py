@@ -88,6 +88,8 @@ class Study(Protocol):
     hidden: frozenset[str]
     #: A metric never plotted alone -> the metric drawn in a panel beside it.
     companions: Mapping[str, str]
+    #: The study's few metrics the terminal summary shows first, in order.
+    headline: tuple[str, ...]
 
     def probe(self, section: Any, ctx: CellContext) -> Probe | None:
         """The probe of study section ``section`` for a cell, or None if it has nothing to
@@ -118,6 +120,8 @@ class StudyPlugin:
         Columns the probe reports that describe a setting; left out of the summary tables.
     companions : mapping
         A metric never plotted alone -> the metric drawn in a panel beside it.
+    headline : tuple of str
+        The study's few metrics the terminal summary shows first, in order.
     """
 
     name: str
@@ -126,6 +130,7 @@ class StudyPlugin:
     labels: Mapping[str, tuple[str, str | None]] = field(default_factory=dict)
     hidden: frozenset[str] = frozenset()
     companions: Mapping[str, str] = field(default_factory=dict)
+    headline: tuple[str, ...] = ()
 
     def probe(self, section: Any, ctx: CellContext) -> Probe | None:
         return self.make_probe(section, ctx)

@@ -119,7 +119,8 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     spec, spread, monkeypatch
 ):
     from zoo.inference.base import FitContext
-    from zoo.inference.sampling import INIT_DRAWS_SEED, INIT_FIT_SEED_STRIDE, _chees_start
+    from zoo.inference.sampling import _chees_start
+    from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
 
     method = spec.method("chees").model_copy(update={"init_fits": 2, "init_spread": spread})
     model, data, rt = _setup(spec)
@@ -136,15 +137,15 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     first, start = _chees_start(method, FitContext(spec.seed, rt, refit=refit), stats)
     # the ensemble's other fit first, the cell's own last: Pyro's guides read the global
     # param store, so the returned fit must be the last one made
-    assert seeds == [spec.seed + INIT_FIT_SEED_STRIDE, spec.seed] and first is fits[-1]
+    assert seeds == [spec.seed + INIT_FIT_STRIDE, spec.seed] and first is fits[-1]
     assert stats["init_fits"] == 2 and stats["init_seconds"] > 0
     # chains 0-1 from the cell's fit, 2-3 from the other (contiguous blocks), each chain its
     # own draw (posterior) or the fit's median (mode); refitted now, each must give them again
-    for k, seed in enumerate([spec.seed, spec.seed + INIT_FIT_SEED_STRIDE]):
+    for k, seed in enumerate([spec.seed, spec.seed + INIT_FIT_STRIDE]):
         pyro.clear_param_store()
         post = fit(others["svi"], model, data, seed=seed, runtime=rt, others=others).posterior
         own = (
-            post.sample(2, spec.seed + INIT_DRAWS_SEED)
+            post.sample(2, seed_for(spec.seed, Stream.INIT_DRAWS))
             if spread == "posterior"
             else {s: v.expand(2, *v.shape) for s, v in post.median().items()}
         )

@@ -122,7 +122,7 @@ def test_report_names_damaged_arviz_files(one_chain_run, tmp_path: Path, capsys)
     assert "Traceback" not in err
     assert f"zoo: damaged file: cells/{first}.nc: its contents differ" in err
     md = (out / "report.md").read_text()
-    assert "2 of 2 sampled cells' ArviZ files could not be read" in md
+    assert "2 of the worst sampled cells' ArviZ files could not be read" in md
     assert f"cells/{first}.nc (missing or damaged)" in md
     assert f"cells/{second}.nc (cannot be read: OSError)" in md
     # their rows show the records' numbers: one chain has no R-hat (n/a, not a failed NaN)

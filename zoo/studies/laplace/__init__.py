@@ -25,4 +25,11 @@ LABELS: dict[str, tuple[str, str | None]] = {
 #: Text columns (which curvature; why a cell was skipped): no number to tabulate.
 HIDDEN = frozenset({"laplace_curvature", "laplace_skipped"})
 
-STUDY = StudyPlugin("laplace", LaplaceProbe, laplace_sections, labels=LABELS, hidden=HIDDEN)
+STUDY = StudyPlugin(
+    "laplace",
+    LaplaceProbe,
+    laplace_sections,
+    labels=LABELS,
+    hidden=HIDDEN,
+    headline=("laplace_kl",),
+)

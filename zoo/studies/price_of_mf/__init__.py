@@ -60,4 +60,5 @@ STUDY = StudyPlugin(
     labels=LABELS,
     hidden=HIDDEN,
     companions=COMPANIONS,
+    headline=("kl_diag_full", "kl_null", "kl_excess", "w2_diag_full"),
 )

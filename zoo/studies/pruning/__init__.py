@@ -28,4 +28,6 @@ def _probe(section: Any, ctx: CellContext) -> PruningProbe | None:
     return PruningProbe(section, ctx) if ctx.model.depth else None
 
 
-STUDY = StudyPlugin("pruning", _probe, pruning_sections, labels=LABELS)
+STUDY = StudyPlugin(
+    "pruning", _probe, pruning_sections, labels=LABELS, headline=("pruned_frac", "units_eff_frac")
+)
