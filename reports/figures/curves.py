@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
-from reports.figures.kl_null import kl_null_figure
+from reports.figures.kl_null import draw_curves, kl_null_figure
 
 __all__ = ["Curves", "panels_figure", "predictive_tv_figure"]
 
@@ -39,18 +38,7 @@ def panels_figure(
     fig = Figure(figsize=(5.2 * len(panels), 3.8), layout="constrained")
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (curves, title, ylabel) in zip(axes, panels, strict=True):
-        for label, (px, mean, se) in curves.items():
-            style = "--" if "floor" in label else "-"
-            ax.errorbar(
-                np.asarray(px, float),
-                np.asarray(mean, float),
-                yerr=np.asarray(se, float),
-                fmt=style,
-                marker="o",
-                capsize=3,
-                label=label,
-            )
-        ax.axhline(0.0, color="0.6", lw=0.8)
+        draw_curves(ax, curves, dashed="floor")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)

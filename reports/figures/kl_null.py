@@ -3,14 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-__all__ = [
-    "kl_null_figure",
-]
+__all__ = ["draw_curves", "kl_null_figure"]
+
+
+def draw_curves(
+    ax: Any,
+    curves: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
+    *,
+    dashed: str,
+) -> None:
+    """Draw each ``{label: (x, mean, se)}`` as points with standard-error bars on ``ax``,
+    dashed where the label contains ``dashed`` (a null or a floor), and a grey line at 0."""
+    for label, (x, mean, se) in curves.items():
+        ax.errorbar(
+            np.asarray(x, float),
+            np.asarray(mean, float),
+            yerr=np.asarray(se, float),
+            fmt="--" if dashed in label else "-",
+            marker="o",
+            capsize=3,
+            label=label,
+        )
+    ax.axhline(0.0, color="0.6", lw=0.8)
 
 
 def kl_null_figure(
@@ -37,18 +57,7 @@ def kl_null_figure(
         raise ValueError("curves must hold at least one {label: (x, mean, se)}")
     fig = Figure(figsize=(5.2, 3.6), layout="constrained")
     ax = fig.subplots()
-    for label, (x, mean, se) in curves.items():
-        style = "--" if "null" in label else "-"
-        ax.errorbar(
-            np.asarray(x, float),
-            np.asarray(mean, float),
-            yerr=np.asarray(se, float),
-            fmt=style,
-            marker="o",
-            capsize=3,
-            label=label,
-        )
-    ax.axhline(0.0, color="0.6", lw=0.8)
+    draw_curves(ax, curves, dashed="null")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel(xlabel)
     ax.set_ylabel("KL(q_diag || q_full), nats")
