@@ -20,37 +20,50 @@ from arviz_base import from_dict
 from reports.diagnostics import diagnostic_gates
 from reports.document import Figure, figure_path
 from reports.sampler_report import sampler_advice, sampler_record
+from tests import specs
 from zoo.cli import main
 from zoo.run.report import build_report
 from zoo.run.report_sampler import read_diagnostic_groups, sampler_section
 from zoo.spec.load import load_spec
 
-SPEC = """\
-name: seeds_only
-description: Two moons, the price of mean field (3 seeds).
-seed: 0
-data: {kind: two_moons, n_train: 60, n_test: 50, noise: 0.1}
-model: {kind: mlp, depth: 1, width: 3}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 20, predictive_samples: 5}
-  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 20, draws: 10, chains: 2,
-     vectorize_chains: true, max_tree_depth: 2, predictive_draws: 10}
-studies:
-  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, kl_target_draws: 100000,
-     max_draws: 35}
-sweep:
-  seed: [0, 1]
-report:
-  x: method
-  figures: [kl_diag_full, w_error]
-"""
+
+def _spec(seeds=(0, 1), chains: int = 2) -> dict:
+    """The shared run's spec; the sampler-section tests add seeds and chains."""
+    return specs.spec(
+        "seeds_only",
+        description="Two moons, the price of mean field (3 seeds).",
+        seed=0,
+        data=specs.two_moons(n_train=60, n_test=50, noise=0.1),
+        model=specs.mlp(depth=1, width=3),
+        inference=[
+            specs.svi("mfvi", steps=20, predictive_samples=5),
+            specs.nuts(
+                init_from="mfvi",
+                warmup=20,
+                draws=10,
+                chains=chains,
+                vectorize_chains=True,
+                max_tree_depth=2,
+                predictive_draws=10,
+            ),
+        ],
+        studies=[
+            specs.study(
+                "price_of_mean_field",
+                gaussian_fit={"cov": "empirical"},
+                kl_target_draws=100000,
+                max_draws=35,
+            )
+        ],
+        sweep={"seed": list(seeds)},
+        report={"x": "method", "figures": ["kl_diag_full", "w_error"]},
+    )
 
 
 @pytest.fixture(scope="module")
 def sampled_run(tmp_path_factory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("seeds_only")
-    spec = root / "spec.yaml"
-    spec.write_text(SPEC)
+    spec = specs.write_spec(root, _spec(), file="spec.yaml")
     out = root / "run"
     assert main(["run", str(spec), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
     return spec, out
@@ -169,9 +182,7 @@ def _write_cell(path: Path, post: dict, depth: np.ndarray, max_tree_depth: int) 
 
 
 def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_path) -> None:
-    p = tmp_path / "s.yaml"
-    p.write_text(SPEC.replace("seed: [0, 1]", "seed: [0, 1, 2]").replace("chains: 2", "chains: 4"))
-    spec = load_spec(p)
+    spec = specs.load(tmp_path, _spec(seeds=[0, 1, 2], chains=4))
     cells = [c for c in spec.cells() if c.method.name == "nuts"]
     rng = np.random.default_rng(0)
     good = {"a": rng.normal(size=(4, 300)), "b": rng.normal(size=(4, 300))}
@@ -216,9 +227,7 @@ def test_sampler_section_fails_a_stuck_sampler_and_shows_the_worst_cells(tmp_pat
 def test_the_sampler_tables_come_from_the_records_and_no_file_is_read_but_the_worst(
     tmp_path,
 ) -> None:
-    p = tmp_path / "s.yaml"
-    p.write_text(SPEC.replace("seed: [0, 1]", "seed: [0, 1, 2, 3, 4]"))
-    spec = load_spec(p)
+    spec = specs.load(tmp_path, _spec(seeds=[0, 1, 2, 3, 4]))
     cells = [c for c in spec.cells() if c.method.name == "nuts"]
     rng = np.random.default_rng(2)
     for c in cells:

@@ -8,44 +8,61 @@ import pytest
 
 import zoo.data
 import zoo.models
+from tests import specs
 from zoo.inference import METHODS, Hooks, combine_hooks, fit
 from zoo.run.cell import CellOutput, run_cell
 from zoo.run.evaluate import OUTPUTS
 from zoo.runtime import Runtime
-from zoo.spec.load import load_spec
 
-SPEC = """\
-name: cell
-seed: 2
-data: {kind: two_moons, n_train: 60, n_test: 40, noise: 0.1}
-model: {kind: mlp, depth: 2, width: 4, activation: linear}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, pretrain_epochs: 1, steps: 15,
-     batch_size: 20, predictive_samples: 5}
-  - {name: map, kind: map, steps: 10}
-  - {name: mle, kind: mle, steps: 10, eval_every: 2}
-  - {name: nuts, kind: nuts, init_from: mfvi, warmup: 10, draws: 6, chains: 2,
-     vectorize_chains: true, max_tree_depth: 3, predictive_draws: 5}
-  - {name: hmc, kind: hmc, warmup: 10, draws: 6, num_steps: 2, predictive_draws: 5}
-  - {name: chees, kind: chees, init_from: mfvi, warmup: 20, draws: 6, chains: 4,
-     keep_draws: 6, predictive_draws: 5}
-STUDIES
-"""
-STUDIES = """\
-studies:
-  - {kind: price_of_mean_field, methods: [nuts], gaussian_fit: {cov: empirical},
-     kl_target_draws: 40}
-  - {kind: ktied, methods: [mfvi], truncation_ranks: [1], truncation_draws: 3,
-     snr_steps: [15], snr_window: 3, elbo_steps: [5], elbo_draws: 2}
-  - {kind: pruning, draws: 4, trajectory_every: 5, trajectory_draws: 2}
-  - {kind: product_matrix, draws: 20}
-"""
+INFERENCE = [
+    specs.svi("mfvi", pretrain_epochs=1, steps=15, batch_size=20, predictive_samples=5),
+    specs.method("map", "map", steps=10),
+    specs.method("mle", "mle", steps=10, eval_every=2),
+    specs.nuts(
+        init_from="mfvi",
+        warmup=10,
+        draws=6,
+        chains=2,
+        vectorize_chains=True,
+        max_tree_depth=3,
+        predictive_draws=5,
+    ),
+    specs.method("hmc", "hmc", warmup=10, draws=6, num_steps=2, predictive_draws=5),
+    specs.chees(init_from="mfvi", warmup=20, draws=6, chains=4, keep_draws=6, predictive_draws=5),
+]
+STUDIES = [
+    specs.study(
+        "price_of_mean_field",
+        methods=["nuts"],
+        gaussian_fit={"cov": "empirical"},
+        kl_target_draws=40,
+    ),
+    specs.study(
+        "ktied",
+        methods=["mfvi"],
+        truncation_ranks=[1],
+        truncation_draws=3,
+        snr_steps=[15],
+        snr_window=3,
+        elbo_steps=[5],
+        elbo_draws=2,
+    ),
+    specs.study("pruning", draws=4, trajectory_every=5, trajectory_draws=2),
+    specs.study("product_matrix", draws=20),
+]
 
 
-def _cells(tmp_path: Path, studies: str = STUDIES):
-    p = tmp_path / "s.yaml"
-    p.write_text(SPEC.replace("STUDIES", studies))
-    return {c.method.name: c for c in load_spec(p).cells()}
+def _cells(tmp_path: Path, studies=STUDIES):
+    spec = specs.load(
+        tmp_path,
+        name="cell",
+        seed=2,
+        data=specs.two_moons(n_train=60, n_test=40, noise=0.1),
+        model=specs.mlp(depth=2, width=4, activation="linear"),
+        inference=INFERENCE,
+        studies=studies,
+    )
+    return {c.method.name: c for c in spec.cells()}
 
 
 def _plain(metrics: dict) -> dict:
@@ -54,9 +71,9 @@ def _plain(metrics: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def outputs(tmp_path_factory):
-    """Every cell of SPEC with its studies and without any."""
+    """Every cell of `_cells` with its studies and without any."""
     tmp = tmp_path_factory.mktemp("cell")
-    with_, without = _cells(tmp), _cells(tmp, "studies: []")
+    with_, without = _cells(tmp), _cells(tmp, [])
     rt = Runtime.cpu()
     return {name: (run_cell(with_[name], rt), run_cell(without[name], rt)) for name in with_}
 
@@ -108,7 +125,7 @@ def test_run_cell_is_deterministic(tmp_path):
 
 
 def test_every_method_posterior_has_an_evaluation(tmp_path):
-    cells = _cells(tmp_path, "studies: []")
+    cells = _cells(tmp_path, [])
     assert {type(c.method) for c in cells.values()} == set(METHODS)
     for cell in cells.values():
         spec, rt = cell.spec, Runtime.cpu()
@@ -153,7 +170,7 @@ def test_two_probes_reporting_one_metric_name_are_refused(tmp_path, monkeypatch)
     import zoo.run.cell as cell_module
     from zoo.studies import STUDIES, StudyPlugin
 
-    studies = "studies:\n  - {kind: pruning, draws: 2}\n  - {kind: product_matrix, draws: 5}\n"
+    studies = [specs.study("pruning", draws=2), specs.study("product_matrix", draws=5)]
     cell = _cells(tmp_path, studies)["mfvi"]
     assert len(cell.studies) == 2
     fake = {

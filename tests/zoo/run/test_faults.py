@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests import specs
 from zoo.cli import main
 from zoo.run import execute, feedback, runner, saver
 from zoo.run.store import RunStore
@@ -26,26 +27,19 @@ from zoo.spec import load_spec
 
 ZOO = [sys.executable, "-c", "import sys; from zoo.cli import main; sys.exit(main())"]
 
+#: VI methods of a few fast steps on batches of 50.
+VI = {"pretrain_epochs": 0, "batch_size": 50, "predictive_samples": 5}
+MODEL = specs.mlp(depth=1, param_budget=100, activation="relu")
+
 #: Two quick cells, then two that would run for an hour.
-SLOW_TAIL = """\
-name: slowtail
-seed: 0
-data: {kind: two_moons, n_train: 100, n_test: 100, noise: 0.1}
-model: {kind: mlp, depth: 1, param_budget: 100, activation: relu}
-inference:
-  - {name: quick, kind: svi, guide: {kind: mean_field}, pretrain_epochs: 0, steps: 10,
-     batch_size: 50, predictive_samples: 5}
-  - {name: endless, kind: svi, guide: {kind: mean_field}, pretrain_epochs: 0,
-     steps: 10000000, batch_size: 50, predictive_samples: 5}
-sweep:
-  seed: [0, 1]
-"""
-
-
-def _spec(tmp_path: Path, text: str = SLOW_TAIL) -> Path:
-    p = tmp_path / "spec.yaml"
-    p.write_text(text)
-    return p
+SLOW_TAIL = specs.spec(
+    "slowtail",
+    seed=0,
+    data=specs.two_moons(n_train=100, n_test=100, noise=0.1),
+    model=MODEL,
+    inference=[specs.svi("quick", steps=10, **VI), specs.svi("endless", steps=10_000_000, **VI)],
+    sweep={"seed": [0, 1]},
+)
 
 
 def _children(pid: int) -> list[int]:
@@ -96,7 +90,7 @@ def test_a_signal_stops_the_run_at_once_and_keeps_what_finished(tmp_path: Path, 
 
 
 def _signal_run(tmp_path: Path, sig: int, stack: contextlib.ExitStack) -> None:
-    spec, out = _spec(tmp_path), tmp_path / "run"
+    spec, out = specs.write_spec(tmp_path, SLOW_TAIL), tmp_path / "run"
     err = stack.enter_context((tmp_path / "err.txt").open("w+"))
     proc = subprocess.Popen(
         [*ZOO, "run", str(spec), "--out", str(out), "--workers", "2", "--no-progress"],
@@ -145,24 +139,21 @@ def _signal_run(tmp_path: Path, sig: int, stack: contextlib.ExitStack) -> None:
 # --------------------------------------------------------------------------- 2: a dead worker
 
 
-TWO_BY_TWO = """\
-name: fourcells
-seed: 0
-data: {kind: two_moons, n_train: 100, n_test: 100, noise: 0.1}
-model: {kind: mlp, depth: 1, param_budget: 100, activation: relu}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, pretrain_epochs: 0, steps: 600,
-     batch_size: 50, predictive_samples: 5}
-sweep:
-  seed: [0, 1, 2, 3]
-"""
+TWO_BY_TWO = specs.spec(
+    "fourcells",
+    seed=0,
+    data=specs.two_moons(n_train=100, n_test=100, noise=0.1),
+    model=MODEL,
+    inference=[specs.svi("mfvi", steps=600, **VI)],
+    sweep={"seed": [0, 1, 2, 3]},
+)
 
 
 def test_a_dead_worker_fails_only_its_own_cell_and_a_resume_reruns_it(
     tmp_path: Path, monkeypatch
 ) -> None:
     monkeypatch.setattr(feedback, "STATUS_EVERY", 0.0)
-    spec = load_spec(_spec(tmp_path, TWO_BY_TWO))
+    spec = specs.load(tmp_path, TWO_BY_TWO)
     out, lines = tmp_path / "run", []
     killed: list[int] = []
 
@@ -392,23 +383,21 @@ def test_run_directory_files_get_the_usual_permissions(
 # --------------------------------------------------------------------------- 7: feedback
 
 
-SAMPLER_AND_VI = """\
-name: feedback
-seed: 0
-data: {kind: two_moons, n_train: 50, n_test: 50, noise: 0.1}
-model: {kind: mlp, depth: 1, param_budget: 40, activation: relu}
-inference:
-  - {name: mfvi, kind: svi, guide: {kind: mean_field}, pretrain_epochs: 0, steps: 300,
-     batch_size: 50, predictive_samples: 5}
-  - {name: nuts, kind: nuts, warmup: 8, draws: 8, chains: 1, max_tree_depth: 3,
-     predictive_draws: 5}
-studies: []
-"""
+SAMPLER_AND_VI = specs.spec(
+    "feedback",
+    seed=0,
+    data=specs.two_moons(n_train=50, n_test=50, noise=0.1),
+    model=specs.mlp(depth=1, param_budget=40, activation="relu"),
+    inference=[
+        specs.svi("mfvi", steps=300, **VI),
+        specs.nuts(warmup=8, draws=8, chains=1, max_tree_depth=3, predictive_draws=5),
+    ],
+)
 
 
 def test_progress_inside_worker_cells_reaches_the_parent(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(feedback, "STATUS_EVERY", 0.0)
-    spec = load_spec(_spec(tmp_path, SAMPLER_AND_VI))
+    spec = specs.load(tmp_path, SAMPLER_AND_VI)
     lines: list[str] = []
     res = runner.run_spec(spec, tmp_path / "run", workers=2, log=lines.append)
     assert res.n_failed == 0
@@ -418,7 +407,7 @@ def test_progress_inside_worker_cells_reaches_the_parent(tmp_path: Path, monkeyp
 
 
 def test_time_left_is_estimated_per_method(tmp_path: Path) -> None:
-    spec = load_spec(_spec(tmp_path, SAMPLER_AND_VI), ["sweep.seed=[0, 1, 2, 3, 4]"])
+    spec = specs.load(tmp_path, SAMPLER_AND_VI, overrides=["sweep.seed=[0, 1, 2, 3, 4]"])
     cells = spec.cells()
     by = {m: [c for c in cells if c.method.name == m] for m in ("mfvi", "nuts")}
     lines: list[str] = []

@@ -8,11 +8,26 @@ from pathlib import Path
 
 import pytest
 
+from tests import specs
 from tests.zoo.spec._helpers import errors, write
-from zoo.spec import load_spec
 from zoo.spec.sections.bounds import MAX_CHAINS, MAX_CHEES_CHAINS, MAX_DRAWS
 from zoo.spec.sections.inference import ChEESMethod, NUTSMethod
 
+#: The chees method's fields in the specs of these tests.
+CHEES = {"init_from": "mfvi", "warmup": 5, "draws": 20, "chains": 16, "keep_draws": 10}
+
+
+def _spec(studies=(), others=(), **chees) -> dict:
+    """MF-VI and a small chees sampler (``chees`` adds to or replaces :data:`CHEES`)."""
+    return specs.spec(
+        data=specs.two_moons(n_train=50),
+        model=specs.mlp(depth=1, width=4),
+        inference=[specs.svi("mfvi", steps=5), specs.chees(**{**CHEES, **chees}), *others],
+        studies=studies,
+    )
+
+
+#: :func:`_spec` as text, for the test whose messages may give the chees line (5 or 6).
 BASE = """\
 name: t
 data: {kind: two_moons, n_train: 50}
@@ -21,11 +36,8 @@ inference:
   - {name: mfvi, kind: svi, guide: {kind: mean_field}, steps: 5}
   - {name: chees, kind: chees, init_from: mfvi, warmup: 5, draws: 20, chains: 16,
      keep_draws: 10CHEES}
+studies: []
 """
-
-
-def _spec(extra: str = "", tail: str = "studies: []\n") -> str:
-    return BASE.replace("CHEES", extra) + tail
 
 
 def test_defaults_and_facts() -> None:
@@ -47,10 +59,8 @@ def test_defaults_and_facts() -> None:
 
 
 def test_chees_spec_loads_with_its_fields(tmp_path: Path) -> None:
-    text = _spec(
-        ", target_ess: 200, max_draws: 60, max_leapfrog: 64, init_spread: mode, stream_groups: 4"
-    )
-    spec = load_spec(write(tmp_path, text))
+    fields = {"max_leapfrog": 64, "init_spread": "mode", "stream_groups": 4}
+    spec = specs.load(tmp_path, _spec(target_ess=200, max_draws=60, **fields))
     m = spec.method("chees")
     assert (m.target_ess, m.max_draws, m.max_leapfrog, m.init_spread) == (200, 60, 64, "mode")
     assert m.draws_cap() == 60 and m.stream_groups == 4
@@ -61,15 +71,14 @@ def test_chains_bound_is_per_sampler(tmp_path: Path) -> None:
     ChEESMethod(name="c", kind="chees", chains=8192, keep_draws=100)
     with pytest.raises(ValueError, match="less than or equal to 1024"):
         NUTSMethod(name="n", kind="nuts", chains=2048, draws=10)
-    msgs = errors(write(tmp_path, _spec().replace("chains: 16", "chains: 9000")))
+    msgs = errors(specs.write_spec(tmp_path, _spec(chains=9000)))
     assert len(msgs) == 1 and "inference[1].chains" in msgs[0] and "8192" in msgs[0]
 
 
 def test_kept_draws_bound_counts_kept_not_drawn(tmp_path: Path) -> None:
     # 8192 chains x 2000 drawn draws stream through; only keep_draws x chains are held
     ChEESMethod(name="c", kind="chees", chains=8192, draws=2000, keep_draws=100)
-    text = _spec().replace("chains: 16", "chains: 8192").replace("draws: 20", "draws: 500")
-    msgs = errors(write(tmp_path, text.replace("keep_draws: 10", "keep_draws: 200")))
+    msgs = errors(specs.write_spec(tmp_path, _spec(chains=8192, draws=500, keep_draws=200)))
     assert len(msgs) == 1, msgs
     assert f"keep_draws x chains = 1,638,400 kept draws; at most {MAX_DRAWS:,}" in msgs[0]
     assert "lower keep_draws or chains" in msgs[0]
@@ -103,7 +112,7 @@ def test_kept_draws_bound_counts_kept_not_drawn(tmp_path: Path) -> None:
     ],
 )
 def test_bad_chees_fields_name_the_field_and_the_fix(tmp_path: Path, extra: str, words) -> None:
-    text = _spec(extra)
+    text = BASE.replace("CHEES", extra)
     if "init_from: prior" in extra:
         text = text.replace("init_from: mfvi, ", "")
     if "keep_draws: 30" in extra:
@@ -116,33 +125,36 @@ def test_bad_chees_fields_name_the_field_and_the_fix(tmp_path: Path, extra: str,
 
 
 def test_kl_target_draws_is_refused_for_chees(tmp_path: Path) -> None:
-    study = (
-        "studies:\n  - {kind: price_of_mean_field, gaussian_fit: {cov: empirical}, "
-        "kl_target_draws: 500}\n"
+    study = specs.study(
+        "price_of_mean_field", gaussian_fit={"cov": "empirical"}, kl_target_draws=500
     )
-    msgs = errors(write(tmp_path, _spec(tail=study)))
+    msgs = errors(specs.write_spec(tmp_path, _spec(studies=[study])))
     assert len(msgs) == 1, msgs
     msg = msgs[0]
     assert "studies[0].kl_target_draws" in msg and "inference[1].target_ess" in msg, msg
     assert "target_ess: 500" in msg and "streamed moments" in msg
     # the study without the rule, and the method's own rule, are fine
-    ok = "studies:\n  - {kind: price_of_mean_field}\n"
-    load_spec(write(tmp_path, _spec(", target_ess: 100", tail=ok), "ok.yaml"))
+    ok = [specs.study("price_of_mean_field")]
+    specs.load(tmp_path, _spec(studies=ok, target_ess=100), file="ok.yaml")
 
 
 def test_kl_target_draws_still_applies_to_other_samplers(tmp_path: Path) -> None:
-    text = _spec(
-        tail="  - {name: nuts, kind: nuts, warmup: 5, draws: 10, chains: 2, "
-        "vectorize_chains: true}\nstudies:\n  - {kind: price_of_mean_field, "
-        "methods: [nuts], gaussian_fit: {cov: empirical}, kl_target_draws: 50}\n"
-        "  - {kind: price_of_mean_field, methods: [chees]}\n"
-    )
-    spec = load_spec(write(tmp_path, text))
+    nuts = specs.nuts(warmup=5, draws=10, chains=2, vectorize_chains=True)
+    studies = [
+        specs.study(
+            "price_of_mean_field",
+            methods=["nuts"],
+            gaussian_fit={"cov": "empirical"},
+            kl_target_draws=50,
+        ),
+        specs.study("price_of_mean_field", methods=["chees"]),
+    ]
+    spec = specs.load(tmp_path, _spec(studies, [nuts]))
     assert [s.kl_target_draws for s in spec.studies] == [50, None]
 
 
 def test_validate_exits_2_with_the_message(tmp_path: Path) -> None:
-    p = write(tmp_path, _spec(", max_draws: 60"))
+    p = specs.write_spec(tmp_path, _spec(max_draws=60))
     r = subprocess.run(
         [sys.executable, "-m", "zoo.cli", "validate", str(p)], capture_output=True, text=True
     )
