@@ -200,11 +200,12 @@ def _chees_start(
     method: ChEESMethod, ctx: FitContext, stats: dict[str, Any]
 ) -> tuple[Fit | None, dict[str, torch.Tensor] | None]:
     """The starting fit and the chains' starts: one draw each of the ``init_from``
-    posterior (stream :attr:`~zoo.seeds.Stream.INIT_DRAWS`), its median for all (``init_spread: mode``), or None
-    (each chain its own prior draw). With ``init_fits`` K > 1 the chains are split into K
-    contiguous blocks (:func:`~zoo.inference.mcmc.streaming.group_sizes`), block k started
-    from the fit with seed ``seed + k *`` :data:`zoo.seeds.INIT_FIT_STRIDE`; the first fit (the cell's
-    seed) is the one returned (the agreement with the sampler is measured against it)."""
+    posterior (stream :attr:`~zoo.seeds.Stream.INIT_DRAWS`), its median for all
+    (``init_spread: mode``), or None (each chain its own prior draw). With ``init_fits``
+    K > 1 the chains are split into K contiguous blocks
+    (:func:`~zoo.inference.mcmc.streaming.group_sizes`), block k started from the fit with
+    seed ``seed + k *`` :data:`zoo.seeds.INIT_FIT_STRIDE`; the first fit (the cell's seed) is
+    the one returned (the agreement with the sampler is measured against it)."""
     if method.init_from == "prior":
         return None, None
     sizes = group_sizes(method.chains, method.init_fits)

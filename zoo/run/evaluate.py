@@ -30,8 +30,8 @@ replicated target per draw (``posterior_predictive``), the targets (``observed_d
 the inputs (``constant_data``); for the held-out TEST points, one predictive draw per
 posterior draw (``predictions``), the inputs and targets (``predictions_constant_data``)
 and the pointwise log-likelihood (``log_likelihood_test``). The predictive draws use the stream
-:attr:`~zoo.seeds.Stream.POSTERIOR_PREDICTIVE` (test points first, then training points). Root attributes say which library
-fitted the posterior (``pyro`` for variational fits, ``bnn-zoo`` for its own samplers) and
+:attr:`~zoo.seeds.Stream.POSTERIOR_PREDICTIVE` (test points first, then training points).
+Root attributes say which library fitted the posterior (``pyro`` for variational fits, ``bnn-zoo`` for its own samplers) and
 what the draws are (``draws_kind``).
 """
 

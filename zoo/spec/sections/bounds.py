@@ -45,8 +45,8 @@ F32_MAX = 3.4028234663852886e38
 F32_TINY = 1.1754943508222875e-38
 
 #: The cells derive per-purpose seeds ``seed + k`` (:class:`zoo.seeds.Stream`; the single
-#: offsets lie below this headroom); every seed leaves room for them below 2**32, the range NumPy's legacy
-#: generators and scikit-learn accept.
+#: offsets lie below this headroom); every seed leaves room for them below 2**32, the range
+#: NumPy's legacy generators and scikit-learn accept.
 SEED_HEADROOM = 1024
 #: Largest seed (of the spec, of a data section, of a UCI split).
 MAX_SEED = 2**32 - 1 - SEED_HEADROOM

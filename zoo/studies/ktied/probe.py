@@ -64,7 +64,8 @@ RECORD_KEY = "record_json"
 #: Floor of truncated (clamped-at-0) standard deviations inside the KL's log term.
 KL_STD_FLOOR = 1e-6
 #: Shuffled copies of the std matrices evaluated as the truncation's control (each one
-#: untruncated and at every truncation rank), from the streams :attr:`~zoo.seeds.Stream.KTIED_SHUFFLE` ``+ i``.
+#: untruncated and at every truncation rank), from the streams
+#: :attr:`~zoo.seeds.Stream.KTIED_SHUFFLE` ``+ i``.
 CONTROL_SHUFFLES = 3
 _CHUNK = 1000
 

@@ -13,7 +13,8 @@ same mixture over ``draws`` weight draws, of
 - ``qmarg``: the diagonal Gaussian with the draws' marginal variances :math:`\Sigma_{ii}`
   (the mean field that matches each weight's spread; wider than q_diag);
 - ``mfvi``: the variational posterior the chains started from (``init_from``; absent when
-  they started from the prior), drawn from the stream :attr:`~zoo.seeds.Stream.PREDICTIVE` as the cell's ``tv_vi`` is.
+  they started from the prior), drawn from the stream :attr:`~zoo.seeds.Stream.PREDICTIVE`
+  as the cell's ``tv_vi`` is.
 
 On the test set (no suffix) and on out-of-distribution inputs (suffix ``_ood``) it records
 ``pred_tv_<q>`` (mean total variation to the samples' predictive), ``pred_agree_<q>``
@@ -40,8 +41,8 @@ a list; ``auto`` on data with a held-out class is ``[holdout_class, noise]``) th
 kind's metrics end in ``_ood`` and each further kind's in ``_ood_<kind>``;
 ``pred_ood_kind`` names the first (``pred_ood_kinds`` lists them all when there are several).
 
-The Gaussian draws and the OOD inputs come from a NumPy generator seeded from :attr:`~zoo.seeds.Stream.PREDICTIVE_STUDY`;
-nothing is drawn from torch's global generator. Classification only.
+The Gaussian draws and the OOD inputs come from a NumPy generator seeded from
+:attr:`~zoo.seeds.Stream.PREDICTIVE_STUDY`; nothing is drawn from torch's global generator. Classification only.
 """
 
 from __future__ import annotations

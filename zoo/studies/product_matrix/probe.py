@@ -2,7 +2,8 @@
 
 For a network with linear activations the function is the product ``W_L ... W_1`` of its
 weight matrices. :class:`ProductMatrixProbe` takes ``draws`` posterior draws of the fitted
-posterior (stream :attr:`~zoo.seeds.Stream.PRODUCT_MATRIX`), the covariance of ``vec(W_L ... W_1)`` over them
+posterior (stream :attr:`~zoo.seeds.Stream.PRODUCT_MATRIX`), the covariance of
+``vec(W_L ... W_1)`` over them
 (:func:`reports.product_matrix.product_covariance_from_draws`), its off-diagonal share as a
 metric, and the covariance as the cell artifact ``.product_cov.npz``. Every layer of a
 mean-field posterior is diagonal, yet from three layers on the product can carry

@@ -275,9 +275,9 @@ class PruningProbe:
     """The over-pruning study of one cell: trajectories during an svi fit, stats after it.
 
     ``finish`` takes the posterior's moments (:data:`MOMENTS`) and ``section.draws`` draws
-    (stream :attr:`~zoo.seeds.Stream.PRUNING`; one for a point estimate) for the activation variances on the
-    training inputs and the variance shares on the test inputs; trajectories use seed
-    :attr:`~zoo.seeds.Stream.PRUNING_TRAJECTORY`.
+    (stream :attr:`~zoo.seeds.Stream.PRUNING`; one for a point estimate) for the activation
+    variances on the training inputs and the variance shares on the test inputs;
+    trajectories use the stream :attr:`~zoo.seeds.Stream.PRUNING_TRAJECTORY`.
     """
 
     def __init__(self, section: Any, ctx: CellContext) -> None:
