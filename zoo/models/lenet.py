@@ -12,14 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-import pyro.distributions as dist
 import torch
-from pyro.nn import PyroModule, PyroSample
+from pyro.nn import PyroModule
 from torch import nn
 from torch.nn import functional as F
 
 from zoo.models.likelihoods import Likelihood
-from zoo.models.priors import PriorFn, normal_prior
+from zoo.models.priors import PriorFn, attach_normal_prior, normal_prior
 
 __all__ = ["BayesianLeNet", "image_side"]
 
@@ -111,8 +110,8 @@ class BayesianLeNet(PyroModule):
             layer = PyroModule[nn.Module]()
             wl, ws = weight_prior(fan_in)
             bl, bs = bias_prior(fan_in)
-            layer.weight = PyroSample(dist.Normal(wl, ws).expand(shape).to_event(len(shape)))
-            layer.bias = PyroSample(dist.Normal(bl, bs).expand([shape[0]]).to_event(1))
+            attach_normal_prior(layer, "weight", wl, ws, shape)
+            attach_normal_prior(layer, "bias", bl, bs, (shape[0],))
             self.prior_params[f"{name}.weight"] = (wl, ws)
             self.prior_params[f"{name}.bias"] = (bl, bs)
             setattr(self, name, layer)

@@ -55,11 +55,13 @@ class Likelihood:
         raise TypeError(f"{type(self).__name__} is not a classification likelihood")
 
 
-def _data_plate(n: int, n_total: int | None) -> pyro.plate:
+def _data_plate(out: torch.Tensor, n_total: int | None) -> pyro.plate:
     # The batch is already the subsample; `subsample` tells the plate which size it stands for
-    # so the likelihood is scaled by n_total / n (no random indices are drawn).
+    # so the likelihood is scaled by n_total / n (no random indices are drawn). The indices
+    # live on the outputs' device, as everything the model makes does.
+    n = out.shape[-2]
     size = n if n_total is None else n_total
-    return pyro.plate("data", size=size, subsample=torch.arange(n))
+    return pyro.plate("data", size=size, subsample=torch.arange(n, device=out.device))
 
 
 class CategoricalLikelihood(Likelihood):
@@ -69,7 +71,7 @@ class CategoricalLikelihood(Likelihood):
         self.out_dim = n_classes
 
     def sample(self, out, y, n_total):
-        with _data_plate(out.shape[-2], n_total):
+        with _data_plate(out, n_total):
             pyro.sample("obs", dist.Categorical(logits=out), obs=y)
 
     def log_prob(self, out, y, params):
@@ -92,7 +94,7 @@ class BernoulliLikelihood(Likelihood):
 
     def sample(self, out, y, n_total):
         f = out.squeeze(-1)
-        with _data_plate(out.shape[-2], n_total):
+        with _data_plate(out, n_total):
             pyro.sample("obs", dist.Bernoulli(logits=f), obs=None if y is None else y.to(f.dtype))
 
     def log_prob(self, out, y, params):
@@ -115,14 +117,17 @@ class GaussianLikelihood(Likelihood):
 
     def sample(self, out, y, n_total):
         if self.noise is None:
-            noise = pyro.sample("noise", dist.HalfNormal(torch.tensor(self.prior_scale)))
+            scale = torch.tensor(self.prior_scale, device=out.device)
+            noise = pyro.sample("noise", dist.HalfNormal(scale))
         else:
-            noise = torch.tensor(self.noise)
-        with _data_plate(out.shape[-2], n_total):
+            noise = torch.tensor(self.noise, device=out.device)
+        with _data_plate(out, n_total):
             pyro.sample("obs", dist.Normal(out.squeeze(-1), noise), obs=y)
 
     def log_prob(self, out, y, params):
-        noise = params["noise"] if self.noise is None else torch.tensor(self.noise)
+        noise = (
+            params["noise"] if self.noise is None else torch.tensor(self.noise, device=out.device)
+        )
         if noise.dim() > 0:
             noise = noise.reshape(noise.shape + (1,) * (out.dim() - 1 - noise.dim()))
         return dist.Normal(out.squeeze(-1), noise).log_prob(y)

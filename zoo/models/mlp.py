@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-import pyro.distributions as dist
 import torch
-from pyro.nn import PyroModule, PyroSample
+from pyro.nn import PyroModule
 from torch import nn
 
 from zoo.models.likelihoods import Likelihood
-from zoo.models.priors import PriorFn, normal_prior
+from zoo.models.priors import PriorFn, attach_normal_prior, normal_prior
 
 __all__ = ["BayesianMLP", "activation"]
 
@@ -79,8 +78,8 @@ class BayesianMLP(PyroModule):
             layer = PyroModule[nn.Linear](fi, fo)
             wl, ws = weight_prior(fi)
             bl, bs = bias_prior(fi)
-            layer.weight = PyroSample(dist.Normal(wl, ws).expand([fo, fi]).to_event(2))
-            layer.bias = PyroSample(dist.Normal(bl, bs).expand([fo]).to_event(1))
+            attach_normal_prior(layer, "weight", wl, ws, (fo, fi))
+            attach_normal_prior(layer, "bias", bl, bs, (fo,))
             self.prior_params[f"layer{i}.weight"] = (wl, ws)
             self.prior_params[f"layer{i}.bias"] = (bl, bs)
             setattr(self, f"layer{i}", layer)

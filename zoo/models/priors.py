@@ -6,18 +6,37 @@ decides ``(loc, scale)`` from the fan-in of the layer (a conv kernel's fan-in is
 
 Add a prior: its section in the spec's prior union, a factory here, an entry in
 :data:`PRIORS`.
+
+A network's ``(loc, scale)`` are buffers of its layers (:func:`attach_normal_prior`), so
+``model.to(device)`` moves its priors as it would move a torch module's weights: the
+model's sites are drawn and scored on the device of its data (a prior made of Python floats
+would put CPU tensors next to CUDA data).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
+
+import pyro.distributions as dist
+import torch
+from pyro.nn import PyroSample
+from torch import nn
 
 from zoo.spec.base import registered
 from zoo.spec.sections.priors import HeBias, HePrior, NormalBias, NormalPrior
 
-__all__ = ["PRIORS", "PriorFn", "he_prior", "normal_prior", "prior_fn", "prior_fns"]
+__all__ = [
+    "PRIORS",
+    "LayerPrior",
+    "PriorFn",
+    "attach_normal_prior",
+    "he_prior",
+    "normal_prior",
+    "prior_fn",
+    "prior_fns",
+]
 
 #: A prior factory: fan_in -> (loc, scale) of an independent Normal.
 PriorFn = Callable[[int], tuple[float, float]]
@@ -58,3 +77,34 @@ def prior_fns(section: Any) -> tuple[PriorFn, PriorFn | None]:
     """Weight and bias priors of a spec's ``prior`` section (bias None: the weight prior)."""
     bias = getattr(section, "bias", None)
     return prior_fn(section), prior_fn(bias) if bias is not None else None
+
+
+class LayerPrior:
+    """The prior of one site of a layer, ``Normal(loc, scale)`` over ``shape``, for
+    :class:`pyro.nn.PyroSample`.
+
+    ``loc`` and ``scale`` are read from the layer's buffers ``{name}_prior_loc`` and
+    ``{name}_prior_scale`` each time the site is drawn, so they are on the layer's device.
+    A class rather than a lambda: models pickle (worker processes, Ray tasks).
+    """
+
+    def __init__(self, name: str, shape: Sequence[int]) -> None:
+        self.name = name
+        self.shape = tuple(int(s) for s in shape)
+
+    def __call__(self, layer: nn.Module) -> dist.Distribution:
+        loc = getattr(layer, f"{self.name}_prior_loc")
+        scale = getattr(layer, f"{self.name}_prior_scale")
+        return dist.Normal(loc, scale).expand(self.shape).to_event(len(self.shape))
+
+
+def attach_normal_prior(
+    layer: nn.Module, name: str, loc: float, scale: float, shape: Sequence[int]
+) -> None:
+    """Make ``layer.<name>`` a :class:`~pyro.nn.PyroSample` site with an independent
+    ``Normal(loc, scale)`` on each of its ``shape`` entries, ``loc`` and ``scale`` held as
+    buffers (torch's default dtype, as ``dist.Normal(float, float)`` would make them), made
+    on the CPU whatever torch's default device, that move with ``layer.to(device)``."""
+    layer.register_buffer(f"{name}_prior_loc", torch.tensor(float(loc), device="cpu"))
+    layer.register_buffer(f"{name}_prior_scale", torch.tensor(float(scale), device="cpu"))
+    setattr(layer, name, PyroSample(LayerPrior(name, shape)))

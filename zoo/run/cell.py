@@ -61,7 +61,7 @@ def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
     pyro.clear_param_store()  # guides of earlier cells must not leak their parameters
     torch.manual_seed(spec.seed)
     ds = zoo.data.load(spec.data, spec.seed)
-    model = zoo.models.build(spec, ds)
+    model = zoo.models.build(spec, ds).to(runtime.device)  # its priors on the data's device
     ctx = CellContext(cell, model, ds, ds.to_torch(runtime), runtime)
     probes = [(kind_of(type(s)), STUDIES[type(s)].probe(s, ctx)) for s in cell.studies]
     probes = [(name, p) for name, p in probes if p is not None]

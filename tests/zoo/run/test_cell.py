@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 import zoo.data
 import zoo.models
 from tests import specs
+from zoo.cli.checks import CPU_ONLY_KINDS
 from zoo.inference import METHODS, Hooks, combine_hooks, fit
 from zoo.run.cell import CellOutput, run_cell
 from zoo.run.evaluate import OUTPUTS
@@ -180,3 +182,34 @@ def test_two_probes_reporting_one_metric_name_are_refused(tmp_path, monkeypatch)
     monkeypatch.setattr(cell_module, "STUDIES", {**STUDIES, **fake})
     with pytest.raises(ValueError, match=r"product_matrix and pruning studies both report.*'dup'"):
         run_cell(cell, Runtime.cpu())
+
+
+@pytest.fixture
+def default_device_meta():
+    """torch's default device set to ``meta`` for the test: a tensor made without ``device=``
+    lands on meta and meets the CPU data, as a CPU tensor would meet a CUDA run's data (the
+    CPU stand-in for a CUDA check; ``pytest -k cuda`` runs the real one on a GPU)."""
+    torch.set_default_device("meta")
+    try:
+        yield
+    finally:
+        torch.set_default_device("cpu")
+
+
+def test_every_method_and_study_makes_its_tensors_on_the_datas_device(
+    outputs, tmp_path, default_device_meta
+):
+    # A model's priors made of Python floats put CPU tensors next to CUDA data: every cell of
+    # the two_moons_depth_gpu spec failed on an H200 until the priors became buffers that
+    # move with model.to(device) (zoo.models.priors.attach_normal_prior).
+    studies = [
+        *STUDIES,
+        specs.study("laplace", curvature="ggn", refine_steps=5),
+        specs.study("predictive", gaussian_fit={"cov": "empirical"}, draws=20, ood="far"),
+    ]
+    cells = _cells(tmp_path, studies)
+    for name, cell in cells.items():
+        if cell.method.kind in CPU_ONLY_KINDS:  # refused on CUDA (zoo.cli.checks)
+            continue
+        out = run_cell(cell, Runtime.cpu())
+        assert _plain(outputs[name][1].metrics).items() <= _plain(out.metrics).items(), name

@@ -123,7 +123,10 @@ class LaplaceProbe:
             return {
                 "laplace_skipped": f"{model.num_params} parameters > max_params {s.max_params}"
             }, {}
-        point = {k: torch.as_tensor(v) for k, v in fit.posterior.median().items()}
+        point = {
+            k: torch.as_tensor(v, device=data.x_train.device)
+            for k, v in fit.posterior.median().items()
+        }
         res, h = laplace_at_mode(
             model,
             data.x_train,
