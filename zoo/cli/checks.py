@@ -11,7 +11,12 @@ import sys
 import zoo.data
 from zoo.cli.common import UsageError
 
-__all__ = ["check_data", "check_widths"]
+__all__ = ["CPU_ONLY_KINDS", "check_data", "check_device", "check_widths"]
+
+#: Methods whose samplers run on the CPU only: batched NUTS builds its trees on the host
+#: (per-chain Python lists and masks) and ``hmc`` is Pyro's one-chain kernel. On a GPU the
+#: ``chees`` method is the batched sampler.
+CPU_ONLY_KINDS = frozenset({"nuts", "hmc"})
 
 
 def check_data(spec, *, missing_ok: bool = False) -> None:
@@ -34,6 +39,21 @@ def check_data(spec, *, missing_ok: bool = False) -> None:
                 print(f"zoo: note: {e} (checked again when the run starts)", file=sys.stderr)
             except zoo.data.DataError as e:
                 raise UsageError(str(e)) from None
+
+
+def check_device(spec, runtime) -> None:
+    """A method that cannot run on the run's device is bad input (exit 2), before any cell.
+
+    ``runtime`` is the run's :class:`~zoo.runtime.Runtime` (None for a simulation)."""
+    if runtime is None or not runtime.is_cuda:
+        return
+    for m in spec.inference:
+        if m.kind in CPU_ONLY_KINDS:
+            raise UsageError(
+                f"inference.{m.name}: kind {m.kind} runs on the CPU only (its trees are built "
+                f"on the host); on {runtime.device} use kind: chees (the batched sampler for "
+                f"GPUs), or run on the CPU: --device cpu"
+            )
 
 
 def check_widths(spec) -> None:

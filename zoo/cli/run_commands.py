@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from zoo.cli.checks import check_data, check_widths
+from zoo.cli.checks import check_data, check_device, check_widths
 from zoo.cli.common import UsageError
 from zoo.cli.summary import print_summary
 from zoo.run.executors import WorkerStartError
@@ -47,6 +47,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
     except RuntimeUnavailable as e:
         raise UsageError(str(e)) from None
+    check_device(spec, runtime)
     check_data(spec)
     check_widths(spec)
     what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"

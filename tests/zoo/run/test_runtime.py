@@ -7,6 +7,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests import specs
+from zoo.cli.checks import CPU_ONLY_KINDS, check_device
+from zoo.cli.common import UsageError
 from zoo.run.runtime import Runtime, RuntimeUnavailable, parse_device
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -119,3 +122,16 @@ def test_cuda_runtime_round_trip():
     np.testing.assert_array_equal(rt.numpy(t * 2), [0.0, 2.0, 4.0, 6.0])
     assert rt.numpy(x).shape == (3,)
     assert rt.zeros(2).device.type == "cuda"
+
+
+@pytest.mark.parametrize("kind", sorted(CPU_ONLY_KINDS))
+def test_cpu_only_samplers_on_cuda_are_bad_input_naming_the_method(tmp_path, kind):
+    method = specs.nuts(warmup=5, draws=5) if kind == "nuts" else specs.method("hmc", "hmc")
+    spec = specs.load(tmp_path, inference=[specs.svi("mfvi", steps=2), method])
+    with pytest.raises(UsageError) as e:
+        check_device(spec, Runtime(device=torch.device("cuda:0")))
+    assert f"inference.{method['name']}: kind {kind}" in str(e.value)
+    assert "kind: chees" in str(e.value) and "--device cpu" in str(e.value)
+    check_device(spec, Runtime.cpu())  # the CPU runs them
+    svi_only = specs.load(tmp_path, inference=[specs.svi("mfvi", steps=2)])
+    check_device(svi_only, Runtime(device=torch.device("cuda:0")))
