@@ -51,11 +51,12 @@ def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell
     all 13 weights and biases (4000 draws), so the posterior is Gaussian by construction and
     q_full, fitted to 4000 draws in 13 dimensions, is nearly exact. pred_tv_qfull is then a
     TV between two independent 1000-draw mixtures of (almost) the same Gaussian, as is the
-    probe's own pred_tv_mc_floor and the floor computed here from a second set of exact
-    draws: its expected value is that floor, and its spread over 300 points is ~10% of it,
-    so 1.5 x floor is a tolerance a bug in the fit, the site order or the draws would break
-    (measured: q_full at 1.0 x floor on the test set and 0.6 x out of distribution; q_diag,
-    the same fit without correlations, at 3.3 x and 5.3 x, so the check has power).
+    TV computed here between two more sets of exact draws: its expected value is the
+    probe's own floor pred_tv_floor_qfull (reports.tv_floor, from the draws' variances), and
+    its spread over 300 points is ~10% of it, so 1.5 x floor is a tolerance a bug in the
+    fit, the site order or the draws would break, while q_diag, the same fit without
+    correlations, lies above twice its own floor (so the check has power). The draws are
+    independent, so the samples' inflation measured from their halves is about 1.
     """
     spec = specs.load(tmp_path, CONTROL)
     cell = spec.cells()[0]
@@ -103,10 +104,11 @@ def test_q_full_predicts_as_gaussian_draws_do_and_q_diag_does_not(tmp_path, cell
         for _ in range(2)
     )
     floor = predictive_tv(p1, p2)
-    assert res["pred_tv_mc_floor"] == pytest.approx(floor, rel=0.5)
+    assert res["pred_tv_floor_qfull"] == pytest.approx(floor, rel=0.25)
     for sfx in ("", "_ood"):
-        assert res[f"pred_tv_qfull{sfx}"] < 1.5 * res[f"pred_tv_mc_floor{sfx}"], res
-        assert res[f"pred_tv_qdiag{sfx}"] > 2 * res[f"pred_tv_mc_floor{sfx}"], res
+        assert res[f"pred_tv_qfull{sfx}"] < 1.5 * res[f"pred_tv_floor_qfull{sfx}"], res
+        assert res[f"pred_tv_qdiag{sfx}"] > 2 * res[f"pred_tv_floor_qdiag{sfx}"], res
+        assert 0.6 < res[f"pred_tv_inflation{sfx}"] < 1.6, res
     assert res["pred_tv_qfull"] < 1.5 * floor
     # the samples' halves (500 draws each): about sqrt(2) x the floor of 1000 draws
     assert 1.0 * floor < res["pred_tv_split"] < 2.0 * floor, (res["pred_tv_split"], floor)
@@ -157,8 +159,12 @@ def test_a_tiny_nuts_run_writes_the_predictive_metrics(tmp_path: Path):
             assert nuts[f"{m}_{q}"].notna().all() and f"{m}_{q}_ood" not in nuts.columns
     assert (nuts["pred_ood_kind"] == "far").all()
     assert nuts["nll_samples"].notna().all() and nuts["pred_entropy_samples_ood"].notna().all()
-    for col in ("pred_tv_mc_floor", "pred_tv_mc_floor_ood", "pred_tv_split", "pred_tv_split_ood"):
+    for col in ("pred_tv_split", "pred_tv_split_ood"):
         assert nuts[col].between(0, 1).all(), col
+    for q in ("qdiag", "qfull", "qmarg", "mfvi"):
+        for sfx in ("", "_ood"):
+            assert nuts[f"pred_tv_floor_{q}{sfx}"].between(0, 1).all(), (q, sfx)
+    assert (nuts["pred_tv_inflation"] > 0).all()
     report = (tmp_path / "run" / "report.md").read_text()
     assert "The price of mean field in predictions" in report
     assert (tmp_path / "run" / "figures" / "predictive_tv.png").exists()
@@ -230,7 +236,7 @@ def test_the_report_keeps_other_swept_axes_apart():
                 "model.width": w,
                 "status": "ok",
                 "pred_ood_kind": "far",
-                "pred_tv_mc_floor": 0.01,
+                "pred_tv_floor_qdiag": 0.01,
                 "pred_tv_split": 0.02,
                 **{
                     f"pred_{m}_{q}{sfx}": 0.1 * w + 0.01 * d + 0.001 * s
@@ -253,6 +259,7 @@ def test_the_report_keeps_other_swept_axes_apart():
     assert header[:3] == ["method", "model.width", "model.depth"] and len(body) == 4
     row = next(r for r in body if r[1] == "8" and r[2] == "3")
     assert row[3].startswith("0.831 ") and row[-1] == "2"  # mean over the 2 seeds of one cell
+    assert row[3].endswith(" [0.01]")  # q_diag's TV on the test set beside its own floor
     assert "TV q_diag (OOD far)" in header
     agree_header, agree_body = section.tables[1]
     assert agree_header[3] == "agree q_diag" and len(agree_body) == 4

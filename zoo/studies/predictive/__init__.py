@@ -33,8 +33,18 @@ LABELS: dict[str, tuple[str, str | None]] = {
     **{f"nll_{q}": (f"test NLL of {_NAMES_ALL[q]}'s predictive", "nats") for q in _NAMES_ALL},
     **{f"ece_{q}": (f"ECE of {_NAMES_ALL[q]}'s predictive", None) for q in _NAMES_ALL},
     **{
-        f"pred_tv_mc_floor{suffix}": (
-            f"TV between two independent q_full predictives on {where} inputs (MC floor)",
+        f"pred_tv_floor_{q}{suffix}": (
+            f"Monte Carlo floor of the TV of {_NAMES[q]}'s predictive to the samples' on "
+            f"{where} inputs",
+            None,
+        )
+        for q in APPROXIMATIONS
+        for suffix, where in _SETS.items()
+    },
+    **{
+        f"pred_tv_inflation{suffix}": (
+            f"variance inflation of the samples' predictive over independent draws on {where} "
+            "inputs (from the halves)",
             None,
         )
         for suffix, where in _SETS.items()

@@ -22,13 +22,17 @@ On the test set (no suffix) and on out-of-distribution inputs (suffix ``_ood``) 
 KL(samples || q) per point) and ``pred_entropy_<q>`` (mean predictive entropy; also for
 ``samples``); on the test set ``nll_<q>`` and ``ece_<q>`` (also ``nll_samples``,
 ``ece_samples``; :mod:`reports.calibration`, the spec's ``metrics.ece_bins``).
-``pred_tv_mc_floor`` (and ``_ood``) is the TV between two independent sets of ``draws``
-draws of q_full: the Monte Carlo error a TV of independent draws has by itself (a lower
-bound for the samples, whose draws are autocorrelated). ``pred_tv_split`` (and ``_ood``)
-is the TV between the predictives of the two halves of the samples (the first and second
-half of the chains; of the draws with one chain), ``draws // 2`` draws each: the samples'
-own Monte Carlo and mixing error, about sqrt(2) times that of a TV to all of them for
-independent draws, more where chains disagree.
+``pred_tv_floor_<q>`` (and ``_ood``) is the floor of ``pred_tv_<q>``: the mean TV the two
+mixtures would show from their draw noise alone if ``q`` predicted exactly as the samples do
+(:func:`reports.tv_floor.tv_floor`, from the variance over each side's draws of every class
+probability), so that each TV is read against its own floor: a confident predictive's floor
+is far below a diffuse one's. The samples' side is inflated by ``pred_tv_inflation``, the
+ratio of the two halves' squared differences to what independent draws would give
+(:func:`reports.tv_floor.split_inflation`). ``pred_tv_split`` (and ``_ood``) is the TV
+between the predictives of the two halves of the samples (the first and second half of the
+chains; of the draws with one chain), ``draws // 2`` draws each: the samples' own Monte
+Carlo and mixing error, about sqrt(2) times that of a TV to all of them for independent
+draws, more where chains disagree.
 
 Out-of-distribution inputs (:func:`ood_inputs`): ``far``, points in uniformly random
 directions from the training inputs' mean at a radius uniform in ``ood_radius`` times their
@@ -57,13 +61,21 @@ from reports.calibration import ece, nll
 from reports.draws import flatten_sites
 from reports.gaussian import closest_diagonal, fit_gaussian
 from reports.predictive import compare_predictives, predictive_entropy, predictive_tv
+from reports.tv_floor import split_inflation, tv_floor
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.sampling import SampledPosterior, thin
 from zoo.seeds import Stream, seed_for
 from zoo.spec.sections.studies import FAR_MAX_FEATURES
 from zoo.studies.base import CellContext
 
-__all__ = ["APPROXIMATIONS", "PredictiveProbe", "log_predictive", "ood_inputs", "weight_sites"]
+__all__ = [
+    "APPROXIMATIONS",
+    "PredictiveProbe",
+    "log_predictive",
+    "ood_inputs",
+    "predictive_moments",
+    "weight_sites",
+]
 
 #: The approximations compared with the samples, in the order of the results' columns.
 APPROXIMATIONS = ("qdiag", "qfull", "qmarg", "mfvi")
@@ -113,14 +125,28 @@ def log_predictive(model: Any, x: torch.Tensor, draws: Mapping[str, torch.Tensor
     Returns ``(len(x), n_classes)`` float64: ``logsumexp_s log p(c | x, theta_s) - log S``,
     in chunks of inputs of at most :data:`CHUNK_VALUES` // S.
     """
+    return predictive_moments(model, x, draws)[0]
+
+
+def predictive_moments(
+    model: Any, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`log_predictive` and the variance over the draws of each class probability.
+
+    Returns ``(log mixture, variance)``, both ``(len(x), n_classes)`` float64; the variance
+    (``ddof=1``; 0 with one draw) divided by S is the mixture's draw noise, what
+    :func:`reports.tv_floor.tv_floor` needs.
+    """
     n_draws = next(iter(draws.values())).shape[0]
     size = max(1, min(2000, CHUNK_VALUES // n_draws))
-    out = []
+    out, var = [], []
     with torch.no_grad():
         for xc in x.split(size):
             logp = model.likelihood.class_log_probs(model.apply(xc, draws)).double()
             out.append(torch.logsumexp(logp, 0) - np.log(n_draws))
-    return torch.cat(out).cpu().numpy()
+            p = logp.exp()
+            var.append(p.var(0) if n_draws > 1 else torch.zeros_like(p[0]))
+    return torch.cat(out).cpu().numpy(), torch.cat(var).cpu().numpy()
 
 
 def weight_sites(model: Any, draws: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -161,20 +187,19 @@ class PredictiveProbe:
         return Hooks()
 
     def _draw_sets(self, fit: Fit, post: SampledPosterior) -> dict[str, Any]:
-        """Weight draws per approximation and of the samples, and the MC-floor set."""
+        """Weight draws per approximation, of the samples and of the samples' two halves."""
         s, ctx, n = self.section, self.ctx, self.section.draws
         sites = weight_sites(ctx.model, post.draws)
         shapes = {k: v.shape[2:] for k, v in sites.items()}
         flat = flatten_sites(sites)
         g = fit_gaussian(flat.draws, cov=s.gaussian_fit.cov, jitter=s.gaussian_fit.jitter)
         rng = np.random.default_rng(seed_for(ctx.seed, Stream.PREDICTIVE_STUDY))
-        z = rng.standard_normal((3, n, g.dim))
+        z = rng.standard_normal((2, n, g.dim))
         chol = np.linalg.cholesky(g.cov)
         gauss = {
             "qdiag": g.mean + z[0] * np.sqrt(closest_diagonal(g.cov)),
             "qfull": g.mean + z[1] @ chol.T,
             "qmarg": g.mean + z[0] * np.sqrt(np.diag(g.cov)),
-            "floor": g.mean + z[2] @ chol.T,
         }
         sets = {k: _unflatten(v, shapes, ctx) for k, v in gauss.items()}
         sets["samples"] = {k: ctx.runtime.tensor(v) for k, v in thin(sites, n).items()}
@@ -211,21 +236,29 @@ class PredictiveProbe:
         y, bins = np.asarray(ctx.ds.y_test), ctx.cell.spec.metrics.ece_bins
         out: dict[str, Any] = {}
         for sfx, x in inputs.items():
-            logp = {k: log_predictive(ctx.model, x, d) for k, d in sets.items()}
+            moments = {k: predictive_moments(ctx.model, x, d) for k, d in sets.items()}
+            logp = {k: m[0] for k, m in moments.items()}
             prob = {k: np.exp(v) for k, v in logp.items()}
+            size = {k: next(iter(d.values())).shape[0] for k, d in sets.items()}
             ref = prob["samples"]
+            r = split_inflation(
+                prob["half0"], prob["half1"], moments["samples"][1], size["half0"], size["half1"]
+            )
             for k in ("samples", *APPROXIMATIONS):
                 if k not in prob:
                     continue
                 if k != "samples":
                     for m, v in compare_predictives(ref, prob[k]).items():
                         out[f"pred_{m}_{k}{sfx}"] = v
+                    out[f"pred_tv_floor_{k}{sfx}"] = tv_floor(
+                        moments[k][1], size[k], moments["samples"][1], size["samples"], r
+                    )
                 out[f"pred_entropy_{k}{sfx}"] = predictive_entropy(prob[k])
                 if not sfx:
                     out[f"nll_{k}"] = nll(logp[k], y)
                     out[f"ece_{k}"] = ece(prob[k], y, n_bins=bins)
-            out[f"pred_tv_mc_floor{sfx}"] = predictive_tv(prob["qfull"], prob["floor"])
             out[f"pred_tv_split{sfx}"] = predictive_tv(prob["half0"], prob["half1"])
+            out[f"pred_tv_inflation{sfx}"] = r if np.isfinite(r) else None
         out["pred_ood_kind"] = kinds[0]
         if len(kinds) > 1:
             out["pred_ood_kinds"] = ",".join(kinds)

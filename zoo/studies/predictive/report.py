@@ -48,18 +48,21 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
         "scale from its mean; 'noise', uniform noise in the input range; 'holdout_class', "
         "the images of the class held out of training), where there are no labels; a "
         "further OOD kind's columns end in _ood_<kind>.",
-        "pred_tv_mc_floor is the TV between two independent sets of q_full draws: the Monte "
-        "Carlo error of a TV between independent draws. The sampler's draws are "
-        "autocorrelated, so the floor of a TV to them is higher; a pred_tv_qfull near the "
-        "floor says the Gaussian fit predicts as the samples do (a larger one: the draws are "
-        "not Gaussian, or too few for the fit). q_diag and q_full share the fit, so the gap "
+        "Each TV is read against its own floor, in brackets: pred_tv_floor_Q, the mean TV "
+        "the two mixtures would show from their draw noise alone if Q predicted exactly as "
+        "the samples do (from the variance over each side's draws of every class "
+        "probability; the samples' side inflated by pred_tv_inflation, measured from the two "
+        "halves of the chains). A confident predictive has a far lower floor than a diffuse "
+        "one, so one floor for every comparison (q_full's, as this report used to quote) "
+        "says nothing about a confident q_diag or MF-VI. A TV within about twice its floor is "
+        "not resolved from no difference. q_diag and q_full share the fit, so the gap "
         "between them is what dropping the correlations alone costs in predictions; MF-VI "
         "differs from q_diag also in how it was fitted (reverse KL to the posterior, "
         "not to the draws' Gaussian).",
-        "pred_tv_split is the TV between the predictives of the two halves of the samples "
+        "TV split is the TV between the predictives of the two halves of the samples "
         "(first and second half of the chains), half the draws each: the samples' own "
-        "error, about sqrt(2) times the floor for independent draws and more where chains "
-        "disagree. A TV to the samples below it is not resolved.",
+        "error, about sqrt(2) times their floor for independent draws and more where chains "
+        "disagree.",
     ]
     x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     if x not in rows.columns or rows.empty or "method" not in rows.columns:
@@ -109,6 +112,14 @@ def _ood_sets(rows: pd.DataFrame) -> dict[str, str]:
     return out
 
 
+def _cell(cols: dict, col: str, v: Any, floor: pd.Series | None) -> str:
+    """``mean ± se`` of ``col`` at x value ``v``, and ``[floor]`` where the column has one."""
+    if col not in cols:
+        return "-"
+    text = f"{cols[col][0][v]:.3g} ± {cols[col][1][v]:.2g}"
+    return text if floor is None else f"{text} [{floor[v]:.2g}]"
+
+
 def _table(
     rows: pd.DataFrame,
     x: str,
@@ -127,7 +138,7 @@ def _table(
         for sfx, label in where.items()
     ]
     if metric == "tv":
-        header += ["TV floor", "TV split"]
+        header += ["TV split"]
     header.append("cells")
     body, curves = [], {}
     numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
@@ -151,7 +162,14 @@ def _table(
                             se.to_numpy(),
                         )
         n = part.groupby(x).size()
-        floor = _mean_se(part, x, "pred_tv_mc_floor")[0] if metric == "tv" else None
+        floors = {
+            c: _mean_se(part, x, c)[0]
+            for q in present
+            for sfx in where
+            if metric == "tv"
+            and (c := f"pred_tv_floor_{q}{sfx}") in part.columns
+            and part[c].notna().any()
+        }
         split = (
             _mean_se(part, x, "pred_tv_split")[0]
             if metric == "tv" and "pred_tv_split" in part
@@ -159,11 +177,11 @@ def _table(
         )
         for v in n.index:
             cells = [
-                f"{cols[c][0][v]:.3g} ± {cols[c][1][v]:.2g}" if c in cols else "-"
+                _cell(cols, c, v, floors.get(f"pred_tv_floor_{q}{sfx}"))
                 for q in present
-                for c in (f"pred_{metric}_{q}{sfx}" for sfx in where)
+                for sfx, c in ((sfx, f"pred_{metric}_{q}{sfx}") for sfx in where)
             ]
-            if floor is not None:
-                cells += [f"{floor[v]:.2g}", f"{split[v]:.2g}" if split is not None else "-"]
+            if metric == "tv":
+                cells.append(f"{split[v]:.2g}" if split is not None else "-")
             body.append([*map(str, key), str(v), *cells, str(n[v])])
     return (header, body), curves
