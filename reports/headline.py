@@ -2,8 +2,8 @@
 
 The sentence is computed from the summary (:func:`reports.tables.summarize`), never
 written by hand: per line of the figure beside it, the mean at the first and the last
-value of the sweep axis and whether it rises or falls by more than twice the combined
-standard error.
+value of the sweep axis and whether it rises or falls by more than the combined half-widths
+of the ends' 95% t-intervals.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def headline(
     """One sentence saying what ``metric`` does along ``x``, computed from the summary.
 
     For a numeric ``x``, per line (``hue`` value): the mean at the first and at the last
-    ``x`` and whether it rises or falls (by more than twice the combined standard error)
-    or changes by less, e.g. ``KL(q_diag ‖ q_full) [nats] of nuts falls from 34.8 ± 1.2 at
-    depth 1 to 20.1 ± 0.9 at depth 4 (mean ± 1 s.e. over 3 seeds).`` For a categorical
+    ``x`` and whether it rises or falls (by more than the root sum of squares of the ends'
+    95% t-interval half-widths) or changes by less, e.g. ``KL(q_diag ‖ q_full) [nats] of
+    nuts falls from 34.8 ± 5.2 at depth 1 to 20.1 ± 3.9 at depth 4 (mean ± 95% t-interval
+    over 3 seeds).`` For a categorical
     ``x``, the mean at each value.
 
     Parameters
@@ -63,7 +64,7 @@ def headline(
     str or None
         None when the metric has no finite mean.
     """
-    mean_col, sem_col = f"{metric}_mean", f"{metric}_sem"
+    mean_col, sem_col = f"{metric}_mean", f"{metric}_ci95"
     if summary.empty or mean_col not in summary.columns or x not in summary.columns:
         return None
     data = summary[np.isfinite(summary[mean_col].astype(float))]
@@ -94,11 +95,11 @@ def headline(
                 parts.append(f"{who}is {values}")
             continue
         a, b, sa, sb = m[0], m[-1], s[0], s[-1]
-        se = math.sqrt(sum(v**2 for v in (sa, sb) if math.isfinite(v)))
+        se = math.sqrt(sum(v**2 for v in (sa, sb) if math.isfinite(v)))  # of two 95% intervals
         ends = f"{fmt_num(a, sa)} at {word} {xs[0]} to {fmt_num(b, sb)} at {word} {xs[-1]}"
-        if (se > 0 and abs(b - a) <= 2 * se) or b == a:
+        if (se > 0 and abs(b - a) <= se) or b == a:
             both = f"{fmt_num(a, sa)} at {word} {xs[0]}, {fmt_num(b, sb)} at {word} {xs[-1]}"
-            parts.append(f"{who}changes by less than 2 s.e.: {both}")
+            parts.append(f"{who}changes by less than its 95% intervals: {both}")
         else:
             parts.append(f"{who}{'rises' if b > a else 'falls'} from {ends}")
     more = len(groups) - max_groups

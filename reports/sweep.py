@@ -60,14 +60,15 @@ def _count_phrase(counts: Sequence[int], over: str | None) -> str:
 
 
 def error_phrase(data: pd.DataFrame, metric: str, over: str | None) -> str:
-    """What the error bars are, e.g. ``mean ± 1 s.e. over 3 seeds`` (``one seed``: no bars)."""
+    """What the error bars are, e.g. ``mean ± 95% t-interval over 3 seeds`` (``one seed``: no
+    bars)."""
     col = f"{metric}_n" if f"{metric}_n" in data.columns else "n"
     if col not in data.columns or over is None:
         return "one value per cell"
     counts = data[col].dropna().astype(int).tolist()
     if counts and max(counts) <= 1:
         return f"one {repeat_word(over)}: no error bars"
-    return f"mean ± 1 s.e. {_count_phrase(counts, over)}"
+    return f"mean ± 95% t-interval {_count_phrase(counts, over)}"
 
 
 def line_groups(

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy.stats import t as student_t
 
 from reports.labels import fmt_mean_sem, fmt_value, is_missing
 
@@ -97,8 +98,8 @@ def summarize(
     Returns
     -------
     pd.DataFrame
-        The ``by`` columns, then ``<metric>_mean``, ``<metric>_sem`` and ``<metric>_n`` for
-        each metric, then ``n`` (rows in the group). Rows are sorted by the group keys
+        The ``by`` columns, then ``<metric>_mean``, ``<metric>_sem``, ``<metric>_ci95`` and
+        ``<metric>_n`` for each metric, then ``n`` (rows in the group). Rows are sorted by the group keys
         (missing keys last) and the index is a fresh ``RangeIndex``. With :math:`n_m` =
         ``<metric>_n`` the number of finite values of metric :math:`m` in the group (NaN and
         :math:`\pm\infty` are left out of the mean and counted out of :math:`n_m`),
@@ -108,9 +109,13 @@ def summarize(
             \mathrm{sem}_m = \frac{\operatorname{sd}(x_m)}{\sqrt{n_m}}, \qquad
             \operatorname{sd}(x) = \sqrt{\frac{1}{n-1} \sum_i (x_i - \bar x)^2},
 
-        which is NaN when :math:`n_m \le 1`. If no row is ``ok`` the frame is empty but has
-        these columns; so it is for ``results`` without rows (no cell stored yet), whose
-        columns may be missing.
+        which is NaN when :math:`n_m \le 1`, and ``<metric>_ci95`` the half-width of the
+        95% Student-t interval of the mean, :math:`t_{0.975,\,n_m-1}\,\mathrm{sem}_m`
+        (:func:`t_half_width`): with 3 seeds 4.30 standard errors, with 2 seeds 12.7. The
+        report quotes it, not the standard error: a mean of 3 seeds has 2 degrees of freedom,
+        and ``± 1 s.e.`` then covers the true mean about 58% of the time, not 68%. If no row
+        is ``ok`` the frame is empty but has these columns; so it is for ``results`` without
+        rows (no cell stored yet), whose columns may be missing.
 
     Raises
     ------
@@ -153,7 +158,7 @@ def summarize(
             raise ValueError(f"metric column {m!r} holds non-numeric values: {exc}") from None
         ok[m] = values.where(np.isfinite(values))  # inf leaves the mean like NaN, counted
 
-    stats = ("mean", "sem", "n")
+    stats = ("mean", "sem", "ci95", "n")
     out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in stats] + ["n"]
     if ok.empty:
         return pd.DataFrame({c: pd.Series(dtype=results[c].dtype) for c in by}).reindex(
@@ -180,10 +185,24 @@ def summarize(
         with np.errstate(divide="ignore", invalid="ignore"):
             sem = std[m].to_numpy(dtype=float) / np.sqrt(n_m)
         columns[f"{m}_sem"] = np.where(n_m > 1, sem, np.nan)
+        columns[f"{m}_ci95"] = t_half_width(columns[f"{m}_sem"], n_m)
         columns[f"{m}_n"] = n_m.astype(np.int64)
     columns["n"] = size.to_numpy(dtype=np.int64)
     out = pd.DataFrame(columns, index=mean.index).reset_index(drop=not by)
     return out[out_cols].reset_index(drop=True)
+
+
+def t_half_width(sem: Any, n: Any, level: float = 0.95) -> np.ndarray:
+    r"""Half-width of the Student-t interval of a mean: :math:`t_{(1+\ell)/2,\,n-1}\,\mathrm{sem}`.
+
+    Element-wise over ``sem`` and ``n`` (the finite values behind each mean); NaN where
+    ``n <= 1`` or ``sem`` is NaN.
+    """
+    sem = np.asarray(sem, dtype=float)
+    n = np.asarray(n, dtype=float)
+    df = np.where(n > 1, n - 1, np.nan)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(student_t.ppf(0.5 + level / 2, df) * sem, dtype=float)
 
 
 def nonfinite_values(results: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
@@ -236,7 +255,7 @@ def nonfinite_values(results: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
 def _is_stat_column(summary: pd.DataFrame, column: Any) -> bool:
     """Whether ``column`` of a :func:`summarize` frame is a statistic."""
     c = str(column)
-    if c == "n" or c.endswith("_mean") or c.endswith("_sem"):
+    if c == "n" or c.endswith(("_mean", "_sem", "_ci95")):
         return True
     return c.endswith("_n") and f"{c[:-2]}_mean" in summary.columns
 
@@ -264,7 +283,7 @@ def summary_tables(
         for _, rec in summary.iterrows():
             cells = [
                 fmt_mean_sem(
-                    rec.get(f"{m}_mean"), rec.get(f"{m}_sem"), rec.get(f"{m}_n"), rec.get("n")
+                    rec.get(f"{m}_mean"), rec.get(f"{m}_ci95"), rec.get(f"{m}_n"), rec.get("n")
                 )
                 for m in chunk
             ]

@@ -68,7 +68,7 @@ def _draw_panel(
     over: str | None,
 ) -> str:
     """Draw one metric against ``x`` on ``ax``; return what the error bars are."""
-    mean_col, sem_col = f"{metric}_mean", f"{metric}_sem"
+    mean_col, sem_col = f"{metric}_mean", f"{metric}_ci95"
     ax.grid(True, alpha=0.35)
     ax.set_xlabel(axis_label(x))
     data = summary if summary.empty else summary[np.isfinite(summary[mean_col].astype(float))]
@@ -206,20 +206,21 @@ def plot_metric_vs(
     r"""Plot a summarized metric against a sweep axis; return the PNG bytes.
 
     One line with markers per ``hue`` value (and per value of any other group key that
-    still varies), with a shaded band :math:`\bar x \pm \mathrm{sem}`. A numeric ``x``
-    with integer values gets one tick per value; a non-numeric ``x`` (``method``, an
-    activation, a data path) is drawn as evenly spaced categories with error bars and no
-    connecting lines. The title says what the bars are (``mean ± 1 s.e. over 3 seeds``).
+    still varies), with a shaded band :math:`\bar x \pm t_{0.975,n-1}\,\mathrm{sem}` (the
+    95% t-interval). A numeric ``x`` with integer values gets one tick per value; a
+    non-numeric ``x`` (``method``, an activation, a data path) is drawn as evenly spaced
+    categories with error bars and no connecting lines. The title says what the bars are
+    (``mean ± 95% t-interval over 3 seeds``).
 
     Parameters
     ----------
     summary : pd.DataFrame
         Output of :func:`reports.tables.summarize`: group keys, ``<metric>_mean``,
-        ``<metric>_sem`` and ``<metric>_n`` (optional) and ``n``.
+        ``<metric>_ci95`` and ``<metric>_n`` (optional) and ``n``.
     x : str
         Column on the x axis, e.g. ``model.depth`` or ``method``.
     metric : str
-        Metric name; the columns ``<metric>_mean`` and ``<metric>_sem`` are plotted.
+        Metric name; the columns ``<metric>_mean`` and ``<metric>_ci95`` are plotted.
     hue : str or None
         Column that separates the lines, e.g. ``method``; None for a single line.
     title, ylabel : str, optional

@@ -10,7 +10,7 @@ from reports.document import Document, Table, to_markdown
 from reports.figures.metric_vs import figure_name, metric_figure, plot_metric_vs
 from reports.headline import headline
 from reports.labels import METRIC_LABELS
-from reports.tables import failed_table, summarize, summary_tables
+from reports.tables import failed_table, summarize, summary_tables, t_half_width
 from zoo.studies.price_of_mf import COMPANIONS
 from zoo.studies.price_of_mf import LABELS as PMF_LABELS
 
@@ -180,27 +180,30 @@ def _summary(results, metrics):
 def test_headline_states_the_result_computed_from_the_numbers():
     res = _kl_results()
     s = _summary(res, ["kl_diag_full", "accuracy"])
-    # kl of nuts: 10, 12, 14 -> 12 +- 2/sqrt(3); 4, 5, 6 -> 5 +- 1/sqrt(3)
+    # kl of nuts: 10, 12, 14 -> 12 +- 2/sqrt(3) s.e.; 4, 5, 6 -> 5 +- 1/sqrt(3); the 95%
+    # t-interval with 2 degrees of freedom is 4.303 s.e.: 4.97 and 2.48
     assert headline(s, "kl_diag_full", "model.depth", "method", labels=LABELS) == (
-        "KL(q_diag ‖ q_full) [nats] of nuts falls from 12 ± 1.2 at depth 1 to 5 ± 0.58 at "
-        "depth 4 (mean ± 1 s.e. over 3 seeds)."
+        "KL(q_diag ‖ q_full) [nats] of nuts falls from 12 ± 5 at depth 1 to 5 ± 2.5 at "
+        "depth 4 (mean ± 95% t-interval over 3 seeds)."
     )
-    # accuracy is the same at both depths: within 2 s.e., said so, for each method
+    # accuracy is the same at both depths: within the intervals, said so, for each method
     text = headline(s, "accuracy", "model.depth", "method")
     assert text.startswith(
-        "test accuracy of mfvi changes by less than 2 s.e.: 0.81 ± 0.0058 at "
-        "depth 1, 0.81 ± 0.0058 at depth 4; of nuts changes by less"
+        "test accuracy of mfvi changes by less than its 95% intervals: 0.81 ± 0.025 at "
+        "depth 1, 0.81 ± 0.025 at depth 4; of nuts changes by less"
     )
     # other numbers, another sentence: nothing is hard-coded
     res.loc[(res["method"] == "nuts") & (res["model.depth"] == 4), "kl_diag_full"] += 20
     rises = headline(
         _summary(res, ["kl_diag_full"]), "kl_diag_full", "model.depth", "method", labels=LABELS
     )
-    assert "rises from 12 ± 1.2 at depth 1 to 25 ± 0.58 at depth 4" in rises
-    # a categorical x: the mean per value (0.80, 0.81, 0.82 twice: sd 0.0089, s.e. 0.0037)
+    assert "rises from 12 ± 5 at depth 1 to 25 ± 2.5 at depth 4" in rises
+    # a categorical x: the mean per value (0.80, 0.81, 0.82 twice: sd 0.0089, s.e. 0.0037,
+    # t with 5 degrees of freedom 2.571: 0.0094)
     by_method = summarize(res, ["accuracy"], by=["method"])
     assert headline(by_method, "accuracy", "method", "method") == (
-        "test accuracy: mfvi 0.81 ± 0.0037, nuts 0.81 ± 0.0037 (mean ± 1 s.e. over 6 seeds)."
+        "test accuracy: mfvi 0.81 ± 0.0094, nuts 0.81 ± 0.0094 "
+        "(mean ± 95% t-interval over 6 seeds)."
     )
     assert headline(s, "nope", "model.depth", "method") is None
 
@@ -234,10 +237,10 @@ def test_figures_are_titled_for_people_with_units_error_bars_and_seeds(monkeypat
     assert ax.get_ylabel() == "KL(q_diag ‖ q_full) [nats]"
     assert ax.get_xlabel() == "hidden layers (model.depth)"
     title = " ".join(ax.get_title().split())
-    assert "KL(q_diag ‖ q_full) vs depth" in title and "mean ± 1 s.e. over 3 seeds" in title
+    assert "KL(q_diag ‖ q_full) vs depth" in title and "mean ± 95% t-interval over 3 seeds" in title
     assert len(ax.collections[-1].get_offsets()) == 6  # each seed's value: 2 depths x 3
     assert caption.startswith(
-        "KL(q_diag ‖ q_full) [nats] against hidden layers (model.depth): mean ± 1 s.e."
+        "KL(q_diag ‖ q_full) [nats] against hidden layers (model.depth): mean ± 95% t-interval"
     )
     # six seeds: means only
     drawn.clear()
@@ -287,7 +290,7 @@ def test_wide_summary_tables_are_split_and_non_finite_means_marked():
     assert all(ln.count("|") - 1 <= 2 + 5 + 1 for ln in headers)
     assert {m for ln in headers for m in ln.split(" | ")} >= {*metrics, "kl_diag_full"}
     # the mean over the finite values only, marked, and the mark explained
-    assert "| mfvi | 1 | - | 1.5 ± 0.5 [2/3] | 2 ± 0.58 |" in md
+    assert "| mfvi | 1 | - | 1.5 ± 6.4 [2/3] | 2 ± 2.5 |" in md
     # a table of sampler-only metrics has no rows for the method without them
     md = to_markdown(
         Document("t", [Table(h, r) for h, r in summary_tables(summary, ["kl_diag_full"])])
@@ -323,3 +326,15 @@ def test_only_the_figures_package_draws():
     allowed = {"__init__.py", "document.py"}  # the package's front door; the renderer
     found = [p.name for p in root.glob("*.py") if drawing.search(p.read_text())]
     assert set(found) <= allowed, found
+
+
+def test_the_quoted_error_is_the_95_percent_t_interval_of_the_mean():
+    from scipy import stats
+
+    res = _kl_results(seeds=(0, 1))  # 2 seeds: 1 degree of freedom, t = 12.71
+    s = _summary(res, ["kl_diag_full"])
+    row = s[(s["method"] == "nuts") & (s["model.depth"] == 1)].iloc[0]
+    assert row["kl_diag_full_sem"] == pytest.approx(1.0)  # 10 and 12
+    assert row["kl_diag_full_ci95"] == pytest.approx(stats.t.ppf(0.975, 1))
+    assert np.isnan(t_half_width([1.0], [1])[0])  # one value: no interval
+    assert t_half_width([2.0], [3])[0] == pytest.approx(2 * 4.3027, rel=1e-4)

@@ -84,7 +84,7 @@ def test_a_seed_only_sweep_reports_with_any_categorical_x(sampled_run, capsys) -
     # x: seed shows single cells; the headline still gives the means over seeds
     files = build_report(out, load_spec(spec, ["report={x: seed, figures: [accuracy]}"]))
     assert "figures/accuracy_vs_seed.png" in files
-    assert "(mean ± 1 s.e. over 2 seeds)" in (out / "report.md").read_text()
+    assert "(mean ± 95% t-interval over 2 seeds)" in (out / "report.md").read_text()
     # the default x (model.depth, not a column here) falls back to a real column
     default = load_spec(spec, ["report={figures: [accuracy]}"])
     assert default.report.x == "model.depth"

@@ -32,9 +32,11 @@ def test_summarize_default_groups_mean_sem_n_and_order():
         "method",
         "accuracy_mean",
         "accuracy_sem",
+        "accuracy_ci95",
         "accuracy_n",
         "nll_mean",
         "nll_sem",
+        "nll_ci95",
         "nll_n",
         "n",
     ]
@@ -66,7 +68,15 @@ def test_summarize_single_repeat_has_nan_sem():
 def test_summarize_unlisted_known_metric_does_not_split_groups():
     df = _results().assign(neg_elbo=np.arange(7.0))
     out = summarize(df, ["accuracy"])
-    cols = ["model.depth", "method", "accuracy_mean", "accuracy_sem", "accuracy_n", "n"]
+    cols = [
+        "model.depth",
+        "method",
+        "accuracy_mean",
+        "accuracy_sem",
+        "accuracy_ci95",
+        "accuracy_n",
+        "n",
+    ]
     assert list(out.columns) == cols
     assert out["n"].tolist() == [2, 1, 3]
 
@@ -91,7 +101,15 @@ def test_summarize_all_failed_is_empty_with_columns():
     df = _results().assign(status="failed")
     out = summarize(df, ["accuracy"])
     assert out.empty
-    cols = ["model.depth", "method", "accuracy_mean", "accuracy_sem", "accuracy_n", "n"]
+    cols = [
+        "model.depth",
+        "method",
+        "accuracy_mean",
+        "accuracy_sem",
+        "accuracy_ci95",
+        "accuracy_n",
+        "n",
+    ]
     assert list(out.columns) == cols
 
 

@@ -42,7 +42,7 @@ def print_summary(out: Path) -> None:
     width = shutil.get_terminal_size((100, 24)).columns  # COLUMNS, the terminal, or 100
     hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
     means = [c for c in df.columns if c.endswith("_mean") and c not in hidden]
-    keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_n"))]
+    keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_ci95", "_n"))]
     keys = [c for c in keys if c != "n" and c not in hidden]
     rank = {m: i for i, m in enumerate(_headline())}
     groups = df.groupby("method", sort=False) if "method" in df.columns else [(None, df)]

@@ -290,7 +290,8 @@ def run_document(
         word = plural(repeat_word(over), 2)
         blocks.append(
             Paragraph(
-                f"Each entry is the mean ± 1 standard error over {word} (n: {word} per row); "
+                f"Each entry is the mean ± the half-width of its 95% Student-t interval over "
+                f"{word} (n: {word} per row; 4.3 standard errors with 3, 12.7 with 2); "
                 f"[k/n] marks a mean over only the k finite values of the row's n (the "
                 f"others are NaN or infinite: see the notes); - means no value."
             )
