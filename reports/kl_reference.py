@@ -25,52 +25,68 @@ autocorrelations :math:`\rho_i(k)`. It is *not* the ESS of the mean (:math:`\tau
 \rho_i(k)`): for AR(1) coordinates :math:`\tau_{ij} = (1 + \rho_i\rho_j)/(1 - \rho_i\rho_j)`
 against the mean's :math:`(1 + \rho)/(1 - \rho)`, so at :math:`\rho = 0.8` the mean's ESS is
 half the products' (the bias is over-stated 2x) and at :math:`\rho = -0.5` (antithetic) it is
-five times the products' (under-stated 5x). The products' :math:`\tau_{ij}` is measured on
-the centred squares: :math:`\tau_{ii} = \sum_k \rho_i(k)^2`, the autocorrelation time of
-:math:`(x_i - \mu_i)^2` for a Gaussian chain, which is what :func:`squares_ess` estimates
-per coordinate (:func:`squares_ess_from_moments` from streamed per-chain moments).
+five times the products' (under-stated 5x). The diagonal case is the centred squares:
+:math:`\tau_{ii} = \sum_k \rho_i(k)^2` is the autocorrelation time of :math:`(x_i -
+\mu_i)^2` for a Gaussian chain, which :func:`squares_ess` estimates per coordinate
+(:func:`squares_ess_from_moments` from streamed per-chain moments).
 
-Aggregation (:func:`pooled_n`). The squares give :math:`\tau_{ii}` but not
-:math:`\tau_{ij}`. By Cauchy-Schwarz :math:`\tau_{ij} \le \sqrt{\tau_{ii}\tau_{jj}}`, with
-equality for equal autocorrelation functions, so the geometric mean over-states the bias when
-the coordinates mix at different rates (by 20% for half the coordinates at :math:`\rho = 0.5`
-and half at 0.9, 40% for 0 and 0.95: tested). :func:`pooled_n` instead matches each coordinate
-to the AR(1) chain with the same squares' ESS, :math:`|a_i| = \sqrt{(\tau_{ii} - 1)/(\tau_{ii}
-+ 1)}` (:math:`\tau_{ii} = N / n_i`, clipped at 1: a Gaussian chain has
-:math:`\tau_{ii} \ge 1`), takes the sign of :math:`a_i` from the mean's ESS where it is given
-(antithetic, :math:`\mathrm{ESS} > N`, is negative) and uses the AR(1) products
-:math:`\tau_{ij} = (1 + a_i a_j) / (1 - a_i a_j)`: exact for AR(1) coordinates, equal to the
-geometric mean for equal rates. The one :math:`n` at which :math:`b` is evaluated is the one
-whose leading term equals the sum over pairs,
+The pooled n. The bias is a sum over pairs, so the one :math:`n` at which :math:`b` is
+evaluated is the one whose leading term equals it,
 
 .. math::
 
-    \frac{D(D-1)}{4 n} = \frac12 \sum_{i<j} \frac{\tau_{ij}}{N}
-    \iff \frac1n = \frac{1}{N} \binom{D}{2}^{-1} \sum_{i<j} \tau_{ij}:
+    \frac{D(D-1)}{4 n} = \frac12 \sum_{i<j} \frac{1}{n_{ij}}
+    \iff \frac1n = \binom{D}{2}^{-1} \sum_{i<j} \frac{1}{n_{ij}}:
 
-a mean over pairs of :math:`1/n_{ij}`, not a median or a mean of the :math:`n_i` (a few slow
-coordinates weigh in every pair they belong to). The higher-order terms of :math:`b` are then
-those of i.i.d. draws at that :math:`n`; :func:`kl_debiased` = KL - b(n, D) is unbiased to the
-extent the draws are Gaussian and the pooled :math:`n` is right (tests/reports/
-test_kl_reference.py: iid, AR(1) with :math:`\rho = 0.8, -0.5`, mixed rates, ChEES draws).
+a mean over pairs of :math:`1/n_{ij}`, not a median or a mean of per-coordinate ESS (a few
+slow coordinates weigh in every pair they belong to). The higher-order terms of :math:`b` are
+then those of i.i.d. draws at that :math:`n`. Two measurements of :math:`n_{ij}`:
+
+- **draws** (:func:`debiased_kl_draws`): directly, the ESS of the centred products of the
+  pairs (:func:`products_ess`, all pairs or a random subset), pooled by
+  :func:`pooled_n_pairs`. It needs no model of the autocorrelations and sees what the squares
+  cannot: on NUTS draws of a diagonal target (D = 100) the products give the plug-in KL's
+  bias within its noise where the squares over-state it by 20% (oscillating
+  autocorrelations cancel in :math:`\sum_k \rho_i(k)\rho_j(k)`, not in
+  :math:`\sum_k \rho_i(k)^2`; docs/notes/kl_references.md).
+- **streamed moments** (:func:`debiased_kl_moments`): a stream keeps per-chain means and
+  variances, not per-chain products, so :math:`n_{ij}` is modelled from the squares
+  (:func:`squares_ess_from_moments`, :func:`pooled_n`). By Cauchy-Schwarz
+  :math:`\tau_{ij} \le \sqrt{\tau_{ii}\tau_{jj}}`, with equality for equal autocorrelation
+  functions, so a geometric mean over-states the bias when coordinates mix at different rates
+  (20% for half the coordinates at :math:`\rho = 0.5` and half at 0.9: tested);
+  :func:`pooled_n` instead matches each coordinate to the AR(1) chain with the same squares'
+  ESS, :math:`|a_i| = \sqrt{(\tau_{ii} - 1)/(\tau_{ii} + 1)}` (:math:`\tau_{ii} = N / n_i`,
+  clipped at 1: a Gaussian chain has :math:`\tau_{ii} \ge 1`), takes the sign of :math:`a_i`
+  from the mean's ESS (antithetic, :math:`\mathrm{ESS} > N`, is negative) and uses
+  :math:`\tau_{ij} = (1 + a_i a_j) / (1 - a_i a_j)`: exact for AR(1) coordinates, right on
+  ChEES draws (tested), the geometric mean for equal rates.
+
+:func:`kl_debiased` = KL - b(n, D) is then unbiased to the extent the draws are Gaussian and
+the pooled :math:`n` is right (tests/reports/test_kl_reference.py: iid, AR(1) with
+:math:`\rho = 0.8, -0.5`, mixed rates, ChEES draws; the ground truth for NUTS).
 
 Its Monte Carlo error (:func:`debiased_kl_draws`, :func:`debiased_kl_moments`): the chains
 split into ``G`` contiguous groups; each leave-one-group-out estimate
-:math:`\theta_{-g}` is the KL of the other groups' pooled covariance debiased at *its own*
-pooled :math:`n` (the squares' ESS of those chains, so the noise of the ESS estimate is in the
-error too), and the jackknife standard error is
+:math:`\theta_{-g}` is the KL of the other groups' pooled covariance debiased at the whole
+:math:`n` scaled by the fraction of the draws it keeps (not at an n measured on its own
+chains: that gave the same error to 1% on iid and AR(1) draws, tested, at G times the cost
+of the products' ESS), and the jackknife standard error is
 
 .. math::
 
     \mathrm{se} = \sqrt{\frac{G-1}{G} \sum_g (\theta_{-g} - \bar\theta_{-\cdot})^2}
 
-(Efron & Stein 1981). NumPy only.
+(Efron & Stein 1981). Where the true KL is near 0 the KL is a degenerate quadratic of the
+sample correlations and the jackknife variance is about twice the variance (the se about
+1.4-1.6 times the spread: conservative); with a true KL well above its noise the linear term
+leads and the se is right (tested). NumPy only.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -86,6 +102,8 @@ __all__ = [
     "kl_debiased",
     "mean_ess",
     "pooled_n",
+    "pooled_n_pairs",
+    "products_ess",
     "squares_ess",
     "squares_ess_from_moments",
 ]
@@ -198,6 +216,47 @@ def squares_ess_from_moments(chain_mean: np.ndarray, chain_var: np.ndarray, n: i
     return np.where(np.isfinite(out) & (pooled > 0), np.minimum(out, cap), np.nan)
 
 
+def products_ess(
+    x: np.ndarray, *, max_pairs: int = 2000, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""ESS of the centred products :math:`(x_i - \bar x_i)(x_j - \bar x_j)`, pairs :math:`i<j`.
+
+    The effective n of each off-diagonal covariance entry, measured directly (:func:`ess`,
+    BDA3) rather than modelled from the squares: it sees what the squares cannot, a shared
+    trajectory length that moves all coordinates together (NUTS), oscillating
+    autocorrelations that cancel in :math:`\sum_k \rho_i(k)\rho_j(k)` but not in
+    :math:`\sum_k \rho_i(k)^2`. All pairs when there are at most ``max_pairs``, else that
+    many drawn without replacement (generator seeded ``seed``): the pooled n is a mean over
+    pairs, which a random subset estimates without bias.
+
+    Returns
+    -------
+    (np.ndarray, np.ndarray)
+        The pairs ``(P, 2)`` and their ESS ``(P,)``.
+    """
+    x = np.asarray(x, dtype=float)
+    d = x.shape[-1]
+    iu = np.stack(np.triu_indices(d, 1), 1)
+    if len(iu) > max_pairs:
+        iu = iu[np.sort(np.random.default_rng(seed).choice(len(iu), max_pairs, replace=False))]
+    xc = x - x.mean((0, 1))
+    out = np.empty(len(iu))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for k in range(0, len(iu), 256):
+            p = iu[k : k + 256]
+            out[k : k + 256] = ess(xc[..., p[:, 0]] * xc[..., p[:, 1]])
+    return iu, out
+
+
+def pooled_n_pairs(n_ij: np.ndarray) -> float | None:
+    r"""``1 / mean(1 / n_ij)`` over the finite positive entries: the n whose leading bias
+    :math:`D(D-1)/4n` is :math:`\frac12 \sum_{i<j} 1/n_{ij}` (module docstring). None when
+    no entry is left."""
+    v = np.asarray(n_ij, dtype=float).ravel()
+    v = v[np.isfinite(v) & (v > 0)]
+    return float(1.0 / np.mean(1.0 / v)) if v.size else None
+
+
 def pooled_n(
     n_i: np.ndarray, total: float, mean_n: np.ndarray | None = None, *, chunk: int = 512
 ) -> float | None:
@@ -288,7 +347,7 @@ class DebiasedKL(NamedTuple):
 
 
 class _Coords(NamedTuple):
-    """Per-coordinate squares' ESS and mean ESS of ``total`` draws."""
+    """Per-coordinate squares' ESS and mean ESS of ``total`` draws (the moments path)."""
 
     squares: np.ndarray
     mean: np.ndarray
@@ -298,9 +357,17 @@ class _Coords(NamedTuple):
         return pooled_n(self.squares[idx], self.total, self.mean[idx])
 
 
-def _coords_draws(x: np.ndarray) -> _Coords:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return _Coords(squares_ess(x), ess(x), float(x.shape[0] * x.shape[1]))
+class _Products(NamedTuple):
+    """Draws whose n is :func:`pooled_n_pairs` of :func:`products_ess` (the draws path)."""
+
+    x: np.ndarray
+    max_pairs: int
+
+    def n(self, idx: np.ndarray | slice = slice(None)) -> float | None:
+        y = self.x[..., idx]
+        if y.shape[-1] < 2:
+            return pooled_n(squares_ess(y), y.shape[0] * y.shape[1])
+        return pooled_n_pairs(products_ess(y, max_pairs=self.max_pairs)[1])
 
 
 def _coords_moments(cm: np.ndarray, cv: np.ndarray, n: int) -> _Coords:
@@ -325,18 +392,16 @@ def _debias(
     counts: np.ndarray,
     means: np.ndarray,
     m2s: np.ndarray,
-    coords: Callable[[np.ndarray | None], _Coords],
+    coords: _Coords | _Products,
     jitter: float,
     blocks: Mapping[str, Any] | None,
 ) -> DebiasedKL:
-    """The KL of all groups debiased, per block, and the jackknife over the groups.
-
-    ``coords(drop)`` gives the per-coordinate ESS of all chains but group ``drop`` (None: all).
-    """
+    """The KL of all groups debiased, per block, and the jackknife over the groups (each
+    leave-out debiased at n scaled by the fraction of the draws it keeps)."""
     g, d = means.shape
     kls = _kl_of(_merge(counts, means, m2s), jitter, dict(blocks or {}) or None)
     kl = float(kls if isinstance(kls, float) else kls["total"])
-    co = coords(None)
+    co = coords
     n = co.n()
     deb = kl_debiased(kl, n, d)
     per_block: dict[str, float | None] = {}
@@ -347,7 +412,7 @@ def _debias(
     for k in range(g if deb is not None and g >= 2 else 0):
         keep = np.arange(g) != k
         kl_k = float(_kl_of(_merge(counts[keep], means[keep], m2s[keep]), jitter))
-        leave_out.append(kl_debiased(kl_k, coords(k).n(), d))
+        leave_out.append(kl_debiased(kl_k, n * counts[keep].sum() / counts.sum(), d))
     return DebiasedKL(
         kl,
         n,
@@ -365,14 +430,15 @@ def debiased_kl_draws(
     groups: int | None = None,
     jitter: float = 1e-6,
     blocks: Mapping[str, Any] | None = None,
+    max_pairs: int = 2000,
 ) -> DebiasedKL:
     """:class:`DebiasedKL` of draws ``(C, S, D)``.
 
     The chains split into ``groups`` contiguous groups (default ``min(8, C)``, as
     :func:`numpy.array_split` splits them). The KL is of the ``ddof=1`` sample covariance
     plus ``jitter`` (as :func:`reports.gaussian.fit_gaussian` makes it); the n is
-    :func:`pooled_n` of :func:`squares_ess` with signs from :func:`ess`, and each
-    leave-one-group-out estimate is debiased at its own chains' n (module docstring).
+    :func:`pooled_n_pairs` of :func:`products_ess` (at most ``max_pairs`` pairs), and each
+    leave-one-group-out estimate at n scaled by the draws it keeps (module docstring).
     ``blocks``: index arrays or slices of the columns, debiased each on its own.
     """
     x = np.asarray(draws, dtype=float)
@@ -385,12 +451,7 @@ def debiased_kl_draws(
     means = np.stack([x[p].reshape(-1, d).mean(0) for p in parts])
     m2s = np.stack([_comoment(x[p].reshape(-1, d) - means[i]) for i, p in enumerate(parts)])
 
-    def coords(drop: int | None) -> _Coords:
-        if drop is None:
-            return _coords_draws(x)
-        return _coords_draws(x[np.concatenate([p for j, p in enumerate(parts) if j != drop])])
-
-    return _debias(counts, means, m2s, coords, jitter, blocks)
+    return _debias(counts, means, m2s, _Products(x, max_pairs), jitter, blocks)
 
 
 def _comoment(y: np.ndarray) -> np.ndarray:
@@ -414,8 +475,8 @@ def debiased_kl_moments(
     ``(G, D)``, ``group_cov`` ``(G, D, D)`` (``ddof=1``) of ``G`` contiguous groups of
     ``group_sizes`` chains. The pooled covariance is merged from the groups (Chan, Golub &
     LeVeque 1979); the n is :func:`pooled_n` of :func:`squares_ess_from_moments` (Gaussian
-    marginals) with signs from :func:`mean_ess`; each leave-one-group-out estimate is
-    debiased at its own chains' n.
+    marginals) with signs from :func:`mean_ess`; each leave-one-group-out estimate at n
+    scaled by the draws it keeps.
     """
     sizes = np.asarray(group_sizes, dtype=int)
     gm = np.asarray(group_mean, dtype=float)
@@ -425,11 +486,4 @@ def debiased_kl_moments(
         raise ValueError(f"group sizes {tuple(sizes)} do not split {cm.shape[0]} chains")
     counts = sizes.astype(float) * n
     m2s = np.asarray(group_cov, dtype=float) * (counts - 1)[:, None, None]
-    stops = np.cumsum(sizes)
-    bounds = list(zip(stops - sizes, stops, strict=True))
-
-    def coords(drop: int | None) -> _Coords:
-        rows = np.concatenate([np.arange(a, b) for j, (a, b) in enumerate(bounds) if j != drop])
-        return _coords_moments(cm[rows], cv[rows], n)
-
-    return _debias(counts, gm, m2s, coords, jitter, blocks)
+    return _debias(counts, gm, m2s, _coords_moments(cm, cv, n), jitter, blocks)
