@@ -21,8 +21,8 @@ adds two error estimates that include the Monte Carlo error of the sampler:
   group, their spread, and ``excess_se`` = spread / sqrt(G), the standard error of the
   excess of all chains (its variance scales as the inverse number of draws);
 - **exact debiasing** (:mod:`reports.kl_reference`): ``kl_debiased`` = KL - b(n_eff, D),
-  the exact Wishart bias at ``n_eff``, the pooled ESS of the centred products of pairs of
-  coordinates (the effective n of the covariance's terms), with ``kl_debiased_se``, the jackknife over the same groups
+  the exact Wishart bias at ``n_eff``, the KL's own effective n measured from the spread of
+  the groups' covariances (:func:`reports.kl_reference.kl_bias_n`), with ``kl_debiased_se``, the jackknife over the same groups
   (each left-out estimate debiased at its own chains' n). It uses no null;
 - **fractions**: the KL on the leading 25/50/100% of every chain and its ``n_eff``, for the
   figure: the KL against 1/n_eff follows ``kl_debiased + b(n, D)``, a curve (the bias has a
@@ -42,7 +42,7 @@ import numpy as np
 
 from reports.gaussian import CovMethod, fit_gaussian, kl_diag_full
 from reports.kl_null import kl_shift_null
-from reports.kl_reference import debiased_kl_draws, ess, pooled_n_pairs, products_ess
+from reports.kl_reference import debiased_kl_draws, ess
 
 __all__ = [
     "ess",
@@ -81,10 +81,10 @@ def kl_true_marginal(cov: np.ndarray) -> float:
     return float(0.5 * (np.sum(np.log(np.diag(cov))) - logdet))
 
 
-def _n_eff(x: np.ndarray) -> float | None:
-    """The pooled n of draws ``(C, S, D)``: the products' ESS over pairs
-    (:func:`reports.kl_reference.pooled_n_pairs`), as :func:`debiased_kl_draws` uses it."""
-    return pooled_n_pairs(products_ess(x)[1])
+def _n_eff(x: np.ndarray, groups: int) -> float | None:
+    """The KL's effective n of draws ``(C, S, D)`` in ``groups`` chain groups
+    (:func:`reports.kl_reference.kl_bias_n`), as :func:`debiased_kl_draws` measures it."""
+    return debiased_kl_draws(x, groups=groups).n
 
 
 def _kl(x: np.ndarray, cov: CovMethod, jitter: float) -> float:
@@ -114,8 +114,8 @@ def ground_truth_metrics(
         ``excess_group_mean``, ``excess_group_sd``, ``excess_se``; ``n_eff`` (all draws),
         ``ess_median`` (of the coordinates themselves); per fraction ``kl_f<pct>`` and
         ``n_eff_f<pct>``; ``kl_bias`` (the exact bias at ``n_eff``), ``kl_debiased``,
-        ``kl_debiased_se``. ``n_eff`` is the pooled ESS of the centred products (until issue 26
-        the median ESS of the centred squares).
+        ``kl_debiased_se`` (with ``kl_bias_se``, the bias's own error, in it); ``squares_n``, the centred squares' pooled ESS, for comparison.
+        ``n_eff`` is the KL's own n (until issue 26 the median ESS of the centred squares).
     """
     x = np.asarray(draws, dtype=float)
     if x.ndim != 3:
@@ -154,13 +154,15 @@ def ground_truth_metrics(
     exact = cov == "empirical"  # the Wishart bias is the sample covariance's
     out.update(
         n_eff=deb.n,
+        squares_n=deb.squares_n,
         ess_median=float(np.nanmedian(ess(x))),
         kl_bias=deb.bias if exact else None,
         kl_debiased=deb.debiased if exact else None,
         kl_debiased_se=deb.se if exact else None,
+        kl_bias_se=deb.bias_se if exact else None,
     )
     for f in fractions:
         sub = x[:, : max(2, math.ceil(f * s))]
         pct = round(100 * f)
-        out[f"kl_f{pct}"], out[f"n_eff_f{pct}"] = _kl(sub, cov, jitter), _n_eff(sub)
+        out[f"kl_f{pct}"], out[f"n_eff_f{pct}"] = _kl(sub, cov, jitter), _n_eff(sub, groups)
     return out

@@ -46,7 +46,7 @@ def ground_truth_figure(rows: Sequence[dict[str, Any]], fractions: Sequence[floa
                 label=f"D = {r['dim']}: debiased KL ± s.e.",
             )
         ax.axhline(r["kl_true"], color=color, lw=0.8, ls=":", label=f"D = {r['dim']}: true KL")
-    ax.set_xlabel("1 / n_eff (pooled ESS of the centred products)")
+    ax.set_xlabel("1 / n_eff (the KL's effective n)")
     ax.set_ylabel("KL(q_diag || q_full), nats")
     right = ax.get_xlim()[1]
     ax.set_xlim(-0.03 * right, right)

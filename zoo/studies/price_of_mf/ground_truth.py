@@ -5,9 +5,9 @@ is sampled by the zoo's own batched NUTS or HMC (:func:`zoo.inference.mcmc.sampl
 :func:`~zoo.inference.mcmc.samplers.run_hmc`, all chains as one batch, the same warm-up) on
 :class:`~zoo.inference.mcmc.gaussian.GaussianPotential`, and the draws go through the
 study's Gaussian fit, shift null and excess (:func:`reports.ground_truth.ground_truth_metrics`)
-beside the exact KL of S, and the KL debiased at the
-squares' effective n (:mod:`reports.kl_reference`). Why a simulation and not a data set and model: the target has no
-data, network or predictive, so the per-cell flow (training data, evaluation, ArviZ file)
+beside the exact KL of S, and the KL debiased at the KL's own effective n
+(:mod:`reports.kl_reference`). Why a simulation and not a data set and model: the target has
+no data, network or predictive, so the per-cell flow (training data, evaluation, ArviZ file)
 has nothing to run on; the sampler and the estimators are the parts under test, and they are
 called here exactly as the cell flow calls them.
 
@@ -50,7 +50,9 @@ TABLE_COLUMNS = [
     "kl_debiased",
     "kl_debiased_se",
     "kl_bias",
+    "kl_bias_se",
     "n_eff",
+    "squares_n",
     "kl_null_draws",
     "n_divergent",
     "seconds",
@@ -190,10 +192,14 @@ def run_ground_truth(
             "is the spread of one group's KL, excess_se the spread of the group excesses / "
             f"sqrt({sim.groups}), the Monte Carlo error of kl_excess. kl_debiased = kl - kl_bias, "
             "kl_bias being the exact Wishart bias of the plug-in KL, (1/2)(sum_k psi((n-k)/2) "
-            "- D psi((n-D)/2)), at n = n_eff, the pooled effective sample size of the centred "
-            "products of pairs of coordinates (the covariance's terms; reports/kl_reference.py); it uses no null. "
-            f"kl_debiased_se is its jackknife error over the {sim.groups} chain groups, each "
-            "left-out estimate debiased at its own chains' n_eff. kl_null_draws: the "
+            "- D psi((n-D)/2)), at n = n_eff, the KL's own effective n, measured from how much "
+            "the chain groups' covariances spread, weighed as the KL's second-order expansion "
+            "weighs them (reports/kl_reference.py); it uses no null. "
+            f"kl_debiased_se is its jackknife error over the {sim.groups} chain groups (each "
+            "left-out estimate debiased at n_eff scaled by the draws it keeps) with the "
+            "error of kl_bias itself (kl_bias_se, from the same groups) in quadrature. "
+            "squares_n is the centred squares' pooled ESS, the per-coordinate alternative "
+            "to n_eff (it over-states NUTS's bias). kl_null_draws: the "
             "independent draws with the null's bias. The figure puts the KL on the leading "
             f"{', '.join(f'{round(100 * f)}%' for f in sim.fractions)} of every chain against "
             "1/n_eff with the exact bias curve through kl_debiased: a curve, not a line (the "
