@@ -22,8 +22,9 @@ adds two error estimates that include the Monte Carlo error of the sampler:
   excess of all chains (its variance scales as the inverse number of draws);
 - **exact debiasing** (:mod:`reports.kl_reference`): ``kl_debiased`` = KL - b(n_eff, D),
   the exact Wishart bias at ``n_eff``, the KL's own effective n measured from the spread of
-  the groups' covariances (:func:`reports.kl_reference.kl_bias_n`), with ``kl_debiased_se``, the jackknife over the same groups
-  (each left-out estimate debiased at its own chains' n). It uses no null;
+  the groups' covariances (:func:`reports.kl_reference.kl_bias_n`), with ``kl_debiased_se``,
+  the jackknife over the same groups (each left-out estimate debiased at n scaled by the
+  draws it keeps) with the bias's own error in quadrature. It uses no null;
 - **fractions**: the KL on the leading 25/50/100% of every chain and its ``n_eff``, for the
   figure: the KL against 1/n_eff follows ``kl_debiased + b(n, D)``, a curve (the bias has a
   :math:`D^3 / 6 n^2` term), which is why a straight line through these points, extrapolated

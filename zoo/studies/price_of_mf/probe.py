@@ -46,11 +46,12 @@ into min(8, C) contiguous groups (the stream's groups on the moments path), and 
 of the groups' covariances, weighed as the KL's second-order expansion weighs it, gives the
 bias and so the n. ``kl_bias_ess`` is b at that n and ``kl_debiased = kl_diag_full -
 kl_bias_ess``, unbiased for Gaussian draws when the n is right, with ``kl_debiased_se`` its
-jackknife error over the same groups; ``kl_debiased.<layer>`` is the same for each layer's
+jackknife error over the same groups and the bias's own error in quadrature; ``kl_debiased.<layer>`` is the same for each layer's
 own KL at its own n (no error). ``kl_squares_n`` is the per-coordinate reference the issue
 proposed, the centred squares' ESS pooled over pairs (AR(1)-matched; from the draws, or
 from the streamed per-chain means and variances with Gaussian marginals): right for AR(1)
-and ChEES chains, 20-40% short for NUTS draws (reports/kl_reference.py), so recorded only. The ESS of each coordinate's mean
+and ChEES chains, but it over-states the bias of NUTS draws (6-23% on a diagonal target,
+docs/notes/kl_references.md), so it is recorded only. The ESS of each coordinate's mean
 (``ess_mean_n``: the median bulk ESS of the weights, or the moments' ``n_eff``) is the
 wrong n for this: for AR(1) coordinates with lag correlations rho_i, rho_j the products'
 autocorrelation time is (1 + rho_i rho_j) / (1 - rho_i rho_j), not (1 + rho) / (1 - rho),
