@@ -11,8 +11,9 @@ One concept per module:
   (function-space comparisons, predictive convergence), :mod:`~reports.draws` (flat draws),
   :mod:`~reports.gaussian` (Gaussian fits, KL), :mod:`~reports.wasserstein`,
   :mod:`~reports.price_of_mf` (the study's records), :mod:`~reports.kl_null`,
-  :mod:`~reports.laplace`, :mod:`~reports.ground_truth`, :mod:`~reports.spectrum`,
-  :mod:`~reports.pruning`, :mod:`~reports.product_matrix`, :mod:`~reports.diagnostics`
+  :mod:`~reports.kl_reference` (the KL's bias at its own n), :mod:`~reports.laplace`,
+  :mod:`~reports.ground_truth`, :mod:`~reports.spectrum`, :mod:`~reports.pruning`,
+  :mod:`~reports.product_matrix`, :mod:`~reports.diagnostics`
   (convergence numbers and gates), :mod:`~reports.rank_ecdf`;
 - tables and words: :mod:`~reports.tables` (summaries), :mod:`~reports.labels` (names for
   people and the one set of number formatters), :mod:`~reports.sweep` (how a summary lies

@@ -1,7 +1,7 @@
 """The price-of-mean-field report: the closed-form W2 leads, the KL's two references.
 
 Hand-made results tables: one from a run with the ESS-based reference and the W2 floor
-(kl_bias_ess, kl_ess_n, kl_excess_ess, w2_null) and one from an older run without them.
+(kl_bias_ess, kl_ess_n, kl_debiased, kl_debiased_se, w2_null) and one from an older run without them.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def _results(new: bool) -> pd.DataFrame:
                 row.update(
                     kl_bias_ess=bias,
                     kl_ess_n=950.0 + seed,
-                    kl_excess_ess=kl - bias,
+                    kl_debiased=kl - bias,
+                    kl_debiased_se=0.3,
                     w2_null=0.4 + 0.01 * seed,
                 )
             rows.append(row)
@@ -85,33 +86,41 @@ def _section(spec, new: bool):
     return sec, " ".join(sec.paragraphs)
 
 
-def test_the_identity_row_is_replaced_by_the_independent_reference(spec) -> None:
+def test_the_debiased_kl_leads_beside_the_kl_and_the_shift_null(spec) -> None:
     sec, text = _section(spec, new=True)
-    assert "closed-form bias of kl_null_draws" not in text
     assert "an identity, not a check" in text  # kl_null_draws is said to be one
-    assert "two independent estimates of the same sampling bias" in text
+    assert "the KL's own effective n" in text
+    assert "It is not the ESS of the weights' means" in text
     header, rows = sec.tables[0]
     assert header[:2] == ["method", "model.depth"]
-    bias = header.index("closed-form bias at the ESS-based n (kl_bias_ess)")
-    assert header[bias + 1] == "ESS-based n (kl_ess_n)"
-    excess = header.index("excess over the shift null (kl_excess)")
-    assert header[excess + 1] == "excess over the ESS closed form (kl_excess_ess)"
+    kl = header.index("KL(q_diag ‖ q_full)")
+    assert header[kl + 1 : kl + 3] == [
+        "debiased KL (kl_debiased)",
+        "its chain-group s.e. (kl_debiased_se)",
+    ]
+    assert header.index("shift null (kl_null)") > kl + 2
+    assert not [h for h in header if "excess_ess" in h]
     assert len(rows) == 2 and rows[0][:2] == ["nuts", "1"]  # mfvi has no KL
+    bias = header.index("exact bias at the KL's n (kl_bias_ess)")
     assert rows[0][bias] == "2.11 ± 0.0058"  # mean ± 1 s.e. over the 3 seeds
-    assert rows[0][header.index("ESS-based n (kl_ess_n)")] == "951 ± 0.58"
+    assert rows[0][header.index("the KL's effective n (kl_ess_n)")] == "951 ± 0.58"
+    # debiased 8.1 - 2.11 = 5.99 over the seeds; its within-cell error of the seeds' mean
+    # is sqrt(3 * 0.3^2) / 3 = 0.1732
+    assert rows[0][kl + 1] == "5.99 ± 0.052"
+    assert rows[0][kl + 2] == "0.1732"
     kl_fig = dict(sec.figures)["kl_null"]
     labels = kl_fig.axes[0].get_legend_handles_labels()[1]
-    assert "closed-form null at ESS n (nuts)" in labels
-    assert "excess over ESS closed form (nuts)" in labels
+    assert "exact bias at the KL's n (a null) (nuts)" in labels
+    assert "debiased KL (nuts)" in labels
 
 
 def test_an_older_run_leaves_the_reference_rows_out(spec) -> None:
     sec, text = _section(spec, new=False)
     header, _ = sec.tables[0]
-    assert not [h for h in header if "kl_bias_ess" in h or "kl_excess_ess" in h]
-    assert "kl_ess_n" not in " ".join(header) and "independent estimates" not in text
+    assert not [h for h in header if "kl_bias_ess" in h or "kl_debiased" in h]
+    assert "kl_ess_n" not in " ".join(header) and "the KL's own effective n" not in text
     labels = dict(sec.figures)["kl_null"].axes[0].get_legend_handles_labels()[1]
-    assert not [lab for lab in labels if "ESS" in lab]
+    assert not [lab for lab in labels if "debiased" in lab or "bias" in lab]
 
 
 def test_the_closed_form_w2_leads_with_its_floor(spec) -> None:

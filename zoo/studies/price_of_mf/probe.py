@@ -10,8 +10,9 @@ records (Farquhar, Smith & Gal 2020):
   would show with independent parameters, and the excess over it; on the draws path also
   ``w2_null`` (and ``w2_null_sd``), the closed-form W2(q_diag, q_full) of the same shifted
   copies: the sampling floor of ``w2_diag_full``;
-- ``kl_ess_n``, ``kl_bias_ess`` and ``kl_excess_ess``: the closed-form sampling bias of the
-  KL at an effective sample size measured independently of the null (below);
+- ``kl_ess_n``, ``kl_bias_ess``, ``kl_debiased`` and ``kl_debiased_se``: the exact sampling
+  bias of the KL at the effective n of the covariance's terms, measured independently of the
+  null, the KL less it and its chain-group error (below);
 - for a softmax classifier (more than one output), ``kl_output_columns``: the KLs of the output layer's columns, block by
   block, the part that the softmax's invariance to shifting all logits alone explains;
 - with ``kl_target_draws``, the stopping rule of the sampler (``Hooks.stop_when``): draw
@@ -37,29 +38,38 @@ Two paths, named by the string metric ``kl_source``:
   the draws behind the moments.
 
 What each number is evidence of. ``kl_diag_full`` is a plug-in estimate, biased upward by
-the noise of the covariance estimate, about D^2 / 4n for n independent draws
-(:func:`reports.gaussian.kl_sampling_bias`). ``kl_null`` measures that bias on the draws
-themselves (each parameter's series rotated within its chain), and ``kl_excess`` = KL -
-null is the part the correlations between parameters explain, to the extent that the null
-is the sampler's bias. ``kl_null_draws`` is the n at which the closed form equals the null:
-it is defined by the null, so the closed form at ``kl_null_draws`` equals ``kl_null`` by
-construction and checks nothing. ``kl_ess_n`` is an n measured without the null: on the
-moments path :attr:`~zoo.inference.mcmc.streaming.Moments.n_eff` (median over the weight
-coordinates of the between-chain ESS of all draws), on the draws path the median bulk ESS
-of the weight coordinates (:func:`arviz_stats.ess`, as :mod:`reports.diagnostics` computes
-it). ``kl_bias_ess`` is the closed-form bias at that n and ``kl_excess_ess = kl_diag_full -
-kl_bias_ess``. For independent draws both n equal the number of draws; where ``kl_null``
-and ``kl_bias_ess`` agree for a sampler, the null is corroborated by an independent
-measurement. They need not agree exactly: the ESS is that of each coordinate's mean, while
-the KL's bias comes from the sample covariances between coordinates, whose effective n is
-that of the products: for coordinates with lag autocorrelations rho_i, rho_j it is
-n (1 - rho_i rho_j) / (1 + rho_i rho_j), more than the per-coordinate n (1 - rho) / (1 +
-rho) when the autocorrelations are positive (then ``kl_bias_ess`` over-states the bias and
-``kl_excess_ess`` is a conservative, low estimate) and possibly less when a sampler is
-antithetic (ESS above the number of draws). ``kl_ess_n``, ``kl_bias_ess`` and
-``kl_excess_ess`` are None (not applicable) when the ESS is not finite or not above D (the
-closed form needs n > D) or for a Ledoit-Wolf fit (the closed form is for the sample
-covariance).
+the noise of the covariance estimate, exactly b(n, D) = (1/2)(sum_k psi((n-k)/2) - D
+psi((n-D)/2)), about D^2 / 4n, for n independent Gaussian draws whatever the covariance
+(:func:`reports.gaussian.kl_sampling_bias`). For a chain the n that governs it is the KL's
+own effective n, ``kl_ess_n`` (:func:`reports.kl_reference.kl_bias_n`): the chains split
+into min(8, C) contiguous groups (the stream's groups on the moments path), and the spread
+of the groups' covariances, weighed as the KL's second-order expansion weighs it, gives the
+bias and so the n. ``kl_bias_ess`` is b at that n and ``kl_debiased = kl_diag_full -
+kl_bias_ess``, unbiased for Gaussian draws when the n is right, with ``kl_debiased_se`` its
+jackknife error over the same groups and the bias's own error in quadrature; ``kl_debiased.<layer>`` is the same for each layer's
+own KL at its own n (no error). ``kl_squares_n`` is the per-coordinate reference the issue
+proposed, the centred squares' ESS pooled over pairs (AR(1)-matched; from the draws, or
+from the streamed per-chain means and variances with Gaussian marginals): right for AR(1)
+and ChEES chains, but it over-states the bias of NUTS draws (6-23% on a diagonal target,
+docs/notes/kl_references.md), so it is recorded only. The ESS of each coordinate's mean
+(``ess_mean_n``: the median bulk ESS of the weights, or the moments' ``n_eff``) is the
+wrong n for this: for AR(1) coordinates with lag correlations rho_i, rho_j the products'
+autocorrelation time is (1 + rho_i rho_j) / (1 - rho_i rho_j), not (1 + rho) / (1 - rho),
+so it over-states the bias of positively autocorrelated (NUTS-like) chains about 2x at rho
+= 0.8 and under-states it for antithetic ones; it is kept for comparison only.
+
+``kl_null`` measures the bias a second, independent way, on the draws themselves (each
+parameter's series rotated within its chain), and ``kl_excess`` = KL - null is the part the
+correlations between parameters explain, to the extent that the null is the sampler's bias.
+Rotating each coordinate on its own drops the dependence a sampler puts between coordinates
+at the same lags (NUTS's shared trajectories), so the null can fall short of the bias (by
+half on NUTS draws of a known Gaussian, tests/zoo/studies/test_gaussian_ground_truth.py);
+it stays as a cross-check. ``kl_null_draws`` is the n at which the closed form equals the
+null: defined by the null, so the closed form at ``kl_null_draws`` equals ``kl_null`` by
+construction and checks nothing. ``kl_ess_n``, ``kl_bias_ess``, ``kl_debiased`` and
+``kl_debiased_se`` are None (not applicable) when the n is not finite or not above D (the
+closed form needs n > D); all but ``kl_ess_n`` for a Ledoit-Wolf fit (the closed form is
+for the sample covariance).
 """
 
 from __future__ import annotations
@@ -73,6 +83,7 @@ import numpy as np
 from reports.draws import FlatDraws, column_blocks, flatten_sites
 from reports.gaussian import fit_gaussian, gaussian_from_moments, kl_diag_full, kl_sampling_bias
 from reports.kl_null import kl_shift_null
+from reports.kl_reference import DebiasedKL, debiased_kl_draws, debiased_kl_moments
 from reports.price_of_mf import diag_vs_full, diag_vs_full_moments
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.mcmc.streaming import Moments
@@ -221,9 +232,14 @@ class PriceOfMeanFieldProbe:
             out = self._from_moments(post, moments, flat)
         else:
             out = self._from_draws(post, flat)
-        ess_n = out["kl_ess_n"]
-        out["kl_bias_ess"] = bias = kl_bias_at(ess_n, flat.draws.shape[1], gf.cov)
-        out["kl_excess_ess"] = None if bias is None else out["kl_diag_full"] - bias
+        deb: DebiasedKL = out.pop("_debiased")
+        exact = gf.cov == "empirical"  # the Wishart bias is the sample covariance's
+        out["kl_ess_n"], out["kl_squares_n"] = deb.n, deb.squares_n
+        out["kl_bias_ess"] = bias = kl_bias_at(deb.n, flat.draws.shape[1], gf.cov)
+        out["kl_debiased"] = None if bias is None else out["kl_diag_full"] - bias
+        out["kl_debiased_se"] = deb.se if exact and bias is not None else None
+        for name, value in deb.blocks.items():
+            out[f"kl_debiased.{name}"] = value if exact else None
         return out, {}
 
     def _softmax(self) -> bool:
@@ -258,7 +274,12 @@ class PriceOfMeanFieldProbe:
         )
         if self._softmax():
             out["kl_output_columns"] = kl_output_columns(flat, gf)
-        out.update(kl_source="draws", kl_ess_n=bulk_ess_n(flat.draws, post.chains))
+        x = flat.draws.reshape(post.chains, -1, flat.draws.shape[1])
+        out.update(
+            kl_source="draws",
+            ess_mean_n=bulk_ess_n(flat.draws, post.chains),
+            _debiased=debiased_kl_draws(x, jitter=gf.jitter, blocks=flat.blocks),
+        )
         return out
 
     def _from_moments(
@@ -296,5 +317,17 @@ class PriceOfMeanFieldProbe:
             cov = gaussian_from_moments(m.mean, m.cov, m.n * m.chains, jitter=gf.jitter).cov
             out["kl_output_columns"] = kl_output_columns(flat, gf, cov=cov)
         n_eff = m.n_eff
-        out.update(kl_source="moments", kl_ess_n=n_eff if np.isfinite(n_eff) else None)
+        deb = debiased_kl_moments(
+            m.chain_mean,
+            m.chain_var,
+            m.n,
+            m.group_mean,
+            m.group_cov,
+            m.group_sizes,
+            jitter=gf.jitter,
+            blocks=flat.blocks,
+        )
+        out.update(
+            kl_source="moments", ess_mean_n=n_eff if np.isfinite(n_eff) else None, _debiased=deb
+        )
         return out
