@@ -209,7 +209,7 @@ def reference_grade(metrics: Mapping[str, Any], gates: Iterable[Gate] = GATES) -
         ok, failed = _check(grade, metrics, gates)
         if ok:
             return Grade(grade, tuple(above))
-        above = failed or ["no gate applies"]
+        above = failed or [*above, f"no {grade} gate applies"]
     return Grade("failed", tuple(above))
 
 

@@ -1,0 +1,165 @@
+"""Nested R-hat as recorded against arviz-stats, and the grade of a sampled cell's draws.
+
+Synthetic chains with fixed seeds: iid N(0, 1) draws mix by construction, so their split
+and nested R-hat sit within a few 0.001 of 1 (the Monte Carlo error of R-hat at 16 chains
+x 200 draws is about 1/sqrt(chains x draws) ~ 0.02 on R-hat^2 - 1, far below the 0.05 gap
+that a shift of half a standard deviation between superchains opens).
+"""
+
+from __future__ import annotations
+
+import math
+
+import arviz_stats as azs
+import numpy as np
+import pytest
+import xarray as xr
+from arviz_stats.base import array_stats
+
+from reports.diagnostics import diagnostic_gates
+from reports.grade import (
+    GATES,
+    GRADES,
+    gate_table,
+    reference_grade,
+    usable_for,
+    worst_grade,
+)
+from reports.predictive import predictive_convergence
+from reports.superchains import max_rhat_nested, posterior_rhat_nested
+
+CHAINS, DRAWS, K = 16, 200, 4
+IDS = [c // (CHAINS // K) for c in range(CHAINS)]
+
+
+def _tree(w: np.ndarray, b: np.ndarray) -> xr.DataTree:
+    post = xr.Dataset(
+        {"w": (("chain", "draw", "w_dim"), w), "b": (("chain", "draw"), b)},
+        coords={"chain": np.arange(w.shape[0]), "draw": np.arange(w.shape[1])},
+    )
+    stats = xr.Dataset({"diverging": (("chain", "draw"), np.zeros(w.shape[:2], bool))})
+    return xr.DataTree.from_dict({"posterior": post, "sample_stats": stats})
+
+
+def _cell(dt: xr.DataTree, probs: np.ndarray, ids) -> dict:
+    """The metrics a sampled cell records, computed by the same functions."""
+    g = diagnostic_gates(dt)
+    return {
+        "max_r_hat": g.max_r_hat,
+        "min_ess_bulk": g.min_ess_bulk,
+        "rhat_nested": posterior_rhat_nested(dt, ids),
+        "divergent_frac": g.n_divergent / g.n_transitions,
+        **predictive_convergence(probs, ids),
+    }
+
+
+def _probs(z: np.ndarray) -> np.ndarray:
+    """(chain, draw, point, 2) class probabilities from (chain, draw, point) logits."""
+    p = 1 / (1 + np.exp(-z))
+    return np.stack([1 - p, p], -1)
+
+
+def test_nested_r_hat_as_recorded_equals_arviz_stats() -> None:
+    rng = np.random.default_rng(0)
+    w, b = rng.normal(size=(CHAINS, DRAWS, 3)), rng.normal(size=(CHAINS, DRAWS))
+    dt = _tree(w, b)
+    theirs = azs.rhat_nested(dt, superchain_ids=IDS, method="rank")  # the posterior group
+    expected = max(float(theirs[v].max()) for v in ("w", "b"))
+    assert posterior_rhat_nested(dt, IDS) == pytest.approx(expected, rel=1e-12)
+    # the predictions: class 1's probability at each point, as predictive_convergence reads
+    z = rng.normal(size=(CHAINS, DRAWS, 5))
+    p = _probs(z)
+    nested = np.asarray(array_stats.rhat_nested(p[..., 1], IDS, chain_axis=0, draw_axis=1))
+    got = predictive_convergence(p, IDS)["rhat_nested_pred"]
+    assert got == pytest.approx(float(nested.max()), rel=1e-12)
+    # one superchain, or none given: nested R-hat does not apply
+    assert posterior_rhat_nested(dt, [0] * CHAINS) is None
+    assert predictive_convergence(p)["rhat_nested_pred"] is None
+
+
+def test_unequal_superchains_use_their_first_chains_equally() -> None:
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(7, 50, 2))
+    ids = [0, 0, 0, 0, 1, 1, 1]  # arviz-stats needs equal sizes: 3 + 3 chains are used
+    keep = [0, 1, 2, 4, 5, 6]
+    ref = array_stats.rhat_nested(x[keep], [0, 0, 0, 1, 1, 1], chain_axis=0, draw_axis=1)
+    assert max_rhat_nested(x, ids) == pytest.approx(float(np.max(ref)), rel=1e-12)
+
+
+def test_superchains_in_different_places_fail_the_nested_gate() -> None:
+    rng = np.random.default_rng(2)
+    w, b = rng.normal(size=(CHAINS, DRAWS, 3)), rng.normal(size=(CHAINS, DRAWS))
+    z = rng.normal(size=(CHAINS, DRAWS, 5))
+    good = _cell(_tree(w, b), _probs(z), IDS)
+    assert good["rhat_nested"] < 1.01 and good["rhat_nested_pred"] < 1.01
+    assert reference_grade(good).grade == "gold"
+    # superchain k sits 0.5 k standard deviations away in one weight and one prediction
+    shift = 0.5 * np.asarray(IDS, float)[:, None]
+    w2, z2 = w.copy(), z.copy()
+    w2[..., 0] += shift
+    z2[..., 0] += shift
+    bad = _cell(_tree(w2, b), _probs(z2), IDS)
+    assert bad["rhat_nested"] > 1.05 and bad["rhat_nested_pred"] > 1.05
+    g = reference_grade(bad)
+    assert g.grade == "failed"
+    assert {"r_hat_nested_pred"} <= set(g.failed)
+
+
+def test_a_stuck_chain_is_graded_failed() -> None:
+    rng = np.random.default_rng(3)
+    w, b = rng.normal(size=(CHAINS, DRAWS, 3)), rng.normal(size=(CHAINS, DRAWS))
+    z = rng.normal(size=(CHAINS, DRAWS, 5))
+    w[3], b[3], z[3] = w[3, 0], b[3, 0], z[3, 0]  # chain 3 never moved
+    m = _cell(_tree(w, b), _probs(z), IDS)
+    assert m["max_r_hat"] > 1.05 or math.isnan(m["max_r_hat"])
+    g = reference_grade(m)
+    assert g.grade == "failed"
+    assert "r_hat_pred" in g.failed
+
+
+def test_grades_step_down_gate_by_gate() -> None:
+    gold = {
+        "max_r_hat": 1.005,
+        "rhat_nested": None,  # one superchain: does not apply
+        "min_ess_bulk": 500.0,
+        "max_r_hat_pred": 1.002,
+        "rhat_nested_pred": None,
+        "min_ess_bulk_pred": 800.0,
+        "divergent_frac": 0.0,
+        "saturated_frac": 0.005,
+    }
+    assert reference_grade(gold) == ("gold", ())
+    assert reference_grade({**gold, "kl_ess_n": 399.0}) == ("silver", ("kl_ess",))
+    assert reference_grade({**gold, "saturated_frac": 0.02}) == ("silver", ("saturation",))
+    silver = {**gold, "max_r_hat": 1.03, "divergent_frac": 0.0005}
+    assert reference_grade(silver) == ("silver", ("r_hat", "divergences"))
+    bronze = {**gold, "max_r_hat": 1.3, "min_ess_bulk": 20.0}
+    assert reference_grade(bronze) == ("bronze", ("r_hat", "ess_bulk"))
+    assert reference_grade({**bronze, "max_r_hat_pred": 1.2}) == ("failed", ("r_hat_pred",))
+    # one chain: R-hat recorded as None cannot be measured, and a required gate fails
+    one = {**gold, "max_r_hat": None, "max_r_hat_pred": None}
+    assert reference_grade(one).grade == "failed"
+    # NaN is a numerical failure even in an optional gate
+    nan = reference_grade({**gold, "rhat_nested": float("nan")})
+    assert nan == ("bronze", ("r_hat_nested",))
+    # a regression cell (no prediction diagnostics at all): the weights alone grade it
+    weights = {k: v for k, v in gold.items() if "pred" not in k}
+    assert reference_grade(weights).grade == "gold"
+    no_pred = reference_grade({**weights, "max_r_hat": 1.2})
+    assert no_pred == ("failed", ("r_hat", "no bronze gate applies"))
+
+
+def test_the_gate_table_nests_the_grades_and_says_what_each_is_for() -> None:
+    for g in GATES:
+        ts = [g.thresholds[k] for k in GRADES[:-1] if k in g.thresholds]
+        order = sorted(ts) if g.op == "<=" else sorted(ts, reverse=True)
+        assert ts == order, g  # gold's threshold at least as strict as silver's, ...
+        needed = [k for k in GRADES[:-1] if k in g.thresholds]
+        assert needed == list(GRADES[: len(needed)]), g  # a gate of bronze is one of gold's
+    header, rows = gate_table()
+    assert header[:3] == ["gate", "metric", "what"] and len(rows) == len(GATES)
+    assert rows[0][3:6] == ["<= 1.01", "<= 1.05", "-"]
+    assert usable_for("silver", "weights") and not usable_for("bronze", "weights")
+    assert usable_for("bronze", "predictions") and not usable_for("failed", "predictions")
+    assert worst_grade(["gold", None, "bronze", float("nan"), "silver"]) == "bronze"
+    assert worst_grade([None]) is None
