@@ -12,6 +12,7 @@ import math
 
 import arviz_stats as azs
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from arviz_stats.base import array_stats
@@ -25,8 +26,11 @@ from reports.grade import (
     usable_for,
     worst_grade,
 )
+from reports.headline import headline
 from reports.predictive import predictive_convergence
+from reports.sampler_report import grade_blocks, grade_lines, sampler_record, sampler_tables
 from reports.superchains import max_rhat_nested, posterior_rhat_nested
+from reports.tables import summarize, summary_tables
 
 CHAINS, DRAWS, K = 16, 200, 4
 IDS = [c // (CHAINS // K) for c in range(CHAINS)]
@@ -163,3 +167,76 @@ def test_the_gate_table_nests_the_grades_and_says_what_each_is_for() -> None:
     assert usable_for("bronze", "predictions") and not usable_for("failed", "predictions")
     assert worst_grade(["gold", None, "bronze", float("nan"), "silver"]) == "bronze"
     assert worst_grade([None]) is None
+
+
+# ---------------------------------------------------------------- grades in the report
+
+
+def _graded_results() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "method": ["nuts"] * 5 + ["mfvi"],
+            "depth": [1, 1, 2, 2, 3, 1],
+            "seed": [0, 1, 0, 1, 0, 0],
+            "kl": [1.0, 2.0, 3.0, 50.0, 4.0, 6.0],
+            "reference_grade": ["gold", "bronze", "silver", "failed", "failed", None],
+            "status": "ok",
+        }
+    )
+
+
+def test_a_failed_cell_never_enters_a_mean_and_the_grade_is_shown() -> None:
+    s = summarize(_graded_results(), ["kl"], by=["method", "depth"])
+    rows = {(r.method, r.depth): r for r in s.itertuples()}
+    assert rows["nuts", 1].kl_mean == 1.5 and rows["nuts", 1].grade == "bronze"
+    assert rows["nuts", 2].kl_mean == 3.0 and rows["nuts", 2].kl_n == 1  # 50 left out
+    assert rows["nuts", 2].n_grade_failed == 1 and rows["nuts", 2].grade == "silver"
+    assert np.isnan(rows["nuts", 3].kl_mean) and rows["nuts", 3].n_grade_failed == 1
+    assert pd.isna(rows["mfvi", 1].grade) and rows["mfvi", 1].n_grade_failed == 0
+    ((header, table),) = summary_tables(s, ["kl"])
+    assert header[-1] == "grade"
+    shown = {(r[0], r[1]): r[-1] for r in table}
+    assert shown["nuts", "2"] == "silver; 1 failed left out"
+    assert shown["nuts", "3"] == "1 failed left out"  # kept, though it has no value
+    assert shown["mfvi", "1"] == ""
+    # the default group keys are not split by the grade columns
+    default = summarize(_graded_results().drop(columns="depth"), ["kl"])
+    assert list(default["method"]) == ["mfvi", "nuts"]
+    sentence = headline(s, "kl", "depth", "method")
+    assert "of nuts rises from 1.5 ± 0.5 at depth 1 to" in sentence
+    assert "[grade bronze; 1 failed cell left out]" in sentence
+    assert "1 failed cell left out where no value remains" in sentence
+
+
+def test_the_sampler_section_lists_grades_and_the_cli_lines() -> None:
+    rows = [
+        {"max_r_hat": 1.0, "min_ess_bulk": 500.0, "reference_grade": "gold", "grade_failed": ""},
+        {
+            "max_r_hat": 1.2,
+            "min_ess_bulk": 50.0,
+            "reference_grade": "bronze",
+            "grade_failed": "r_hat,ess_bulk",
+        },
+        {
+            "max_r_hat": float("nan"),
+            "min_ess_bulk": float("nan"),
+            "reference_grade": "failed",
+            "grade_failed": "r_hat_pred",
+        },
+    ]
+    records = {f"c{i}": sampler_record(r) for i, r in enumerate(rows)}
+    assert records["c1"].grade_failed == ("r_hat", "ess_bulk")
+    paras, tables = grade_blocks(records)
+    assert "1 gold; 1 bronze (kept from the next grade by r_hat in 1, ess_bulk in 1); " in paras[0]
+    assert tables[0] == gate_table() and [r[0] for r in tables[1][1]] == list(GRADES)
+    lines = grade_lines(records)
+    assert lines[0] == "grades of 3 sampled cells: gold 1, bronze 1, failed 1"
+    assert lines[1:] == [
+        "  bronze  c1: not silver: r_hat, ess_bulk",
+        "  failed  c2: not bronze: r_hat_pred",
+    ]
+    frame = pd.DataFrame([{"cell_id": f"c{i}", "seed": i, **r} for i, r in enumerate(rows)])
+    _, (s_header, s_rows) = sampler_tables(frame, ["seed"], records)
+    assert s_header[-2:] == ["grade", "kept from the next grade by"]
+    assert s_rows[1][-2:] == ["bronze", "r_hat, ess_bulk"]
+    assert grade_blocks({"x": sampler_record({"max_r_hat": 1.0})}) == ([], [])
