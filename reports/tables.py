@@ -180,8 +180,6 @@ def summarize(
     if graded:  # a failed reference never enters a mean: left out like a NaN, counted
         failed = ok["reference_grade"].eq("failed")
         ok.loc[failed, metrics] = np.nan
-        ok["_failed"] = failed.astype(np.int64)
-        ok["_grade"] = ok["reference_grade"].where(~failed)
 
     stats = ("mean", "sem", "n")
     out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in stats] + ["n"]
@@ -214,12 +212,14 @@ def summarize(
         columns[f"{m}_n"] = n_m.astype(np.int64)
     columns["n"] = size.to_numpy(dtype=np.int64)
     if graded:  # per group, aligned with the means' index
+        kept, n_fail = ok["reference_grade"].where(~failed), failed.astype(np.int64)
         if by:
-            worst = grouped["_grade"].agg(lambda g: worst_grade(g) or "")
-            n_failed = grouped["_failed"].sum()
+            keys = [ok[c] for c in by]
+            worst = kept.groupby(keys, sort=True, dropna=False).agg(lambda g: worst_grade(g) or "")
+            n_failed = n_fail.groupby(keys, sort=True, dropna=False).sum()
         else:
-            worst = pd.Series([worst_grade(ok["_grade"]) or ""])
-            n_failed = pd.Series([int(ok["_failed"].sum())])
+            worst = pd.Series([worst_grade(kept) or ""])
+            n_failed = pd.Series([int(n_fail.sum())])
         grades = worst.to_numpy(dtype=object)
         columns["grade"] = np.where(grades == "", None, grades)
         columns["n_grade_failed"] = n_failed.to_numpy(dtype=np.int64)
