@@ -79,6 +79,10 @@ def test_a_seed_only_sweep_reports_with_any_categorical_x(sampled_run, capsys) -
     for f in ("kl_diag_full_vs_method.png", "w_error_vs_method.png", "kl_null.png"):
         assert (out / "figures" / f).is_file(), f
     assert main(["report", str(out)]) == 0
+    # zoo report lists the sampled cells per grade, and what kept each from the next one
+    printed = capsys.readouterr().out
+    assert "grades of 2 sampled cells: failed 2\n" in printed
+    assert ": not bronze: r_hat_pred, ess_bulk_pred" in printed
     md = (out / "report.md").read_text()
     assert md.startswith("# bnn-zoo report: seeds_only\n\n**KL(q_diag ‖ q_full) [nats]: ")
     # the tiny NUTS cells (2 chains of 35 draws) are graded failed: no mean, said so

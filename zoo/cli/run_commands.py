@@ -120,16 +120,20 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise UsageError(f"cannot write the report in {a.run_dir}: {e.strerror or e}") from None
     print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
     print_summary(a.run_dir)
-    _print_grades(RunDir(a.run_dir))
+    _print_grades(RunDir(a.run_dir), spec)
     return 0
 
 
-def _print_grades(run: RunDir) -> None:
-    """Per reference grade, how many sampled cells, and what each one below gold failed."""
+def _print_grades(run: RunDir, spec) -> None:
+    """Per reference grade, how many of the spec's sampled cells, and what each one below
+    gold failed (:func:`reports.sampler_report.grade_lines`)."""
+    ids = {c.cell_id for c in spec.cells()}
     graded = {
         r["cell_id"]: sampler_record(r.get("metrics") or {})
         for r in run.records()
-        if r.get("status") == "ok" and (r.get("metrics") or {}).get("reference_grade")
+        if r["cell_id"] in ids
+        and r.get("status") == "ok"
+        and (r.get("metrics") or {}).get("reference_grade")
     }
     for line in grade_lines(graded):
         print(line)
@@ -151,5 +155,5 @@ def cmd_status(a: argparse.Namespace) -> int:
     for problem in run.problems():
         print(f"zoo: damaged file: {problem}", file=sys.stderr)
     print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
-    _print_grades(run)
+    _print_grades(run, spec)
     return 0

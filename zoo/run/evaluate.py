@@ -371,7 +371,7 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else None,
         step_size=float(np.median(stats["step_size"])) if "step_size" in stats else None,
         gates_failed=",".join(gates.failed),
-        # superchains (init_fits blocks): None where there is one, nested R-hat not applying
+        # superchains (init_fits blocks); with one, the nested R-hat is None (does not apply)
         superchains=len(set(post.superchain_ids or (0,))),
         rhat_nested=posterior_rhat_nested(dt, post.superchain_ids),
         divergent_frac=_fraction(fit.stats.get("n_divergent"), transitions),
