@@ -201,7 +201,9 @@ def reference_grade(metrics: Mapping[str, Any], gates: Iterable[Gate] = GATES) -
     -------
     Grade
         A NaN metric of an optional gate fails it like a required one: NaN is a numerical
-        failure, never "does not apply".
+        failure, never "does not apply". A grade none of whose gates applies is not reached
+        and says so in ``failed`` (``"no bronze gate applies"``: a regression cell has no
+        prediction diagnostics).
     """
     gates = tuple(gates)
     above: list[str] = []

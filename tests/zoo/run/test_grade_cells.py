@@ -17,6 +17,7 @@ import pytest
 import xarray as xr
 
 from tests import specs
+from zoo.inference.sampling import SampledPosterior, superchains
 from zoo.run.cell import CellOutput, run_cell
 from zoo.run.runner import spec_runtime
 
@@ -90,3 +91,12 @@ def test_a_converged_conjugate_regression_is_graded_gold(linear_cell) -> None:
     assert m["max_r_hat"] <= 1.01 and m["rhat_nested"] <= 1.01
     assert m["min_ess_bulk"] >= 400 and m["divergent_frac"] == 0.0
     assert m["reference_grade"] == "gold" and m["grade_failed"] == ""
+
+
+def test_superchains_are_the_init_fits_blocks_and_follow_a_subset_of_chains() -> None:
+    assert superchains(10, 3) == (0, 0, 0, 0, 1, 1, 1, 2, 2, 2)  # group_sizes' blocks
+    assert superchains(8, 1) is None  # one start: one superchain
+    post = SampledPosterior({"w": np.zeros((10, 5, 2))}, superchain_ids=superchains(10, 3))
+    sub = post.subset(np.array([0, 4, 9]))
+    assert sub.chains == 3 and sub.superchain_ids == (0, 1, 2)
+    assert SampledPosterior({"w": np.zeros((4, 5))}).subset(np.array([1])).superchain_ids is None
