@@ -19,6 +19,10 @@ Gates (defaults follow Vehtari et al. and Stan's ``diagnose``):
   This is about efficiency rather than validity, and a sign of a badly adapted step size or
   mass matrix, or of strong correlations.
 
+With chains in superchains (groups from the same independent start: ChEES's ``init_fits``
+blocks), :mod:`reports.superchains` gives the nested :math:`\hat R` of Margossian et al.
+(2024), arviz-stats' ``rhat_nested`` with the rank method, beside the split one.
+
 The same diagnostics of the predictions (chains can agree on the function while weights do
 not mix) are :func:`reports.predictive.predictive_convergence`; the rank-ECDF test of mixing
 is :mod:`reports.rank_ecdf`, and the figure of the worst-mixing parameters

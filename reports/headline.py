@@ -3,7 +3,8 @@
 The sentence is computed from the summary (:func:`reports.tables.summarize`), never
 written by hand: per line of the figure beside it, the mean at the first and the last
 value of the sweep axis and whether it rises or falls by more than the combined half-widths
-of the ends' 95% t-intervals.
+of the ends' 95% t-intervals, and where sampled cells are behind a line, the worst of their
+reference grades (:mod:`reports.grade`) and how many failed cells were left out of its means.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from reports.grade import worst_grade
 from reports.labels import (
     METRIC_LABELS,
     Labels,
@@ -62,14 +64,22 @@ def headline(
     Returns
     -------
     str or None
-        None when the metric has no finite mean.
+        None when the metric has no finite mean and no failed cell was left out of one.
     """
     mean_col, sem_col = f"{metric}_mean", f"{metric}_ci95"
     if summary.empty or mean_col not in summary.columns or x not in summary.columns:
         return None
-    data = summary[np.isfinite(summary[mean_col].astype(float))]
+    finite = np.isfinite(summary[mean_col].astype(float))
+    data = summary[finite]
+    gone = _left_out(summary[~finite])  # failed cells behind means with no value left
     if data.empty:
-        return None
+        if not gone:
+            return None
+        return (
+            f"{metric_label(metric, labels)}: no value: the {gone} sampled "
+            f"{plural('cell', gone)} behind it {'was' if gone == 1 else 'were'} graded failed "
+            "and left out of the means (see the sampler diagnostics)."
+        )
     axis = x_axis(data[x])
     _, groups = line_groups(data, summary, x, None if hue == x else hue)
     word = axis_word(x)
@@ -103,7 +113,29 @@ def headline(
         else:
             parts.append(f"{who}{'rises' if b > a else 'falls'} from {ends}")
     more = len(groups) - max_groups
+    parts = [p + _grades(sub) for p, (_, _, sub) in zip(parts, groups, strict=False)]
     text = "; ".join(parts) + (f"; and {more} more {plural('line', more)}" if more > 0 else "")
+    if gone:
+        text += f"; {gone} failed {plural('cell', gone)} left out where no value remains"
     errors = error_phrase(data, metric, over)
     sep = ": " if axis.categorical else " "
     return f"{metric_label(metric, labels)}{sep}{text} ({errors})."
+
+
+def _left_out(rows: pd.DataFrame) -> int:
+    """Cells graded failed that were left out of ``rows``' means (0 without grades)."""
+    if "n_grade_failed" not in rows.columns:
+        return 0
+    return int(pd.to_numeric(rows["n_grade_failed"], errors="coerce").fillna(0).sum())
+
+
+def _grades(sub: pd.DataFrame) -> str:
+    """`` [grade silver; 1 failed cell left out]`` for a line of sampled cells, else ``""``."""
+    if "grade" not in sub.columns:
+        return ""
+    grade = worst_grade(sub["grade"])
+    k = _left_out(sub)
+    said = ([f"grade {grade}"] if grade else []) + (
+        [f"{k} failed {plural('cell', k)} left out"] if k else []
+    )
+    return f" [{'; '.join(said)}]" if said else ""

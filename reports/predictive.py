@@ -9,8 +9,12 @@ the posterior predictive of a sampler (the reference) and of an approximation to
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 from arviz_stats.base import array_stats
+
+from reports.superchains import max_rhat_nested
 
 __all__ = [
     "compare_predictives",
@@ -143,7 +147,9 @@ def compare_predictives(p_ref: np.ndarray, p: np.ndarray) -> dict[str, float]:
     }
 
 
-def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
+def predictive_convergence(
+    probs: np.ndarray, superchain_ids: Sequence[int] | None = None
+) -> dict[str, float | int | None]:
     """R-hat and bulk ESS of the predictive class probabilities, point by point.
 
     A network's weights are not identified (hidden units permute, signs flip, a dead unit's
@@ -159,14 +165,19 @@ def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
     probs : np.ndarray
         ``(chain, draw, point, class)`` probabilities; with two classes only class 1 is
         used (class 0 is its complement: the same R-hat).
+    superchain_ids : sequence of int, optional
+        The superchain of each chain (chains from the same start): with two or more,
+        ``rhat_nested_pred`` is the largest finite nested R-hat (Margossian et al. 2024,
+        :func:`reports.diagnostics.max_rhat_nested`) over the same points and classes.
 
     Returns
     -------
     dict
         ``max_r_hat_pred`` and ``median_r_hat_pred`` (None with one chain), ``min_ess_bulk_pred``
         and ``median_ess_bulk_pred``, over the points and classes whose statistic is finite
-        (a probability that every draw rounds to the same value has none), and
-        ``n_pred_constant``, how many had no finite R-hat.
+        (a probability that every draw rounds to the same value has none),
+        ``n_pred_constant``, how many had no finite R-hat, and ``rhat_nested_pred`` (None
+        without two or more superchains).
     """
     p = np.asarray(probs, dtype=np.float64)
     if p.ndim != 4:
@@ -192,4 +203,5 @@ def predictive_convergence(probs: np.ndarray) -> dict[str, float | int | None]:
         "min_ess_bulk_pred": stat(ess, np.min),
         "median_ess_bulk_pred": stat(ess, np.median),
         "n_pred_constant": int((~moved).sum()),
+        "rhat_nested_pred": max_rhat_nested(p, superchain_ids, finite_only=True),
     }

@@ -9,7 +9,9 @@ become the report's tables (:func:`sampler_tables`), the advice for the gates th
 ArviZ files are read only for the trace and rank plots of the worst cells.
 
 The gates are Stan's and ArviZ's: r_hat <= 1.01 (a non-finite r_hat fails), bulk ESS >=
-100, no divergence, no transition at the maximum tree depth.
+100, no divergence, no transition at the maximum tree depth. Each cell's ``reference_grade``
+(gold, silver, bronze, failed: :mod:`reports.grade`) and the gates that kept it from the next
+grade up are shown beside them, with the grades' gate table and uses (:func:`grade_blocks`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
+from reports.grade import GRADES, USES, gate_table
 from reports.labels import fmt_cell, is_missing
 
 __all__ = [
@@ -27,6 +30,9 @@ __all__ = [
     "SAMPLER_COLUMNS",
     "SAMPLER_INTRO",
     "SamplerRecord",
+    "grade_blocks",
+    "grade_counts",
+    "grade_lines",
     "sampler_advice",
     "sampler_record",
     "sampler_tables",
@@ -42,9 +48,19 @@ CONVERGENCE_COLUMNS = [
     "worst param (bulk ESS)",
     "max_r_hat_pred",
     "min_ess_bulk_pred",
+    "rhat_nested",
+    "rhat_nested_pred",
 ]
 #: Columns of the sampler table (after the cell's sweep axes).
-SAMPLER_COLUMNS = ["divergent", "at max tree depth", "mean steps", "step size", "gates failed"]
+SAMPLER_COLUMNS = [
+    "divergent",
+    "at max tree depth",
+    "mean steps",
+    "step size",
+    "gates failed",
+    "grade",
+    "kept from the next grade by",
+]
 #: What the two tables show.
 SAMPLER_INTRO = (
     "Convergence of every sampled cell, as the cell recorded it from its posterior "
@@ -57,7 +73,11 @@ SAMPLER_INTRO = (
     "transitions whose NUTS tree reached max_tree_depth, the mean leapfrog steps per draw "
     "and the adapted step size. The gates are Stan's and ArviZ's: r_hat <= 1.01 (a "
     "non-finite r_hat fails), bulk ESS >= 100, no divergence, no transition at the maximum "
-    "tree depth."
+    "tree depth. Where the chains run in superchains (ChEES's init_fits blocks, each from its "
+    "own fit of init_from), rhat_nested and rhat_nested_pred are the nested R-hat of the "
+    "weights and of the predictions (Margossian et al. 2024; n/a with one superchain). Each "
+    "cell's grade and the gates that kept it from the next grade up close the second table; "
+    "the gates of the grades follow."
 )
 
 
@@ -80,6 +100,10 @@ class SamplerRecord(NamedTuple):
         Transitions after warm-up (chains times draws per chain), when known.
     max_tree_depth : int or None
         The method's tree-depth limit.
+    grade : str or None
+        ``reference_grade`` (:mod:`reports.grade`); None for a cell recorded before grades.
+    grade_failed : tuple of str
+        The gates that kept it from the next grade up.
     """
 
     max_r_hat: float | None
@@ -89,6 +113,8 @@ class SamplerRecord(NamedTuple):
     n_max_tree_depth: int | None = None
     n_transitions: int | None = None
     max_tree_depth: int | None = None
+    grade: str | None = None
+    grade_failed: tuple[str, ...] = ()
 
     @property
     def stuck(self) -> bool:
@@ -120,7 +146,11 @@ def sampler_record(
     draws = kept if kept is not None else _number(row.get("draws_per_chain"))
     archived = _number(row.get("archived_chains"))  # the file's chains, when it holds fewer
     chains = int(archived) if archived is not None else chains
-    gates = row.get("gates_failed")
+    gates, grade, kept = (
+        row.get("gates_failed"),
+        row.get("reference_grade"),
+        row.get("grade_failed"),
+    )
     hits, div = _number(row.get("n_max_tree_depth")), _number(row.get("n_divergent"))
     return SamplerRecord(
         max_r_hat=r,
@@ -130,6 +160,8 @@ def sampler_record(
         n_max_tree_depth=None if hits is None else int(hits),
         n_transitions=None if chains is None or draws is None else int(chains * draws),
         max_tree_depth=max_tree_depth,
+        grade=grade if isinstance(grade, str) and grade else None,
+        grade_failed=tuple(g for g in kept.split(",") if g) if isinstance(kept, str) else (),
     )
 
 
@@ -168,7 +200,7 @@ def sampler_tables(
             key
             + [_recorded(r, c) for c in CONVERGENCE_COLUMNS[:4]]
             + [fmt_cell(r.get("worst_ess_bulk"))]
-            + [_recorded(r, "max_r_hat_pred"), _recorded(r, "min_ess_bulk_pred")]
+            + [_recorded(r, c) for c in CONVERGENCE_COLUMNS[5:]]
         )
         depth = (
             "n/a"
@@ -184,6 +216,8 @@ def sampler_tables(
                 fmt_cell(r.get("mean_tree_steps")),
                 fmt_cell(r.get("step_size")),
                 ", ".join(d.failed),
+                d.grade or "-",
+                ", ".join(d.grade_failed),
             ]
         )
     return (list(axes) + CONVERGENCE_COLUMNS, conv), (list(axes) + SAMPLER_COLUMNS, samp)
@@ -253,3 +287,62 @@ def sampler_advice(records: Sequence[SamplerRecord]) -> list[str]:
             "mass_matrix: dense, helps with correlations)."
         )
     return out
+
+
+def grade_counts(records: Mapping[str, SamplerRecord]) -> dict[str, list[str]]:
+    """The cells of each grade (best first; cells without a grade left out)."""
+    out: dict[str, list[str]] = {g: [] for g in GRADES}
+    for cid, d in records.items():
+        if d.grade in out:
+            out[d.grade].append(cid)
+    return {g: cids for g, cids in out.items() if cids}
+
+
+def grade_blocks(
+    records: Mapping[str, SamplerRecord],
+) -> tuple[list[str], list[tuple[list[str], list[list[str]]]]]:
+    """Paragraphs and tables of the grades: how many cells per grade and which gates held
+    them back, the gate table (:func:`reports.grade.gate_table`) and what each grade may be
+    used for (:data:`reports.grade.USES`); nothing when no cell has a grade."""
+    counts = grade_counts(records)
+    if not counts:
+        return [], []
+    n = sum(len(c) for c in counts.values())
+    parts = []
+    for g, cids in counts.items():
+        held: dict[str, int] = {}
+        for cid in cids:
+            for gate in records[cid].grade_failed:
+                held[gate] = held.get(gate, 0) + 1
+        why = ", ".join(f"{gate} in {k}" for gate, k in sorted(held.items(), key=lambda t: -t[1]))
+        parts.append(f"{len(cids)} {g}" + (f" (kept from the next grade by {why})" if why else ""))
+    paras = [
+        f"Reference grades of the {n} graded sampled cells: {'; '.join(parts)}. A cell's "
+        "grade is the best whose gates all pass, in the table below (a blank metric: the gate "
+        "does not apply, e.g. nested R-hat with one superchain; a non-finite one fails). The "
+        "weight-space KL and W2 need silver or better, the predictive study bronze or better; "
+        "a failed cell is left out of the summary's means (docs/notes/grades.md says why "
+        "these thresholds)."
+    ]
+    uses = (["grade", "may be used for"], [[g, USES[g]] for g in GRADES])
+    return paras, [gate_table(), uses]
+
+
+def grade_lines(records: Mapping[str, SamplerRecord]) -> list[str]:
+    """Plain-text lines for ``zoo report`` / ``zoo status``: cells per grade, then each cell
+    below gold with the gates that kept it from the next grade up; nothing without grades."""
+    counts = grade_counts(records)
+    if not counts:
+        return []
+    n = sum(len(c) for c in counts.values())
+    lines = [
+        f"grades of {n} sampled cells: " + ", ".join(f"{g} {len(c)}" for g, c in counts.items())
+    ]
+    for g, cids in counts.items():
+        if g == "gold":
+            continue
+        up = GRADES[GRADES.index(g) - 1]
+        for cid in cids:
+            why = ", ".join(records[cid].grade_failed) or "?"
+            lines.append(f"  {g:<7} {cid}: not {up}: {why}")
+    return lines

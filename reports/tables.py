@@ -13,7 +13,11 @@ conventions:
 :func:`summarize` averages the metrics over one axis (by default ``seed``) and reports the
 standard error of the mean and how many finite values each mean is over: a NaN or infinite
 value never enters a mean silently, it lowers ``<metric>_n`` below the group's ``n``, and
-:func:`nonfinite_values` lists it. Nothing here writes files (the run store does).
+:func:`nonfinite_values` lists it. A sampled cell graded ``failed``
+(``reference_grade``, :mod:`reports.grade`) never enters a mean either: its metrics are left
+out like a NaN and counted in ``n_grade_failed``, and ``grade`` is the worst grade of the
+cells a mean is over, shown beside it by :func:`summary_tables`. Nothing here writes files
+(the run store does).
 """
 
 from __future__ import annotations
@@ -25,13 +29,17 @@ import numpy as np
 import pandas as pd
 from scipy.stats import t as student_t
 
+from reports.grade import worst_grade
 from reports.labels import fmt_mean_sem, fmt_value, is_missing
 
 __all__ = [
     "BOOKKEEPING_COLUMNS",
+    "GRADE_COLUMNS",
+    "GRADE_NOTE",
     "METRIC_COLUMNS",
     "TABLE_METRICS_PER_TABLE",
     "failed_table",
+    "grade_cell",
     "key_columns",
     "nonfinite_values",
     "summarize",
@@ -65,6 +73,18 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "kl",
     "w2",
     "pruned_fraction",
+)
+#: A sampled cell's grade in results.csv, and the two columns :func:`summarize` gives of it.
+GRADE_COLUMNS: tuple[str, ...] = ("reference_grade", "grade_failed")
+_GRADE_STATS = ("grade", "n_grade_failed")
+#: The tables' footnote on their ``grade`` column.
+GRADE_NOTE = (
+    "grade: the worst reference grade (gold, silver, bronze; their gates are in the sampler "
+    "diagnostics section) of the sampled cells behind the row's means; blank: no sampled "
+    "cell. A cell graded failed is never averaged: it is left out of every mean of its row "
+    "(which then shows [k/n]) and counted as 'failed left out'. The weight-space KL and W2 "
+    "need silver or better; a bronze row's predictive numbers stand, its weight-space ones "
+    "do not."
 )
 #: Metric columns per summary table: wider tables are split into several.
 TABLE_METRICS_PER_TABLE = 5
@@ -113,9 +133,12 @@ def summarize(
         95% Student-t interval of the mean, :math:`t_{0.975,\,n_m-1}\,\mathrm{sem}_m`
         (:func:`t_half_width`): with 3 seeds 4.30 standard errors, with 2 seeds 12.7. The
         report quotes it, not the standard error: a mean of 3 seeds has 2 degrees of freedom,
-        and ``± 1 s.e.`` then covers the true mean about 58% of the time, not 68%. If no row
-        is ``ok`` the frame is empty but has these columns; so it is for ``results`` without
-        rows (no cell stored yet), whose columns may be missing.
+        and ``± 1 s.e.`` then covers the true mean about 58% of the time, not 68%. With a
+        ``reference_grade`` column, the rows graded ``failed`` are left out of every mean
+        (counted out of :math:`n_m`, and in ``n_grade_failed``) and ``grade`` is the worst
+        grade of the other rows (blank for ungraded ones, such as variational methods). If
+        no row is ``ok`` the frame is empty but has these columns; so it is for ``results``
+        without rows (no cell stored yet), whose columns may be missing.
 
     Raises
     ------
@@ -135,6 +158,7 @@ def summarize(
         )
     if by is None:
         skip = set(metrics) | {over} | set(BOOKKEEPING_COLUMNS) | set(METRIC_COLUMNS)
+        skip |= set(GRADE_COLUMNS)
         by = [c for c in results.columns if c not in skip]
     else:
         by = list(by)
@@ -157,9 +181,14 @@ def summarize(
         except (ValueError, TypeError) as exc:
             raise ValueError(f"metric column {m!r} holds non-numeric values: {exc}") from None
         ok[m] = values.where(np.isfinite(values))  # inf leaves the mean like NaN, counted
+    graded = "reference_grade" in ok.columns
+    if graded:  # a failed reference never enters a mean: left out like a NaN, counted
+        failed = ok["reference_grade"].eq("failed")
+        ok.loc[failed, metrics] = np.nan
 
     stats = ("mean", "sem", "ci95", "n")
     out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in stats] + ["n"]
+    out_cols += list(_GRADE_STATS) if graded else []
     if ok.empty:
         return pd.DataFrame({c: pd.Series(dtype=results[c].dtype) for c in by}).reindex(
             columns=out_cols
@@ -188,6 +217,18 @@ def summarize(
         columns[f"{m}_ci95"] = t_half_width(columns[f"{m}_sem"], n_m)
         columns[f"{m}_n"] = n_m.astype(np.int64)
     columns["n"] = size.to_numpy(dtype=np.int64)
+    if graded:  # per group, aligned with the means' index
+        kept, n_fail = ok["reference_grade"].where(~failed), failed.astype(np.int64)
+        if by:
+            keys = [ok[c] for c in by]
+            worst = kept.groupby(keys, sort=True, dropna=False).agg(lambda g: worst_grade(g) or "")
+            n_failed = n_fail.groupby(keys, sort=True, dropna=False).sum()
+        else:
+            worst = pd.Series([worst_grade(kept) or ""])
+            n_failed = pd.Series([int(n_fail.sum())])
+        grades = worst.to_numpy(dtype=object)
+        columns["grade"] = np.where(grades == "", None, grades)
+        columns["n_grade_failed"] = n_failed.to_numpy(dtype=np.int64)
     out = pd.DataFrame(columns, index=mean.index).reset_index(drop=not by)
     return out[out_cols].reset_index(drop=True)
 
@@ -255,7 +296,7 @@ def nonfinite_values(results: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
 def _is_stat_column(summary: pd.DataFrame, column: Any) -> bool:
     """Whether ``column`` of a :func:`summarize` frame is a statistic."""
     c = str(column)
-    if c == "n" or c.endswith(("_mean", "_sem", "_ci95")):
+    if c == "n" or c in _GRADE_STATS or c.endswith(("_mean", "_sem", "_ci95")):
         return True
     return c.endswith("_n") and f"{c[:-2]}_mean" in summary.columns
 
@@ -270,15 +311,20 @@ def summary_tables(
 ) -> list[tuple[list[str], list[list[str]]]]:
     """The summary as ``(header, rows)`` tables of at most ``per_table`` metrics each.
 
-    Each table repeats the group keys and ``n``; rows without a value in any of the table's
-    metrics (e.g. a variational method in a table of sampler metrics) are left out.
+    Each table repeats the group keys and ``n``, and with grades (:func:`summarize`) a
+    ``grade`` column: the worst grade of the sampled cells behind the row's means and how
+    many cells graded failed were left out of them (:func:`grade_cell`). Rows without a
+    value in any of the table's metrics (e.g. a variational method in a table of sampler
+    metrics) are left out, unless failed cells were.
     """
     keys = key_columns(summary)
     have_n = "n" in summary.columns
+    have_grade = "grade" in summary.columns
     tables = []
     for start in range(0, len(metrics), per_table):
         chunk = list(metrics[start : start + per_table])
         header = [str(k) for k in keys] + chunk + (["n"] if have_n else [])
+        header += ["grade"] if have_grade else []
         rows = []
         for _, rec in summary.iterrows():
             cells = [
@@ -287,16 +333,29 @@ def summary_tables(
                 )
                 for m in chunk
             ]
-            if all(c == "-" for c in cells):
+            if all(c == "-" for c in cells) and not (have_grade and rec["n_grade_failed"]):
                 continue
             rows.append(
                 [fmt_value(rec[k]) for k in keys]
                 + cells
                 + ([fmt_value(rec["n"])] if have_n else [])
+                + ([grade_cell(rec)] if have_grade else [])
             )
         if rows:
             tables.append((header, rows))
     return tables
+
+
+def grade_cell(rec: Any) -> str:
+    """A summary row's grade: the worst grade of its means' cells, and the failed ones left
+    out (``silver; 1 failed left out``); blank for ungraded rows."""
+    grade = rec.get("grade")
+    k = rec.get("n_grade_failed")
+    k = 0 if is_missing(k) else int(k)
+    text = "" if is_missing(grade) else str(grade)
+    if k:
+        text += f"{'; ' if text else ''}{k} failed left out"
+    return text
 
 
 def failed_table(failed: pd.DataFrame) -> tuple[list[str], list[list[str]]]:

@@ -79,8 +79,14 @@ def test_a_seed_only_sweep_reports_with_any_categorical_x(sampled_run, capsys) -
     for f in ("kl_diag_full_vs_method.png", "w_error_vs_method.png", "kl_null.png"):
         assert (out / "figures" / f).is_file(), f
     assert main(["report", str(out)]) == 0
+    # zoo report lists the sampled cells per grade, and what kept each from the next one
+    printed = capsys.readouterr().out
+    assert "grades of 2 sampled cells: failed 2\n" in printed
+    assert ": not bronze: r_hat_pred, ess_bulk_pred" in printed
     md = (out / "report.md").read_text()
-    assert md.startswith("# bnn-zoo report: seeds_only\n\n**KL(q_diag ‖ q_full) [nats]: nuts ")
+    assert md.startswith("# bnn-zoo report: seeds_only\n\n**KL(q_diag ‖ q_full) [nats]: ")
+    # the tiny NUTS cells (2 chains of 35 draws) are graded failed: no mean, said so
+    assert "no value: the 2 sampled cells behind it were graded failed" in md.split("\n")[2]
     # x: seed shows single cells; the headline still gives the means over seeds
     files = build_report(out, load_spec(spec, ["report={x: seed, figures: [accuracy]}"]))
     assert "figures/accuracy_vs_seed.png" in files
@@ -115,7 +121,9 @@ def test_the_report_describes_the_spec_as_run(sampled_run) -> None:
     assert "max_tree_depth 2" in settings
     # the shipped description is labelled as such, not presented as this run
     assert "The spec's description, as written (the settings above are the ones run): " in md
-    assert "one seed: no error bars" in md  # one seed: no s.e. claimed
+    # one seed: no s.e. claimed (its one tiny NUTS cell is graded failed: no value at all)
+    assert "KL(q_diag ‖ q_full) [nats]: no value: the 1 sampled cell behind it was" in md
+    assert "± " not in md.split("## Settings of this run")[0]
     # back to the spec as shipped: two seeds again
     assert main(["run", str(spec), "--out", str(out), "--no-progress"]) == 0
     assert "- Seeds: 0, 1 (2 seeds)" in (out / "report.md").read_text()

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from reports.sampler_report import grade_lines, sampler_record
 from zoo.cli.checks import check_data, check_device, check_widths
 from zoo.cli.common import UsageError
 from zoo.cli.summary import print_summary
@@ -119,7 +120,23 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise UsageError(f"cannot write the report in {a.run_dir}: {e.strerror or e}") from None
     print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
     print_summary(a.run_dir)
+    _print_grades(RunDir(a.run_dir), spec)
     return 0
+
+
+def _print_grades(run: RunDir, spec) -> None:
+    """Per reference grade, how many of the spec's sampled cells, and what each one below
+    gold failed (:func:`reports.sampler_report.grade_lines`)."""
+    ids = {c.cell_id for c in spec.cells()}
+    graded = {
+        r["cell_id"]: sampler_record(r.get("metrics") or {})
+        for r in run.records()
+        if r["cell_id"] in ids
+        and r.get("status") == "ok"
+        and (r.get("metrics") or {}).get("reference_grade")
+    }
+    for line in grade_lines(graded):
+        print(line)
 
 
 def cmd_status(a: argparse.Namespace) -> int:
@@ -138,4 +155,5 @@ def cmd_status(a: argparse.Namespace) -> int:
     for problem in run.problems():
         print(f"zoo: damaged file: {problem}", file=sys.stderr)
     print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
+    _print_grades(run, spec)
     return 0

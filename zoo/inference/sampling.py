@@ -34,7 +34,15 @@ from zoo.models.base import BayesianNet
 from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
 from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
 
-__all__ = ["SampledPosterior", "fit_chees", "fit_hmc", "fit_nuts", "sampler_fit", "thin"]
+__all__ = [
+    "SampledPosterior",
+    "fit_chees",
+    "fit_hmc",
+    "fit_nuts",
+    "sampler_fit",
+    "superchains",
+    "thin",
+]
 
 
 def thin(draws: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
@@ -43,6 +51,19 @@ def thin(draws: Mapping[str, np.ndarray], n: int) -> dict[str, np.ndarray]:
     total = next(iter(flat.values())).shape[0]
     idx = np.unique(np.linspace(0, total - 1, min(n, total)).round().astype(int))
     return {k: v[idx] for k, v in flat.items()}
+
+
+def superchains(chains: int, init_fits: int) -> tuple[int, ...] | None:
+    """The superchain id of each chain when ``chains`` are split among ``init_fits`` starts.
+
+    The blocks are :func:`~zoo.inference.mcmc.streaming.group_sizes`'s (contiguous, the
+    larger first), the ones :func:`fit_chees` starts from the ``init_fits`` fits; None with
+    one block (every chain from the same fit: one superchain).
+    """
+    sizes = group_sizes(chains, init_fits)
+    if len(sizes) < 2:
+        return None
+    return tuple(int(k) for k in np.repeat(np.arange(len(sizes)), sizes))
 
 
 @dataclass(frozen=True)
@@ -62,6 +83,14 @@ class SampledPosterior:
     site_slices : dict of str to slice, optional
         Where each site sits in the flat vector of ``moments`` (``FlatPotential.site_slices``;
         ``noise`` as its log); None without moments.
+    superchain_ids : tuple of int, optional
+        The superchain of each chain (Margossian et al. 2024): chains started from the same
+        independent fit of ``init_from`` share an id (ChEES with ``init_fits`` K > 1: the K
+        contiguous blocks, :func:`superchains`). None where all chains come from one start
+        (one superchain: nested R-hat does not apply). NUTS and HMC have None: their chains
+        all start at the ``init_from`` fit's median, or each at its own prior draw (then
+        one chain per superchain, where nested R-hat is the classic R-hat without splitting,
+        Margossian et al. 2024, which the split R-hat already covers).
 
     ``sample(n, seed)`` returns ``n`` draws evenly spaced over all chains (:func:`thin`; the
     seed is not used: the draws are already random).
@@ -71,11 +100,21 @@ class SampledPosterior:
     device: torch.device = torch.device("cpu")
     moments: Moments | None = None
     site_slices: Mapping[str, slice] | None = None
+    superchain_ids: tuple[int, ...] | None = None
 
     @property
     def chains(self) -> int:
         """Number of chains."""
         return int(next(iter(self.draws.values())).shape[0])
+
+    def subset(self, chains: np.ndarray) -> SampledPosterior:
+        """The posterior of the chains ``chains`` only (their superchain ids with them)."""
+        ids = self.superchain_ids
+        return SampledPosterior(
+            {k: v[chains] for k, v in self.draws.items()},
+            self.device,
+            superchain_ids=None if ids is None else tuple(ids[int(c)] for c in chains),
+        )
 
     def sample(self, n: int, seed: int) -> dict[str, torch.Tensor]:
         return {k: torch.as_tensor(v, device=self.device) for k, v in thin(self.draws, n).items()}
@@ -310,7 +349,13 @@ def fit_chees(
         max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
     )
     posterior = SampledPosterior(
-        result.draws, ctx.runtime.device, moments=summary, site_slices=dict(pot.site_slices)
+        result.draws,
+        ctx.runtime.device,
+        moments=summary,
+        site_slices=dict(pot.site_slices),
+        # the init_fits blocks; with init_from: prior every chain starts at its own prior
+        # draw, but not from a fit: one superchain (the spec refuses init_fits > 1 there)
+        superchain_ids=superchains(method.chains, method.init_fits) if init is not None else None,
     )
     return Fit(
         posterior,

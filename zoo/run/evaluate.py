@@ -17,7 +17,12 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   :func:`reports.predictive.predictive_convergence`: ``max_r_hat_pred``,
   ``min_ess_bulk_pred``, ...), all draws as the ArviZ file and, when the chains
   started from a variational method, the agreement and total variation distance between
-  its predictive distribution and the sampler's.
+  its predictive distribution and the sampler's. With superchains (ChEES's ``init_fits``
+  blocks, :attr:`~zoo.inference.SampledPosterior.superchain_ids`) also the nested R-hat of
+  the weights and of the predictions (``rhat_nested``, ``rhat_nested_pred``; None with one
+  superchain: it does not apply), the fractions of divergent and of saturated transitions,
+  and the cell's ``reference_grade`` with ``grade_failed`` (:func:`grade_record`,
+  :mod:`reports.grade`).
 
 A metric that does not apply to a cell is None (JSON null, blank in results.csv): r_hat
 with one chain, tree statistics a sampler does not record. NaN always means a numerical
@@ -47,7 +52,9 @@ import torch
 
 from reports.calibration import classification_metrics, regression_metrics
 from reports.diagnostics import diagnostic_gates
+from reports.grade import reference_grade
 from reports.predictive import predictive_agreement, predictive_convergence, predictive_tv
+from reports.superchains import posterior_rhat_nested
 from zoo.data import Dataset, TorchData
 from zoo.inference import Fit, PointPosterior, SampledPosterior, VIPosterior
 from zoo.models.base import BayesianNet
@@ -69,6 +76,7 @@ __all__ = [
     "chain_probs",
     "evaluate",
     "evaluate_fit",
+    "grade_record",
     "pointwise",
     "posterior_datatree",
     "predictive_probs",
@@ -345,8 +353,9 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         out["tv_vi"] = predictive_tv(vi_probs, probs)
     stats = fit.sample_stats
     keep = archived_chains(post, ctx.data.x_train.shape[0] + x_test.shape[0])
+    transitions = post.chains * int(fit.stats.get("draws_per_chain") or 0)
     if keep is not None:  # thousands of chains: the file holds evenly spaced chains
-        post = SampledPosterior({k: v[keep] for k, v in post.draws.items()}, post.device)
+        post = post.subset(keep)
         stats = {k: np.asarray(v)[keep] for k, v in stats.items()}
         out["archived_chains"] = len(keep)
     dt = _archive(ctx, post.all(), post.chains, sampled=True, sample_stats=stats)
@@ -362,12 +371,42 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         mean_tree_steps=float(np.mean(stats["n_steps"])) if "n_steps" in stats else None,
         step_size=float(np.median(stats["step_size"])) if "step_size" in stats else None,
         gates_failed=",".join(gates.failed),
+        # superchains (init_fits blocks); with one, the nested R-hat is None (does not apply)
+        superchains=len(set(post.superchain_ids or (0,))),
+        rhat_nested=posterior_rhat_nested(dt, post.superchain_ids),
+        divergent_frac=_fraction(fit.stats.get("n_divergent"), transitions),
+        saturated_frac=_saturated(ctx.cell.method, gates, stats),
     )
     if ctx.ds.n_classes > 0:  # do the chains agree on the predictions?
-        out.update(predictive_convergence(chain_probs(model, x_test, post)))
+        probs = chain_probs(model, x_test, post)
+        out.update(predictive_convergence(probs, post.superchain_ids))
     if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
         out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}
+
+
+def _fraction(k: Any, n: int) -> float | None:
+    return None if k is None or n <= 0 else float(k) / n
+
+
+def _saturated(method: Any, gates: Any, stats: Mapping[str, Any]) -> float | None:
+    """Fraction of the file's transitions whose trajectory hit its cap: NUTS at
+    ``max_tree_depth``, ChEES at ``max_leapfrog``; None for HMC (fixed steps)."""
+    if gates.n_max_tree_depth is not None:
+        return _fraction(gates.n_max_tree_depth, gates.n_transitions)
+    cap = getattr(method, "max_leapfrog", None)
+    if cap is None or "n_steps" not in stats:
+        return None
+    steps = np.asarray(stats["n_steps"])
+    return _fraction(int(np.count_nonzero(steps >= cap)), steps.size)
+
+
+def grade_record(metrics: Mapping[str, Any]) -> dict[str, str]:
+    """``reference_grade`` and ``grade_failed`` (comma-separated gates) of a sampled cell's
+    metrics (:func:`reports.grade.reference_grade`); a cell whose study adds ``kl_ess_n``
+    is graded again with it (:func:`zoo.run.cell.run_cell`)."""
+    g = reference_grade(metrics)
+    return {"reference_grade": g.grade, "grade_failed": ",".join(g.failed)}
 
 
 #: Columns a cell records that the report's summary tables leave out: sizes and fit
@@ -376,7 +415,8 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
 HIDDEN_COLUMNS: frozenset[str] = frozenset(
     "n_train final_loss best_step ess_bulk_q05 ess_bulk_q50 min_ess_tail mean_tree_steps "
     "step_size max_r_hat min_ess_bulk n_divergent n_max_tree_depth max_r_hat_pred "
-    "median_r_hat_pred min_ess_bulk_pred median_ess_bulk_pred n_pred_constant".split()
+    "median_r_hat_pred min_ess_bulk_pred median_ess_bulk_pred n_pred_constant superchains "
+    "rhat_nested rhat_nested_pred divergent_frac saturated_frac".split()
 )
 
 
@@ -397,4 +437,6 @@ def evaluate_fit(ctx: CellContext, fit: Fit) -> Outputs:
     metrics["fit_seconds"] = fit.seconds
     more, artifacts = OUTPUTS[type(fit.posterior)](ctx, fit, draws)
     metrics.update(more)
+    if isinstance(fit.posterior, SampledPosterior):
+        metrics.update(grade_record(metrics))
     return metrics, artifacts

@@ -47,6 +47,7 @@ from reports.figures.metric_vs import figure_name, metric_figure
 from reports.headline import headline
 from reports.labels import METRIC_LABELS, Labels, plural, repeat_word
 from reports.tables import (
+    GRADE_NOTE,
     failed_table,
     key_columns,
     nonfinite_values,
@@ -296,6 +297,7 @@ def run_document(
                 f"others are NaN or infinite: see the notes); - means no value."
             )
         )
+        blocks += [Paragraph(GRADE_NOTE)] if "grade" in summary.columns else []
         n_keys = len(key_columns(summary))
         blocks += [Table(h, r, n_text=n_keys) for h, r in summary_tables(summary, table_metrics)]
     else:

@@ -1,8 +1,8 @@
 """The sampler diagnostics section of a run's report.
 
 Its tables come from what each sampled cell recorded when it ran (``zoo.run.evaluate``:
-R-hat, ESS, gates, divergences, transitions at the maximum tree depth; made into tables and
-advice by :mod:`reports.sampler_report`), so the diagnostics are computed once; a cell's
+R-hat, ESS, gates, divergences, transitions at the maximum tree depth, the reference grade;
+made into tables and advice by :mod:`reports.sampler_report`, with the grades' gate table), so the diagnostics are computed once; a cell's
 ArviZ file is read only to draw the trace and rank plots of the worst cells
 (:func:`reports.figures.diagnostics.trace_rank_figure`), and only its ``posterior`` and
 ``sample_stats`` groups.
@@ -19,6 +19,7 @@ from reports.document import Section, section
 from reports.figures.diagnostics import trace_rank_figure
 from reports.sampler_report import (
     SAMPLER_INTRO,
+    grade_blocks,
     sampler_advice,
     sampler_record,
     sampler_tables,
@@ -67,10 +68,12 @@ def sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section |
         )
     conv, samp = sampler_tables(sampled, axes, records)
     n_flag = sum(1 for d in records.values() if d.failed)
+    grade_paras, grade_tables = grade_blocks(records)
     paras = [
         SAMPLER_INTRO,
         f"{n_flag} of {len(records)} sampled cells fail at least one gate."
         + ("" if n_flag else " Nothing to fix."),
+        *grade_paras,
         *sampler_advice(list(records.values())),
     ]
     figs, unread = [], []
@@ -104,4 +107,4 @@ def sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section |
             "CDF; chains that mix stay inside the grey 95% band, a chain stuck elsewhere "
             "leaves it (Säilynoja et al. 2022)."
         )
-    return section("Sampler diagnostics", paras, [conv, samp], figs)
+    return section("Sampler diagnostics", paras, [conv, samp, *grade_tables], figs)
