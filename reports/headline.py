@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from reports.grade import worst_grade
+from reports.grade import usable_for, worst_grade
 from reports.labels import (
     METRIC_LABELS,
     Labels,
@@ -38,6 +38,7 @@ def headline(
     over: str | None = "seed",
     max_groups: int = 4,
     labels: Labels = METRIC_LABELS,
+    use: str = "predictions",
 ) -> str | None:
     """One sentence saying what ``metric`` does along ``x``, computed from the summary.
 
@@ -60,6 +61,10 @@ def headline(
         Lines described; the others are counted.
     labels : mapping, default METRIC_LABELS
         The label table (:func:`reports.labels.metric_label`).
+    use : {"predictions", "weights"}, default "predictions"
+        What the metric needs of a sampled line's reference grade
+        (:func:`reports.grade.usable_for`): a weight-space metric (a KL or W2 of the weights'
+        draws) needs silver or better, and a line graded lower says so after its grade.
 
     Returns
     -------
@@ -113,7 +118,7 @@ def headline(
         else:
             parts.append(f"{who}{'rises' if b > a else 'falls'} from {ends}")
     more = len(groups) - max_groups
-    parts = [p + _grades(sub) for p, (_, _, sub) in zip(parts, groups, strict=False)]
+    parts = [p + _grades(sub, use) for p, (_, _, sub) in zip(parts, groups, strict=False)]
     text = "; ".join(parts) + (f"; and {more} more {plural('line', more)}" if more > 0 else "")
     if gone:
         text += f"; {gone} failed {plural('cell', gone)} left out where no value remains"
@@ -129,8 +134,10 @@ def _left_out(rows: pd.DataFrame) -> int:
     return int(pd.to_numeric(rows["n_grade_failed"], errors="coerce").fillna(0).sum())
 
 
-def _grades(sub: pd.DataFrame) -> str:
-    """`` [grade silver; 1 failed cell left out]`` for a line of sampled cells, else ``""``."""
+def _grades(sub: pd.DataFrame, use: str = "predictions") -> str:
+    """`` [grade silver; 1 failed cell left out]`` for a line of sampled cells, else ``""``;
+    where the line's worst grade does not support ``use`` (:func:`reports.grade.usable_for`)
+    it says so: ``[grade bronze: not enough for a weight-space number, which needs silver]``."""
     if "grade" not in sub.columns:
         return ""
     grade = worst_grade(sub["grade"])
@@ -138,4 +145,6 @@ def _grades(sub: pd.DataFrame) -> str:
     said = ([f"grade {grade}"] if grade else []) + (
         [f"{k} failed {plural('cell', k)} left out"] if k else []
     )
+    if grade and not usable_for(grade, use):
+        said[0] += ": not enough for a weight-space number, which needs silver or better"
     return f" [{'; '.join(said)}]" if said else ""

@@ -241,3 +241,17 @@ def test_the_sampler_section_lists_grades_and_the_cli_lines() -> None:
     assert s_header[-2:] == ["grade", "kept from the next grade by"]
     assert s_rows[1][-2:] == ["bronze", "r_hat, ess_bulk"]
     assert grade_blocks({"x": sampler_record({"max_r_hat": 1.0})}) == ([], [])
+
+
+def test_a_weight_space_headline_says_when_its_grade_does_not_support_it() -> None:
+    s = summarize(_graded_results(), ["kl"], by=["method", "depth"])
+    weights = headline(s, "kl", "depth", "method", use="weights")
+    assert "[grade bronze: not enough for a weight-space number, which needs silver" in weights
+    predictions = headline(s, "kl", "depth", "method")
+    assert "[grade bronze; 1 failed cell left out]" in predictions
+    assert "not enough" not in predictions
+    silver = _graded_results().query("reference_grade != 'bronze'")
+    ok = headline(
+        summarize(silver, ["kl"], by=["method", "depth"]), "kl", "depth", "method", use="weights"
+    )
+    assert "not enough" not in ok and "grade silver" in ok

@@ -99,6 +99,17 @@ def report_labels() -> tuple[Labels, frozenset[str], dict[str, str]]:
     return labels, frozenset(hidden), companions
 
 
+def weight_space_metrics() -> frozenset[str]:
+    """The metrics of the studies that declare ``weight_space``: what a sampled cell may
+    report only with the weights' gates passed (silver or better)."""
+    return frozenset(
+        m
+        for study in STUDIES.values()
+        if getattr(study, "weight_space", False)
+        for m in study.labels
+    )
+
+
 # --------------------------------------------------------------------------- axes
 
 
@@ -259,6 +270,7 @@ def run_document(
         results.csv and summary.csv.
     """
     labels, hidden, companions = report_labels()
+    weight_space = weight_space_metrics()
     have_rows = len(results) > 0
     numeric, over, axes = _numeric(results, spec), _over(spec), _axes(spec)
     x, hue = report_axes(spec, list(results.columns) if have_rows else axes)
@@ -276,7 +288,8 @@ def run_document(
             break
         # a trend along seeds says nothing: the means over seeds
         args = (x if x != over else "method", "method") if single else (x, hue)
-        sentence = headline(summary, m, *args, over=over, labels=labels)
+        use = "weights" if m in weight_space else "predictions"
+        sentence = headline(summary, m, *args, over=over, labels=labels, use=use)
         blocks += [Paragraph(sentence, headline=True)] if sentence else []
     blocks += [Heading("Settings of this run"), Bullets(run_settings(spec, results))]
     failed = results[results["status"] != "ok"] if have_rows else results.iloc[0:0]

@@ -122,6 +122,11 @@ class StudyPlugin:
         A metric never plotted alone -> the metric drawn in a panel beside it.
     headline : tuple of str
         The study's few metrics the terminal summary shows first, in order.
+    weight_space : bool
+        Whether the study's metrics are functionals of the weights' draws (a KL or W2 of
+        their covariance): on a sampled cell they need the weights' gates, a reference grade
+        of silver or better (:func:`reports.grade.usable_for`), and the report says so where
+        a line's grade is lower.
     """
 
     name: str
@@ -131,6 +136,7 @@ class StudyPlugin:
     hidden: frozenset[str] = frozenset()
     companions: Mapping[str, str] = field(default_factory=dict)
     headline: tuple[str, ...] = ()
+    weight_space: bool = False
 
     def probe(self, section: Any, ctx: CellContext) -> Probe | None:
         return self.make_probe(section, ctx)

@@ -66,4 +66,5 @@ STUDY = StudyPlugin(
     hidden=HIDDEN,
     companions=COMPANIONS,
     headline=("kl_diag_full", "kl_debiased", "kl_null", "w2_diag_full"),
+    weight_space=True,
 )
