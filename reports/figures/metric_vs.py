@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from reports.figures import figure_png
+from reports.grade import usable_for
 from reports.labels import (
     METRIC_LABELS,
     Labels,
@@ -66,8 +67,13 @@ def _draw_panel(
     *,
     results: pd.DataFrame | None,
     over: str | None,
+    weights: bool = False,
 ) -> str:
-    """Draw one metric against ``x`` on ``ax``; return what the error bars are."""
+    """Draw one metric against ``x`` on ``ax``; return what the error bars are.
+
+    With ``weights`` (a weight-space metric), a mean whose sampled cells' worst reference
+    grade is below what such a number needs (:func:`reports.grade.usable_for`) is drawn as a
+    hollow marker, and the returned text says so."""
     mean_col, sem_col = f"{metric}_mean", f"{metric}_ci95"
     ax.grid(True, alpha=0.35)
     ax.set_xlabel(axis_label(x))
@@ -90,6 +96,7 @@ def _draw_panel(
     ok = None
     if points:
         ok = results[results["status"] == "ok"] if "status" in results.columns else results
+    hollow = False
     dodge = axis.categorical and hue is not None and hue != x and len(groups) > 1
     width = 0.5 / max(1, len(groups))
     for gi, (label, key, sub) in enumerate(groups):
@@ -107,6 +114,13 @@ def _draw_panel(
             color = line.get_color()
             if np.any(sem > 0):
                 ax.fill_between(px, mean - sem, mean + sem, color=color, alpha=0.2, linewidth=0)
+        if weights and "grade" in sub.columns:
+            low = np.array(
+                [isinstance(g, str) and not usable_for(g, "weights") for g in sub["grade"]]
+            )
+            if low.any():
+                hollow = True
+                ax.scatter(px[low], mean[low], s=70, facecolors="white", edgecolors=color, zorder=4)
         if ok is not None:
             rows = matching(ok, line_keys, key)
             y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float)
@@ -125,6 +139,8 @@ def _draw_panel(
                 )
     if points:
         errors += f"; crosses: single {plural(repeat_word(over), 2)}"
+    if hollow:
+        errors += "; hollow: reference grade below silver, not enough for this weight-space number"
     if axis.integral:
         ax.set_xticks(axis.ticks, labels=axis.labels)
     if axis.categorical:
@@ -157,9 +173,11 @@ def metric_figure(
     over: str | None = "seed",
     companion: str | None = None,
     labels: Labels = METRIC_LABELS,
+    weight_space: frozenset[str] = frozenset(),
 ) -> tuple[bytes, str]:
     """PNG bytes of ``metric`` (and its companion panel) against ``x``, and its caption
-    (parameters as :func:`plot_metric_vs`)."""
+    (parameters as :func:`plot_metric_vs`; ``weight_space``: the metrics that need the
+    weights' gates, drawn hollow where the grade behind a mean is too low for them)."""
     metrics = [metric] + ([companion] if companion else [])
     if len(summary.columns):
         missing = [c for c in (x, *(f"{m}_mean" for m in metrics)) if c not in summary.columns]
@@ -174,7 +192,9 @@ def metric_figure(
     axes = fig.subplots(1, len(metrics), squeeze=False)[0]
     captions = []
     for i, (ax, m) in enumerate(zip(axes, metrics, strict=True)):
-        errors = _draw_panel(ax, summary, x, m, hue, results=results, over=over)
+        errors = _draw_panel(
+            ax, summary, x, m, hue, results=results, over=over, weights=m in weight_space
+        )
         name = metric_label(m, labels, unit=False)
         head = title if (i == 0 and title is not None) else f"{name} vs {axis_word(x)}"
         ax.set_title(_wrap(f"{head} ({errors})"), fontsize=10)

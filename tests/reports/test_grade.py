@@ -255,3 +255,13 @@ def test_a_weight_space_headline_says_when_its_grade_does_not_support_it() -> No
         summarize(silver, ["kl"], by=["method", "depth"]), "kl", "depth", "method", use="weights"
     )
     assert "not enough" not in ok and "grade silver" in ok
+
+
+def test_a_weight_space_figure_draws_a_mean_of_too_low_a_grade_hollow() -> None:
+    from reports.figures.metric_vs import metric_figure
+
+    s = summarize(_graded_results(), ["kl"], by=["method", "depth"])
+    png, caption = metric_figure(s, "depth", "kl", "method", weight_space=frozenset({"kl"}))
+    assert png.startswith(b"\x89PNG") and "hollow: reference grade below silver" in caption
+    _, plain = metric_figure(s, "depth", "kl", "method")  # not a weight-space metric
+    assert "hollow" not in plain

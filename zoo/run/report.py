@@ -332,6 +332,7 @@ def run_document(
                 over=None if single else over,
                 companion=companion,
                 labels=labels,
+                weight_space=weight_space,
             )
             blocks.append(Figure(f"figures/{figure_name(m, x)}", png, caption))
     blocks += _study_sections(store, results, spec) if have_rows else []
