@@ -59,6 +59,8 @@ METRIC_LABELS: dict[str, tuple[str, str | None]] = {
     "min_ess_tail": ("smallest tail ESS", "draws"),
     "n_divergent": ("divergent transitions", None),
     "draws_per_chain": ("draws per chain", "draws"),
+    "mass_ratio_q05": ("adapted inverse mass over the draws' variance, 5% quantile", None),
+    "mass_ratio_median": ("adapted inverse mass over the draws' variance, median", None),
 }
 #: Sweep axis -> (axis label; short word used in sentences, e.g. "at depth 2").
 AXIS_LABELS: dict[str, tuple[str, str]] = {

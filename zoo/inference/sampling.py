@@ -39,6 +39,7 @@ __all__ = [
     "fit_chees",
     "fit_hmc",
     "fit_nuts",
+    "mass_ratio",
     "sampler_fit",
     "superchains",
     "thin",
@@ -224,6 +225,9 @@ def _fit_sampler(
         draws_per_chain=result.drawn,
         warmup_seconds=result.warmup_seconds,
     )
+    flat = pot.ravel(result.draws).detach()  # (C, S, D), unconstrained as the mass is
+    variance = flat.reshape(-1, flat.shape[-1]).double().var(0).cpu().numpy()
+    stats.update(mass_ratio(result.adapted.inverse_mass_matrix, variance))
     return Fit(
         SampledPosterior(result.draws, ctx.runtime.device),
         result.seconds,
@@ -347,6 +351,9 @@ def fit_chees(
         n_eff=None if summary is None else float(summary.n_eff),  # NaN: a coordinate never moved
         # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
         max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
+        **mass_ratio(
+            adapted.inverse_mass_matrix, None if summary is None else np.diag(summary.cov)
+        ),
     )
     posterior = SampledPosterior(
         result.draws,
@@ -366,6 +373,49 @@ def fit_chees(
         sample_stats=result.sample_stats,
         init=init_fit,
     )
+
+
+def mass_ratio(
+    inverse_mass: np.ndarray | None, variance: np.ndarray | None
+) -> dict[str, float | None]:
+    r"""How far the adapted mass matrix is from the spread the chains then reached.
+
+    A diagonal inverse mass matrix is the sampler's estimate of each coordinate's posterior
+    variance, taken from the warm-up's draws (Stan's windowed adaptation; ChEES pools it
+    across chains). When the chains start under-dispersed (from a variational fit) and the
+    estimate is frozen before they have spread, the slowest coordinates get a mass far too
+    heavy for their true scale and take tiny steps: the ratio
+    :math:`r_d = M^{-1}_{dd} / \widehat{\mathrm{Var}}(z_d)` of the adapted inverse mass to
+    the variance of the post-warm-up draws is then well below 1 for them (issue 26).
+
+    Parameters
+    ----------
+    inverse_mass : np.ndarray or None
+        ``(C, D)`` per chain (averaged over chains) or ``(D,)``; None: not reported.
+    variance : np.ndarray or None
+        ``(D,)``: the post-warm-up draws' variance of each unconstrained coordinate.
+
+    Returns
+    -------
+    dict
+        ``mass_ratio_q05`` and ``mass_ratio_median``: the 5% quantile and the median of
+        :math:`r_d` over the coordinates with a positive, finite variance (None where there
+        is nothing to compare).
+    """
+    none = {"mass_ratio_q05": None, "mass_ratio_median": None}
+    if inverse_mass is None or variance is None:
+        return none
+    m = np.asarray(inverse_mass, dtype=float)
+    m = m.mean(0) if m.ndim == 2 else m
+    v = np.asarray(variance, dtype=float)
+    ok = np.isfinite(m) & np.isfinite(v) & (v > 0)
+    if m.shape != v.shape or not ok.any():
+        return none
+    r = m[ok] / v[ok]
+    return {
+        "mass_ratio_q05": float(np.quantile(r, 0.05)),
+        "mass_ratio_median": float(np.median(r)),
+    }
 
 
 def _max_finite(values: np.ndarray | None) -> float | None:

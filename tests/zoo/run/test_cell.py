@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,6 +13,7 @@ import zoo.models
 from tests import specs
 from zoo.cli.checks import CPU_ONLY_KINDS
 from zoo.inference import METHODS, Hooks, combine_hooks, fit
+from zoo.inference.sampling import mass_ratio
 from zoo.run.cell import CellOutput, run_cell
 from zoo.run.evaluate import OUTPUTS
 from zoo.runtime import Runtime
@@ -213,3 +215,16 @@ def test_every_method_and_study_makes_its_tensors_on_the_datas_device(
             continue
         out = run_cell(cell, Runtime.cpu())
         assert _plain(outputs[name][1].metrics).items() <= _plain(out.metrics).items(), name
+
+
+def test_samplers_record_how_their_adapted_mass_compares_with_the_draws_spread(outputs):
+    for name in ("nuts", "chees"):
+        m = outputs[name][0].metrics
+        assert 0 < m["mass_ratio_q05"] <= m["mass_ratio_median"], (name, m)
+    # a mass frozen at a tenth of the spread reads 0.1; coordinates that never moved are left out
+    var = np.array([1.0, 4.0, 0.0, 9.0])
+    r = mass_ratio(np.stack([0.1 * var, 0.1 * var]), var)
+    assert r["mass_ratio_median"] == pytest.approx(0.1) and r["mass_ratio_q05"] == pytest.approx(
+        0.1
+    )
+    assert mass_ratio(None, var) == {"mass_ratio_q05": None, "mass_ratio_median": None}
