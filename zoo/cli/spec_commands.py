@@ -29,7 +29,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
             spec = load_spec(path, a.overrides)
             check_data(spec, missing_ok=True)
             check_widths(spec)
-            print(f"{path}: ok ({len(spec.cells())} cells)")
+            what = "a simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
+            print(f"{path}: ok ({what})")
         except SpecError as e:
             bad += 1
             print("\n".join(e.messages), file=sys.stderr)

@@ -136,3 +136,10 @@ def test_cov_file_holding_a_precision(tmp_path: Path) -> None:
     assert not (tmp_path / "run2" / "results.csv").exists()
     specs.write_spec(p, specs.simulation("gaussian", "f", cov_file="h.npy", dims=[5]))
     assert main(["validate", str(p)]) == 2
+
+
+def test_validate_says_a_simulation_is_one(capsys) -> None:
+    from zoo.cli import main
+
+    assert main(["validate", "specs/gaussian_ground_truth.yaml"]) == 0
+    assert "specs/gaussian_ground_truth.yaml: ok (a simulation)" in capsys.readouterr().out

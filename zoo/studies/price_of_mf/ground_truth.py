@@ -59,9 +59,9 @@ TABLE_COLUMNS = [
 ]
 
 
-def _num(v: Any) -> str:
-    """A float to 4 significant digits, '' for None or NaN."""
-    return "" if v is None or not np.isfinite(v) else f"{v:.4g}"
+def _num(v: Any, digits: int = 4) -> str:
+    """A float to ``digits`` significant digits, '' for None or NaN."""
+    return "" if v is None or not np.isfinite(v) else f"{v:.{digits}g}"
 
 
 def _seed(seed: int, replicate: int, stream: GroundTruthStream) -> int:
@@ -158,7 +158,7 @@ def run_ground_truth(
         log(
             f"D = {dim}: true KL {m['kl_true']:.4g}, excess {m['kl_excess']:.4g} "
             f"+- {m['excess_se']:.2g}, debiased {_num(m['kl_debiased'])} "
-            f"+- {_num(m['kl_debiased_se'])}, n_eff {_num(m['n_eff'])} "
+            f"+- {_num(m['kl_debiased_se'], 2)}, n_eff {_num(m['n_eff'])} "
             f"({row['seconds']:.0f} s)"
         )
     results = pd.DataFrame(rows)
