@@ -20,9 +20,9 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   its predictive distribution and the sampler's. With superchains (ChEES's ``init_fits``
   blocks, :attr:`~zoo.inference.SampledPosterior.superchain_ids`) also the nested R-hat of
   the weights and of the predictions (``rhat_nested``, ``rhat_nested_pred``; None with one
-  superchain: it does not apply), the fractions of divergent and of saturated transitions,
-  and the cell's ``reference_grade`` with ``grade_failed`` (:func:`grade_record`,
-  :mod:`reports.grade`).
+  superchain: it does not apply) and the fractions of divergent and of saturated
+  transitions, the gates of the cell's ``reference_grade`` (:func:`grade_record`, applied
+  by :func:`zoo.run.cell.run_cell` once the studies have added theirs).
 
 A metric that does not apply to a cell is None (JSON null, blank in results.csv): r_hat
 with one chain, tree statistics a sampler does not record. NaN always means a numerical
@@ -403,8 +403,8 @@ def _saturated(method: Any, gates: Any, stats: Mapping[str, Any]) -> float | Non
 
 def grade_record(metrics: Mapping[str, Any]) -> dict[str, str]:
     """``reference_grade`` and ``grade_failed`` (comma-separated gates) of a sampled cell's
-    metrics (:func:`reports.grade.reference_grade`); a cell whose study adds ``kl_ess_n``
-    is graded again with it (:func:`zoo.run.cell.run_cell`)."""
+    metrics (:func:`reports.grade.reference_grade`); :func:`zoo.run.cell.run_cell` grades
+    once, after the studies, so that a study's gate metric (``kl_ess_n``) counts."""
     g = reference_grade(metrics)
     return {"reference_grade": g.grade, "grade_failed": ",".join(g.failed)}
 
@@ -437,6 +437,4 @@ def evaluate_fit(ctx: CellContext, fit: Fit) -> Outputs:
     metrics["fit_seconds"] = fit.seconds
     more, artifacts = OUTPUTS[type(fit.posterior)](ctx, fit, draws)
     metrics.update(more)
-    if isinstance(fit.posterior, SampledPosterior):
-        metrics.update(grade_record(metrics))
     return metrics, artifacts
