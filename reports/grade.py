@@ -11,8 +11,11 @@ gates of :data:`GATES`, data that the report prints as its table (:func:`gate_ta
   of both (Vehtari et al.'s 400 per quantity of interest), no divergent transition, at most
   1% of trajectories saturated (NUTS at its maximum tree depth, ChEES at ``max_leapfrog``),
   and, where the cell records it, an ESS of the centred squares (``kl_ess_n``, what the
-  sampling bias of the plug-in KL depends on) :math:`\ge 400`;
-- **silver**: :math:`\hat R \le 1.05` (split and nested) of weights and predictions, bulk
+  sampling bias of the plug-in KL depends on) :math:`\ge 400`, and the split and nested
+  :math:`\hat R \le 1.01` of the KL itself (:mod:`reports.kl_rhat`: Vehtari et al.'s
+  :math:`\hat R` per quantity of interest, here of the KL's per-draw influence values);
+- **silver**: :math:`\hat R \le 1.05` (split and nested) of weights, predictions and,
+  where recorded, the KL, bulk
   ESS :math:`\ge 100` of both, divergences at most 0.1% of the transitions;
 - **bronze**: the prediction gates alone pass (:math:`\hat R_\mathrm{pred} \le 1.05`,
   split and nested, bulk ESS of the predictions :math:`\ge 100`): the chains agree on the
@@ -132,6 +135,15 @@ GATES: tuple[Gate, ...] = (
         "trajectories at max tree depth / max_leapfrog",
     ),
     Gate("kl_ess", "kl_ess_n", ">=", {"gold": 400}, False, "ESS of the centred squares (KL)"),
+    Gate("kl_r_hat", "kl_rhat", "<=", _WEIGHTS, False, "split R-hat of the KL itself"),
+    Gate(
+        "kl_r_hat_nested",
+        "kl_rhat_nested",
+        "<=",
+        _WEIGHTS,
+        False,
+        "nested R-hat of the KL itself (superchains)",
+    ),
 )
 
 #: What each grade may be used for.

@@ -40,10 +40,13 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from arviz_stats.base import array_stats
 
 from reports.gaussian import CovMethod, fit_gaussian, kl_diag_full
 from reports.kl_null import kl_shift_null
 from reports.kl_reference import debiased_kl_draws, ess
+from reports.kl_rhat import kl_rhat
+from reports.w2_reference import debiased_w2_draws, w2sq_diag_full
 
 __all__ = [
     "ess",
@@ -115,7 +118,12 @@ def ground_truth_metrics(
         ``excess_group_mean``, ``excess_group_sd``, ``excess_se``; ``n_eff`` (all draws),
         ``ess_median`` (of the coordinates themselves); per fraction ``kl_f<pct>`` and
         ``n_eff_f<pct>``; ``kl_bias`` (the exact bias at ``n_eff``), ``kl_debiased``,
-        ``kl_debiased_se`` (with ``kl_bias_se``, the bias's own error, in it); ``squares_n``, the centred squares' pooled ESS, for comparison.
+        ``kl_debiased_se`` (with ``kl_bias_se``, the bias's own error, in it); ``squares_n``,
+        the centred squares' pooled ESS, for comparison; ``kl_rhat`` (the KL's own split
+        R-hat, :mod:`reports.kl_rhat`) and ``max_r_hat`` (the coordinates' largest); the
+        closed-form W2(q_diag, q_full) squared of the truth (``w2sq_true``), of the draws
+        (``w2sq``) and jackknife-debiased (``w2sq_debiased`` and ``w2sq_debiased_se``,
+        :mod:`reports.w2_reference`).
         ``n_eff`` is the KL's own n (until issue 26 the median ESS of the centred squares).
     """
     x = np.asarray(draws, dtype=float)
@@ -161,6 +169,17 @@ def ground_truth_metrics(
         kl_debiased=deb.debiased if exact else None,
         kl_debiased_se=deb.se if exact else None,
         kl_bias_se=deb.bias_se if exact else None,
+    )
+    w2 = debiased_w2_draws(x, groups=groups, jitter=jitter)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        coord_rhat = np.asarray(array_stats.rhat(x, method="rank", chain_axis=0, draw_axis=1))
+    out.update(
+        kl_rhat=kl_rhat(x, jitter=jitter).rhat,
+        max_r_hat=float(np.max(coord_rhat)),
+        w2sq_true=w2sq_diag_full(cov_true),
+        w2sq=w2.w2sq,
+        w2sq_debiased=w2.w2sq_debiased if exact else None,
+        w2sq_debiased_se=w2.se if exact else None,
     )
     for f in fractions:
         sub = x[:, : max(2, math.ceil(f * s))]

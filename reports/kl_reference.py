@@ -95,8 +95,10 @@ __all__ = [
     "ess",
     "jackknife_se",
     "kl_bias_n",
+    "group_moments",
     "kl_debiased",
     "mean_ess",
+    "merge_groups",
     "pooled_n",
     "squares_ess",
     "squares_ess_from_moments",
@@ -276,7 +278,7 @@ def kl_bias_n(
     if g < 2 or d < 2:
         return None, None
     total = float(counts.sum())
-    pooled = _merge(counts, means, m2s)
+    pooled = merge_groups(counts, means, m2s)
     pooled[np.diag_indices(d)] += jitter
     lam, vec = np.linalg.eigh(0.5 * (pooled + pooled.T))
     if not lam[0] > 0:
@@ -366,7 +368,7 @@ def _kl_of(cov: np.ndarray, jitter: float, blocks: Mapping[str, Any] | None = No
     return kl_diag_full(c, blocks)
 
 
-def _merge(counts: np.ndarray, means: np.ndarray, m2s: np.ndarray) -> np.ndarray:
+def merge_groups(counts: np.ndarray, means: np.ndarray, m2s: np.ndarray) -> np.ndarray:
     """Pooled ``ddof=1`` covariance of groups with counts, means and co-moments (Chan)."""
     total = float(counts.sum())
     mean = (counts[:, None] * means).sum(0) / total
@@ -385,7 +387,7 @@ def _debias(
     """The KL of all groups debiased, per block, and the jackknife over the groups (each
     leave-out debiased at n scaled by the fraction of the draws it keeps)."""
     g, d = means.shape
-    kls = _kl_of(_merge(counts, means, m2s), jitter, dict(blocks or {}) or None)
+    kls = _kl_of(merge_groups(counts, means, m2s), jitter, dict(blocks or {}) or None)
     kl = float(kls if isinstance(kls, float) else kls["total"])
     n, rel = kl_bias_n(counts, means, m2s, jitter=jitter)
     deb = kl_debiased(kl, n, d)
@@ -397,7 +399,7 @@ def _debias(
     leave_out: list[float | None] = []
     for k in range(g if deb is not None else 0):
         keep = np.arange(g) != k
-        kl_k = float(_kl_of(_merge(counts[keep], means[keep], m2s[keep]), jitter))
+        kl_k = float(_kl_of(merge_groups(counts[keep], means[keep], m2s[keep]), jitter))
         leave_out.append(kl_debiased(kl_k, n * counts[keep].sum() / counts.sum(), d))
     bias = None if deb is None else kl - deb
     jk = jackknife_se(leave_out)
@@ -424,15 +426,27 @@ def debiased_kl_draws(
     x = np.asarray(draws, dtype=float)
     if x.ndim != 3:
         raise ValueError(f"draws must have shape (chains, draws, D), got {x.shape}")
+    c, s, _ = x.shape
+    counts, means, m2s = group_moments(x, groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sq = pooled_n(squares_ess(x), c * s, ess(x))
+    return _debias(counts, means, m2s, sq, jitter, blocks)
+
+
+def group_moments(
+    draws: np.ndarray, groups: int | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Counts ``(G,)``, means ``(G, D)`` and co-moments ``(G, D, D)`` of ``groups``
+    contiguous chain groups of ``draws`` ``(C, S, D)`` (default ``min(8, C)``, as
+    :func:`numpy.array_split` splits the chains)."""
+    x = np.asarray(draws, dtype=float)
     c, s, d = x.shape
     g = min(8, c) if groups is None else max(1, min(int(groups), c))
     parts = np.array_split(np.arange(c), g)
     counts = np.array([len(p) * s for p in parts], dtype=float)
     means = np.stack([x[p].reshape(-1, d).mean(0) for p in parts])
     m2s = np.stack([_comoment(x[p].reshape(-1, d) - means[i]) for i, p in enumerate(parts)])
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sq = pooled_n(squares_ess(x), c * s, ess(x))
-    return _debias(counts, means, m2s, sq, jitter, blocks)
+    return counts, means, m2s
 
 
 def _comoment(y: np.ndarray) -> np.ndarray:

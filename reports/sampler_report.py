@@ -50,6 +50,8 @@ CONVERGENCE_COLUMNS = [
     "min_ess_bulk_pred",
     "rhat_nested",
     "rhat_nested_pred",
+    "kl_rhat",
+    "kl_rhat_nested",
 ]
 #: Columns of the sampler table (after the cell's sweep axes).
 SAMPLER_COLUMNS = [
@@ -75,7 +77,9 @@ SAMPLER_INTRO = (
     "non-finite r_hat fails), bulk ESS >= 100, no divergence, no transition at the maximum "
     "tree depth. Where the chains run in superchains (ChEES's init_fits blocks, each from its "
     "own fit of init_from), rhat_nested and rhat_nested_pred are the nested R-hat of the "
-    "weights and of the predictions (Margossian et al. 2024; n/a with one superchain). Each "
+    "weights and of the predictions (Margossian et al. 2024; n/a with one superchain). With "
+    "the price-of-mean-field study, kl_rhat and kl_rhat_nested are the split and nested R-hat "
+    "of the KL itself (of its per-draw influence values, reports.kl_rhat). Each "
     "cell's grade and the gates that kept it from the next grade up close the second table; "
     "the gates of the grades follow."
 )

@@ -25,11 +25,17 @@ def ground_truth_figure(rows: Sequence[dict[str, Any]], fractions: Sequence[floa
     ax = fig.subplots()
     for i, r in enumerate(rows):
         color = f"C{i}"
-        inv = np.array([1 / r[f"n_eff_f{round(100 * f)}"] for f in fractions])
-        kl = np.array([r[f"kl_f{round(100 * f)}"] for f in fractions])
+        n_eff = [r[f"n_eff_f{round(100 * f)}"] for f in fractions]
+        known = [n is not None and np.isfinite(n) and n > 0 for n in n_eff]
+        # no effective n (the groups' covariances spread less than the KL's noise would
+        # make them: chains that have not explored S): nothing to place on the axis
+        inv = np.array([1 / n for n, k in zip(n_eff, known, strict=True) if k])
+        kl = np.array(
+            [r[f"kl_f{round(100 * f)}"] for f, k in zip(fractions, known, strict=True) if k]
+        )
         ax.plot(inv, kl, "o", color=color, label=f"D = {r['dim']}: KL of the draws")
         deb = r.get("kl_debiased")
-        if deb is not None and np.isfinite(deb):
+        if deb is not None and np.isfinite(deb) and inv.size:
             d = int(r["dim"])
             top = min(inv.max(), 1 / (d + 1))
             grid = np.linspace(0, top, 40)[1:]

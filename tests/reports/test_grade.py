@@ -135,6 +135,11 @@ def test_grades_step_down_gate_by_gate() -> None:
     assert reference_grade(gold) == ("gold", ())
     assert reference_grade({**gold, "kl_ess_n": 399.0}) == ("silver", ("kl_ess",))
     assert reference_grade({**gold, "saturated_frac": 0.02}) == ("silver", ("saturation",))
+    # the KL's own R-hat: a weight gate, optional (only cells with the price-of-MF study)
+    assert reference_grade({**gold, "kl_rhat": 1.02}) == ("silver", ("kl_r_hat",))
+    kl_split = reference_grade({**gold, "kl_rhat": 1.2, "kl_rhat_nested": 1.1})
+    assert kl_split == ("bronze", ("kl_r_hat", "kl_r_hat_nested"))
+    assert reference_grade({**gold, "kl_rhat": None, "kl_rhat_nested": None}).grade == "gold"
     silver = {**gold, "max_r_hat": 1.03, "divergent_frac": 0.0005}
     assert reference_grade(silver) == ("silver", ("r_hat", "divergences"))
     bronze = {**gold, "max_r_hat": 1.3, "min_ess_bulk": 20.0}

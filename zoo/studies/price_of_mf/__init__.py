@@ -24,6 +24,13 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "kl_debiased_se": ("chain-group (jackknife) standard error of the debiased KL", "nats"),
     "ess_mean_n": ("median ESS of the weights' means (not the KL's n)", "draws"),
     "w2_diag_full": ("W2(q_diag, q_full) of the Gaussian fits, closed form", "parameter units"),
+    "w2sq_debiased": (
+        "W2(q_diag, q_full)² less its sampling bias (chain-group jackknife)",
+        "squared parameter units",
+    ),
+    "w2sq_debiased_se": ("jackknife standard error of the debiased W2²", "squared parameter units"),
+    "kl_rhat": ("split R-hat of the KL (of its per-draw influence values)", None),
+    "kl_rhat_nested": ("nested R-hat of the KL over superchains", None),
     "w2_null": ("sampling floor of the closed-form W2 (shift-null draws)", "parameter units"),
     "w2_null_sd": ("spread of the closed-form W2's sampling floor", "parameter units"),
     "w_error": (
@@ -46,6 +53,8 @@ HIDDEN = frozenset(
         "kl_source",
         "ess_mean_n",
         "kl_squares_n",
+        "kl_rhat",
+        "kl_rhat_nested",
         "w_diag",
         "w_full",
         "w_diag_self",

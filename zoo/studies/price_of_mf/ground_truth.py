@@ -54,6 +54,12 @@ TABLE_COLUMNS = [
     "n_eff",
     "squares_n",
     "kl_null_draws",
+    "kl_rhat",
+    "max_r_hat",
+    "w2sq_true",
+    "w2sq",
+    "w2sq_debiased",
+    "w2sq_debiased_se",
     "n_divergent",
     "seconds",
 ]
@@ -158,7 +164,9 @@ def run_ground_truth(
         log(
             f"D = {dim}: true KL {m['kl_true']:.4g}, excess {m['kl_excess']:.4g} "
             f"+- {m['excess_se']:.2g}, debiased {_num(m['kl_debiased'])} "
-            f"+- {_num(m['kl_debiased_se'], 2)}, n_eff {_num(m['n_eff'])} "
+            f"+- {_num(m['kl_debiased_se'], 2)}, n_eff {_num(m['n_eff'])}, KL R-hat "
+            f"{_num(m['kl_rhat'])}; true W2^2 {m['w2sq_true']:.4g}, debiased "
+            f"{_num(m['w2sq_debiased'])} +- {_num(m['w2sq_debiased_se'], 2)} "
             f"({row['seconds']:.0f} s)"
         )
     results = pd.DataFrame(rows)
@@ -204,7 +212,12 @@ def run_ground_truth(
             f"{', '.join(f'{round(100 * f)}%' for f in sim.fractions)} of every chain against "
             "1/n_eff with the exact bias curve through kl_debiased: a curve, not a line (the "
             "bias has a D^3 / 6n^2 term), so a straight-line extrapolation to 1/n = 0 is "
-            "biased low.",
+            "biased low. kl_rhat is the KL's own split R-hat (of its per-draw influence "
+            "values, reports/kl_rhat.py) and max_r_hat the coordinates' largest: where they "
+            "fail (above 1.01) the chains have not explored S and no bias correction "
+            "recovers kl_true. w2sq_true, w2sq and w2sq_debiased are W2(q_diag, q_full)^2 of "
+            "S, of the draws, and of the draws less their sampling bias (a jackknife over the "
+            "chain groups, reports/w2_reference.py) with its s.e.",
         ],
         [(TABLE_COLUMNS, table)],
         [("kl_vs_inverse_n_eff", ground_truth_figure(rows, sim.fractions))],

@@ -13,6 +13,11 @@ records (Farquhar, Smith & Gal 2020):
 - ``kl_ess_n``, ``kl_bias_ess``, ``kl_debiased`` and ``kl_debiased_se``: the exact sampling
   bias of the KL at the effective n of the covariance's terms, measured independently of the
   null, the KL less it and its chain-group error (below);
+- ``w2sq_debiased`` and ``w2sq_debiased_se``: the closed-form W2(q_diag, q_full) squared
+  less its sampling bias, by a jackknife over the same chain groups
+  (:mod:`reports.w2_reference`; empirical fits only);
+- ``kl_rhat`` and ``kl_rhat_nested``: the split and nested R-hat of the KL itself, of its
+  per-draw influence values (:mod:`reports.kl_rhat`), which the grade gates;
 - for a softmax classifier (more than one output), ``kl_output_columns``: the KLs of the output layer's columns, block by
   block, the part that the softmax's invariance to shifting all logits alone explains;
 - with ``kl_target_draws``, the stopping rule of the sampler (``Hooks.stop_when``): draw
@@ -84,7 +89,9 @@ from reports.draws import FlatDraws, column_blocks, flatten_sites
 from reports.gaussian import fit_gaussian, gaussian_from_moments, kl_diag_full, kl_sampling_bias
 from reports.kl_null import kl_shift_null
 from reports.kl_reference import DebiasedKL, debiased_kl_draws, debiased_kl_moments
+from reports.kl_rhat import kl_rhat
 from reports.price_of_mf import diag_vs_full, diag_vs_full_moments
+from reports.w2_reference import DebiasedW2, debiased_w2_draws, debiased_w2_groups
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.mcmc.streaming import Moments
 from zoo.inference.sampling import SampledPosterior
@@ -240,6 +247,13 @@ class PriceOfMeanFieldProbe:
         out["kl_debiased_se"] = deb.se if exact and bias is not None else None
         for name, value in deb.blocks.items():
             out[f"kl_debiased.{name}"] = value if exact else None
+        w2: DebiasedW2 = out.pop("_w2")
+        out["w2sq_debiased"] = w2.w2sq_debiased if exact else None
+        out["w2sq_debiased_se"] = w2.se if exact else None
+        x = flat.draws.reshape(post.chains, -1, flat.draws.shape[1])
+        out["kl_rhat"], out["kl_rhat_nested"] = kl_rhat(
+            x, getattr(post, "superchain_ids", None), jitter=gf.jitter
+        )
         return out, {}
 
     def _softmax(self) -> bool:
@@ -279,6 +293,7 @@ class PriceOfMeanFieldProbe:
             kl_source="draws",
             ess_mean_n=bulk_ess_n(flat.draws, post.chains),
             _debiased=debiased_kl_draws(x, jitter=gf.jitter, blocks=flat.blocks),
+            _w2=debiased_w2_draws(x, jitter=gf.jitter),
         )
         return out
 
@@ -327,7 +342,12 @@ class PriceOfMeanFieldProbe:
             jitter=gf.jitter,
             blocks=flat.blocks,
         )
+        counts = np.asarray(m.group_sizes, dtype=float) * m.n
+        m2s = np.asarray(m.group_cov, dtype=float) * (counts - 1)[:, None, None]
         out.update(
-            kl_source="moments", ess_mean_n=n_eff if np.isfinite(n_eff) else None, _debiased=deb
+            kl_source="moments",
+            ess_mean_n=n_eff if np.isfinite(n_eff) else None,
+            _debiased=deb,
+            _w2=debiased_w2_groups(counts, m.group_mean, m2s, jitter=gf.jitter),
         )
         return out
