@@ -54,6 +54,7 @@ __all__ = [
     "UnitStats",
     "contribution_variance",
     "effective_units",
+    "effective_units_per_draw",
     "functional_metrics",
     "gaussian_kl",
     "pruned_fraction",
@@ -264,6 +265,25 @@ def effective_units(shares: np.ndarray) -> float:
         return float("nan")
     q = float((s**2).sum())
     return float(s.sum() ** 2 / q) if q > 0 else float("nan")
+
+
+def effective_units_per_draw(act: np.ndarray, w_next: np.ndarray) -> np.ndarray:
+    """:func:`effective_units` of each draw on its own (``(S,)``): one network's function.
+
+    The null of an untrained network is per draw: pooled over draws of the prior, whose units
+    are exchangeable, the shares even out and the ratio tends to the layer's width, however
+    few units carry each single network's output.
+    """
+    a = np.asarray(act, np.float64)
+    w = np.asarray(w_next, np.float64)
+    return np.array(
+        [
+            effective_units(
+                variance_shares(np.sum(contribution_variance(a[i : i + 1], w[i : i + 1]), 0))
+            )
+            for i in range(a.shape[0])
+        ]
+    )
 
 
 def functional_metrics(

@@ -52,6 +52,8 @@ class Stream(IntEnum):
     PRUNING = 9
     #: Posterior draws along the pruning study's trajectory.
     PRUNING_TRAJECTORY = 10
+    #: Prior draws and unit shuffles of the pruning study's nulls.
+    PRUNING_NULL = 11
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

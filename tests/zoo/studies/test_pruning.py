@@ -11,6 +11,7 @@ import pyro
 import pytest
 import torch
 
+from reports.pruning import effective_units
 from tests import specs
 from zoo.cli import main
 from zoo.inference import NO_HOOKS, Hooks, fit
@@ -18,6 +19,7 @@ from zoo.run.cell import run_cell
 from zoo.run.store import RunDir
 from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
+from zoo.studies.pruning.nulls import functional_nulls, prior_draws, shuffled_units_eff
 from zoo.studies.pruning.probe import (
     PruningProbe,
     draw_moments,
@@ -325,3 +327,43 @@ def test_overpruning_specs_use_local_reparameterization_for_mf_and_gd(name: str)
     assert {"mean_field", "fixed_variance"} <= kinds
     for g in guides:
         assert getattr(g, "local_reparam", False) == (g.kind in ("mean_field", "fixed_variance"))
+
+
+def test_the_nulls_of_the_rule_free_measure(tmp_path: Path, cell_context) -> None:
+    """Issue 27's nulls. Units whose incoming weights and bias are all 0 (tanh(0) = 0: no
+    variance) are switched off: 4 of 8 carry the output, and shuffling the layer's entries
+    over all positions spreads the zeros so that every unit varies (more effective units).
+    Without unit structure (i.i.d. weights) the measure sits among its shuffles. Prior draws
+    have the prior's scale; the prior null is one network at a time."""
+    ctx = cell_context(_cell(specs.load(tmp_path, SPEC), "MF"))
+    gen = torch.Generator().manual_seed(1)
+    s = 6
+    iid = {
+        "layer0.weight": torch.randn(s, 8, 13, generator=gen),
+        "layer0.bias": torch.randn(s, 8, generator=gen),
+        "layer1.weight": torch.randn(s, 1, 8, generator=gen),
+        "layer1.bias": torch.zeros(s, 1),
+    }
+    pruned = {**iid, "layer1.weight": torch.ones(s, 1, 8)}
+    pruned["layer0.weight"] = iid["layer0.weight"].clone()
+    pruned["layer0.weight"][:, 4:] = 0.0
+    pruned["layer0.bias"] = iid["layer0.bias"].clone()
+    pruned["layer0.bias"][:, 4:] = 0.0
+    x = ctx.data.x_test
+    prior = prior_draws(ctx.model, iid, 200, seed=3)
+    assert {k: v.shape[1:] for k, v in prior.items()} == {k: v.shape[1:] for k, v in iid.items()}
+    loc, scale = ctx.model.prior_params["layer0.weight"]
+    assert float(prior["layer0.weight"].std()) == pytest.approx(scale, rel=0.05)
+    off = functional_nulls(ctx.model, x, pruned, prior, seed=0)
+    assert off["units_eff_sub.layer0"] <= 4.0 + 1e-9
+    assert off["units_eff_shuffled.layer0"] > off["units_eff_sub.layer0"] + 1.0, off
+    plain = functional_nulls(ctx.model, x, iid, prior, seed=0)
+    gap = abs(plain["units_eff_sub.layer0"] - plain["units_eff_shuffled.layer0"])
+    assert gap < 3 * plain["units_eff_shuffled_sd.layer0"] + 0.5, plain
+    assert 1.0 < plain["units_eff_prior.layer0"] < 8.0
+    assert plain["units_eff_prior_sd.layer0"] > 0
+    # the prior null is per network: pooling the prior's draws evens the shares out
+    pooled = effective_units(functional_outputs(ctx.model, x, prior)[0][0])
+    assert pooled > plain["units_eff_prior.layer0"] + 1.0, (pooled, plain)
+    one = shuffled_units_eff(ctx.model, x, pruned, 0, shuffles=2, seed=5)
+    assert one == shuffled_units_eff(ctx.model, x, pruned, 0, shuffles=2, seed=5)

@@ -20,6 +20,14 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "units_eff": ("effective number of hidden units (participation ratio)", "units"),
     "units_eff_frac": ("effective fraction of hidden units", None),
     "pruned_var_share": ("share of output variance on rule-pruned units", None),
+    "units_eff_draw": ("effective units of one posterior draw's network, mean over draws", "units"),
+    "units_eff_prior": ("null: effective units of a network drawn from the prior", "units"),
+    "units_eff_prior_sd": ("spread of the prior null over prior draws", "units"),
+    "units_eff_shuffled": (
+        "null: effective units with outgoing weights shuffled among the units",
+        "units",
+    ),
+    "units_eff_shuffled_sd": ("spread of the shuffled-unit null over shuffles", "units"),
 }
 
 

@@ -51,6 +51,7 @@ from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
 from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
+from zoo.studies.pruning.nulls import functional_nulls, hidden_activations, prior_draws
 
 __all__ = [
     "ARTIFACT",
@@ -101,19 +102,6 @@ def draw_moments(draws: Mapping[str, torch.Tensor], model: BayesianNet) -> Momen
     return out
 
 
-def hidden_activations(
-    model: BayesianNet, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
-) -> list[torch.Tensor]:
-    """Activations of every hidden layer, each of shape ``(S, len(x), width)``."""
-    acts = []
-    h = x
-    with torch.no_grad():
-        for w, b in model.layer_sites()[:-1]:
-            h = model.act(torch.matmul(h, draws[w].transpose(-1, -2)) + draws[b].unsqueeze(-2))
-            acts.append(h)
-    return acts
-
-
 def functional_outputs(
     model: BayesianNet, x: torch.Tensor, draws: Mapping[str, torch.Tensor]
 ) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
@@ -148,6 +136,8 @@ def pruning_outputs(
     spec: Any,
     trajectory: dict[str, np.ndarray] | None = None,
     x_test: torch.Tensor | None = None,
+    prior: Mapping[str, torch.Tensor] | None = None,
+    null_seed: int = 0,
 ) -> tuple[dict[str, float], bytes]:
     """Pruned fractions and effective units (metrics) and the per-unit statistics as ``.npz``.
 
@@ -157,8 +147,9 @@ def pruning_outputs(
     and a 20-bin histogram of the activations over the training inputs and draws in
     [-1, 1] (``layer{k}.act_hist``); for every method the variance shares of
     :func:`functional_outputs` at ``x_test`` (default ``x_train``); plus ``traj.<name>``
-    arrays. Metrics: :func:`reports.pruning.pruned_fraction` (with ``moments``) and
-    :func:`reports.pruning.functional_metrics` (always).
+    arrays. Metrics: :func:`reports.pruning.pruned_fraction` (with ``moments``),
+    :func:`reports.pruning.functional_metrics` (always) and, given ``prior`` draws,
+    :func:`functional_nulls` (shuffles seeded with ``null_seed``).
     """
     rule = rule_of(spec)
     layers, masks, arrays = [], [], {}
@@ -197,6 +188,9 @@ def pruning_outputs(
     np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     metrics = pruned_fraction(layers, rule) if layers else {}
     metrics.update(functional_metrics(shares, masks if layers else None))
+    if prior is not None:
+        x_null = x_train if x_test is None else x_test
+        metrics.update(functional_nulls(model, x_null, draws, prior, null_seed))
     return metrics, buf.getvalue()
 
 
@@ -310,6 +304,7 @@ class PruningProbe:
         n = 1 if isinstance(post, PointPosterior) else self.section.draws
         draws = post.sample(n, seed_for(self.ctx.seed, Stream.PRUNING))
         data = self.ctx.data
+        null_seed = seed_for(self.ctx.seed, Stream.PRUNING_NULL)
         metrics, npz = pruning_outputs(
             self.ctx.model,
             data.x_train,
@@ -318,5 +313,7 @@ class PruningProbe:
             self.section,
             traj,
             x_test=data.x_test,
+            prior=prior_draws(self.ctx.model, draws, self.section.draws, null_seed),
+            null_seed=null_seed,
         )
         return metrics, {ARTIFACT: npz}

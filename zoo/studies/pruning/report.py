@@ -174,6 +174,17 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "shares, never far above it). A large share on rule-pruned units, or many more "
             "effective than active units, means the rule's thresholds call units pruned "
             "that the network still uses.",
+            "The measure's nulls (issue 27). An untrained network is far from n effective "
+            "units: a tanh layer of 50 units with N(0, 1) weights has about 15-18, because "
+            "its activations and outgoing weights are unequal by chance. So the effective "
+            "units of one posterior draw's network (the pooled measure above averages "
+            "functions over draws, which evens out shares) are read against 'one prior "
+            "network', the same measure on networks drawn from the prior (mean ± spread "
+            "over draws, the null of no training); and the pooled measure against 'outgoing "
+            "weights shuffled', the same draws with each unit's outgoing weights given to "
+            "another unit (mean over 20 shuffles): pruning is the pairing of small "
+            "outgoing weights with the units that carry nothing, which the shuffle breaks. "
+            "Only a value clearly below both nulls shows pruning by this measure.",
         ]
         sections.append(
             section("Over-pruning: effective number of units (rule-free)", paras, [table])
@@ -360,6 +371,14 @@ def _effective_units_table(ok, methods, keys, groups, rows_of, over):
                 active = _mean_se(1.0 - pruned) if pruned is not None else (float("nan"),) * 2
                 share = r.get(f"pruned_var_share.layer{k}")
                 share = _mean_se(share) if share is not None else (float("nan"),) * 2
+                nulls = [
+                    _pm(*_mean_se(r[name])[:2], digits=1) if name in r.columns else ""
+                    for name in (
+                        f"units_eff_shuffled.layer{k}",
+                        f"units_eff_draw.layer{k}",
+                        f"units_eff_prior.layer{k}",
+                    )
+                ]
                 rows.append(
                     [
                         *map(str, key),
@@ -370,6 +389,7 @@ def _effective_units_table(ok, methods, keys, groups, rows_of, over):
                         _pm(*_mean_se(frac)[:2]) if frac is not None else "",
                         _pm(*active[:2]) or "n/a (no posterior std)",
                         _pm(*share[:2], digits=3) or "",
+                        *nulls,
                         str(len(r)),
                     ]
                 )
@@ -382,6 +402,9 @@ def _effective_units_table(ok, methods, keys, groups, rows_of, over):
         "effective fraction",
         "active fraction (rule)",
         "variance share of rule-pruned units",
+        "null: outgoing weights shuffled",
+        "one draw's network",
+        "null: one prior network",
         f"{over}s",
     ]
     return (header, rows) if rows else None
