@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"zoo {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def with_set(sp: argparse.ArgumentParser) -> None:
@@ -132,6 +133,12 @@ def _parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
     st.add_argument("run_dir", type=Path)
     return p
+
+
+def _version() -> str:
+    import zoo
+
+    return zoo.__version__
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:

@@ -14,6 +14,7 @@ from zoo.run.executors import WorkerStartError
 from zoo.run.rundir import OutdatedRunDir, RunDir, RunDirError, check_version
 from zoo.run.runner import build_report, default_out_dir, run_spec, spec_runtime
 from zoo.runtime import RuntimeUnavailable
+from zoo.shipped import resolve_spec
 from zoo.spec import load_spec
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
@@ -42,7 +43,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         out = a.out
         if out is not None:
             _check_version(out)
-        spec = load_spec(a.spec, a.overrides)
+        spec = load_spec(resolve_spec(a.spec), a.overrides)
         out = out or default_out_dir(spec)
     try:
         runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
