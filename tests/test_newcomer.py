@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 
+import zoo
+from reports.tables import summarize, summary_tables
+from tests import specs
 from zoo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,3 +28,52 @@ def test_dropping_the_sampler_skips_its_studies_with_a_warning(item: str, capsys
     for k, kind in ((0, "price_of_mean_field"), (2, "predictive")):
         assert f"warning: studies[{k}]: the {kind} study records no cell once --set " in err
         assert "dropped nuts" in err and "it is skipped" in err
+
+
+def test_summary_shows_settings_without_an_error() -> None:
+    results = pd.DataFrame(
+        {
+            "method": ["mfvi"] * 3,
+            "seed": [0, 1, 2],
+            "accuracy": [0.8, 0.9, 0.85],
+            "n_params": [257, 257, 257],
+            "width": [8, 8, 8],
+            "n_train": [100, 120, 110],  # differs between repeats: keeps its interval
+            "status": ["ok"] * 3,
+        }
+    )
+    summary = summarize(results, ["accuracy", "n_params", "width", "n_train"])
+    ((header, (row,)),) = summary_tables(summary, ["accuracy", "n_params", "width", "n_train"])
+    entry = dict(zip(header, row, strict=True))
+    assert entry["n_params"] == "257" and entry["width"] == "8"
+    assert " ± " in entry["accuracy"] and " ± " in entry["n_train"]
+
+
+def test_report_names_data_relative_states_the_test_set_and_has_no_entities(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(80, 2))
+    rows = [f"{a:.4f},{b:.4f},{int(a + b > 0)}" for a, b in x]
+    (project / "data" / "t.csv").write_text("a,b,y\n" + "\n".join(rows) + "\n")
+    path = specs.write_spec(
+        project,
+        name="relpath",
+        data=specs.csv("data/t.csv", "y", task="classification", test_fraction=0.25),
+        model=specs.mlp(depth=1, width=4),
+        inference=[specs.svi("mfvi", steps=10)],
+    )
+    run = zoo.run(path, out=project / "runs" / "r", workers=1)
+    assert run.outcome.n_failed == 0
+    md = run.report.read_text()
+    html = (run.dir / "report.html").read_text()
+    for text in (md, html):
+        assert str(tmp_path) not in text  # no absolute path of this machine
+    assert "path ../../data/t.csv" in md and "(paths relative to the run directory)" in md
+    assert "path: ../../data/t.csv" in md  # the spec dump too
+    assert "60 training and 20 test points in the cells" in md
+    assert "&amp;" not in md and "&lt;" not in md and "&gt;" not in md
+    # the run directory's own spec keeps the absolute path: a resume reads the same file
+    assert str(project / "data" / "t.csv") in (run.dir / "spec.yaml").read_text()

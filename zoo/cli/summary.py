@@ -40,7 +40,13 @@ def print_summary(out: Path) -> None:
         print(f"no finished cell to summarize yet (zoo status {out} lists the cells)")
         return
     width = shutil.get_terminal_size((100, 24)).columns  # COLUMNS, the terminal, or 100
-    hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
+    hidden = (
+        "n_train_mean",
+        "n_test_mean",
+        "final_loss_mean",
+        "n_var_params_mean",
+        "n_params_mean",
+    )
     means = [c for c in df.columns if c.endswith("_mean") and c not in hidden]
     keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_ci95", "_n"))]
     keys = [c for c in keys if c != "n" and c not in hidden]
