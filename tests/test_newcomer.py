@@ -3,6 +3,7 @@ spec, ``zoo status`` words, the report's text, and the commands' help."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,8 @@ import pytest
 import zoo
 from reports.tables import summarize, summary_tables
 from tests import specs
+from zoo.cli import main
+from zoo.run.store import RunStore
 from zoo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,3 +80,35 @@ def test_report_names_data_relative_states_the_test_set_and_has_no_entities(
     assert "&amp;" not in md and "&lt;" not in md and "&gt;" not in md
     # the run directory's own spec keeps the absolute path: a resume reads the same file
     assert str(project / "data" / "t.csv") in (run.dir / "spec.yaml").read_text()
+
+
+def test_status_says_running_while_a_run_holds_the_directory(tmp_path: Path, capsys) -> None:
+    spec = specs.load(tmp_path, name="st", sweep={"seed": [0, 1]})
+    store = RunStore(tmp_path / "run")
+    with store.lock():  # what a zoo run holds for its whole length
+        store.prepare()
+        store.write_spec(spec)
+        assert main(["status", str(store.root)]) == 0
+        held = capsys.readouterr().out.splitlines()
+    assert held[0] == (
+        f"done 0, running 2, failed 0, pending 0 (zoo run pid {os.getpid()} is going; "
+        "running counts its queued cells)"
+    )
+    assert [ln.split()[0] for ln in held[1:3]] == ["running/queued"] * 2
+    assert main(["status", str(store.root)]) == 0  # the run has ended: nothing is running
+    free = capsys.readouterr().out.splitlines()
+    assert free[0] == "done 0, failed 0, pending 2" and free[1].startswith("pending ")
+
+
+@pytest.mark.parametrize("command", ["validate", "show", "list", "report", "status"])
+def test_every_command_help_has_a_description_and_positional_help(command: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith(f"usage: zoo {command}") and description.strip()[0].isupper()
+    if "positional arguments:" in text:
+        block = text.split("positional arguments:\n")[1].split("\n\n")[0]
+        for line in block.splitlines():
+            if line.startswith("  ") and not line.startswith("   "):
+                assert len(line.split(None, 1)) == 2, f"no help for {line.strip()}"
