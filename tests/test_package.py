@@ -132,3 +132,8 @@ def test_the_wheel_runs_its_specs_from_anywhere(tmp_path: Path) -> None:
         "validate", "two_moons_depth", "--set", "inference=[mfvi]"
     )
     assert zoo_cli("--version").strip() == f"zoo {VERSION}"
+    cut = ["inference=[mfvi]", "studies=[]", "sweep.seed=[0]", "sweep.model.depth=[1]"]
+    cut += ["inference.mfvi.epochs=2", "data.n_train=100", "data.n_test=100"]
+    sets = [a for item in cut for a in ("--set", item)]
+    zoo_cli("run", "two_moons_depth", *sets, "--workers", "1", "--out", "r", "--no-progress")
+    assert "1 cell(s): 1 ok, 0 failed." in (away / "r" / "report.md").read_text()

@@ -15,7 +15,7 @@ not the package was imported before.
 
 from zoo.spec import Cell, Spec, SpecError, load_spec
 
-__all__ = ["Cell", "Run", "Spec", "SpecError", "__version__", "load_spec", "open_run", "run"]
+__all__ = ["Cell", "Run", "Spec", "SpecError", "load_spec", "open_run", "run"]
 
 _DISTRIBUTION = "bnn-zoo"
 

@@ -27,6 +27,7 @@ examples:
   zoo run specs/two_moons_depth.yaml --set sweep.seed=[0] --set sweep.model.depth=[1,4]
   zoo run specs/two_moons_depth.yaml --out runs/mine  rerun to resume an interrupted run
   zoo run runs/mine --retry-failed                    resume a run directory, rerun failed cells
+  zoo run two_moons_depth --set 'sweep.seed=[0]'      a shipped spec by name (zoo list), anywhere
   zoo run specs/two_moons_depth.yaml --workers 2      cells in 2 worker processes
   zoo run specs/two_moons_depth.yaml --executor ray --address auto   on a running Ray cluster
   zoo run specs/two_moons_depth.yaml --device cuda    on the GPUs, one worker per GPU
