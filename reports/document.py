@@ -222,9 +222,17 @@ def _flat(doc: Document) -> list[Block]:
 # --------------------------------------------------------------------------- Markdown
 
 
+#: What Markdown would read as markup rather than text: a ``<`` that opens a tag or a
+#: comment (a letter, ``/``, ``!`` or ``?`` follows) and a ``&`` that spells an entity
+#: (``&amp;``, ``&#60;``). Each gets a backslash; every other character stays as written.
+_MD_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
+
+
 def _md_escape(text: str) -> str:
-    """Escape text for a Markdown paragraph or table cell (no raw HTML, no pipes)."""
-    text = html.escape(str(text), quote=False)
+    """Escape text for a Markdown paragraph or table cell: plain text where it cannot be
+    read as raw HTML (``<=``, ``a & b`` stay as they are; ``<b>`` becomes ``\\<b>``), and
+    table pipes."""
+    text = _MD_MARKUP.sub(lambda m: "\\" + m.group(0), str(text))
     text = text.replace("|", "\\|")
     return " ".join(text.split())
 

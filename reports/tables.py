@@ -37,6 +37,7 @@ __all__ = [
     "GRADE_COLUMNS",
     "GRADE_NOTE",
     "METRIC_COLUMNS",
+    "SETTING_COLUMNS",
     "TABLE_METRICS_PER_TABLE",
     "failed_table",
     "grade_cell",
@@ -73,6 +74,17 @@ METRIC_COLUMNS: tuple[str, ...] = (
     "kl",
     "w2",
     "pruned_fraction",
+)
+#: Columns that describe a cell's setting (sizes fixed by its configuration), not a
+#: measurement: a summary table shows their value without an error, since ``257 ± 0`` reads
+#: as a measured spread; one that differs between the repeats keeps its interval.
+SETTING_COLUMNS: tuple[str, ...] = (
+    "n_params",
+    "n_var_params",
+    "width",
+    "laplace_dim",
+    "n_train",
+    "n_test",
 )
 #: A sampled cell's grade in results.csv, and the two columns :func:`summarize` gives of it.
 GRADE_COLUMNS: tuple[str, ...] = ("reference_grade", "grade_failed")
@@ -327,12 +339,7 @@ def summary_tables(
         header += ["grade"] if have_grade else []
         rows = []
         for _, rec in summary.iterrows():
-            cells = [
-                fmt_mean_sem(
-                    rec.get(f"{m}_mean"), rec.get(f"{m}_ci95"), rec.get(f"{m}_n"), rec.get("n")
-                )
-                for m in chunk
-            ]
+            cells = [_entry(rec, m) for m in chunk]
             if all(c == "-" for c in cells) and not (have_grade and rec["n_grade_failed"]):
                 continue
             rows.append(
@@ -344,6 +351,15 @@ def summary_tables(
         if rows:
             tables.append((header, rows))
     return tables
+
+
+def _entry(rec: Any, m: str) -> str:
+    """A summary table's entry: ``mean ± ci95 [k/n]``; a setting the same in every repeat
+    (:data:`SETTING_COLUMNS`) as its value alone."""
+    err = rec.get(f"{m}_ci95")
+    if m in SETTING_COLUMNS and (is_missing(err) or float(err) == 0.0):
+        err = None
+    return fmt_mean_sem(rec.get(f"{m}_mean"), err, rec.get(f"{m}_n"), rec.get("n"))
 
 
 def grade_cell(rec: Any) -> str:

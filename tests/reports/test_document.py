@@ -29,6 +29,7 @@ def _doc(png: bytes = PNG_MAGIC + b"x") -> Document:
         "Depth <sweep>",
         [
             Paragraph("KL falls", headline=True),
+            Paragraph("r_hat <= 1.01 & ESS > 400, a < b; not &amp; nor &#60;"),
             Heading("Settings of this run"),
             Bullets(["a note with <script>alert(1)</script>"]),
             Bullets([]),  # nothing to list: no block at all
@@ -45,12 +46,11 @@ def _doc(png: bytes = PNG_MAGIC + b"x") -> Document:
 def test_markdown_renders_every_block_once_escaped(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     md = to_markdown(_doc())
-    assert md.startswith("# Depth &lt;sweep&gt;\n\n**KL falls**\n\n## Settings of this run\n\n- a")
-    assert "<script>" not in md and "&lt;script&gt;" in md
-    assert (
-        "| model.depth | error |\n|---|---|\n| 1 | RuntimeError: &lt;b&gt;nan&lt;/b&gt; \\| loss |"
-        in md
-    )
+    # plain text where Markdown reads no markup; a tag's "<" and an entity's "&" escaped
+    assert md.startswith("# Depth \\<sweep>\n\n**KL falls**\n\nr_hat <= 1.01 & ESS > 400, ")
+    assert "a < b; not \\&amp; nor \\&#60;\n\n## Settings of this run\n\n- a" in md
+    assert not re.search(r"(?<!\\)<(script|b|/b)>", md) and "\\<script>" in md
+    assert "| model.depth | error |\n|---|---|\n| 1 | RuntimeError: \\<b>nan\\</b> \\| loss |" in md
     assert md.count("](figures/accuracy_vs_model_depth.png)") == 1
     assert "\n*accuracy [%] against depth*\n" in md
     assert "## Extra\n\ntext\n\n![figures/extra.png](figures/extra.png)\n" in md

@@ -27,6 +27,7 @@ examples:
   zoo run specs/two_moons_depth.yaml --set sweep.seed=[0] --set sweep.model.depth=[1,4]
   zoo run specs/two_moons_depth.yaml --out runs/mine  rerun to resume an interrupted run
   zoo run runs/mine --retry-failed                    resume a run directory, rerun failed cells
+  zoo run two_moons_depth --set 'sweep.seed=[0]'      a shipped spec by name (zoo list), anywhere
   zoo run specs/two_moons_depth.yaml --workers 2      cells in 2 worker processes
   zoo run specs/two_moons_depth.yaml --executor ray --address auto   on a running Ray cluster
   zoo run specs/two_moons_depth.yaml --device cuda    on the GPUs, one worker per GPU
@@ -49,6 +50,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("--version", action="version", version=f"zoo {_version()}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     def with_set(sp: argparse.ArgumentParser) -> None:
@@ -115,23 +117,60 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
     with_set(r)
 
-    v = sub.add_parser("validate", help="validate specs; print every problem with its line")
-    v.add_argument("specs", nargs="+", help="spec files")
+    v = sub.add_parser(
+        "validate",
+        help="validate specs; print every problem with its line",
+        description="Check spec files without running anything (no torch): every problem "
+        "as FILE:LINE:COL: field.path: message, all at once; exit 2 if any.",
+    )
+    v.add_argument(
+        "specs", nargs="+", metavar="SPEC", help="spec files or shipped spec names (zoo list)"
+    )
     with_set(v)
 
-    s = sub.add_parser("show", help="print the resolved spec, its cells and model sites")
-    s.add_argument("spec")
+    s = sub.add_parser(
+        "show",
+        help="print the resolved spec, its cells and model sites",
+        description="Print the spec with its defaults filled in and --set applied, its "
+        "sweep cells, and the sample sites of one cell's model (priors and shapes).",
+    )
+    s.add_argument("spec", metavar="SPEC", help="a spec file or a shipped spec's name")
     s.add_argument("--cell", type=int, default=0, help="index of the cell whose sites to show")
     with_set(s)
 
-    sub.add_parser("schema", help="print the JSON Schema of a spec")
-    sub.add_parser("list", help="list the specs shipped under specs/")
+    sub.add_parser(
+        "schema",
+        help="print the JSON Schema of a spec",
+        description="Print the JSON Schema of a spec, for editor completion and checks.",
+    )
+    sub.add_parser(
+        "list",
+        help="list the shipped specs",
+        description="List the specs shipped with bnn-zoo: name, cells (or simulation) and "
+        "description; the default is marked. `zoo run NAME` runs one from any directory.",
+    )
 
-    rp = sub.add_parser("report", help="rebuild tables and report of a run directory")
-    rp.add_argument("run_dir", type=Path)
-    st = sub.add_parser("status", help="done, failed and pending cells of a run directory")
-    st.add_argument("run_dir", type=Path)
+    rp = sub.add_parser(
+        "report",
+        help="rebuild tables and report of a run directory",
+        description="Rebuild results.csv, summary.csv, report.md, report.html and the "
+        "figures from the cells stored in a run directory (nothing is run).",
+    )
+    rp.add_argument("run_dir", type=Path, metavar="DIR", help="a run directory (zoo run --out)")
+    st = sub.add_parser(
+        "status",
+        help="done, running, failed and pending cells of a run directory",
+        description="Count the cells of a run directory by status and list those not done; "
+        "works while the run is going.",
+    )
+    st.add_argument("run_dir", type=Path, metavar="DIR", help="a run directory (zoo run --out)")
     return p
+
+
+def _version() -> str:
+    import zoo
+
+    return zoo.__version__
 
 
 def _command(name: str) -> Callable[[argparse.Namespace], int]:

@@ -9,11 +9,12 @@ from pathlib import Path
 from reports.sampler_report import grade_lines, sampler_record
 from zoo.cli.checks import check_data, check_device, check_widths
 from zoo.cli.common import UsageError
-from zoo.cli.summary import print_summary
+from zoo.cli.summary import print_summary, run_holder
 from zoo.run.executors import WorkerStartError
 from zoo.run.rundir import OutdatedRunDir, RunDir, RunDirError, check_version
 from zoo.run.runner import build_report, default_out_dir, run_spec, spec_runtime
 from zoo.runtime import RuntimeUnavailable
+from zoo.shipped import resolve_spec
 from zoo.spec import load_spec
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
@@ -42,7 +43,7 @@ def cmd_run(a: argparse.Namespace) -> int:
         out = a.out
         if out is not None:
             _check_version(out)
-        spec = load_spec(a.spec, a.overrides)
+        spec = load_spec(resolve_spec(a.spec), a.overrides)
         out = out or default_out_dir(spec)
     try:
         runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
@@ -140,20 +141,31 @@ def _print_grades(run: RunDir, spec) -> None:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    """``zoo status DIR``: the done, failed and pending cells of a run directory."""
+    """``zoo status DIR``: the counts of done, running, failed and pending cells of a run
+    directory, then the cells not done (failed first)."""
     spec = _run_dir_spec(a.run_dir)
     run = RunDir(a.run_dir)
     stored = {r["cell_id"]: r for r in run.records()}  # damaged records are left out
-    counts = {"ok": 0, "failed": 0, "pending": 0}
+    pid = run_holder(a.run_dir)  # a zoo run is going: the cells not stored are its to run
+    waiting = "pending" if pid is None else "running"
+    counts = {"ok": 0, "running": 0, "failed": 0, "pending": 0}
+    lines: dict[str, list[str]] = {"failed": [], waiting: []}
     for c in spec.cells():
         rec = stored.get(c.cell_id, {})
-        st = rec.get("status", "pending")
+        st = rec.get("status", waiting)
         counts[st] = counts.get(st, 0) + 1
         if st != "ok":
             note = "  (its worker died; a resume runs it again)" if rec.get("retry") else ""
-            print(f"{st:<8} {c.cell_id}{note}")
+            lines[st].append(f"{'running/queued' if st == 'running' else st:<8} {c.cell_id}{note}")
+    running = "" if pid is None else f"running {counts['running']}, "
+    going = "" if not pid else f" (zoo run pid {pid} is going; running counts its queued cells)"
+    print(
+        f"done {counts['ok']}, {running}failed {counts['failed']}, pending {counts['pending']}"
+        + going
+    )
+    for line in lines["failed"] + lines[waiting]:
+        print(line)
     for problem in run.problems():
         print(f"zoo: damaged file: {problem}", file=sys.stderr)
-    print(f"done {counts['ok']}, failed {counts['failed']}, pending {counts['pending']}")
     _print_grades(run, spec)
     return 0

@@ -11,6 +11,7 @@ import zoo.models
 from zoo.cli.common import UsageError
 from zoo.run.runner import spec_runtime
 from zoo.run.store import dump_spec
+from zoo.shipped import resolve_spec
 from zoo.spec import load_spec
 
 __all__ = ["cmd_show"]
@@ -18,7 +19,7 @@ __all__ = ["cmd_show"]
 
 def cmd_show(a: argparse.Namespace) -> int:
     """``zoo show SPEC``: the resolved spec, its cells and one cell's sample sites."""
-    spec = load_spec(a.spec, a.overrides)
+    spec = load_spec(resolve_spec(a.spec), a.overrides)
     print(dump_spec(spec))
     cells = spec.cells()
     print(f"# {len(cells)} cells")

@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
-from pathlib import Path
+import textwrap
 
 from zoo.cli.checks import check_data, check_widths
 from zoo.cli.common import UsageError
+from zoo.shipped import DEFAULT_SPEC, resolve_spec, shipped_dir, shipped_specs
 from zoo.spec import Spec, SpecError, load_spec
 
 __all__ = ["cmd_list", "cmd_schema", "cmd_validate"]
-
-
-def _specs_dir() -> Path:
-    here = Path.cwd() / "specs"
-    if here.is_dir():
-        return here
-    return Path(__file__).resolve().parents[2] / "specs"
 
 
 def cmd_validate(a: argparse.Namespace) -> int:
@@ -26,7 +21,7 @@ def cmd_validate(a: argparse.Namespace) -> int:
     bad = 0
     for path in a.specs:
         try:
-            spec = load_spec(path, a.overrides)
+            spec = load_spec(resolve_spec(path), a.overrides)
             check_data(spec, missing_ok=True)
             check_widths(spec)
             what = "a simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
@@ -47,13 +42,36 @@ def cmd_schema(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    """``zoo list``: the shipped specs with their cells and descriptions."""
-    d = _specs_dir()
-    for path in sorted(d.glob("*.yaml")):
+    """``zoo list``: the shipped specs, their cells and descriptions, within the terminal.
+
+    Each name works as ``zoo run NAME`` from any directory (:func:`zoo.shipped.resolve_spec`);
+    the README's first spec is marked ``(default)``, a simulation says so instead of a
+    cell count, and each description wraps under its own column.
+    """
+    specs = shipped_specs()
+    if not specs:
+        raise UsageError(
+            f"no shipped specs found (looked in {shipped_dir() or 'zoo/_specs and specs/'}); "
+            "reinstall bnn-zoo"
+        )
+    width = max(shutil.get_terminal_size((100, 24)).columns, 60)
+    rows = []
+    for path in specs:
+        name = path.name + (" (default)" if path.stem == DEFAULT_SPEC else "")
         try:
             spec = load_spec(path)
+            what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
             desc = " ".join(spec.description.split()) or "(no description)"
-            print(f"{path.name:<32} {len(spec.cells()):>4} cells  {desc}")
         except SpecError:
-            print(f"{path.name:<32}  INVALID (zoo validate {path})")
+            what, desc = "INVALID", f"zoo validate {path}"
+        rows.append((name, what, desc))
+    left = max(len(n) for n, _, _ in rows) + 2
+    mid = max(len(w) for _, w, _ in rows) + 2
+    indent = " " * (left + mid)
+    for name, what, desc in rows:
+        lines = textwrap.wrap(desc, max(width - len(indent), 30), break_on_hyphens=False) or [""]
+        print(f"{name:<{left}}{what:<{mid}}{lines[0]}")
+        for line in lines[1:]:
+            print(indent + line)
+    print(f"\nrun one by name from any directory: zoo run {DEFAULT_SPEC}")
     return 0

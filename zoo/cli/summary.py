@@ -1,15 +1,64 @@
-"""The terminal summary of a run: per method, the headline means of ``summary.csv``."""
+"""The terminal summary of a run: per method, the headline means of ``summary.csv``; and
+whether a ``zoo run`` is going in a run directory now (:func:`run_holder`, for ``zoo
+status``)."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import stat
 from pathlib import Path
 
 import pandas as pd
 
+from zoo.run.rundir import LOCK_FILE, RunDir
 from zoo.studies import STUDIES
 
-__all__ = ["print_summary"]
+__all__ = ["print_summary", "run_holder"]
+
+#: The kernel's table of file locks (Linux): one line per lock, ``N: FLOCK ADVISORY WRITE
+#: PID MAJ:MIN:INODE START END``.
+PROC_LOCKS = Path("/proc/locks")
+
+
+def run_holder(run_dir: Path) -> int | None:
+    """The pid of the ``zoo run`` that holds ``run_dir`` now, or None when none does.
+
+    A run holds an exclusive ``flock`` on ``.zoo.lock`` for its whole length (the kernel
+    drops it when the process dies, even by SIGKILL), and the file keeps its pid. The lock
+    is looked up in :data:`PROC_LOCKS` rather than probed, so that asking can never make a
+    starting run find the directory busy. Where that table is missing (not Linux) the
+    answer is None: ``zoo status`` then calls every cell not stored pending, as before.
+    Returns 0 when the lock is held but the file names no pid.
+    """
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+    try:
+        table = PROC_LOCKS.read_text().splitlines()
+    except OSError:
+        return None
+    for line in table:
+        fields = line.split()
+        if len(fields) < 6 or fields[1] != "FLOCK":  # "->" marks a waiter, not a holder
+            continue
+        try:
+            major, minor, inode = fields[5].split(":")
+            held = (int(major, 16), int(minor, 16), int(inode))
+        except ValueError:
+            continue
+        if held == want:
+            return RunDir(run_dir).lock_owner() or 0
+    return None
+
 
 #: Metrics every cell records that the terminal summary shows first; each study's own
 #: headline metrics (``Study.headline``) follow, then the sampler's diagnostics.
@@ -40,7 +89,13 @@ def print_summary(out: Path) -> None:
         print(f"no finished cell to summarize yet (zoo status {out} lists the cells)")
         return
     width = shutil.get_terminal_size((100, 24)).columns  # COLUMNS, the terminal, or 100
-    hidden = ("n_train_mean", "final_loss_mean", "n_var_params_mean", "n_params_mean")
+    hidden = (
+        "n_train_mean",
+        "n_test_mean",
+        "final_loss_mean",
+        "n_var_params_mean",
+        "n_params_mean",
+    )
     means = [c for c in df.columns if c.endswith("_mean") and c not in hidden]
     keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_ci95", "_n"))]
     keys = [c for c in keys if c != "n" and c not in hidden]

@@ -95,5 +95,6 @@ def run_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellOutput:
         "width": model.dims[1] if model.depth else 0,
         "n_params": model.num_params,
         "n_train": len(ds.x_train),
+        "n_test": len(ds.x_test),
     }
     return CellOutput({**sizes, **metrics}, artifacts)

@@ -413,7 +413,7 @@ def grade_record(metrics: Mapping[str, Any]) -> dict[str, str]:
 #: numbers that describe a setting, and the sampler diagnostics its own section shows.
 #: (A study hides its own columns beside its probe: ``zoo.studies``.)
 HIDDEN_COLUMNS: frozenset[str] = frozenset(
-    "n_train final_loss best_step ess_bulk_q05 ess_bulk_q50 min_ess_tail mean_tree_steps "
+    "n_train n_test final_loss best_step ess_bulk_q05 ess_bulk_q50 min_ess_tail mean_tree_steps "
     "step_size max_r_hat min_ess_bulk n_divergent n_max_tree_depth max_r_hat_pred "
     "median_r_hat_pred min_ess_bulk_pred median_ess_bulk_pred n_pred_constant superchains "
     "rhat_nested rhat_nested_pred divergent_frac saturated_frac".split()

@@ -56,7 +56,7 @@ from reports.tables import (
 )
 from zoo.run.evaluate import HIDDEN_COLUMNS
 from zoo.run.report_sampler import sampler_section
-from zoo.run.report_settings import run_settings
+from zoo.run.report_settings import relative_paths, run_settings
 from zoo.run.store import RunDir, RunStore, dump_spec
 from zoo.spec import Spec
 from zoo.studies import STUDIES
@@ -291,7 +291,7 @@ def run_document(
         use = "weights" if m in weight_space else "predictions"
         sentence = headline(summary, m, *args, over=over, labels=labels, use=use)
         blocks += [Paragraph(sentence, headline=True)] if sentence else []
-    blocks += [Heading("Settings of this run"), Bullets(run_settings(spec, results))]
+    blocks += [Heading("Settings of this run"), Bullets(run_settings(spec, results, store.root))]
     failed = results[results["status"] != "ok"] if have_rows else results.iloc[0:0]
     n_ok = len(results) - len(failed)
     blocks += [
@@ -338,7 +338,8 @@ def run_document(
     blocks += _study_sections(store, results, spec) if have_rows else []
     if len(failed):
         blocks += [Heading("Failed cells"), Table(*failed_table(failed), cls="failed")]
-    blocks += [Heading("Spec (as run)"), Code(dump_spec(spec), "yaml")]
+    spec_text = relative_paths(dump_spec(spec), spec, store.root)
+    blocks += [Heading("Spec (as run)"), Code(spec_text, "yaml")]
     return Document(f"bnn-zoo report: {spec.name}", blocks)
 
 

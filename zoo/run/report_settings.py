@@ -2,12 +2,18 @@
 
 Computed from the spec as run (the run directory's ``spec.yaml``, after any ``--set``), not
 from its description: data, model, prior and likelihood, each method, the studies and the
-sweep with its cell count; the hidden widths the cells were built with come from
-results.csv.
+sweep with its cell count; the hidden widths and the training and test set sizes the cells
+were built with come from results.csv.
+
+A data file or directory is named relative to the run directory (:func:`relative_paths`):
+the spec holds absolute paths (cell ids hash them), but a report sent to a colleague should
+not carry this machine's directory layout.
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -15,7 +21,37 @@ import pandas as pd
 from zoo.spec import Spec
 from zoo.spec.sweep import AXIS_ALIASES
 
-__all__ = ["run_settings"]
+__all__ = ["data_paths", "relative_paths", "run_settings"]
+
+
+def data_paths(spec: Spec) -> list[str]:
+    """The absolute file and directory paths of the spec's data (also as sweep values)."""
+    found: list[str] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, str) and os.path.isabs(v):
+            found.append(v)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                walk(x)
+
+    walk(spec.data.model_dump(mode="json") if spec.data is not None else None)
+    walk([vals for key, vals in spec.sweep.items() if key.split(".")[0] == "data"])
+    return sorted(set(found), key=len, reverse=True)
+
+
+def relative_paths(text: str, spec: Spec, root: str | os.PathLike[str] | None) -> str:
+    """``text`` with each data path of ``spec`` written relative to the run directory ``root``
+    (unchanged without a root)."""
+    if root is None:
+        return text
+    start = os.path.abspath(root)
+    for p in data_paths(spec):  # longest first: a directory may prefix a file in it
+        text = text.replace(p, Path(os.path.relpath(p, start)).as_posix())
+    return text
 
 
 def _value(v: Any) -> str:
@@ -68,7 +104,15 @@ def _widths(results: pd.DataFrame, spec: Spec) -> str | None:
     )
 
 
-def run_settings(spec: Spec, results: pd.DataFrame) -> list[str]:
+def _sizes(results: pd.DataFrame, column: str) -> list[int]:
+    if column not in results.columns:
+        return []
+    return sorted({int(v) for v in results[column].dropna()})
+
+
+def run_settings(
+    spec: Spec, results: pd.DataFrame, root: str | os.PathLike[str] | None = None
+) -> list[str]:
     """What this run was, computed from the spec as run (not its description).
 
     Parameters
@@ -76,7 +120,9 @@ def run_settings(spec: Spec, results: pd.DataFrame) -> list[str]:
     spec : Spec
         The resolved spec of the run (the run directory's ``spec.yaml``, after ``--set``).
     results : pd.DataFrame
-        results.csv (for the hidden widths the cells were built with).
+        results.csv (for the hidden widths and data set sizes the cells were built with).
+    root : path, optional
+        The run directory: data paths are written relative to it.
 
     Returns
     -------
@@ -86,10 +132,14 @@ def run_settings(spec: Spec, results: pd.DataFrame) -> list[str]:
     """
     sweep = {AXIS_ALIASES.get(k, k): v for k, v in spec.sweep.items()}
     data = _fields(spec.data, "data", sweep, defaults=True)
-    if "n_train" in results.columns and results["n_train"].notna().any():
-        sizes = sorted({int(v) for v in results["n_train"].dropna()})
-        if sizes != [getattr(spec.data, "n_train", None)]:
-            data += f"; {', '.join(map(str, sizes))} training points in the cells"
+    if root is not None and data_paths(spec):
+        data = relative_paths(data, spec, root) + " (paths relative to the run directory)"
+    train, test = _sizes(results, "n_train"), _sizes(results, "n_test")
+    stated = [getattr(spec.data, "n_train", None)], [getattr(spec.data, "n_test", None)]
+    if (train and train != stated[0]) or (test and test != stated[1]):
+        sizes = [f"{', '.join(map(str, train))} training"] if train else []
+        sizes += [f"{', '.join(map(str, test))} test"] if test else []
+        data += f"; {' and '.join(sizes)} points in the cells"
     lines = [f"Data: {data}."]
     model = _fields(spec.model, "model", sweep)
     widths = _widths(results, spec)

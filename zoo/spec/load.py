@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -113,7 +114,9 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
         )
     base = p.resolve().parent
     absolute_paths(data, base)
+    dropped = _method_names(data)
     applied = apply_overrides(data, parsed)
+    dropped -= _method_names(data)
     rep = Reporter(fname, root, applied, Spec, data=data)
     context = {"base_dir": str(base)}
     errors = _sweep_axes(data.get("sweep"), rep)
@@ -127,6 +130,8 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     used: set[int] = set()
     errors += _check_sweep(spec, data, rep, context, used)
     errors += _check_report(spec, rep)
+    if not errors and dropped:
+        spec, used = _skip_orphaned_studies(spec, data, context, used, dropped)
     if not errors:
         errors += _check_studies(spec, rep, used)
     if errors:
@@ -227,6 +232,41 @@ def _check_report(spec: Spec, rep: Reporter) -> list[str]:
                 f"axis; choose one of: {', '.join(columns)}{did_you_mean(value, columns)}"
             )
     return errors
+
+
+def _method_names(data: dict[str, Any]) -> set[str]:
+    """The names of the methods in spec ``data`` (before validation)."""
+    methods = data.get("inference")
+    if not isinstance(methods, list):
+        return set()
+    return {str(m["name"]) for m in methods if isinstance(m, dict) and "name" in m}
+
+
+def _skip_orphaned_studies(
+    spec: Spec, data: dict[str, Any], context: dict, used: set[int], dropped: set[str]
+) -> tuple[Spec, set[int]]:
+    """Skip, with a warning, the studies left without a cell by methods that ``--set``
+    dropped (``--set 'inference=[mfvi]'`` on a spec with sampler studies): the documented
+    way to run part of a spec. In a spec file such a study is an error (:func:`_check_studies`).
+    """
+    orphans = [k for k in range(len(spec.studies)) if k not in used]
+    studies = data.get("studies")
+    if not orphans or not isinstance(studies, list) or len(studies) != len(spec.studies):
+        return spec, used
+    gone = ", ".join(sorted(dropped))
+    kept = [s for k, s in enumerate(studies) if k not in orphans]
+    try:
+        skipped = Spec.model_validate({**data, "studies": kept}, context=context)
+    except ValidationError:
+        return spec, used  # _check_studies reports the study
+    for k in orphans:
+        s = spec.studies[k]
+        print(
+            f"warning: studies[{k}]: the {s.kind} study records no cell once --set dropped "
+            f"{gone} (it applies to {s.needs()}); it is skipped",
+            file=sys.stderr,
+        )
+    return skipped, set(range(len(kept)))
 
 
 def _check_studies(spec: Spec, rep: Reporter, used: set[int]) -> list[str]:

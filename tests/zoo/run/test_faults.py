@@ -116,7 +116,8 @@ def _signal_run(tmp_path: Path, sig: int, stack: contextlib.ExitStack) -> None:
             res = subprocess.run(
                 [*ZOO, "status", str(out)], text=True, capture_output=True, timeout=120
             )
-            assert res.returncode == 0 and "done 2, failed 0, pending 2" in res.stdout
+            assert res.returncode == 0 and "done 2, running 2, failed 0, pending 0" in res.stdout
+            assert f"zoo run pid {proc.pid} is going" in res.stdout
         assert proc.poll() is None
         t0 = time.monotonic()
         os.kill(proc.pid, sig)  # the driver only, as `kill` does; workers must follow

@@ -1,0 +1,206 @@
+"""The Python API for notebooks: ``zoo.run(...)`` and ``zoo.open_run(DIR)``.
+
+The same path as ``zoo run``: the spec is resolved (a file, a shipped spec's name, or a
+run directory to resume) and loaded with its overrides, its data, networks and device are
+checked (:mod:`zoo.cli.checks`), and :func:`zoo.run.runner.run_spec` runs the cells not yet
+stored and writes the report. Bad input raises (:class:`~zoo.spec.SpecError`,
+:class:`~zoo.cli.common.UsageError`, :class:`~zoo.run.rundir.RunDirError`) instead of
+exiting; failed cells are recorded and the run goes on, as on the command line.
+
+The result is a :class:`Run`: the run directory read back (``results.csv`` and
+``summary.csv`` as pandas frames, the cells with their stored status, one cell's ArviZ
+``DataTree``, the report's path). ``open_run`` gives the same for a finished run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import xarray as xr
+
+from zoo.cli.checks import check_data, check_device, check_widths
+from zoo.cli.common import UsageError
+from zoo.run.netcdf import datatree_from_bytes
+from zoo.run.rundir import RunDir, check_version
+from zoo.run.runner import RunOutcome, default_out_dir, run_spec, spec_runtime
+from zoo.runtime import RuntimeUnavailable
+from zoo.shipped import resolve_spec
+from zoo.spec import Cell, Spec, load_spec
+
+__all__ = ["Run", "open_run", "run"]
+
+#: The artifact of a cell that holds its ArviZ tree.
+DATATREE_SUFFIX = ".nc"
+
+
+@dataclass(frozen=True)
+class Run:
+    """A run directory, read back.
+
+    Attributes
+    ----------
+    dir : Path
+        The run directory.
+    spec : Spec
+        Its stored spec (``spec.yaml``).
+    outcome : RunOutcome or None
+        What :func:`run` did (cells run, skipped, failed); None from :func:`open_run`.
+    """
+
+    dir: Path
+    spec: Spec
+    outcome: RunOutcome | None = None
+
+    @property
+    def results(self) -> pd.DataFrame:
+        """``results.csv``: one row per stored cell (sweep axes, metrics, bookkeeping)."""
+        return _read_csv(self.dir / "results.csv")
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        """``summary.csv``: per method and axis values, each metric's mean, s.e. and count."""
+        return _read_csv(self.dir / "summary.csv")
+
+    @property
+    def cells(self) -> list[Cell]:
+        """The spec's cells, in sweep order (``cell.cell_id``, ``cell.axes``, ...)."""
+        return [] if self.spec.simulation is not None else self.spec.cells()
+
+    @property
+    def status(self) -> dict[str, str]:
+        """Cell id -> ``ok``, ``failed`` or ``pending`` (not stored, or damaged)."""
+        stored = RunDir(self.dir)
+        return {c.cell_id: stored.status(c.cell_id) for c in self.cells}
+
+    @property
+    def report(self) -> Path:
+        """The path of ``report.md`` (``report.html`` lies beside it)."""
+        return self.dir / "report.md"
+
+    def datatree(self, cell: str | int) -> xr.DataTree:
+        """The ArviZ ``DataTree`` of one cell (its ``cells/<id>.nc``), fully loaded.
+
+        Parameters
+        ----------
+        cell : str or int
+            A cell id, or an index into :attr:`cells`.
+
+        Raises
+        ------
+        KeyError
+            No such cell, or the cell has no tree stored (not run, failed, or damaged).
+        """
+        if isinstance(cell, int):
+            cells = self.cells
+            if not -len(cells) <= cell < len(cells):
+                raise KeyError(f"cell index {cell}: the run has cells 0..{len(cells) - 1}")
+            cell = cells[cell].cell_id
+        stored = RunDir(self.dir)
+        data = stored.read_artifact(cell, DATATREE_SUFFIX)
+        if data is None:
+            why = "; ".join(stored.problems()) or f"its status is {stored.status(cell)}"
+            raise KeyError(f"cell {cell}: no {DATATREE_SUFFIX} file stored in {self.dir} ({why})")
+        return datatree_from_bytes(data)
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    return pd.read_csv(path)
+
+
+def run(
+    spec: str | Path | Spec,
+    *,
+    overrides: Iterable[str] = (),
+    out: str | Path | None = None,
+    workers: int | None = None,
+    executor: str = "local",
+    device: str | None = None,
+    fresh: bool = False,
+    retry_failed: bool = False,
+    progress: bool = False,
+) -> Run:
+    """Run a spec as ``zoo run`` does and return the run read back.
+
+    Parameters
+    ----------
+    spec : str, Path or Spec
+        A spec file, a shipped spec's name (``"two_moons_depth"``, see ``zoo list``), a
+        run directory to resume, or a loaded :class:`~zoo.spec.Spec`.
+    overrides : iterable of str
+        ``--set`` items, e.g. ``["sweep.seed=[0]", "inference.mfvi.steps=200"]``.
+    out : str or Path, optional
+        The run directory (default ``runs/<name>/<timestamp>``); cells already stored in
+        it are skipped (resume).
+    workers : int, optional
+        Cells run at once (default: one per core); 1 runs them in this process.
+    executor, device, fresh, retry_failed, progress
+        As ``--executor``, ``--device``, ``--fresh``, ``--retry-failed`` and not
+        ``--no-progress`` of ``zoo run``.
+
+    Returns
+    -------
+    Run
+        The run directory read back, with :attr:`Run.outcome` saying what ran.
+
+    Raises
+    ------
+    SpecError, UsageError, RunDirError
+        Bad input, before any cell runs (nothing stored is lost).
+    """
+    if workers is not None and workers < 1:
+        raise UsageError(f"workers={workers}: give at least 1 worker")
+    overrides = list(overrides)
+    if isinstance(spec, Spec):
+        if overrides:
+            raise UsageError("overrides apply to a spec file; give its path, or change the Spec")
+        loaded, target = spec, None
+    else:
+        source = Path(spec)
+        if source.is_dir():  # resume a run directory from its stored spec
+            if out is not None and Path(out).resolve() != source.resolve():
+                raise UsageError(f"{source} is a run directory; drop out= (it runs in place)")
+            check_version(RunDir(source))
+            loaded, target = load_spec(source / "spec.yaml", overrides), source
+        else:
+            loaded, target = load_spec(resolve_spec(source), overrides), None
+    out_dir = Path(out) if out is not None else (target or default_out_dir(loaded))
+    try:
+        runtime = spec_runtime(loaded, device) if loaded.simulation is None else None
+    except RuntimeUnavailable as e:
+        raise UsageError(str(e)) from None
+    check_device(loaded, runtime)
+    check_data(loaded)
+    check_widths(loaded)
+    outcome = run_spec(
+        loaded,
+        out_dir,
+        executor=executor,
+        workers=workers,
+        retry_failed=retry_failed,
+        progress=progress,
+        runtime=runtime,
+        fresh=fresh,
+    )
+    return Run(out_dir, loaded, outcome)
+
+
+def open_run(path: str | Path) -> Run:
+    """A finished (or partly finished) run directory, read back without running anything.
+
+    Raises
+    ------
+    UsageError
+        ``path`` holds no ``spec.yaml``.
+    OutdatedRunDir
+        The directory was written with another spec_version.
+    """
+    root = Path(path)
+    if not (root / "spec.yaml").is_file():
+        raise UsageError(f"{root}: not a run directory (no spec.yaml)")
+    check_version(RunDir(root))
+    return Run(root, load_spec(root / "spec.yaml"))
