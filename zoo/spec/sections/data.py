@@ -8,13 +8,12 @@ torch import here.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from zoo.spec.base import Section
-from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real
+from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real, file_path
 
 __all__ = [
     "CsvData",
@@ -120,9 +119,7 @@ class CsvData(_Data):
     @field_validator("path")
     @classmethod
     def _file_exists(cls, v: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v).expanduser()
-        p = p if p.is_absolute() else base / p
+        p = file_path(v, (info.context or {}).get("base_dir", "."))
         if not p.is_file():
             raise ValueError(
                 f"data file {str(p)!r} does not exist; give a path relative to the spec file "
@@ -244,9 +241,7 @@ class IdxData(_Data):
     @field_validator("dir")
     @classmethod
     def _resolve(cls, v: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v).expanduser()
-        return str(p if p.is_absolute() else (base / p).resolve())
+        return str(file_path(v, (info.context or {}).get("base_dir", ".")).resolve())
 
 
 DataSpec = Annotated[
