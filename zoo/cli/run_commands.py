@@ -11,10 +11,10 @@ from zoo.cli.checks import check_data, check_device, check_widths
 from zoo.cli.common import UsageError
 from zoo.cli.summary import print_summary
 from zoo.run.executors import WorkerStartError
-from zoo.run.rundir import OutdatedRunDir, RunDir, RunDirError, check_version
+from zoo.run.rundir import DamagedRunDir, OutdatedRunDir, RunDir, RunDirError, check_version
 from zoo.run.runner import build_report, default_out_dir, run_spec, spec_runtime
 from zoo.runtime import RuntimeUnavailable
-from zoo.spec import load_spec
+from zoo.spec import SpecError, load_spec
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
 
@@ -41,7 +41,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     else:
         out = a.out
         if out is not None:
-            _check_version(out)
+            _check_version(out, damaged_ok=True)
         spec = load_spec(a.spec, a.overrides)
         out = out or default_out_dir(spec)
     try:
@@ -93,10 +93,22 @@ def cmd_run(a: argparse.Namespace) -> int:
     return code
 
 
-def _check_version(run_dir: Path) -> None:
-    """A run directory of another spec_version is bad input: say to recompute it (exit 2)."""
+def _check_version(run_dir: Path, *, damaged_ok: bool = False) -> None:
+    """A run directory of another spec_version is bad input: say to recompute it (exit 2).
+
+    So is one whose spec.yaml is damaged, unless ``damaged_ok`` (a run given its spec
+    writes spec.yaml anew; a note says so)."""
+    run = RunDir(run_dir)
     try:
-        check_version(RunDir(run_dir))
+        check_version(run)
+    except DamagedRunDir as e:
+        if not damaged_ok:
+            raise UsageError(str(e)) from None
+        print(
+            f"zoo: note: {run.spec_path} is damaged ({run.spec_damage()}); it is written "
+            "again from the spec given, and the stored cells of that spec are kept",
+            file=sys.stderr,
+        )
     except OutdatedRunDir as e:
         raise UsageError(str(e)) from None
 
@@ -108,7 +120,18 @@ def _run_dir_spec(run_dir: Path):
             "directory of a `zoo run`"
         )
     _check_version(run_dir)
-    return load_spec(run_dir / "spec.yaml")
+    try:
+        return load_spec(run_dir / "spec.yaml")
+    except SpecError as e:  # zoo wrote a valid one: it was edited or damaged since
+        raise SpecError(
+            [
+                *e.messages,
+                f"zoo: {run_dir / 'spec.yaml'} was written by zoo and no longer validates "
+                "(edited or damaged). The stored cells are kept: run the spec this "
+                f"directory was made from into it (zoo run SPEC --out {run_dir}) to write it "
+                "again and resume",
+            ]
+        ) from None
 
 
 def cmd_report(a: argparse.Namespace) -> int:

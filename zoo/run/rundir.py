@@ -36,6 +36,7 @@ from zoo.spec.sweep import SPEC_VERSION
 __all__ = [
     "CELLS",
     "LOCK_FILE",
+    "DamagedRunDir",
     "RECORD",
     "SPEC_FILE",
     "SPEC_VERSION",
@@ -111,6 +112,33 @@ class RunDir:
     def spec_text(self) -> str:
         """The stored spec.yaml text."""
         return self.spec_path.read_text()
+
+    def spec_damage(self) -> str | None:
+        """Why the stored spec.yaml cannot be read as a spec; None when it can (or is absent).
+
+        Not readable, not UTF-8 text, not YAML (with the line), or not a mapping: a damaged
+        file, not one from an older bnn-zoo (whose spec.yaml is YAML all the same).
+        """
+        try:
+            data = self.spec_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"cannot be read ({e.strerror or e})"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"is not UTF-8 text (at byte {e.start} of {len(data)})"
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(e, "problem", None) or type(e).__name__
+            return f"is not valid YAML{where} ({problem})"
+        if not isinstance(doc, dict):
+            return "does not hold a spec (a YAML mapping of its sections)"
+        return None
 
     def spec_version(self) -> int | None:
         """The recorded spec_version; None for a directory written before versions existed."""
@@ -283,10 +311,30 @@ class OutdatedRunDir(RunDirError):
     """A run directory written with another spec_version: its cell ids do not match."""
 
 
-def check_version(run: RunDir) -> None:
-    """Raise :class:`OutdatedRunDir` unless ``run`` is new or has this spec_version."""
+class DamagedRunDir(RunDirError):
+    """A run directory whose spec.yaml is damaged (:meth:`RunDir.spec_damage`)."""
+
+
+def check_version(run: RunDir, *, damaged_ok: bool = False) -> None:
+    """Raise :class:`OutdatedRunDir` unless ``run`` is new or has this spec_version.
+
+    A damaged spec.yaml raises :class:`DamagedRunDir` (saying that the cells are kept and
+    how to write it again); with ``damaged_ok`` (a run given its spec, which writes
+    spec.yaml anew) it passes: the stored cells whose ids match are kept, the others are
+    computed.
+    """
     if not run.is_run_dir():
         return
+    why = run.spec_damage()
+    if why is not None:
+        if damaged_ok:
+            return
+        raise DamagedRunDir(
+            f"{run.spec_path} is damaged: it {why}. The cells stored beside it are kept: "
+            f"run the spec this directory was made from into it (zoo run SPEC --out "
+            f"{run.root}, with the same --set options) to write spec.yaml again and resume, "
+            "or run the spec into a fresh --out"
+        )
     version = run.spec_version()
     if version == SPEC_VERSION:
         return

@@ -153,7 +153,7 @@ def run_spec(
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     store = RunStore(out_dir)
-    check_version(store)
+    check_version(store, damaged_ok=True)  # a damaged spec.yaml is written anew
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
     if spec.simulation is None:
