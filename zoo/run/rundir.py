@@ -15,8 +15,8 @@ ids depend on it, so a directory of another version cannot be resumed or reporte
 cells are computed again by running the spec into a fresh directory.
 
 A record lists the size and SHA-256 of each artifact (``files``). A record that cannot be
-read, lacks its fields, names another cell, or whose artifacts are missing or of another
-size is *damaged*: its cell counts as pending (a run computes it again) and
+read, lacks its fields, names another cell, or whose artifacts are missing, of another
+size or of another SHA-256 is *damaged*: its cell counts as pending (a run computes it again) and
 :meth:`RunDir.problems` says which file is bad; readers never see it.
 """
 
@@ -60,6 +60,18 @@ VERSION_LINE = re.compile(r"^#\s*bnn-zoo spec_version:\s*(\d+)\s*$")
 def artifact_digest(data: bytes) -> dict[str, Any]:
     """What a record lists of an artifact: its size and SHA-256."""
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _file_sha256(path: Path) -> str | None:
+    """The SHA-256 of a file's bytes, read in blocks; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _version_of(text: str) -> int | None:
@@ -215,7 +227,7 @@ class RunDir:
         A whole record is a JSON object naming ``cell_id``, with ``status`` ok or failed,
         ``metrics`` an object (ok cells; absent means none for failed cells), ``error`` text
         if present, whose listed
-        artifacts (``files``) exist with their recorded sizes.
+        artifacts (``files``) exist with their recorded sizes and SHA-256.
         """
         rec, why = self._raw_record(cell_id)
         if rec is None:
@@ -249,6 +261,12 @@ class RunDir:
             if not isinstance(info, dict) or size != info.get("size"):
                 want = info.get("size") if isinstance(info, dict) else "?"
                 return f"lists {path.name} with {want} bytes, but it has {size} (truncated?)"
+            want = info.get("sha256")
+            if want is not None and _file_sha256(path) != want:
+                return (
+                    f"lists {path.name}, whose contents differ from what was stored (its "
+                    "SHA-256 differs: damaged)"
+                )
         return None
 
     def record(self, cell_id: str) -> dict[str, Any] | None:
