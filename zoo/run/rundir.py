@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ __all__ = [
     "RunDirError",
     "artifact_digest",
     "check_version",
+    "default_run_dir",
 ]
 
 SPEC_FILE = "spec.yaml"
@@ -55,6 +57,11 @@ CELLS = "cells"
 RECORD = ".json"
 #: The first line of a stored spec.yaml: ``# bnn-zoo spec_version: N``.
 VERSION_LINE = re.compile(r"^#\s*bnn-zoo spec_version:\s*(\d+)\s*$")
+
+
+def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
+    """``runs/<spec name>/<timestamp>``: where a run goes without ``--out``."""
+    return root / name / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
 def artifact_digest(data: bytes) -> dict[str, Any]:

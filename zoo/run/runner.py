@@ -29,14 +29,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from zoo.run.executors import EXECUTORS, plan_workers, with_threads
 from zoo.run.feedback import Feedback
 from zoo.run.report import build_report as _build_report
-from zoo.run.rundir import OutdatedRunDir, RunDirError, check_version
+from zoo.run.rundir import OutdatedRunDir, RunDirError, check_version, default_run_dir
 from zoo.run.saver import Saver, describe_os_error
 from zoo.run.signals import RunInterrupted, Stopper, describe_signal
 from zoo.run.store import RunStore
@@ -80,8 +79,8 @@ class RunOutcome:
 
 
 def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
-    """``runs/<spec name>/<timestamp>``."""
-    return root / spec.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+    """``runs/<spec name>/<timestamp>`` (:func:`zoo.run.rundir.default_run_dir`)."""
+    return default_run_dir(spec.name, root)
 
 
 def spec_runtime(spec: Spec, device: str | None = None) -> Runtime:
