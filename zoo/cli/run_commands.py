@@ -10,7 +10,7 @@ from zoo.cli.checks import check_device
 from zoo.cli.common import UsageError
 from zoo.cli.run_plan import RunPlan, not_started, plan_run, run_dir_spec
 from zoo.cli.summary import print_summary
-from zoo.run.executors import WorkerStartError
+from zoo.run.executors import ExecutorStartError, WorkerStartError
 from zoo.run.rundir import RunDir, RunDirError
 from zoo.run.runner import build_report, run_spec, spec_runtime
 from zoo.runtime import RuntimeUnavailable
@@ -49,6 +49,14 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
             )
         except RunDirError as e:
             raise UsageError(str(e)) from None
+        except ExecutorStartError as e:  # no cell ran; a resume on local workers runs them
+            print(
+                f"zoo: the {a.executor} executor {e}. No cell ran: the cells are pending in "
+                f"{out}; run them here with local worker processes: zoo run {out} "
+                "--executor local",
+                file=sys.stderr,
+            )
+            return 2
         except WorkerStartError as e:  # the cells stay pending; a resume runs them
             print(
                 f"zoo: {e}; rerun with --workers 1 to run the cells in this process",
