@@ -265,6 +265,8 @@ def _run_cells(
         try:
             if any(s != "pending" for s in status.values()):
                 _build_report(store, spec)
+                for note in store.notes():  # a hand-edited table was replaced
+                    log(f"zoo: warning: {note}")
             else:
                 report_error = "no cell is stored"
         except OSError as e:
@@ -343,4 +345,6 @@ def build_report(
     files = _build_report(store, spec)
     for problem in store.problems():
         (log or (lambda msg: None))(f"zoo: damaged file: {problem}")
+    for note in store.notes():  # a hand-edited table was replaced
+        (log or (lambda msg: None))(f"zoo: warning: {note}")
     return files

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import secrets
@@ -66,6 +67,7 @@ __all__ = [
     "RunDir",
     "RunDirBusy",
     "RunDirError",
+    "TABLES_WRITTEN",
     "RunStore",
     "atomic_path",
     "check_version",
@@ -137,12 +139,20 @@ def _ours_at_start(p: Path) -> bool:
     return p.name == CELLS and p.is_dir() and not any(p.iterdir())
 
 
+#: Where the store keeps the SHA-256 of the tables it wrote, to tell a hand edit.
+TABLES_WRITTEN = ".zoo.tables.json"
+
+
 class RunStore(RunDir):
     """The only writer of a run directory; every write is atomic (see the module docstring).
 
     A run uses it as :meth:`check_target`, :meth:`lock` (held for the whole run),
     :meth:`check_writable`, then :meth:`prepare`.
     """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__(root)
+        self._notes: dict[str, None] = {}
 
     def check_target(self) -> None:
         """Refuse a path that is a file, or a non-empty directory that is not a run directory.
@@ -305,8 +315,39 @@ class RunStore(RunDir):
         return self.write_text(SPEC_FILE, "\n".join([header, *lines]) + "\n")
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        """Write ``df`` as CSV without the index (``results.csv``, ``summary.csv``)."""
-        return self.write_text(name, df.to_csv(index=False))
+        """Write ``df`` as CSV without the index (``results.csv``, ``summary.csv``).
+
+        The tables are made from the cells, so a table edited by hand since zoo wrote it
+        is replaced: :meth:`notes` says so (zoo keeps the SHA-256 of what it wrote in
+        ``.zoo.tables.json``).
+        """
+        data = df.to_csv(index=False).encode("utf-8")
+        written = self._tables_written()
+        try:
+            before = hashlib.sha256(inside(self.root, name).read_bytes()).hexdigest()
+        except OSError:
+            before = None
+        if before is not None and written.get(name) not in (None, before):
+            self._notes.setdefault(
+                f"{name} was edited since zoo wrote it; it is written again from the "
+                "cells, so the edits are gone (copy a table under another name to keep "
+                "edits)"
+            )
+        path = self.write_file(name, data)
+        written[name] = hashlib.sha256(data).hexdigest()
+        self.write_file(TABLES_WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
+        return path
+
+    def _tables_written(self) -> dict[str, str]:
+        try:
+            data = json.loads(inside(self.root, TABLES_WRITTEN).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def notes(self) -> list[str]:
+        """What the user should know of this store's writes (a hand-edited table replaced)."""
+        return list(self._notes)
 
     def write_cell(
         self, record: Mapping[str, Any], artifacts: Mapping[str, bytes] | None = None

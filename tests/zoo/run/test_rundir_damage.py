@@ -85,3 +85,14 @@ def test_same_size_damage_of_an_svi_artifact_is_found_and_recomputed(run_dir, ca
     assert main(["status", str(run_dir)]) == 0
     out, err = capsys.readouterr()
     assert "done 1, failed 0, pending 0" in out and "damaged" not in err
+
+
+def test_a_hand_edited_results_csv_is_replaced_with_a_warning(run_dir, capsys) -> None:
+    results = run_dir / "results.csv"
+    results.write_text(results.read_text().replace("ok", "fine, by hand"))
+    assert main(["report", str(run_dir)]) == 0
+    err = capsys.readouterr().err
+    assert "results.csv was edited since zoo wrote it" in err and "edits are gone" in err
+    assert "fine, by hand" not in results.read_text()
+    assert main(["report", str(run_dir)]) == 0  # zoo's own file: no warning
+    assert "edited" not in capsys.readouterr().err

@@ -30,9 +30,12 @@ __all__ = [
     "MAX_LEAPFROG",
     "METHOD_NAME",
     "MAX_NAME",
+    "MIN_PRIOR_SCALE",
+    "PriorScale",
     "MAX_PARAMS",
     "MAX_PATH",
     "MAX_PATH_PART",
+    "MAX_PRIOR_SCALE",
     "MAX_POINTS",
     "MAX_SEED",
     "MAX_STEPS",
@@ -83,6 +86,11 @@ MAX_AXIS_VALUES = 1_000
 MAX_CELLS = 10_000
 #: Longest spec or method name.
 MAX_NAME = 100
+#: Widest and narrowest prior standard deviation: a Normal's log density squares its scale,
+#: and the square must stay a normal float32 (1.2e-38 to 3.4e38) for the cells' losses to
+#: be finite (a scale of 1e30 gave an infinite loss at step 0, 1e-25 a NaN one).
+MAX_PRIOR_SCALE = 1e18
+MIN_PRIOR_SCALE = 1e-18
 #: Longest file path, in bytes (Linux's PATH_MAX less its NUL), and longest part of one
 #: (NAME_MAX): the system refuses longer ones, so validation says so first.
 MAX_PATH = 4095
@@ -125,6 +133,27 @@ def finite_float32(v: float) -> float:
 #: A finite float that float32 represents (0 or a magnitude in [F32_TINY, F32_MAX]);
 #: field constraints (``gt=0``, ``le=1``) add to it.
 Real = Annotated[FiniteFloat, AfterValidator(finite_float32)]
+
+
+def prior_scale(v: float) -> float:
+    """``v`` if it lies in [:data:`MIN_PRIOR_SCALE`, :data:`MAX_PRIOR_SCALE`].
+
+    Raises
+    ------
+    ValueError
+        Saying why: the prior's log density squares the scale in float32.
+    """
+    if not MIN_PRIOR_SCALE <= v <= MAX_PRIOR_SCALE:
+        raise ValueError(
+            f"prior scale {v!r}: give {MIN_PRIOR_SCALE:g} to {MAX_PRIOR_SCALE:g}; the prior's "
+            "log density squares the scale, which float32 cannot hold beyond that (every cell "
+            "would fail at its first step)"
+        )
+    return v
+
+
+#: A prior standard deviation: a positive :data:`Real` whose square float32 holds.
+PriorScale = Annotated[Real, AfterValidator(prior_scale)]
 
 
 def file_path(v: str, base: str | Path = ".") -> Path:

@@ -29,6 +29,10 @@ __all__ = [
 class _Data(Section):
     has_teacher: ClassVar[bool] = False
     n_classes: ClassVar[int | None] = None
+    #: The field naming the file whose bytes are the data (None: the data are made or
+    #: named, not read from a path of the user): a cell id hashes the file's contents,
+    #: not its path, so moving the file (or the checkout) keeps the ids.
+    content_file: ClassVar[str | None] = None
 
 
 class TwoMoonsData(_Data):
@@ -81,6 +85,7 @@ class DigitsData(_Data):
 class CsvData(_Data):
     """Any delimited text file with a header row; one column is the target."""
 
+    content_file: ClassVar[str | None] = "path"
     kind: Literal["csv"] = Field(description="Data set kind.")
     path: str = Field(description="Path of the CSV file, relative to the spec file.")
     target: str = Field(description="Name of the target column.")
