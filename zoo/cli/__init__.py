@@ -177,7 +177,14 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function of a command, imported only when it runs: ``zoo validate`` and ``zoo
     --help`` do not pay for torch."""
     if name == "run":
-        from zoo.cli.run_commands import cmd_run as fn
+        from zoo.cli.run_plan import not_started, plan_run
+
+        def fn(a: argparse.Namespace) -> int:
+            with not_started():  # a Ctrl-C here says that nothing was computed
+                plan = plan_run(a)  # the options and the spec are checked before torch
+                from zoo.cli.run_commands import cmd_run
+            return cmd_run(a, plan)
+
     elif name == "report":
         from zoo.cli.run_commands import cmd_report as fn
     elif name == "status":

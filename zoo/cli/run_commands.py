@@ -4,74 +4,65 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from reports.sampler_report import grade_lines, sampler_record
-from zoo.cli.checks import check_data, check_device, check_widths
+from zoo.cli.checks import check_device
 from zoo.cli.common import UsageError
+from zoo.cli.run_plan import RunPlan, not_started, plan_run, run_dir_spec
 from zoo.cli.summary import print_summary, run_holder
-from zoo.run.executors import WorkerStartError
-from zoo.run.rundir import OutdatedRunDir, RunDir, RunDirError, check_version
-from zoo.run.runner import build_report, default_out_dir, run_spec, spec_runtime
+from zoo.run.executors import ExecutorStartError, WorkerStartError
+from zoo.run.rundir import RunDir, RunDirError
+from zoo.run.runner import build_report, run_spec, spec_runtime
 from zoo.runtime import RuntimeUnavailable
-from zoo.shipped import resolve_spec
-from zoo.spec import load_spec
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
 
 
-def cmd_run(a: argparse.Namespace) -> int:
-    """``zoo run SPEC|DIR``: run the cells not yet stored, write the report; the exit status."""
-    if a.workers is not None and a.workers < 1:
-        raise UsageError(f"--workers {a.workers}: give at least 1 worker")
-    if a.address and a.executor != "ray":
-        raise UsageError("--address is for --executor ray")
-    if a.executor == "ray":
+def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
+    """``zoo run SPEC|DIR``: run the cells not yet stored, write the report; the exit status.
+
+    ``plan`` is :func:`~zoo.cli.run_plan.plan_run`'s (made before torch was imported);
+    without it the arguments and the spec are checked here.
+    """
+    with not_started():
+        plan = plan or plan_run(a)
+        spec, out = plan.spec, plan.out
         try:
-            import ray  # noqa: F401
-        except ImportError:
-            raise UsageError('--executor ray needs Ray: pip install "bnn-zoo[ray]"') from None
-    source = Path(a.spec)
-    if source.is_dir():  # resume a run directory from its stored spec
-        if a.out and a.out.resolve() != source.resolve():
-            raise UsageError(f"{source} is a run directory; drop --out (it runs in place)")
-        spec = _run_dir_spec(source)
-        if a.overrides:
-            spec = load_spec(str(source / "spec.yaml"), a.overrides)
-        out = source
-    else:
-        out = a.out
-        if out is not None:
-            _check_version(out)
-        spec = load_spec(resolve_spec(a.spec), a.overrides)
-        out = out or default_out_dir(spec)
-    try:
-        runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
-    except RuntimeUnavailable as e:
-        raise UsageError(str(e)) from None
-    check_device(spec, runtime)
-    check_data(spec)
-    check_widths(spec)
-    what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
-    on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
-    print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
-    try:  # --fresh deletes only in a run directory, under its lock (checked first)
-        res = run_spec(
-            spec,
-            out,
-            executor=a.executor,
-            workers=a.workers,
-            address=a.address,
-            retry_failed=a.retry_failed,
-            progress=not a.no_progress,
-            runtime=runtime,
-            fresh=a.fresh,
-        )
-    except RunDirError as e:
-        raise UsageError(str(e)) from None
-    except WorkerStartError as e:  # the cells stay pending; a resume runs them
-        print(f"zoo: {e}; rerun with --workers 1 to run the cells in this process", file=sys.stderr)
-        return 1
+            runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
+        except RuntimeUnavailable as e:
+            raise UsageError(str(e)) from None
+        check_device(spec, runtime)
+        what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
+        on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
+        print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
+        try:  # --fresh deletes only in a run directory, under its lock (checked first)
+            res = run_spec(
+                spec,
+                out,
+                executor=a.executor,
+                workers=a.workers,
+                address=a.address,
+                retry_failed=a.retry_failed,
+                progress=not a.no_progress,
+                runtime=runtime,
+                fresh=a.fresh,
+            )
+        except RunDirError as e:
+            raise UsageError(str(e)) from None
+        except ExecutorStartError as e:  # no cell ran; a resume on local workers runs them
+            print(
+                f"zoo: the {a.executor} executor {e}. No cell ran: the cells are pending in "
+                f"{out}; run them here with local worker processes: zoo run {out} "
+                "--executor local",
+                file=sys.stderr,
+            )
+            return 2
+        except WorkerStartError as e:  # the cells stay pending; a resume runs them
+            print(
+                f"zoo: {e}; rerun with --workers 1 to run the cells in this process",
+                file=sys.stderr,
+            )
+            return 1
     if not res.report_error:
         print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
         print_summary(out)
@@ -94,27 +85,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     return code
 
 
-def _check_version(run_dir: Path) -> None:
-    """A run directory of another spec_version is bad input: say to recompute it (exit 2)."""
-    try:
-        check_version(RunDir(run_dir))
-    except OutdatedRunDir as e:
-        raise UsageError(str(e)) from None
-
-
-def _run_dir_spec(run_dir: Path):
-    if not (run_dir / "spec.yaml").is_file():
-        raise UsageError(
-            f"{run_dir}: not a run directory (no spec.yaml); give the --out "
-            "directory of a `zoo run`"
-        )
-    _check_version(run_dir)
-    return load_spec(run_dir / "spec.yaml")
-
-
 def cmd_report(a: argparse.Namespace) -> int:
     """``zoo report DIR``: rebuild the tables and the report from the stored cells."""
-    spec = _run_dir_spec(a.run_dir)
+    spec = run_dir_spec(a.run_dir)
     try:
         build_report(a.run_dir, spec, log=lambda msg: print(msg, file=sys.stderr))
     except OSError as e:
@@ -143,7 +116,7 @@ def _print_grades(run: RunDir, spec) -> None:
 def cmd_status(a: argparse.Namespace) -> int:
     """``zoo status DIR``: the counts of done, running, failed and pending cells of a run
     directory, then the cells not done (failed first)."""
-    spec = _run_dir_spec(a.run_dir)
+    spec = run_dir_spec(a.run_dir)
     run = RunDir(a.run_dir)
     stored = {r["cell_id"]: r for r in run.records()}  # damaged records are left out
     pid = run_holder(a.run_dir)  # a zoo run is going: the cells not stored are its to run

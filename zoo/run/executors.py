@@ -36,6 +36,7 @@ from zoo.runtime import Runtime
 __all__ = [
     "EXECUTORS",
     "CellResult",
+    "ExecutorStartError",
     "ProgressCallback",
     "WorkerStartError",
     "execute_cell",
@@ -47,6 +48,11 @@ __all__ = [
     "short_error",
     "with_threads",
 ]
+
+
+class ExecutorStartError(RuntimeError):
+    """The executor itself could not start (Ray did not come up): no cell ran, every cell
+    of the run is still pending, and a resume on another executor runs them."""
 
 
 def _sink_to(on_progress: ProgressCallback | None, cell_id: str):
@@ -101,6 +107,11 @@ def run_ray(
     cluster, whose nodes must have bnn-zoo installed; without it a local Ray instance with
     ``workers x threads`` CPUs (and this machine's GPUs) is started for this run and
     stopped afterwards. Ray shows each GPU task only its own GPU, so tasks run on ``cuda``.
+
+    Raises
+    ------
+    ExecutorStartError
+        Ray did not start or the cluster could not be reached (before any cell ran).
     """
     ray = _ray()
     threads = runtime.threads
@@ -108,15 +119,20 @@ def run_ray(
     task_runtime = runtime.on_device("cuda") if gpus else runtime
     started_here = not ray.is_initialized()
     if started_here:
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(
-                num_cpus=workers * threads,
-                num_gpus=len(runtime.worker_runtimes()) * gpus,
-                include_dashboard=False,
-                log_to_driver=False,
-            )
+        try:
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(
+                    num_cpus=workers * threads,
+                    num_gpus=len(runtime.worker_runtimes()) * gpus,
+                    include_dashboard=False,
+                    log_to_driver=False,
+                )
+        except Exception as e:  # Ray's own errors vary: timeouts, connection, resources
+            _shutdown_quietly(ray)
+            where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+            raise ExecutorStartError(f"could not start {where}: {short_error(e)}") from None
     pending: dict[Any, Any] = {}
     try:
         task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(execute_cell)
@@ -135,6 +151,14 @@ def run_ray(
             ray.cancel(ref, force=True)
         if started_here:
             ray.shutdown()
+
+
+def _shutdown_quietly(ray: Any) -> None:
+    """Stop what a failed ``ray.init`` may have started; its own failure adds nothing."""
+    try:
+        ray.shutdown()
+    except Exception:
+        pass
 
 
 #: ``--executor`` name -> runner of a list of cells.

@@ -10,7 +10,8 @@ Each worker has its own pipe, so the driver always knows which cell each worker 
   runs it again); a new worker takes its place and the other cells go on;
 - closing the generator (Ctrl-C, SIGTERM: the runner stops) kills the workers at once;
   workers ignore SIGINT (a Ctrl-C in the terminal reaches every process of the group: the
-  driver decides) and die with the driver even when it is killed with SIGKILL.
+  driver decides) and die with the driver even when it is killed with SIGKILL, from
+  before their first heavy import (:mod:`zoo.run.worker_start`).
 
 GPUs: with a CUDA runtime a local worker process takes one GPU for its lifetime
 (:func:`_init_worker`).
@@ -18,11 +19,9 @@ GPUs: with a CUDA runtime a local worker process takes one GPU for its lifetime
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing as mp
 import os
 import signal
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -39,14 +38,24 @@ from zoo.run.execute import (
     failed_result,
     set_worker_device,
 )
+from zoo.run.worker_start import start_worker
 from zoo.runtime import Runtime
 
-__all__ = ["MAX_START_FAILURES", "STOP_GRACE", "WorkerStartError", "death_cause", "run_local_pool"]
+__all__ = [
+    "MAX_START_FAILURES",
+    "STOP_GRACE",
+    "WORKER_ENTRY",
+    "WorkerStartError",
+    "death_cause",
+    "run_local_pool",
+]
 
 #: Workers that die before taking a cell, in a row, before the pool gives up.
 MAX_START_FAILURES = 3
 #: Seconds a stopping worker gets after SIGTERM before SIGKILL.
 STOP_GRACE = 2.0
+#: What a worker process runs once it dies with the driver (imported only then).
+WORKER_ENTRY = "zoo.run.local_pool:_worker_main"
 
 
 class WorkerStartError(RuntimeError):
@@ -68,28 +77,14 @@ def death_cause(exitcode: int | None) -> str:
     return f"exit code {exitcode}"
 
 
-def _init_worker(threads: int, parent: int, device: str | None) -> None:
-    """Start a local worker: die with the driver, fix torch threads, take a GPU if any."""
-    _die_with_parent(parent)
+def _init_worker(threads: int, device: str | None) -> None:
+    """Start a local worker: fix torch threads, take a GPU if any (it already dies with the
+    driver: :func:`zoo.run.worker_start.start_worker` saw to it before the imports)."""
     torch.set_num_threads(threads)
     torch.set_num_interop_threads(1)
     if device is not None:
         set_worker_device(device)
         torch.cuda.set_device(torch.device(device))
-
-
-def _die_with_parent(parent: int) -> None:
-    """Ask Linux to kill this worker when the driver dies (even by SIGKILL), so that a
-    killed sweep leaves no orphan workers computing cells nobody will store."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the driver died before prctl took effect
-        os._exit(1)
 
 
 def _pipe_sink(conn: Connection, cell_id: str) -> Callable[[str, str, int, int], None]:
@@ -99,12 +94,12 @@ def _pipe_sink(conn: Connection, cell_id: str) -> Callable[[str, str, int, int],
     return sink
 
 
-def _worker_main(conn: Connection, threads: int, parent: int, device: str | None) -> None:
+def _worker_main(conn: Connection, threads: int, device: str | None) -> None:
     """A local worker: take ``(cell, runtime)`` from ``conn``, send back progress and the
     :class:`CellResult`; end on ``None`` or when the driver goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-    _init_worker(threads, parent, device)
+    _init_worker(threads, device)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -129,10 +124,10 @@ class _Worker:
         self.slot, self.device = slot, device
         self.conn, child = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
-            target=_worker_main,
+            target=start_worker,  # the parent-death signal first, then the imports
             name=f"zoo-worker-{slot}",
             daemon=True,
-            args=(child, threads, os.getpid(), device),
+            args=(os.getpid(), WORKER_ENTRY, child, threads, device),
         )
         # the worker starts with SIGINT blocked (a mask survives fork and exec), so a Ctrl-C
         # during its start cannot print a traceback; here it is delivered right after

@@ -15,8 +15,8 @@ ids depend on it, so a directory of another version cannot be resumed or reporte
 cells are computed again by running the spec into a fresh directory.
 
 A record lists the size and SHA-256 of each artifact (``files``). A record that cannot be
-read, lacks its fields, names another cell, or whose artifacts are missing or of another
-size is *damaged*: its cell counts as pending (a run computes it again) and
+read, lacks its fields, names another cell, or whose artifacts are missing, of another
+size or of another SHA-256 is *damaged*: its cell counts as pending (a run computes it again) and
 :meth:`RunDir.problems` says which file is bad; readers never see it.
 """
 
@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from zoo.spec.sweep import SPEC_VERSION
 __all__ = [
     "CELLS",
     "LOCK_FILE",
+    "DamagedRunDir",
     "RECORD",
     "SPEC_FILE",
     "SPEC_VERSION",
@@ -46,6 +48,7 @@ __all__ = [
     "RunDirError",
     "artifact_digest",
     "check_version",
+    "default_run_dir",
 ]
 
 SPEC_FILE = "spec.yaml"
@@ -56,9 +59,26 @@ RECORD = ".json"
 VERSION_LINE = re.compile(r"^#\s*bnn-zoo spec_version:\s*(\d+)\s*$")
 
 
+def default_run_dir(name: str, root: Path = Path("runs")) -> Path:
+    """``runs/<spec name>/<timestamp>``: where a run goes without ``--out``."""
+    return root / name / datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
 def artifact_digest(data: bytes) -> dict[str, Any]:
     """What a record lists of an artifact: its size and SHA-256."""
     return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _file_sha256(path: Path) -> str | None:
+    """The SHA-256 of a file's bytes, read in blocks; None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(1 << 20):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _version_of(text: str) -> int | None:
@@ -111,6 +131,33 @@ class RunDir:
     def spec_text(self) -> str:
         """The stored spec.yaml text."""
         return self.spec_path.read_text()
+
+    def spec_damage(self) -> str | None:
+        """Why the stored spec.yaml cannot be read as a spec; None when it can (or is absent).
+
+        Not readable, not UTF-8 text, not YAML (with the line), or not a mapping: a damaged
+        file, not one from an older bnn-zoo (whose spec.yaml is YAML all the same).
+        """
+        try:
+            data = self.spec_path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            return f"cannot be read ({e.strerror or e})"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"is not UTF-8 text (at byte {e.start} of {len(data)})"
+        try:
+            doc = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(e, "problem", None) or type(e).__name__
+            return f"is not valid YAML{where} ({problem})"
+        if not isinstance(doc, dict):
+            return "does not hold a spec (a YAML mapping of its sections)"
+        return None
 
     def spec_version(self) -> int | None:
         """The recorded spec_version; None for a directory written before versions existed."""
@@ -187,7 +234,7 @@ class RunDir:
         A whole record is a JSON object naming ``cell_id``, with ``status`` ok or failed,
         ``metrics`` an object (ok cells; absent means none for failed cells), ``error`` text
         if present, whose listed
-        artifacts (``files``) exist with their recorded sizes.
+        artifacts (``files``) exist with their recorded sizes and SHA-256.
         """
         rec, why = self._raw_record(cell_id)
         if rec is None:
@@ -221,6 +268,12 @@ class RunDir:
             if not isinstance(info, dict) or size != info.get("size"):
                 want = info.get("size") if isinstance(info, dict) else "?"
                 return f"lists {path.name} with {want} bytes, but it has {size} (truncated?)"
+            want = info.get("sha256")
+            if want is not None and _file_sha256(path) != want:
+                return (
+                    f"lists {path.name}, whose contents differ from what was stored (its "
+                    "SHA-256 differs: damaged)"
+                )
         return None
 
     def record(self, cell_id: str) -> dict[str, Any] | None:
@@ -283,10 +336,30 @@ class OutdatedRunDir(RunDirError):
     """A run directory written with another spec_version: its cell ids do not match."""
 
 
-def check_version(run: RunDir) -> None:
-    """Raise :class:`OutdatedRunDir` unless ``run`` is new or has this spec_version."""
+class DamagedRunDir(RunDirError):
+    """A run directory whose spec.yaml is damaged (:meth:`RunDir.spec_damage`)."""
+
+
+def check_version(run: RunDir, *, damaged_ok: bool = False) -> None:
+    """Raise :class:`OutdatedRunDir` unless ``run`` is new or has this spec_version.
+
+    A damaged spec.yaml raises :class:`DamagedRunDir` (saying that the cells are kept and
+    how to write it again); with ``damaged_ok`` (a run given its spec, which writes
+    spec.yaml anew) it passes: the stored cells whose ids match are kept, the others are
+    computed.
+    """
     if not run.is_run_dir():
         return
+    why = run.spec_damage()
+    if why is not None:
+        if damaged_ok:
+            return
+        raise DamagedRunDir(
+            f"{run.spec_path} is damaged: it {why}. The cells stored beside it are kept: "
+            f"run the spec this directory was made from into it (zoo run SPEC --out "
+            f"{run.root}, with the same --set options) to write spec.yaml again and resume, "
+            "or run the spec into a fresh --out"
+        )
     version = run.spec_version()
     if version == SPEC_VERSION:
         return

@@ -29,14 +29,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from zoo.run.executors import EXECUTORS, plan_workers, with_threads
 from zoo.run.feedback import Feedback
 from zoo.run.report import build_report as _build_report
-from zoo.run.rundir import OutdatedRunDir, RunDirError, check_version
+from zoo.run.rundir import OutdatedRunDir, RunDirError, check_version, default_run_dir
 from zoo.run.saver import Saver, describe_os_error
 from zoo.run.signals import RunInterrupted, Stopper, describe_signal
 from zoo.run.store import RunStore
@@ -80,8 +79,8 @@ class RunOutcome:
 
 
 def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
-    """``runs/<spec name>/<timestamp>``."""
-    return root / spec.name / datetime.now().strftime("%Y%m%d-%H%M%S")
+    """``runs/<spec name>/<timestamp>`` (:func:`zoo.run.rundir.default_run_dir`)."""
+    return default_run_dir(spec.name, root)
 
 
 def spec_runtime(spec: Spec, device: str | None = None) -> Runtime:
@@ -153,7 +152,7 @@ def run_spec(
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
     store = RunStore(out_dir)
-    check_version(store)
+    check_version(store, damaged_ok=True)  # a damaged spec.yaml is written anew
     if executor not in EXECUTORS:
         raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
     if spec.simulation is None:
@@ -266,6 +265,8 @@ def _run_cells(
         try:
             if any(s != "pending" for s in status.values()):
                 _build_report(store, spec)
+                for note in store.notes():  # a hand-edited table was replaced
+                    log(f"zoo: warning: {note}")
             else:
                 report_error = "no cell is stored"
         except OSError as e:
@@ -344,4 +345,6 @@ def build_report(
     files = _build_report(store, spec)
     for problem in store.problems():
         (log or (lambda msg: None))(f"zoo: damaged file: {problem}")
+    for note in store.notes():  # a hand-edited table was replaced
+        (log or (lambda msg: None))(f"zoo: warning: {note}")
     return files

@@ -11,16 +11,26 @@ Files get the usual permissions (``0666 & ~umask``). A run holds an exclusive
 :func:`fcntl.flock` on ``.zoo.lock`` in the directory (:meth:`RunStore.lock`), so a second
 run of the same directory is refused while reading it (``zoo status``, ``zoo report``)
 stays possible.
+
+Nothing is written, truncated or deleted through a symbolic link inside the run directory:
+a run directory received from someone else, or one under a shared directory, may hold
+links to any file of the user. The lock file is opened with ``O_NOFOLLOW`` and must be a
+regular file; :meth:`RunStore.check_target` refuses a directory holding a link among its
+entries or those of ``cells/`` and ``figures/``; and each write checks again that no part
+of its path below the run directory is a link (:class:`LinkedPath`). The run directory
+itself may be a link: the user named it.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -44,6 +54,7 @@ from zoo.run.rundir import (
     artifact_digest,
     check_version,
 )
+from zoo.run.store_links import LinkedPath, check_no_links, inside, link_message
 
 #: The reader and its errors are re-exported: ``zoo.run.store`` is where callers find the
 #: run directory's reader and writer together.
@@ -51,10 +62,12 @@ __all__ = [
     "LOCK_FILE",
     "SPEC_FILE",
     "SPEC_VERSION",
+    "LinkedPath",
     "OutdatedRunDir",
     "RunDir",
     "RunDirBusy",
     "RunDirError",
+    "TABLES_WRITTEN",
     "RunStore",
     "atomic_path",
     "check_version",
@@ -126,12 +139,20 @@ def _ours_at_start(p: Path) -> bool:
     return p.name == CELLS and p.is_dir() and not any(p.iterdir())
 
 
+#: Where the store keeps the SHA-256 of the tables it wrote, to tell a hand edit.
+TABLES_WRITTEN = ".zoo.tables.json"
+
+
 class RunStore(RunDir):
     """The only writer of a run directory; every write is atomic (see the module docstring).
 
     A run uses it as :meth:`check_target`, :meth:`lock` (held for the whole run),
     :meth:`check_writable`, then :meth:`prepare`.
     """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__(root)
+        self._notes: dict[str, None] = {}
 
     def check_target(self) -> None:
         """Refuse a path that is a file, or a non-empty directory that is not a run directory.
@@ -148,7 +169,10 @@ class RunStore(RunDir):
                 f"{root} is a file, not a directory; give a new or empty "
                 "directory, or a zoo run directory"
             )
-        if not root.is_dir() or self.looks_like_run_dir():
+        if not root.is_dir():
+            return
+        self.check_links()
+        if self.looks_like_run_dir():
             return
         try:
             names = sorted(p.name for p in root.iterdir() if not _ours_at_start(p))
@@ -162,26 +186,57 @@ class RunStore(RunDir):
                 "directory, or a run directory"
             )
 
+    def check_links(self) -> None:
+        """Refuse a run directory holding a symbolic link where zoo writes.
+
+        Zoo writes the directory's own entries (spec.yaml, the lock, the tables, the
+        report) and those of ``cells/`` and ``figures/``: a link among them would have a
+        write, a truncation or a delete land on its target.
+
+        Raises
+        ------
+        RunDirError
+            Naming the first link found (exit 2 at the command line); nothing was changed.
+        """
+        try:
+            check_no_links(self.root, (CELLS, "figures"))
+        except LinkedPath as e:
+            raise RunDirError(e.strerror) from None
+        except OSError as e:
+            raise RunDirError(f"cannot read {self.root}: {e.strerror or e}") from None
+
     @contextmanager
     def lock(self) -> Iterator[None]:
         """Hold the run directory for this process (creating the directory).
 
         An exclusive, non-blocking :func:`fcntl.flock` on ``.zoo.lock``, released when the
         block ends or the process dies (even by SIGKILL); the file keeps the owner's pid.
+        It is opened with ``O_NOFOLLOW`` and must be a regular file: a link there would
+        have its target truncated.
 
         Raises
         ------
         RunDirBusy
             Another process holds it ("another zoo run (pid N) is using DIR").
         RunDirError
-            The directory cannot be created or written.
+            The directory cannot be created or written, or the lock file is a link or not
+            a regular file.
         """
+        path = self.root / LOCK_FILE
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(path, flags, 0o666)
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise RunDirError(link_message(path)) from None
             raise RunDirError(f"cannot write in {self.root}: {e.strerror or e}") from None
         try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise RunDirError(
+                    f"{path} is not a regular file; zoo keeps its lock there. Remove it, or "
+                    "give another --out (a new directory)"
+                )
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as e:
@@ -210,7 +265,7 @@ class RunStore(RunDir):
         """
         folder = self.root
         try:
-            for folder in (self.root, self.cells_dir):
+            for folder in (self.root, inside(self.root, CELLS)):
                 folder.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(dir=folder, prefix=".zoo-write-check.", suffix=".tmp")
                 try:
@@ -219,6 +274,8 @@ class RunStore(RunDir):
                 finally:
                     os.close(fd)
                     os.unlink(tmp)
+        except LinkedPath as e:
+            raise RunDirError(e.strerror) from None
         except OSError as e:
             raise RunDirError(f"cannot write in {folder}: {e.strerror or e}") from None
 
@@ -227,16 +284,16 @@ class RunStore(RunDir):
 
         Call it holding :meth:`lock`: the temporary files of a running run are not stale.
         """
-        self.cells_dir.mkdir(parents=True, exist_ok=True)
-        for folder in (self.root, self.cells_dir, self.root / "figures"):
+        inside(self.root, CELLS).mkdir(parents=True, exist_ok=True)
+        for folder in (self.root, inside(self.root, CELLS), inside(self.root, "figures")):
             for stale in folder.glob(".*.tmp") if folder.is_dir() else ():
-                stale.unlink(missing_ok=True)
+                if not stale.is_symlink():
+                    stale.unlink(missing_ok=True)
 
     def write_file(self, rel: str, data: bytes) -> Path:
-        """Write ``data`` to ``root/rel`` (a path inside the run directory)."""
-        path = self.root / rel
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise ValueError(f"{rel!r} is not a path inside the run directory")
+        """Write ``data`` to ``root/rel`` (a path inside the run directory, no link on it:
+        :class:`LinkedPath` otherwise)."""
+        path = inside(self.root, rel)
         return write_bytes_atomic(path, data)
 
     def write_files(self, files: Mapping[str, bytes]) -> dict[str, Path]:
@@ -258,8 +315,39 @@ class RunStore(RunDir):
         return self.write_text(SPEC_FILE, "\n".join([header, *lines]) + "\n")
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        """Write ``df`` as CSV without the index (``results.csv``, ``summary.csv``)."""
-        return self.write_text(name, df.to_csv(index=False))
+        """Write ``df`` as CSV without the index (``results.csv``, ``summary.csv``).
+
+        The tables are made from the cells, so a table edited by hand since zoo wrote it
+        is replaced: :meth:`notes` says so (zoo keeps the SHA-256 of what it wrote in
+        ``.zoo.tables.json``).
+        """
+        data = df.to_csv(index=False).encode("utf-8")
+        written = self._tables_written()
+        try:
+            before = hashlib.sha256(inside(self.root, name).read_bytes()).hexdigest()
+        except OSError:
+            before = None
+        if before is not None and written.get(name) not in (None, before):
+            self._notes.setdefault(
+                f"{name} was edited since zoo wrote it; it is written again from the "
+                "cells, so the edits are gone (copy a table under another name to keep "
+                "edits)"
+            )
+        path = self.write_file(name, data)
+        written[name] = hashlib.sha256(data).hexdigest()
+        self.write_file(TABLES_WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
+        return path
+
+    def _tables_written(self) -> dict[str, str]:
+        try:
+            data = json.loads(inside(self.root, TABLES_WRITTEN).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def notes(self) -> list[str]:
+        """What the user should know of this store's writes (a hand-edited table replaced)."""
+        return list(self._notes)
 
     def write_cell(
         self, record: Mapping[str, Any], artifacts: Mapping[str, bytes] | None = None
@@ -276,19 +364,19 @@ class RunStore(RunDir):
             if not suffix.startswith(".") or suffix == RECORD or "/" in suffix:
                 raise ValueError(f"artifact suffix {suffix!r}: use e.g. '.nc' or '.ktied.npz'")
         for suffix, data in artifacts.items():
-            write_bytes_atomic(self.artifact_path(cell_id, suffix), data)
+            write_bytes_atomic(inside(self.root, f"{CELLS}/{cell_id}{suffix}"), data)
         files = {suffix: artifact_digest(data) for suffix, data in artifacts.items()}
         return self._write_record({**record, "files": files})
 
     def _write_record(self, record: Mapping[str, Any]) -> Path:
         text = json.dumps(dict(record), indent=1, sort_keys=True)
-        return write_bytes_atomic(self.record_path(record["cell_id"]), text.encode("utf-8"))
+        path = inside(self.root, f"{CELLS}/{record['cell_id']}{RECORD}")
+        return write_bytes_atomic(path, text.encode("utf-8"))
 
     def remove_file(self, rel: str) -> None:
-        """Delete ``root/rel`` if it exists (a stale report figure, say)."""
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise ValueError(f"{rel!r} is not a path inside the run directory")
-        (self.root / rel).unlink(missing_ok=True)
+        """Delete ``root/rel`` if it exists (a stale report figure, say); never through a
+        link (:class:`LinkedPath`)."""
+        inside(self.root, rel).unlink(missing_ok=True)
 
     def figures(self) -> list[str]:
         """Report figures on disk, as paths relative to the run directory."""
@@ -298,6 +386,7 @@ class RunStore(RunDir):
         return sorted(f"figures/{p.name}" for p in folder.glob("*.png"))
 
     def clear_cells(self) -> None:
-        """Delete every stored cell (``zoo run --fresh``)."""
-        if self.cells_dir.is_dir():
-            shutil.rmtree(self.cells_dir)
+        """Delete every stored cell (``zoo run --fresh``); never through a link."""
+        folder = inside(self.root, CELLS)
+        if folder.is_dir():
+            shutil.rmtree(folder)

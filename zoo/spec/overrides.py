@@ -28,6 +28,7 @@ import yaml
 
 from zoo.spec.errors import SpecError, did_you_mean, format_path, split_override_path
 from zoo.spec.reader import read_yaml
+from zoo.spec.sections.bounds import file_path
 from zoo.spec.sweep import axis_path
 
 __all__ = ["PATH_FIELDS", "absolute_paths", "apply_overrides", "parse_overrides"]
@@ -277,9 +278,10 @@ def _absolute(value: Any, base: Path) -> Any:
     if not isinstance(value, str) or not value:
         return value
     try:
-        p = Path(value).expanduser()
-    except RuntimeError:  # ~user of no such user: validation says the file is missing
+        file_path(value, base)
+    except ValueError:  # a NUL byte, no such ~user, too long: validation says so
         return value
+    p = Path(value).expanduser()
     return value if p.is_absolute() else str((base / p).resolve())
 
 

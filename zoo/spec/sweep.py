@@ -10,7 +10,9 @@ axis, nor two axes, give the same cells (:func:`axis_problem`, :func:`sweep_prob
 A cell id is a readable prefix (method and axis values, at most :data:`MAX_SLUG` characters)
 and a hash of the cell's configuration written without defaults, together with
 :data:`SPEC_VERSION`: a field added later at its default leaves every id unchanged, and a
-change of what the ids mean bumps the version (recorded in a run's ``spec.yaml``).
+change of what the ids mean bumps the version (recorded in a run's ``spec.yaml``). Data read
+from a file of the user (a CSV) enters the hash as the SHA-256 of the file's bytes, not its
+path (:func:`_id_config`), so a moved checkout keeps its ids.
 No torch import here.
 """
 
@@ -20,6 +22,7 @@ import hashlib
 import itertools
 import json
 import math
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, get_origin
 
@@ -181,8 +184,8 @@ def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
     """``(path, message)`` for each problem of the sweep as a whole.
 
     Two axes that set the same field; more than :data:`MAX_CELLS` cells; and two values of
-    one axis that validate to the same setting (``1`` and ``1.0``, ``0`` and ``"0"``), which
-    would give the same cell twice.
+    one axis that validate to the same setting (``1`` and ``1.0``, ``0`` and ``"0"``, two
+    data files of the same bytes), which would give the same cell twice.
     """
     out: list[tuple[str, str]] = []
     setters: dict[tuple[str, ...], str] = {}
@@ -207,11 +210,13 @@ def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
         seen: dict[str, Any] = {}
         for value in values:
             d = json.loads(json.dumps(base))
-            set_path(d, axis_path(key), value)
-            try:
-                resolved = type(spec).model_validate(d).model_dump_json()
+            try:  # a method the spec does not have: _method_problems names it
+                set_path(d, axis_path(key), value)
+                cell = type(spec).model_validate(d)
             except (ValidationError, KeyError):
                 continue  # the loader reports the value where it stands
+            # as the ids see it: two data files of the same bytes are the same data
+            resolved = json.dumps(_id_config(cell.model_dump(mode="json"), cell.data))
             if resolved in seen:
                 out.append(
                     (
@@ -298,7 +303,7 @@ class Cell:
         self.method = method
         self.axes = axes
         self.studies = spec.studies_for(method)
-        self.cell_id = cell_id(self.config(), axes)
+        self.cell_id = cell_id(_id_config(self.config(), spec.data), axes)
 
     def config(self) -> dict[str, Any]:
         """What changes this cell's numbers, as JSON-able data without default values.
@@ -324,14 +329,54 @@ class Cell:
         return f"Cell({self.cell_id})"
 
 
+def _id_config(config: dict[str, Any], data: Any) -> dict[str, Any]:
+    """What a cell id hashes: :meth:`Cell.config`, with a data file named by its contents.
+
+    A data section read from a file of the user (``content_file``: ``csv``'s ``path``)
+    enters as the SHA-256 of the file's bytes instead of its absolute path, so a moved
+    checkout keeps its cell ids and changed data gets new ones. A file that cannot be read
+    keeps its path (the data checks then say what is wrong with it).
+    """
+    field = getattr(type(data), "content_file", None)
+    section = config.get("data")
+    if field is None or not isinstance(section, dict) or field not in section:
+        return config
+    digest = _file_sha256(str(section[field]))
+    if digest is None:
+        return config
+    rest = {k: v for k, v in section.items() if k != field}
+    return {**config, "data": {**rest, f"{field}_sha256": digest}}
+
+
+#: (path, size, mtime in ns) -> SHA-256 of the file: a sweep hashes its data file once.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_sha256(path: str) -> str | None:
+    """The SHA-256 of the file at ``path`` (cached by size and modification time)."""
+    try:
+        st = os.stat(path)
+        key = (path, st.st_size, st.st_mtime_ns)
+        if key not in _DIGESTS:
+            digest = hashlib.sha256()
+            with open(path, "rb") as fh:
+                while block := fh.read(1 << 20):
+                    digest.update(block)
+            _DIGESTS[key] = digest.hexdigest()
+    except (OSError, ValueError):
+        return None
+    return _DIGESTS[key]
+
+
 def _slug(axes: Mapping[str, Any]) -> str:
-    """The method and ``field=value`` of each axis; other characters than ASCII letters,
-    digits and ``=-_.`` become ``-``."""
+    """The method and ``field=value`` of each axis; ``+`` is dropped (``1e+30`` reads
+    ``1e30``, not ``1e-30``) and other characters than ASCII letters, digits and ``=-_.``
+    become ``-``."""
     parts = [str(axes["method"])]
     for k, v in axes.items():
         if k != "method":
             parts.append(f"{k.split('.')[-1]}={v}")
-    slug = "_".join(parts)
+    slug = "_".join(parts).replace("+", "")
     return "".join(c if c.isascii() and (c.isalnum() or c in "=-_.") else "-" for c in slug)
 
 

@@ -142,9 +142,9 @@ def test_ids_are_ascii_and_every_cell_file_fits_a_file_name(tmp_path: Path) -> N
     # fits a file name, but a slug of 80 such letters (240 bytes) with the hash and
     # ".posterior.nc" did not
     paths = []
-    for letter in "漢é":
+    for n, letter in enumerate("漢é"):  # other bytes: the ids hash a data file's contents
         p = tmp_path / (letter * 60 + ".csv")
-        p.write_text("a,y\n" + "".join(f"{i},{i % 2}\n" for i in range(20)))
+        p.write_text("a,y\n" + "".join(f"{i},{i % 2}\n" for i in range(20 + n)))
         paths.append(str(p))
     text = GOOD.replace(
         "two_moons\n  n_train: 100", f"csv\n  path: {paths[0]}\n  target: y\n  task: classification"

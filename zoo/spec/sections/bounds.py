@@ -11,6 +11,7 @@ No torch import here.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import AfterValidator, Field
@@ -29,13 +30,19 @@ __all__ = [
     "MAX_LEAPFROG",
     "METHOD_NAME",
     "MAX_NAME",
+    "MIN_PRIOR_SCALE",
+    "PriorScale",
     "MAX_PARAMS",
+    "MAX_PATH",
+    "MAX_PATH_PART",
+    "MAX_PRIOR_SCALE",
     "MAX_POINTS",
     "MAX_SEED",
     "MAX_STEPS",
     "MAX_WIDTH",
     "Real",
     "SEED_HEADROOM",
+    "file_path",
     "finite_float32",
 ]
 
@@ -79,6 +86,15 @@ MAX_AXIS_VALUES = 1_000
 MAX_CELLS = 10_000
 #: Longest spec or method name.
 MAX_NAME = 100
+#: Widest and narrowest prior standard deviation: a Normal's log density squares its scale,
+#: and the square must stay a normal float32 (1.2e-38 to 3.4e38) for the cells' losses to
+#: be finite (a scale of 1e30 gave an infinite loss at step 0, 1e-25 a NaN one).
+MAX_PRIOR_SCALE = 1e18
+MIN_PRIOR_SCALE = 1e-18
+#: Longest file path, in bytes (Linux's PATH_MAX less its NUL), and longest part of one
+#: (NAME_MAX): the system refuses longer ones, so validation says so first.
+MAX_PATH = 4095
+MAX_PATH_PART = 255
 
 #: The ``name`` field of every inference method: its key in ``--set inference.NAME...``,
 #: sweep axes and ``studies[].methods``.
@@ -117,3 +133,51 @@ def finite_float32(v: float) -> float:
 #: A finite float that float32 represents (0 or a magnitude in [F32_TINY, F32_MAX]);
 #: field constraints (``gt=0``, ``le=1``) add to it.
 Real = Annotated[FiniteFloat, AfterValidator(finite_float32)]
+
+
+def prior_scale(v: float) -> float:
+    """``v`` if it lies in [:data:`MIN_PRIOR_SCALE`, :data:`MAX_PRIOR_SCALE`].
+
+    Raises
+    ------
+    ValueError
+        Saying why: the prior's log density squares the scale in float32.
+    """
+    if not MIN_PRIOR_SCALE <= v <= MAX_PRIOR_SCALE:
+        raise ValueError(
+            f"prior scale {v!r}: give {MIN_PRIOR_SCALE:g} to {MAX_PRIOR_SCALE:g}; the prior's "
+            "log density squares the scale, which float32 cannot hold beyond that (every cell "
+            "would fail at its first step)"
+        )
+    return v
+
+
+#: A prior standard deviation: a positive :data:`Real` whose square float32 holds.
+PriorScale = Annotated[Real, AfterValidator(prior_scale)]
+
+
+def file_path(v: str, base: str | Path = ".") -> Path:
+    """The path ``v`` of a spec field (``~`` expanded, relative to ``base``), not resolved.
+
+    Raises
+    ------
+    ValueError
+        ``v`` holds a NUL byte, names an unknown ``~user``, or is longer than the system
+        allows (:data:`MAX_PATH` bytes, :data:`MAX_PATH_PART` per part): the message says
+        which, so validation reports it at the field instead of the system raising later.
+    """
+    if "\0" in v:
+        raise ValueError("the path holds a NUL byte (\\0), which no file name may contain")
+    try:
+        p = Path(v).expanduser()
+    except RuntimeError:
+        raise ValueError(f"{v.split('/')[0]!r}: no such user to expand") from None
+    p = p if p.is_absolute() else Path(base) / p
+    size = len(str(p).encode("utf-8", "surrogateescape"))
+    longest = max((len(part.encode("utf-8", "surrogateescape")) for part in p.parts), default=0)
+    if size > MAX_PATH or longest > MAX_PATH_PART:
+        raise ValueError(
+            f"the path is too long ({size} bytes, a part of {longest}); a path has at most "
+            f"{MAX_PATH} bytes and each part at most {MAX_PATH_PART}"
+        )
+    return p

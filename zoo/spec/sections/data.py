@@ -8,13 +8,12 @@ torch import here.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
 from zoo.spec.base import Section
-from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real
+from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real, file_path
 
 __all__ = [
     "CsvData",
@@ -30,6 +29,10 @@ __all__ = [
 class _Data(Section):
     has_teacher: ClassVar[bool] = False
     n_classes: ClassVar[int | None] = None
+    #: The field naming the file whose bytes are the data (None: the data are made or
+    #: named, not read from a path of the user): a cell id hashes the file's contents,
+    #: not its path, so moving the file (or the checkout) keeps the ids.
+    content_file: ClassVar[str | None] = None
 
 
 class TwoMoonsData(_Data):
@@ -82,6 +85,7 @@ class DigitsData(_Data):
 class CsvData(_Data):
     """Any delimited text file with a header row; one column is the target."""
 
+    content_file: ClassVar[str | None] = "path"
     kind: Literal["csv"] = Field(description="Data set kind.")
     path: str = Field(description="Path of the CSV file, relative to the spec file.")
     target: str = Field(description="Name of the target column.")
@@ -120,9 +124,7 @@ class CsvData(_Data):
     @field_validator("path")
     @classmethod
     def _file_exists(cls, v: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v).expanduser()
-        p = p if p.is_absolute() else base / p
+        p = file_path(v, (info.context or {}).get("base_dir", "."))
         if not p.is_file():
             raise ValueError(
                 f"data file {str(p)!r} does not exist; give a path relative to the spec file "
@@ -244,9 +246,7 @@ class IdxData(_Data):
     @field_validator("dir")
     @classmethod
     def _resolve(cls, v: str, info: ValidationInfo) -> str:
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v).expanduser()
-        return str(p if p.is_absolute() else (base / p).resolve())
+        return str(file_path(v, (info.context or {}).get("base_dir", ".")).resolve())
 
 
 DataSpec = Annotated[

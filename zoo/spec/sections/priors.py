@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from zoo.spec.base import Section
-from zoo.spec.sections.bounds import Real
+from zoo.spec.sections.bounds import PriorScale
 
 __all__ = ["BiasPriorSpec", "HeBias", "HePrior", "NormalBias", "NormalPrior", "PriorSpec"]
 
@@ -21,7 +21,9 @@ class NormalBias(Section):
     """Bias prior N(0, scale^2)."""
 
     kind: Literal["normal"] = Field(description="Prior kind.")
-    scale: Real = Field(1.0, gt=0, description="Prior standard deviation.")
+    scale: PriorScale = Field(
+        1.0, gt=0, description="Prior standard deviation (1e-18 to 1e18: its square is a float32)."
+    )
 
 
 class HeBias(Section):

@@ -5,13 +5,12 @@ No torch import here.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from zoo.spec.base import Section
-from zoo.spec.sections.bounds import MAX_DEPTH, MAX_DRAWS, Real
+from zoo.spec.sections.bounds import MAX_DEPTH, MAX_DRAWS, Real, file_path
 from zoo.spec.sections.studies import GaussianFitSpec
 
 __all__ = ["GaussianGroundTruthSimulation", "ProductMatrixSimulation", "SimulationSpec"]
@@ -132,9 +131,7 @@ class GaussianGroundTruthSimulation(Section):
     def _resolve(cls, v: str | None, info: ValidationInfo) -> str | None:
         if v is None:
             return None
-        base = Path((info.context or {}).get("base_dir", "."))
-        p = Path(v).expanduser()
-        return str(p if p.is_absolute() else (base / p).resolve())
+        return str(file_path(v, (info.context or {}).get("base_dir", ".")).resolve())
 
     @field_validator("fractions")
     @classmethod
