@@ -86,10 +86,15 @@ def pareto_smooth(log_ratios: np.ndarray) -> tuple[float, np.ndarray]:
     return float(khat), np.asarray(log_weights, dtype=np.float64)
 
 
+def _density(name: str, site: Any) -> bool:
+    """Sites whose log density counts: not a plate's subsample indices (as in Pyro's ELBOs)."""
+    return not site_is_subsample(site)
+
+
 def _log_ratio(model: Callable, guide: Callable, args: tuple, kwargs: dict) -> float:
     guide_tr = poutine.trace(guide).get_trace(*args, **kwargs)
     model_tr = poutine.trace(poutine.replay(model, trace=guide_tr)).get_trace(*args, **kwargs)
-    return float(model_tr.log_prob_sum() - guide_tr.log_prob_sum())
+    return float(model_tr.log_prob_sum(_density) - guide_tr.log_prob_sum(_density))
 
 
 def psis_khat(
