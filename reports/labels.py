@@ -62,10 +62,7 @@ METRIC_LABELS: dict[str, tuple[str, str | None]] = {
     "draws_per_chain": ("draws per chain", "draws"),
     "mass_ratio_q05": ("adapted inverse mass over the draws' variance, 5% quantile", None),
     "mass_ratio_median": ("adapted inverse mass over the draws' variance, median", None),
-    "psis_khat": (
-        "PSIS k-hat of log p(w, y) - log q(w) (< 0.7: q fit for importance sampling)",
-        None,
-    ),
+    "psis_khat": ("PSIS k-hat of log p(w, y) - log q(w)", None),
 }
 #: The report's note on ``psis_khat`` (Vehtari et al. 2024; Yao et al. 2018).
 PSIS_NOTE = (
