@@ -313,7 +313,8 @@ def _archive(ctx: CellContext, draws: Draws, chains: int, *, sampled: bool, samp
 
 
 #: Draws from an svi cell's guide behind its ``psis_khat``: the Pareto fit sees the largest
-#: 3 sqrt(S) = 48 ratios; each draw runs the model on the training set once.
+#: 3 sqrt(S) = 48 ratios; each draw runs the model on the training set once. (The report's
+#: note, :data:`reports.labels.PSIS_NOTE`, names this number.)
 PSIS_DRAWS = 256
 
 
