@@ -18,8 +18,14 @@ is ``init_to_median`` (the default of Pyro's ``AutoContinuous`` guides; Pyro's
 ``AutoNormal`` uses ``init_to_feasible``, which starts every weight of a layer at zero),
 and the second positional argument, where there is one, is structural (``rank``,
 ``row_cov``, ``blocks``, ``scale``), not ``init_loc_fn``: pass that by keyword.
+
+Two checks of a fitted guide, for any Pyro model and guide (:mod:`guides.checks`, Yao et al.
+2018): :func:`psis_khat`, the Pareto k-hat of log p(theta, y) - log q(theta) (below 0.7, q
+is close enough to the posterior for importance sampling to correct it), and :func:`vsbc`,
+variational simulation-based calibration (refits on data simulated from the prior).
 """
 
+from guides.checks import PSISResult, VSBCResult, psis_khat, vsbc
 from guides.distributions import KTiedNormal, MatrixNormal
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
@@ -38,7 +44,11 @@ __all__ = [
     "KTiedNormal",
     "LocalReparameterization",
     "MatrixNormal",
+    "PSISResult",
+    "VSBCResult",
     "is_std_param",
+    "psis_khat",
     "std_param_containers",
     "std_param_names",
+    "vsbc",
 ]

@@ -44,6 +44,9 @@ def test_strided_families_do_not_reach_other_offsets():
     singles = sorted(int(s) for s in Stream if not s.name.startswith("KTIED_"))
     assert max(singles) < Stream.KTIED_EVAL < Stream.KTIED_SHUFFLE < Stream.KTIED_ELBO_STEP
     assert Stream.KTIED_SHUFFLE + 100 <= Stream.KTIED_ELBO_STEP
+    # VSBC's replications take VSBC + r, r < 400: no single stream in that range
+    taken = range(Stream.VSBC, Stream.VSBC + 400)
+    assert not [s for s in Stream if s != Stream.VSBC and int(s) in taken]
 
 
 def test_no_literal_seed_offsets_in_code():

@@ -52,8 +52,13 @@ class Stream(IntEnum):
     PRUNING = 9
     #: Posterior draws along the pruning study's trajectory.
     PRUNING_TRAJECTORY = 10
+    #: Draws from an svi cell's guide behind its PSIS k-hat (``psis_khat``).
+    PSIS = 11
+    #: First of the VSBC study's replications (``+ r``, r < 400): the prior draw, the
+    #: simulated data and the refit of replication r.
+    VSBC = 12
     #: Prior draws and unit shuffles of the pruning study's nulls.
-    PRUNING_NULL = 11
+    PRUNING_NULL = 450
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

@@ -5,8 +5,11 @@
 :mod:`reports.calibration`), adds the fit's ``stats`` and then what the kind of posterior
 calls for (:data:`OUTPUTS`, keyed by posterior class):
 
-- a variational posterior stores its predictive draws as the cell's ArviZ file
-  (``save_draws``);
+- a variational posterior records ``psis_khat``, the Pareto k-hat of log p(w, y) - log q(w)
+  over :data:`PSIS_DRAWS` draws of its guide on the training set (stream
+  :attr:`~zoo.seeds.Stream.PSIS`; :func:`guides.checks.psis_khat`: below 0.7 q is close
+  enough to the posterior for importance sampling to correct it), and stores its
+  predictive draws as the cell's ArviZ file (``save_draws``);
 - a point estimate has nothing more;
 - a sampler's draws are the sampler's evaluation: convergence diagnostics of the stored
   posterior (worst r_hat with two or more chains, smallest bulk and tail ESS, which gates
@@ -50,6 +53,7 @@ import numpy as np
 import pyro
 import torch
 
+from guides.checks import psis_khat
 from reports.calibration import classification_metrics, regression_metrics
 from reports.diagnostics import diagnostic_gates
 from reports.grade import reference_grade
@@ -72,6 +76,7 @@ from zoo.studies.base import CellContext
 __all__ = [
     "HIDDEN_COLUMNS",
     "OUTPUTS",
+    "PSIS_DRAWS",
     "cell_attrs",
     "chain_probs",
     "evaluate",
@@ -307,11 +312,24 @@ def _archive(ctx: CellContext, draws: Draws, chains: int, *, sampled: bool, samp
     )
 
 
+#: Draws from an svi cell's guide behind its ``psis_khat``: the Pareto fit sees the largest
+#: 3 sqrt(S) = 48 ratios; each draw runs the model on the training set once. (The report's
+#: note, :data:`reports.labels.PSIS_NOTE`, names this number.)
+PSIS_DRAWS = 256
+
+
 def _variational(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
-    """The predictive draws as the cell's ArviZ file (one chain), if ``save_draws``."""
+    """``psis_khat`` and, if ``save_draws``, the predictive draws as the cell's ArviZ file
+    (one chain)."""
+    x, y = ctx.data.x_train, ctx.data.y_train
+    seed = seed_for(ctx.seed, Stream.PSIS)
+    psis = psis_khat(
+        ctx.model, fit.posterior.guide, x, y, len(x), num_samples=PSIS_DRAWS, seed=seed
+    )
+    out = {"psis_khat": psis.khat}
     if not fit.save_draws:
-        return {}, {}
-    return {}, {".nc": datatree_to_bytes(_archive(ctx, draws, 1, sampled=False))}
+        return out, {}
+    return out, {".nc": datatree_to_bytes(_archive(ctx, draws, 1, sampled=False))}
 
 
 def _point(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:

@@ -45,7 +45,7 @@ from reports.document import (
 )
 from reports.figures.metric_vs import figure_name, metric_figure
 from reports.headline import headline
-from reports.labels import METRIC_LABELS, Labels, plural, repeat_word
+from reports.labels import METRIC_LABELS, PSIS_NOTE, Labels, plural, repeat_word
 from reports.tables import (
     GRADE_NOTE,
     failed_table,
@@ -311,6 +311,7 @@ def run_document(
             )
         )
         blocks += [Paragraph(GRADE_NOTE)] if "grade" in summary.columns else []
+        blocks += [Paragraph(PSIS_NOTE)] if "psis_khat" in table_metrics else []
         n_keys = len(key_columns(summary))
         blocks += [Table(h, r, n_text=n_keys) for h, r in summary_tables(summary, table_metrics)]
     else:

@@ -22,8 +22,9 @@ from zoo.spec.sections.studies import (
     PriceOfMeanFieldStudy,
     ProductMatrixStudy,
     PruningStudy,
+    VSBCStudy,
 )
-from zoo.studies import ktied, laplace, predictive, price_of_mf, product_matrix, pruning
+from zoo.studies import ktied, laplace, predictive, price_of_mf, product_matrix, pruning, vsbc
 from zoo.studies.base import ArtifactReader, CellContext, Probe, Study, StudyPlugin
 from zoo.studies.price_of_mf.ground_truth import run_ground_truth
 from zoo.studies.product_matrix.simulate import run_simulation
@@ -46,6 +47,7 @@ STUDIES: dict[type, Study] = {
     ProductMatrixStudy: product_matrix.STUDY,
     LaplaceStudy: laplace.STUDY,
     PredictiveStudy: predictive.STUDY,
+    VSBCStudy: vsbc.STUDY,
 }
 
 #: Simulation section class -> ``run(spec, store, log=)``: a run with no cells.

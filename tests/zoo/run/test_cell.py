@@ -111,6 +111,15 @@ def test_run_cell_returns_metrics_and_artifacts(outputs):
     assert nuts["min_ess_bulk_pred"] > 0 and nuts["n_pred_constant"] >= 0
 
 
+def test_an_svi_cell_records_its_psis_khat(outputs):
+    """k-hat of the guide's importance ratios (guides.checks.psis_khat), on svi cells only,
+    from its own seeded draws: the same with and without the studies."""
+    with_, without = outputs["mfvi"]
+    assert np.isfinite(with_.metrics["psis_khat"])
+    assert with_.metrics["psis_khat"] == without.metrics["psis_khat"]
+    assert all("psis_khat" not in out.metrics for n, (out, _) in outputs.items() if n != "mfvi")
+
+
 def test_studies_do_not_change_the_cells_numbers(outputs):
     for name, (with_, without) in outputs.items():
         a, b = _plain(with_.metrics), _plain(without.metrics)

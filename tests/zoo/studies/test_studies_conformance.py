@@ -36,6 +36,7 @@ studies:
   - {kind: product_matrix, draws: 20}
   - {kind: laplace, refine_steps: 5}
   - {kind: predictive, draws: 20, ood_points: 30}
+  - {kind: vsbc, replications: 2, steps: 3}
 """
 
 

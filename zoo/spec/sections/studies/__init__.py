@@ -19,7 +19,9 @@
 - ``predictive``: the price of mean field in predictions: on a sampler's cell, the
   predictive distributions of q_diag, q_full (the Gaussian fits to the draws), the MF-VI
   posterior the chains started from and the draws themselves, compared on the test set and
-  on out-of-distribution inputs (total variation, agreement, KL; NLL, ECE, entropy).
+  on out-of-distribution inputs (total variation, agreement, KL; NLL, ECE, entropy);
+- ``vsbc``: variational simulation-based calibration of an svi method: data simulated from
+  the prior, the guide refitted, the true weights ranked in q (Yao et al. 2018).
 
 Each study says which method families it applies to (``families``) and, where it needs one,
 which networks (:meth:`applies_to_model`); ``methods`` narrows it to named methods of the
@@ -41,6 +43,7 @@ from zoo.spec.sections.studies.predictive import FAR_MAX_FEATURES, PredictiveStu
 from zoo.spec.sections.studies.price_of_mf import PriceOfMeanFieldStudy
 from zoo.spec.sections.studies.product_matrix import ProductMatrixStudy
 from zoo.spec.sections.studies.pruning import PruningStudy
+from zoo.spec.sections.studies.vsbc import VSBCStudy
 
 __all__ = [
     "FAR_MAX_FEATURES",
@@ -53,6 +56,7 @@ __all__ = [
     "PruningStudy",
     "StudySection",
     "StudySpec",
+    "VSBCStudy",
 ]
 
 StudySpec = Annotated[
@@ -61,6 +65,7 @@ StudySpec = Annotated[
     | PruningStudy
     | ProductMatrixStudy
     | LaplaceStudy
-    | PredictiveStudy,
+    | PredictiveStudy
+    | VSBCStudy,
     Field(discriminator="kind"),
 ]
