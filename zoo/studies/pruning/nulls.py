@@ -66,7 +66,9 @@ def prior_draws(
     for w, b in model.layer_sites():
         for site in (w, b):
             loc, scale = model.prior_params[site]
-            z = torch.randn((n, *like[site].shape[1:]), generator=g, dtype=torch.float64)
+            z = torch.randn(
+                (n, *like[site].shape[1:]), generator=g, dtype=torch.float64, device="cpu"
+            )
             out[site] = (loc + scale * z).to(like[site])
     return out
 
@@ -75,7 +77,7 @@ def _shuffle_entries(w: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """``w`` ``(S, ...)`` with its entries permuted over all positions, the same permutation
     in every draw."""
     flat = w.reshape(w.shape[0], -1)
-    perm = torch.randperm(flat.shape[1], generator=g).to(w.device)
+    perm = torch.randperm(flat.shape[1], generator=g, device="cpu").to(w.device)
     return flat[:, perm].reshape(w.shape)
 
 
