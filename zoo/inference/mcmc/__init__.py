@@ -4,7 +4,8 @@ One concept per module, in floors; a module imports only from the floors below i
 (``tests/zoo/inference/mcmc/test_folder_rule.py`` checks it):
 
 1. **Targets and numerics** (import nothing of this folder but each other's types):
-   :mod:`~.potential` (the model's flat batched log density), :mod:`~.gaussian` (a
+   :mod:`~.potential` (the model's flat batched log density, hand-written for MLPs),
+   :mod:`~.functional` (the same for any network, through ``torch.func``), :mod:`~.gaussian` (a
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
    result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
@@ -28,6 +29,7 @@ A new batched kernel is one module in floor 2 (a ``transition(pot, metric, p, ep
 plus one entry in :data:`~.samplers.BATCHED`; it runs with the window adaptation in the loop.
 """
 
+from zoo.inference.mcmc.functional import ModulePotential, module_forward, potential_for
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.inference.mcmc.loop import EXTEND_EVERY, sample
 from zoo.inference.mcmc.potential import FlatPotential
@@ -42,8 +44,11 @@ __all__ = [
     "FlatPotential",
     "GaussianPotential",
     "MCMCResult",
+    "ModulePotential",
     "Moments",
     "StreamingMoments",
+    "module_forward",
+    "potential_for",
     "run_batched",
     "run_chees",
     "run_hmc",

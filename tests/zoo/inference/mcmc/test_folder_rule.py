@@ -16,6 +16,7 @@ FOLDER = Path(mcmc.__file__).parent
 #: Floor of every module of the folder; a new module must be given one here.
 FLOORS = {
     "potential": 1,
+    "functional": 1,
     "gaussian": 1,
     "dual_averaging": 1,
     "welford": 1,
