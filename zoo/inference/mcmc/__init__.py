@@ -24,6 +24,9 @@ One concept per module, in floors; a module imports only from the floors below i
    path :mod:`~.sequential`, which has its own loop per chain.
 6. **The table and entry points**, :mod:`~.samplers`: :data:`~.samplers.BATCHED`,
    :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`.
+7. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
+   :func:`~.user.sample_chees` on any Pyro model (its potential:
+   :mod:`~.pyro_potential`, floor 1), an ArviZ DataTree out (``docs/samplers.md``).
 
 A new batched kernel is one module in floor 2 (a ``transition(pot, metric, p, eps, rngs)``)
 plus one entry in :data:`~.samplers.BATCHED`; it runs with the window adaptation in the loop.
@@ -33,9 +36,11 @@ from zoo.inference.mcmc.functional import ModulePotential, module_forward, poten
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.inference.mcmc.loop import EXTEND_EVERY, sample
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.pyro_potential import PyroPotential
 from zoo.inference.mcmc.result import Adapted, MCMCResult
 from zoo.inference.mcmc.samplers import BATCHED, run_batched, run_chees, run_hmc, run_nuts
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments
+from zoo.inference.mcmc.user import sample_chees, sample_nuts
 
 __all__ = [
     "BATCHED",
@@ -46,6 +51,7 @@ __all__ = [
     "MCMCResult",
     "ModulePotential",
     "Moments",
+    "PyroPotential",
     "StreamingMoments",
     "module_forward",
     "potential_for",
@@ -53,5 +59,7 @@ __all__ = [
     "run_chees",
     "run_hmc",
     "run_nuts",
+    "sample_chees",
+    "sample_nuts",
     "sample",
 ]

@@ -17,6 +17,7 @@ FOLDER = Path(mcmc.__file__).parent
 FLOORS = {
     "potential": 1,
     "functional": 1,
+    "pyro_potential": 1,
     "gaussian": 1,
     "dual_averaging": 1,
     "welford": 1,
@@ -33,6 +34,7 @@ FLOORS = {
     "chees_hmc": 5,
     "sequential": 5,
     "samplers": 6,
+    "user": 7,
 }
 ADAPTATIONS = ("window_adaptation", "chees_adaptation")
 KERNELS = ("kernel", "batched", "chees")
