@@ -126,8 +126,10 @@ def test_potential_for_keeps_the_mlp_fast_path_and_checks_options() -> None:
     [
         specs.nuts(warmup=4, draws=4, chains=2, vectorize_chains=True, max_tree_depth=3),
         specs.chees(warmup=4, draws=4, chains=4, max_leapfrog=8, keep_draws=4),
+        # the one-chain Pyro reference path, a dense block per layer (kernel, bias)
+        specs.nuts(warmup=4, draws=4, chains=1, max_tree_depth=3, mass_matrix="block"),
     ],
-    ids=["nuts", "chees"],
+    ids=["nuts", "chees", "nuts_one_chain_block"],
 )
 def test_a_lenet_cell_samples_end_to_end(tmp_path, method) -> None:
     # 60 4x4 "images" of 3 classes in a CSV: 45 to train on, 15 to test
