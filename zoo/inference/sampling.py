@@ -5,7 +5,9 @@ same spec (``init_from``), as Farquhar et al. (2020) start NUTS at the MF-VI sol
 method is refitted here with the cell's seed, which gives the same posterior as its own
 cell (same configuration, same seed) while keeping cells independent of each other. The
 sampling itself is :func:`zoo.inference.mcmc.samplers.run_nuts` / ``run_hmc`` on the
-model's :class:`~zoo.inference.mcmc.potential.FlatPotential`; a stopping rule in
+model's potential (:func:`~zoo.inference.mcmc.functional.potential_for`: the hand-written
+:class:`~zoo.inference.mcmc.potential.FlatPotential` of an MLP, the ``torch.func`` one of
+any other network); a stopping rule in
 ``hooks.stop_when`` extends the chains until it holds.
 
 ChEES-HMC (:func:`fit_chees`, :func:`zoo.inference.mcmc.samplers.run_chees`) runs many chains
@@ -26,6 +28,7 @@ import numpy as np
 import torch
 
 from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
+from zoo.inference.mcmc.functional import potential_for
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.samplers import run_chees, run_hmc, run_nuts
@@ -206,7 +209,7 @@ def _fit_sampler(
         init_fit = ctx.refit(method.init_from, f"{method.init_from} (init)")
         init = {k: v.detach() for k, v in init_fit.posterior.median().items()}
         stats["init_seconds"] = init_fit.seconds
-    pot = FlatPotential(model, data.x_train, data.y_train)
+    pot = potential_for(model, data.x_train, data.y_train)
     result = run(
         pot,
         seed=ctx.seed,
@@ -313,7 +316,7 @@ def fit_chees(
         )
     stats: dict[str, Any] = {}
     init_fit, init = _chees_start(method, ctx, stats)
-    pot = FlatPotential(model, data.x_train, data.y_train)
+    pot = potential_for(model, data.x_train, data.y_train)
     if method.compile:  # compiled for the chains' batch now, so sampling times only sampling
         stats["compile_seconds"] = pot.compile(rows=method.chains)
     moments = StreamingMoments(

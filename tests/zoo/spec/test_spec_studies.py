@@ -201,7 +201,20 @@ def test_study_errors_all_at_once(tmp_path: Path) -> None:
     ]
 
 
-def test_lenet_with_a_sampler_fails_at_validation(tmp_path: Path) -> None:
+def test_lenet_with_a_sampler_validates(tmp_path: Path) -> None:
+    # the samplers' torch.func potential covers lenet (issue 29): no refusal any more
+    text = BASE.replace("model: {kind: mlp, depth: 1, width: 4}", "model: {kind: lenet}")
+    text = text.replace("n_train: 50}", "n_train: 50}\nstudies: []")
+    spec = load_spec(_write(tmp_path, text))
+    assert spec.model.kind == "lenet" and spec.inference[2].kind == "nuts"
+
+
+def test_a_model_kind_that_cannot_be_sampled_is_refused_with_a_sampler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from zoo.spec.sections.models import LeNetModel
+
+    monkeypatch.setattr(LeNetModel, "samplable", False)  # a kind no potential covers
     text = BASE.replace("model: {kind: mlp, depth: 1, width: 4}", "model: {kind: lenet}")
     text = text.replace("n_train: 50}", "n_train: 50}\nstudies: []")
     p = _write(tmp_path, text)

@@ -4,7 +4,8 @@ One concept per module, in floors; a module imports only from the floors below i
 (``tests/zoo/inference/mcmc/test_folder_rule.py`` checks it):
 
 1. **Targets and numerics** (import nothing of this folder but each other's types):
-   :mod:`~.potential` (the model's flat batched log density), :mod:`~.gaussian` (a
+   :mod:`~.potential` (the model's flat batched log density, hand-written for MLPs),
+   :mod:`~.functional` (the same for any network, through ``torch.func``), :mod:`~.gaussian` (a
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
    result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
@@ -23,17 +24,23 @@ One concept per module, in floors; a module imports only from the floors below i
    path :mod:`~.sequential`, which has its own loop per chain.
 6. **The table and entry points**, :mod:`~.samplers`: :data:`~.samplers.BATCHED`,
    :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`.
+7. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
+   :func:`~.user.sample_chees` on any Pyro model (its potential:
+   :mod:`~.pyro_potential`, floor 1), an ArviZ DataTree out (``docs/samplers.md``).
 
 A new batched kernel is one module in floor 2 (a ``transition(pot, metric, p, eps, rngs)``)
 plus one entry in :data:`~.samplers.BATCHED`; it runs with the window adaptation in the loop.
 """
 
+from zoo.inference.mcmc.functional import ModulePotential, module_forward, potential_for
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.inference.mcmc.loop import EXTEND_EVERY, sample
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.pyro_potential import PyroPotential
 from zoo.inference.mcmc.result import Adapted, MCMCResult
 from zoo.inference.mcmc.samplers import BATCHED, run_batched, run_chees, run_hmc, run_nuts
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments
+from zoo.inference.mcmc.user import sample_chees, sample_nuts
 
 __all__ = [
     "BATCHED",
@@ -42,11 +49,17 @@ __all__ = [
     "FlatPotential",
     "GaussianPotential",
     "MCMCResult",
+    "ModulePotential",
     "Moments",
+    "PyroPotential",
     "StreamingMoments",
+    "module_forward",
+    "potential_for",
     "run_batched",
     "run_chees",
     "run_hmc",
     "run_nuts",
+    "sample_chees",
+    "sample_nuts",
     "sample",
 ]

@@ -52,10 +52,10 @@ class FlatPotential:
         cat = isinstance(lik, CategoricalLikelihood)  # class indices; Bernoulli 0/1 as floats
         y = torch.as_tensor(y, device=self.x.device)  # the labels live with the inputs
         self.y = y.long() if cat else y.to(self.x.dtype)
-        self.site_shapes: dict[str, tuple[int, ...]] = {}
-        for i, (fi, fo) in enumerate(zip(model.dims[:-1], model.dims[1:], strict=True)):
-            self.site_shapes[f"layer{i}.weight"] = (fo, fi)
-            self.site_shapes[f"layer{i}.bias"] = (fo,)
+        # every weight and bias site in model order (an MLP's layer0.weight, layer0.bias, ...)
+        self.site_shapes: dict[str, tuple[int, ...]] = {
+            name: tuple(shape) for name, (shape, _) in model.site_info().items()
+        }
         self.n_weights = model.num_params
         self.learned_noise = isinstance(lik, GaussianLikelihood) and lik.noise is None
         if self.learned_noise:
@@ -112,8 +112,9 @@ class FlatPotential:
         missing = [n for n in self.site_slices if n not in params]
         if missing:
             raise KeyError(f"params lack sites {missing}; expected {list(self.site_slices)}")
-        first = torch.as_tensor(params[next(iter(self.site_shapes))], device=self.x.device)
-        batch = first.shape[: first.dim() - 2]
+        name0, shape0 = next(iter(self.site_shapes.items()))  # a conv kernel has 4 dims
+        first = torch.as_tensor(params[name0], device=self.x.device)
+        batch = first.shape[: first.dim() - len(shape0)]
         parts = []
         for name, shape in self.site_shapes.items():
             v = torch.as_tensor(params[name], dtype=self.x.dtype, device=self.x.device)

@@ -186,7 +186,7 @@ class LeNetModel(Section):
     viewed as square images with ``channels`` channels.
     """
 
-    samplable: ClassVar[bool] = False  # the samplers' flat potential covers MLPs only
+    samplable: ClassVar[bool] = True  # through torch.func (zoo.inference.mcmc.functional)
     linear: ClassVar[bool] = False
 
     kind: Literal["lenet"] = Field(description="Model kind.")

@@ -16,6 +16,8 @@ FOLDER = Path(mcmc.__file__).parent
 #: Floor of every module of the folder; a new module must be given one here.
 FLOORS = {
     "potential": 1,
+    "functional": 1,
+    "pyro_potential": 1,
     "gaussian": 1,
     "dual_averaging": 1,
     "welford": 1,
@@ -32,6 +34,7 @@ FLOORS = {
     "chees_hmc": 5,
     "sequential": 5,
     "samplers": 6,
+    "user": 7,
 }
 ADAPTATIONS = ("window_adaptation", "chees_adaptation")
 KERNELS = ("kernel", "batched", "chees")
