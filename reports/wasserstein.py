@@ -2,7 +2,9 @@ r"""Wasserstein distances between the mean-field and the full Gaussian fits and 
 
 The closed-form Gaussian 2-Wasserstein distance (:func:`w2_gaussian`), the exact empirical
 2-Wasserstein distance between two equal-size sample sets (an assignment problem,
-:func:`empirical_w2`) and the blog's "Wasserstein error" (how much farther from the draws
+:func:`empirical_w2`) and the "Wasserstein error" of Farquhar, Smith & Gal's blog post accompanying their 2020
+paper ("Is Mean-field Good Enough for Variational Inference in Bayesian Neural Networks?",
+OATML, 29 Nov 2020) (how much farther from the draws
 the diagonal Gaussian is than the full one), with its excess over each Gaussian's own
 sampling term (:func:`wasserstein_error`). The fits are :mod:`reports.gaussian`'s.
 """
@@ -45,7 +47,7 @@ class WassersteinError(NamedTuple):
     w_full : float
         :math:`W_2` between ``n`` draws of :math:`q_\\mathrm{full}` and the posterior draws.
     error : float
-        ``w_diag - w_full``: the blog's extra error of the mean-field assumption.
+        ``w_diag - w_full``: the blog post's extra error of the mean-field assumption.
     n : int
         Number of draws on each side.
     w_diag_self, w_full_self : float
@@ -151,7 +153,7 @@ def empirical_w2(x: np.ndarray, y: np.ndarray) -> float:
 def wasserstein_error(
     draws: np.ndarray, *, seed: int, cov: CovMethod = "empirical", jitter: float = 1e-6
 ) -> WassersteinError:
-    r"""The blog's Wasserstein error of the mean-field assumption, and its excess.
+    r"""The blog post's Wasserstein error of the mean-field assumption, and its excess.
 
     With :math:`q_\mathrm{full}` fitted by :func:`fit_gaussian` and :math:`q_\mathrm{diag}`
     its KL-closest diagonal Gaussian, draw ``S`` points from each (common random numbers:

@@ -4,7 +4,7 @@ On the draws of all weights and biases of a sampled cell, :class:`PriceOfMeanFie
 records (Farquhar, Smith & Gal 2020):
 
 - KL(q_diag || q_full) for the whole network and per layer, the closed-form W2 between them
-  and the blog's Wasserstein error (:func:`reports.price_of_mf.diag_vs_full`), q_full being the
+  and the Wasserstein error of Farquhar, Smith & Gal's 2020 blog post (:func:`reports.price_of_mf.diag_vs_full`), q_full being the
   Gaussian fit of the section's ``gaussian_fit``;
 - the shift null of that KL (:func:`reports.kl_null.kl_shift_null`): the KL the same chains
   would show with independent parameters, and the excess over it; on the draws path also

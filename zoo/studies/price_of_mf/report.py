@@ -69,7 +69,9 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
         "means the mean-field assumption costs less (Farquhar, Smith & Gal 2020).",
         _w2_paragraph(ok),
         "Secondary: w_error is the empirical W error of samples, an assignment-problem "
-        "estimate with its own bias (the blog's Wasserstein error): the empirical W2 between "
+        "estimate with its own bias (the 'Wasserstein error' of Farquhar, Smith & Gal's blog "
+        "post 'Is Mean-field Good Enough for Variational Inference in Bayesian Neural "
+        "Networks?', OATML, 2020): the empirical W2 between "
         "draws of q_diag and the sampler's draws minus the same for q_full (exact "
         "assignment). In tens of dimensions it is biased below zero: q_diag has less total "
         "variance than q_full, and less spread points are easier to match, so it comes out "
