@@ -137,3 +137,28 @@ def test_the_wheel_runs_its_specs_from_anywhere(tmp_path: Path) -> None:
     sets = [a for item in cut for a in ("--set", item)]
     zoo_cli("run", "two_moons_depth", *sets, "--workers", "1", "--out", "r", "--no-progress")
     assert "1 cell(s): 1 ok, 0 failed." in (away / "r" / "report.md").read_text()
+
+
+def test_the_cli_refuses_another_projects_guides_or_reports(tmp_path, monkeypatch, capsys) -> None:
+    """A ``reports`` package of another project shadowing ours: exit 2, named, no traceback."""
+    other = tmp_path / "reports"
+    other.mkdir()
+    (other / "__init__.py").write_text("")
+    import importlib.util as iu
+
+    real = iu.find_spec
+
+    def find_spec(name, *a, **k):
+        if name == "reports":
+            return iu.spec_from_file_location("reports", other / "__init__.py")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(iu, "find_spec", find_spec)
+    from zoo.cli import main
+
+    assert main(["list"]) == 2
+    err = capsys.readouterr().err
+    assert "'reports' is another project's" in err and str(other) in err
+    assert "Traceback" not in err
+    monkeypatch.setattr(iu, "find_spec", real)
+    assert main(["list"]) == 0

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from zoo.cli.common import UsageError
+from zoo.cli.common import UsageError, check_import_names
 
 __all__ = ["main"]
 
@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     try:
+        check_import_names()
         return _command(args.command)(args)
     except SpecError as e:
         print("\n".join(e.messages), file=sys.stderr)
