@@ -143,7 +143,9 @@ class Feedback:
 
     def eta(self) -> str:
         """Time left: per method, the mean time of its finished cells times its cells to
-        run, summed and spread over the workers; methods with no finished cell are named."""
+        run, less what the running cells have already spent (each at most that mean, so a
+        cell about to finish counts as nearly done, not as a whole cell), summed and spread
+        over the workers; methods with no finished cell are named."""
         work, unknown, cells_left = 0.0, [], 0
         for m, left in self.left.items():
             if left <= 0:
@@ -153,6 +155,12 @@ class Feedback:
                 work += sum(self.times[m]) / len(self.times[m]) * left
             else:
                 unknown.append(m)
+        now = time.monotonic()
+        for cid, st in self.running.items():
+            m = self.method.get(cid)
+            if m is not None and self.times[m]:
+                work -= min(now - st["t0"], sum(self.times[m]) / len(self.times[m]))
+        work = max(work, 0.0)
         if not cells_left:
             return "done"
         text = f"~{format_seconds(work / min(self.workers, cells_left))} left" if work else ""

@@ -418,6 +418,12 @@ def test_time_left_is_estimated_per_method(tmp_path: Path) -> None:
     fb.finished({"cell_id": by["nuts"][0].cell_id, "status": "ok", "time_s": 100.0})
     # 4 VI cells of 1 s and 4 sampler cells of 100 s left, over 2 workers: 202 s
     assert fb.eta() == "~3m22s left" and "~3m22s left" in lines[-1]
+    # a sampler cell 89.5 s into its expected 100 s counts for its last 10.5 s, not a whole cell
+    now = time.monotonic()
+    fb.running[by["nuts"][1].cell_id] = {"t0": now - 89.5, "shown": now, "phase": None}
+    assert fb.eta() == "~2m37s left"  # (4 + 400 - 89.5) / 2 = 157 s
+    fb.running[by["nuts"][1].cell_id]["t0"] = now - 500.0  # over time: at most the mean
+    assert fb.eta() == "~2m32s left"  # (4 + 400 - 100) / 2 = 152 s
 
 
 def test_the_summary_keeps_to_the_terminal_width(tmp_path: Path, monkeypatch, capsys) -> None:
