@@ -189,9 +189,10 @@ def _w2_paragraph(ok) -> str:
             "over the chain groups (pseudo-values G W2^2 - (G - 1) W2^2 without group g; "
             "Quenouille 1956) with its s.e. w2sq_debiased_se, in squared parameter units "
             "(it can be negative near 0); compare it with w2_diag_full squared. On a known "
-            "Gaussian it is within its s.e. where the true W2 is well above its noise and "
-            "over-corrects by 3-10% of the bias where the truth is diagonal "
-            "(reports/w2_reference.py). "
+            "Gaussian it is within its s.e. where the true W2 is well above its noise and D "
+            "is 100 or less, and over-corrects by 3-10% of the bias where the truth is "
+            "diagonal or D/n is large (7% at D = 1000, n = 8000; reports/w2_reference.py): "
+            "a systematic error its s.e. does not include. "
         )
     if _present(ok, "w2_null"):
         return text + (
