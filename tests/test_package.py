@@ -76,7 +76,7 @@ def test_version(capsys) -> None:
 def _tree_copy(dst: Path) -> Path:
     """The checkout's files a build reads (no .git, runs, venvs, build output)."""
     skip = shutil.ignore_patterns(
-        ".git", ".venv", "runs", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
+        ".git", ".venv*", "runs", "build", "dist", "*.egg-info", "__pycache__", ".*_cache"
     )
     return Path(shutil.copytree(ROOT, dst, ignore=skip))
 
