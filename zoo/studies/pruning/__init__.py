@@ -24,10 +24,14 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "units_eff_prior": ("null: effective units of a network drawn from the prior", "units"),
     "units_eff_prior_sd": ("spread of the prior null over prior draws", "units"),
     "units_eff_shuffled": (
-        "null: effective units with outgoing weights shuffled among the units",
+        "null: effective units with the layer's weights shuffled over all positions",
         "units",
     ),
     "units_eff_shuffled_sd": ("spread of the shuffled-unit null over shuffles", "units"),
+    "units_eff_sub": (
+        "effective units of the draws the shuffled-unit null uses (its unshuffled value)",
+        "units",
+    ),
 }
 
 

@@ -180,11 +180,14 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "units of one posterior draw's network (the pooled measure above averages "
             "functions over draws, which evens out shares) are read against 'one prior "
             "network', the same measure on networks drawn from the prior (mean ± spread "
-            "over draws, the null of no training); and the pooled measure against 'outgoing "
-            "weights shuffled', the same draws with each unit's outgoing weights given to "
-            "another unit (mean over 20 shuffles): pruning is the pairing of small "
-            "outgoing weights with the units that carry nothing, which the shuffle breaks. "
-            "Only a value clearly below both nulls shows pruning by this measure.",
+            "over draws, the null of no training); and the pooled measure of the first 16 "
+            "draws against the same draws with the layer's incoming weights, biases and "
+            "outgoing weights each permuted over all positions (mean over 10 shuffles): "
+            "pruning is a property of whole units (a row and a column small together), "
+            "which the shuffle removes while keeping every weight. With one output the "
+            "outgoing weights are one per unit and the shuffle only moves them among units, "
+            "so there the prior null is the one to read. Only a value clearly below its "
+            "nulls shows pruning by this measure.",
         ]
         sections.append(
             section("Over-pruning: effective number of units (rule-free)", paras, [table])
@@ -374,6 +377,7 @@ def _effective_units_table(ok, methods, keys, groups, rows_of, over):
                 nulls = [
                     _pm(*_mean_se(r[name])[:2], digits=1) if name in r.columns else ""
                     for name in (
+                        f"units_eff_sub.layer{k}",
                         f"units_eff_shuffled.layer{k}",
                         f"units_eff_draw.layer{k}",
                         f"units_eff_prior.layer{k}",
@@ -402,7 +406,8 @@ def _effective_units_table(ok, methods, keys, groups, rows_of, over):
         "effective fraction",
         "active fraction (rule)",
         "variance share of rule-pruned units",
-        "null: outgoing weights shuffled",
+        "effective units of the first 16 draws",
+        "null: their weights shuffled over units",
         "one draw's network",
         "null: one prior network",
         f"{over}s",
