@@ -55,7 +55,7 @@ def product_covariance_figure(
     for ax, (label, cov) in zip(axes, mats.items(), strict=True):
         vmax = shared if share_scale else vmax_of(cov)
         im = ax.imshow(cov, cmap=cmap, vmin=-vmax, vmax=vmax, interpolation="nearest")
-        ax.set_title(label)
+        ax.set_title(label, fontsize="small")
         ax.set_xticks([])
         ax.set_yticks([])
         if not share_scale:

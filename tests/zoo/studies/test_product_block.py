@@ -101,7 +101,7 @@ def test_shipped_fashion_spec_cut_to_digits_runs_with_method_both(tmp_path: Path
     block = "{outputs: [0, 1], inputs: {rows: [3, 5], cols: [3, 6], width: 8}}"
     sets = [
         "data={kind: digits, test_fraction: 0.2}",
-        "model.width=6",
+        "model.width=12",
         "sweep={model.depth: [2]}",
         "inference.0.epochs=1",
         "inference.0.pretrain_epochs=0",
