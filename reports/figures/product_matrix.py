@@ -20,12 +20,15 @@ def product_covariance_figure(
     cmap: str = "RdBu_r",
     panel_size: float = 3.2,
     title: str | None = None,
+    ncols: int | None = None,
 ) -> Figure:
     """Heat maps of covariance matrices side by side, like the paper's Figure 1.
 
     Each panel's colour scale is symmetric around 0 (red positive, blue negative). With
     ``share_scale`` all panels use the largest absolute entry and one colour bar; otherwise
-    every panel has its own scale and colour bar. The Figure is returned, not saved.
+    every panel has its own scale and colour bar. Panels fill rows of ``ncols`` (default: one
+    row), e.g. ``ncols=2`` for Monte Carlo and exact side by side. The Figure is returned,
+    not saved.
     """
     if not covs:
         raise ValueError("covs must hold at least one {label: covariance matrix}")
@@ -40,12 +43,19 @@ def product_covariance_figure(
         return float(np.max(np.abs(c), initial=0.0)) or 1.0
 
     shared = max(vmax_of(c) for c in mats.values())
-    fig = Figure(figsize=(panel_size * len(mats) + 0.8, panel_size + 0.4), layout="constrained")
-    axes = fig.subplots(1, len(mats), squeeze=False)[0]
+    ncols = min(ncols or len(mats), len(mats))
+    nrows = -(-len(mats) // ncols)
+    fig = Figure(
+        figsize=(panel_size * ncols + 0.8, (panel_size + 0.4) * nrows), layout="constrained"
+    )
+    grid = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in grid[len(mats) :]:
+        ax.set_axis_off()
+    axes = grid[: len(mats)]
     for ax, (label, cov) in zip(axes, mats.items(), strict=True):
         vmax = shared if share_scale else vmax_of(cov)
         im = ax.imshow(cov, cmap=cmap, vmin=-vmax, vmax=vmax, interpolation="nearest")
-        ax.set_title(label)
+        ax.set_title(label, fontsize="small")
         ax.set_xticks([])
         ax.set_yticks([])
         if not share_scale:

@@ -14,6 +14,10 @@ __all__ = ["LABELS", "STUDY"]
 #: The study's columns for people: metric -> (what it is; unit or None).
 LABELS: dict[str, tuple[str, str | None]] = {
     "product_offdiag_mass": ("off-diagonal share of the product-matrix covariance", None),
+    "product_offdiag_mass_exact": ("the same, exact (mean-field guide)", None),
+    "product_cov_max_abs_diff": ("largest |Monte Carlo - exact| product covariance", None),
+    "product_cov_max_z": ("largest |Monte Carlo - exact| in standard errors", None),
+    "product_cov_within_3se": ("share of covariance entries within 3 standard errors", None),
 }
 
 STUDY = StudyPlugin("product_matrix", ProductMatrixProbe, product_sections, labels=LABELS)
