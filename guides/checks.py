@@ -72,12 +72,16 @@ def pareto_smooth(log_ratios: np.ndarray) -> tuple[float, np.ndarray]:
     """k-hat and Pareto-smoothed normalized log weights of independent draws' log ratios.
 
     ``arviz_stats``' PSIS (``array_stats.psislw``, relative efficiency 1: the draws of a
-    guide are independent). A constant ``log_ratios`` has no tail to fit: k-hat is
-    ``-inf`` and the weights are uniform.
+    guide are independent). Two cases are settled here, the same on both ArviZ lines (0.8
+    and 1.x answer them differently: a k-hat of rounding noise or NaN, NaN or inf):
+    ``log_ratios`` constant up to rounding (spread at most 1e-9 of their size: q is the
+    posterior) have no tail to fit, so k-hat is ``-inf`` and the weights are uniform; a
+    non-finite ratio gives a NaN k-hat and NaN weights.
     """
     lr = np.asarray(log_ratios, dtype=np.float64).ravel()
-    finite = lr[np.isfinite(lr)]
-    if finite.size == lr.size and np.ptp(lr) == 0:
+    if not np.isfinite(lr).all():
+        return float("nan"), np.full(lr.size, np.nan)
+    if np.ptp(lr) <= 1e-9 * max(1.0, float(np.abs(lr).max())):
         return float("-inf"), np.full(lr.size, -np.log(lr.size))
     # psislw takes log-likelihoods and weighs by their negative (the LOO ratio 1 / p(y_i|.));
     # its generalized Pareto fit divides by zero on far-off ratios (k-hat then says so)
