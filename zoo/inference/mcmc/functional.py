@@ -25,9 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Literal
 
-import pyro
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
@@ -112,28 +110,7 @@ class ModulePotential(FlatPotential):
         """U(z) - c for one flat ``z`` of shape ``(D,)``: the network, the fused loss of a
         known likelihood (otherwise its ``log_prob``), the Normal prior."""
         h = self.forward(self._weights(z), self.x)
-        lik = self.model.likelihood
-        if isinstance(lik, CategoricalLikelihood):
-            nll = F.cross_entropy(h, self.y, reduction="sum")
-        elif isinstance(lik, BernoulliLikelihood):
-            nll = F.binary_cross_entropy_with_logits(h.squeeze(-1), self.y, reduction="sum")
-        elif isinstance(lik, GaussianLikelihood):
-            res = h.squeeze(-1) - self.y
-            sq = (res * res).sum()
-            if self.learned_noise:  # N log sigma, the prior on sigma and the Jacobian
-                zn, n = z[-1], len(self.y)
-                nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
-                nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
-            else:
-                nll = sq * (0.5 / float(lik.noise) ** 2)
-        else:
-            with pyro.validation_enabled(False):
-                nll = -lik.log_prob(h, self.y, self.unravel(z)).sum()
-        zw = z[: self.n_weights] if self.learned_noise else z
-        d = zw if self._zero_loc else zw - self._loc
-        if self._uniform_prec is None:
-            return nll + 0.5 * (d * d * self._prec).sum()
-        return nll + (0.5 * self._uniform_prec) * (d * d).sum()
+        return self._energy_of_output(h, z, z[-1] if self.learned_noise else None)
 
     def _energy_batch(self, z: torch.Tensor) -> torch.Tensor:
         """U(z) - c for ``z`` of shape ``(C, D)``: :meth:`_energy` vmapped, shape ``(C,)``."""

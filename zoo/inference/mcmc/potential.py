@@ -22,9 +22,19 @@ import torch.nn.functional as F
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
-__all__ = ["FlatPotential"]
+__all__ = ["FlatPotential", "flat_layout"]
 
 _LOG_2PI = math.log(2 * math.pi)
+
+
+def flat_layout(site_shapes: Mapping[str, tuple[int, ...]]) -> tuple[dict[str, slice], int]:
+    """Each site's slice of the flat vector, in the mapping's order, and its length."""
+    slices: dict[str, slice] = {}
+    pos = 0
+    for name, shape in site_shapes.items():
+        slices[name] = slice(pos, pos + math.prod(shape))
+        pos += math.prod(shape)
+    return slices, pos
 
 
 class FlatPotential:
@@ -60,12 +70,7 @@ class FlatPotential:
         self.learned_noise = isinstance(lik, GaussianLikelihood) and lik.noise is None
         if self.learned_noise:
             self.site_shapes["noise"] = ()
-        self.site_slices: dict[str, slice] = {}
-        pos = 0
-        for name, shape in self.site_shapes.items():
-            self.site_slices[name] = slice(pos, pos + math.prod(shape))
-            pos += math.prod(shape)
-        self.dim = pos
+        self.site_slices, self.dim = flat_layout(self.site_shapes)
         # prior over the weights, hoisted: loc, precision and normalizing constant
         loc, scale = [], []
         for name in model.prior_params:
@@ -155,6 +160,16 @@ class FlatPotential:
             h = F.linear(h, w.view(self._wshapes[i]), b)
             if i < self.model.depth:
                 h = self.model.act(h)
+        zn = parts[-1].squeeze() if self.learned_noise else None
+        return self._energy_of_output(h, z, zn)
+
+    def _energy_of_output(
+        self, h: torch.Tensor, z: torch.Tensor, zn: torch.Tensor | None
+    ) -> torch.Tensor:
+        """U(z) - c given the network's output ``h`` at the training inputs for one flat
+        ``z`` (``zn``: its log noise scale, with a learned noise): the likelihood's fused
+        loss (otherwise its ``log_prob``) and the Normal prior. Shared by every potential
+        that computes ``h`` its own way (:class:`~zoo.inference.mcmc.functional.ModulePotential`)."""
         lik = self.model.likelihood
         if isinstance(lik, CategoricalLikelihood):
             nll = F.cross_entropy(h, self.y, reduction="sum")
@@ -163,7 +178,7 @@ class FlatPotential:
         elif isinstance(lik, GaussianLikelihood):
             sq = F.mse_loss(h.squeeze(-1), self.y, reduction="sum")
             if self.learned_noise:  # N log sigma, the prior on sigma and the Jacobian
-                zn, n = parts[-1].squeeze(), len(self.y)
+                n = len(self.y)
                 nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
                 nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
             else:

@@ -19,7 +19,6 @@ instead, with the same numbers; :attr:`PyroPotential.vectorized` says which.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +27,8 @@ import torch
 from pyro import poutine
 from pyro.infer.mcmc.util import initialize_model
 from torch.func import vmap
+
+from zoo.inference.mcmc.potential import flat_layout
 
 __all__ = ["INIT_RADIUS", "PyroPotential"]
 
@@ -69,12 +70,7 @@ class PyroPotential:
         first = next(iter(init.values()))
         self.x = torch.empty(0, dtype=first.dtype, device=first.device)  # dtype and device
         self.site_shapes = {k: tuple(v.shape) for k, v in init.items()}
-        self.site_slices: dict[str, slice] = {}
-        pos = 0
-        for name, shape in self.site_shapes.items():
-            self.site_slices[name] = slice(pos, pos + math.prod(shape))
-            pos += math.prod(shape)
-        self.dim = pos
+        self.site_slices, self.dim = flat_layout(self.site_shapes)
         self.vectorized = vectorize
 
     # --- parameter maps ------------------------------------------------------------------
