@@ -60,6 +60,11 @@ def test_the_cell_file_opens_as_arviz_users_open_it(cell_file) -> None:
         assert dt["log_likelihood"]["y"].shape == (CHAINS, DRAWS, N_TRAIN)
     dt = azb.convert_to_datatree(str(path))  # what arviz.from_netcdf does with a path
     assert {"posterior", "log_likelihood", "sample_stats", "observed_data"} <= set(dt.children)
+    stats = dt["sample_stats"]
+    # the cap cut the trajectory: the flag 1.x's diagnose reads, on both lines
+    reached = stats["reached_max_treedepth"].values
+    assert reached.dtype == bool
+    np.testing.assert_array_equal(reached, stats["tree_depth"].values >= 4)
 
 
 def test_arviz_stats_reads_the_cell_file_as_the_report_does(cell_file) -> None:
@@ -100,5 +105,6 @@ def test_arviz_1x_diagnose_reads_the_cell_file(cell_file) -> None:
     _, found = azs.diagnose(dt, show_diagnostics=False, return_diagnostics=True)
     assert found["divergent"]["n_divergent"] == row["n_divergent"]
     assert found["divergent"]["total_samples"] == CHAINS * DRAWS
+    assert found["treedepth"]["n_max"] == row["n_max_tree_depth"]
     assert len(found["bfmi"]["bfmi_values"]) == CHAINS  # E-BFMI from the stored energy
     assert {"ess", "rhat"} <= set(found)

@@ -19,7 +19,7 @@ import numpy as np
 from zoo.data.checks import MIN_TRAIN_ROWS, class_count, list_items
 from zoo.data.dataset import Dataset
 from zoo.data.errors import DataError, DataFilesMissing
-from zoo.spec.sections.data import IdxData
+from zoo.spec.sections.data import IDX_FILES, IdxData
 
 __all__ = [
     "IDX_FILES",
@@ -30,13 +30,6 @@ __all__ = [
     "read_idx",
 ]
 
-#: The four files of an MNIST-family directory (each may also end in ``.gz``).
-IDX_FILES = (
-    "train-images-idx3-ubyte",
-    "train-labels-idx1-ubyte",
-    "t10k-images-idx3-ubyte",
-    "t10k-labels-idx1-ubyte",
-)
 
 _DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 

@@ -10,8 +10,9 @@ Groups
     One variable per site, ``(chain, draw, ...)``, Pyro site names (dots kept).
 ``sample_stats``
     Sampler statistics, ``(chain, draw)`` (samplers only). NUTS: ``lp``, ``step_size``,
-    ``energy``, ``n_steps``, ``tree_depth``, ``diverging``, ``acceptance_rate``; HMC: the
-    same without ``tree_depth``.
+    ``energy``, ``n_steps``, ``tree_depth``, ``reached_max_treedepth`` (the cap cut the
+    trajectory; ArviZ 1.x's ``diagnose`` counts it), ``diverging``, ``acceptance_rate``; HMC:
+    the same without the tree's two.
 ``log_likelihood``
     ``y``: ``(chain, draw, obs_id)``, the pointwise log p(y_i | x_i, draw) of the TRAINING
     points the posterior was fitted to: what PSIS-LOO needs.
@@ -137,6 +138,7 @@ SAMPLE_STATS = (
     "step_size",
     "n_steps",
     "tree_depth",
+    "reached_max_treedepth",
     "diverging",
     "energy",
     "acceptance_rate",

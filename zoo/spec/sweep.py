@@ -330,20 +330,23 @@ class Cell:
 
 
 def _id_config(config: dict[str, Any], data: Any) -> dict[str, Any]:
-    """What a cell id hashes: :meth:`Cell.config`, with a data file named by its contents.
+    """What a cell id hashes: :meth:`Cell.config`, with data files named by their contents.
 
-    A data section read from a file of the user (``content_file``: ``csv``'s ``path``)
-    enters as the SHA-256 of the file's bytes instead of its absolute path, so a moved
-    checkout keeps its cell ids and changed data gets new ones. A file that cannot be read
-    keeps its path (the data checks then say what is wrong with it).
+    A data section read from files of the user (``content_file``: ``csv``'s ``path``,
+    ``idx``'s ``dir``) enters as the SHA-256 of the files' bytes instead of their absolute
+    path, so a moved checkout keeps its cell ids and changed data gets new ones. Files that
+    cannot be read keep the path (the data checks then say what is wrong with them).
     """
     field = getattr(type(data), "content_file", None)
     section = config.get("data")
     if field is None or not isinstance(section, dict) or field not in section:
         return config
-    digest = _file_sha256(str(section[field]))
-    if digest is None:
+    paths = data.content_paths()
+    digests = [_file_sha256(str(p)) for p in paths]
+    if not paths or None in digests:
         return config
+    joined = "\n".join(digests)  # one file (CSV): its own digest, so CSV ids stay as they were
+    digest = joined if len(digests) == 1 else hashlib.sha256(joined.encode()).hexdigest()
     rest = {k: v for k, v in section.items() if k != field}
     return {**config, "data": {**rest, f"{field}_sha256": digest}}
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SPECS
+from tests.zoo.data.test_data_idx import _fake_dir
 from tests.zoo.spec._helpers import GOOD, errors, write
 from zoo.cli import main
 from zoo.spec import cell_id, load_spec
@@ -85,6 +86,32 @@ def test_csv_cell_ids_follow_the_data_not_its_place(tmp_path) -> None:
     here = _csv_ids(tmp_path / "checkout", rows)
     assert _csv_ids(tmp_path / "moved" / "elsewhere", rows) == here  # was: all new ids
     assert not set(_csv_ids(tmp_path / "other", rows + "20,41\n")) & set(here)
+
+
+IDX = """\
+name: idx_ids
+seed: 0
+data: {kind: idx, dir: fmnist, validation: 5}
+model: {kind: mlp, depth: 1, width: 4}
+inference:
+  - {name: map, kind: map, steps: 2}
+studies: []
+sweep: {seed: [0, 1]}
+"""
+
+
+def _idx_ids(folder: Path, gz: bool = False) -> list[str]:
+    _fake_dir(folder / "fmnist", gz=gz)
+    return [c.cell_id for c in load_spec(write(folder, IDX)).cells()]
+
+
+def test_idx_cell_ids_follow_the_data_not_its_place(tmp_path) -> None:
+    here = _idx_ids(tmp_path / "checkout")
+    assert _idx_ids(tmp_path / "moved" / "elsewhere") == here  # was: all new ids
+    assert not set(_idx_ids(tmp_path / "gz", gz=True)) & set(here)  # other bytes, other ids
+    (tmp_path / "checkout" / "fmnist" / "t10k-labels-idx1-ubyte").unlink()
+    missing = [c.cell_id for c in load_spec(tmp_path / "checkout" / "s.yaml").cells()]
+    assert not set(missing) & set(here)  # a file missing: the directory names the data
 
 
 def test_ids_of_the_default_spec_are_unchanged() -> None:

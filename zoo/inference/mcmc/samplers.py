@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+import numpy as np
 import torch
 
 from zoo.inference.mcmc.batched import hmc_step_batch, nuts_step_batch
@@ -38,9 +39,17 @@ def _nuts(max_tree_depth: int) -> Transition:
         raise ValueError(f"max_tree_depth={max_tree_depth} must be >= 1")
 
     def transition(pot, metric, p, eps, rngs):
-        return nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
+        q, stats = nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
+        return q, _flag_max_depth(stats, max_tree_depth)
 
     return transition
+
+
+def _flag_max_depth(stats: dict, max_tree_depth: int) -> dict:
+    """Add ``reached_max_treedepth`` (the name ArviZ 1.x's ``diagnose`` reads): the
+    transitions whose trajectory was cut by the cap, not ended by a U-turn."""
+    stats["reached_max_treedepth"] = np.asarray(stats["tree_depth"]) >= max_tree_depth
+    return stats
 
 
 def _hmc(num_steps: int) -> Transition:
@@ -165,7 +174,8 @@ def run_nuts(
 
     def transition(max_tree_depth):
         def step(pot, metric, p, eps, rng):
-            return nuts_step(pot, metric, p, eps, max_tree_depth, rng)
+            q, stats = nuts_step(pot, metric, p, eps, max_tree_depth, rng)
+            return q, _flag_max_depth(stats, max_tree_depth)
 
         return step
 

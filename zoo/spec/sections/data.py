@@ -8,6 +8,7 @@ torch import here.
 
 from __future__ import annotations
 
+import os
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -16,6 +17,7 @@ from zoo.spec.base import Section
 from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real, file_path
 
 __all__ = [
+    "IDX_FILES",
     "CsvData",
     "DataSpec",
     "DigitsData",
@@ -33,6 +35,13 @@ class _Data(Section):
     #: named, not read from a path of the user): a cell id hashes the file's contents,
     #: not its path, so moving the file (or the checkout) keeps the ids.
     content_file: ClassVar[str | None] = None
+
+    def content_paths(self) -> tuple[str, ...]:
+        """The files whose bytes are the data, in a fixed order (empty: none to read).
+
+        A cell id hashes these files' contents in place of the ``content_file`` field.
+        """
+        return (getattr(self, self.content_file),) if self.content_file else ()
 
 
 class TwoMoonsData(_Data):
@@ -189,6 +198,15 @@ class TeacherData(_Data):
     )
 
 
+#: The four files of an MNIST-family directory (each may also end in ``.gz``).
+IDX_FILES = (
+    "train-images-idx3-ubyte",
+    "train-labels-idx1-ubyte",
+    "t10k-images-idx3-ubyte",
+    "t10k-labels-idx1-ubyte",
+)
+
+
 class IdxData(_Data):
     """An MNIST-family data set in IDX files (MNIST, Fashion-MNIST), gzipped or not.
 
@@ -199,6 +217,7 @@ class IdxData(_Data):
     """
 
     task: ClassVar[str] = "classification"
+    content_file: ClassVar[str | None] = "dir"
 
     kind: Literal["idx"] = Field(description="Data set kind.")
     dir: str = Field(
@@ -247,6 +266,21 @@ class IdxData(_Data):
     @classmethod
     def _resolve(cls, v: str, info: ValidationInfo) -> str:
         return str(file_path(v, (info.context or {}).get("base_dir", ".")).resolve())
+
+    def content_paths(self) -> tuple[str, ...]:
+        """The four IDX files the loader reads (the plain file before its ``.gz``, as
+        :func:`zoo.data.idx.find_idx_file` picks it); a missing one is left out, and the
+        id then keeps the directory (the loader says what is missing)."""
+        found = []
+        for stem in IDX_FILES:
+            for name in (stem, stem + ".gz"):
+                path = os.path.join(self.dir, name)
+                if os.path.isfile(path):
+                    found.append(path)
+                    break
+            else:
+                return ()
+        return tuple(found)
 
 
 DataSpec = Annotated[
