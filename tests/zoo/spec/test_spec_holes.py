@@ -69,6 +69,26 @@ def test_a_prior_scale_whose_square_float32_cannot_hold_is_refused(tmp_path, sca
     )
 
 
+TEACHER = """\
+name: teacher_bounds
+seed: 0
+data: {kind: teacher, n_train: 5, n_test: 5, width: 4}
+model: {kind: mlp, depth: 1, width: 4}
+likelihood: {kind: gaussian, noise: 0.1}
+inference:
+  - {name: map, kind: map, steps: 2}
+studies: []
+"""
+
+
+@pytest.mark.parametrize("field", ["prior_scale", "noise"])
+@pytest.mark.parametrize("scale", ["1e18", "1e30", "1e-13"])
+def test_teacher_scales_that_float32_cannot_square_are_refused(tmp_path, field, scale) -> None:
+    (msg,) = errors(write(tmp_path, TEACHER), [f"data.{field}={scale}"])
+    assert f"data.{field}" in msg and "1e-12 to 1e+12" in msg
+    assert load_spec(write(tmp_path, TEACHER), [f"data.{field}=1e12"]).data.prior_scale > 0
+
+
 def test_slug_keeps_the_sign_of_an_exponent() -> None:
     assert cell_id({}, {"method": "m", "prior.scale": 1e30}).startswith("m_scale=1e30_")
     assert cell_id({}, {"method": "m", "prior.scale": 1e-30}).startswith("m_scale=1e-30_")

@@ -36,6 +36,10 @@ __all__ = [
     "MAX_PATH",
     "MAX_PATH_PART",
     "MAX_PRIOR_SCALE",
+    "MAX_TEACHER_SCALE",
+    "MIN_TEACHER_SCALE",
+    "TeacherScale",
+    "teacher_scale",
     "MAX_POINTS",
     "MAX_SEED",
     "MAX_STEPS",
@@ -91,6 +95,11 @@ MAX_NAME = 100
 #: be finite (a scale of 1e30 gave an infinite loss at step 0, 1e-25 a NaN one).
 MAX_PRIOR_SCALE = 1e18
 MIN_PRIOR_SCALE = 1e-18
+#: Widest and narrowest scale of the teacher's weights and noise: the targets are about
+#: sqrt(width) x that scale and the likelihood squares them in float32 (1e18 made every
+#: cell fail at its first step; 1e15 ran).
+MAX_TEACHER_SCALE = 1e12
+MIN_TEACHER_SCALE = 1e-12
 #: Longest file path, in bytes (Linux's PATH_MAX less its NUL), and longest part of one
 #: (NAME_MAX): the system refuses longer ones, so validation says so first.
 MAX_PATH = 4095
@@ -154,6 +163,27 @@ def prior_scale(v: float) -> float:
 
 #: A prior standard deviation: a positive :data:`Real` whose square float32 holds.
 PriorScale = Annotated[Real, AfterValidator(prior_scale)]
+
+
+def teacher_scale(v: float) -> float:
+    """``v`` if it lies in [:data:`MIN_TEACHER_SCALE`, :data:`MAX_TEACHER_SCALE`].
+
+    Raises
+    ------
+    ValueError
+        Saying why: the targets scale with it and the likelihood squares them in float32.
+    """
+    if not MIN_TEACHER_SCALE <= v <= MAX_TEACHER_SCALE:
+        raise ValueError(
+            f"{v!r}: give {MIN_TEACHER_SCALE:g} to {MAX_TEACHER_SCALE:g}; the teacher's "
+            "targets grow with this scale and the likelihood squares them in float32 (every "
+            "cell would fail at its first step)"
+        )
+    return v
+
+
+#: A scale of the teacher data (its weights' prior, its noise).
+TeacherScale = Annotated[Real, AfterValidator(teacher_scale)]
 
 
 def file_path(v: str, base: str | Path = ".") -> Path:

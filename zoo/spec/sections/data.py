@@ -14,7 +14,14 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from zoo.spec.base import Section
-from zoo.spec.sections.bounds import MAX_POINTS, MAX_SEED, MAX_WIDTH, Real, file_path
+from zoo.spec.sections.bounds import (
+    MAX_POINTS,
+    MAX_SEED,
+    MAX_WIDTH,
+    Real,
+    TeacherScale,
+    file_path,
+)
 
 __all__ = [
     "IDX_FILES",
@@ -184,8 +191,8 @@ class TeacherData(_Data):
     n_test: int = Field(200, gt=0, le=MAX_POINTS, description="Test points.")
     in_dim: int = Field(1, gt=0, le=MAX_WIDTH, description="Input dimension.")
     width: int = Field(50, gt=0, le=MAX_WIDTH, description="Hidden tanh units of the teacher.")
-    prior_scale: Real = Field(1.0, gt=0, description="Std of the teacher's weight prior.")
-    noise: Real = Field(0.1, gt=0, description="Std of the Gaussian observation noise.")
+    prior_scale: TeacherScale = Field(1.0, description="Std of the teacher's weight prior.")
+    noise: TeacherScale = Field(0.1, description="Std of the Gaussian observation noise.")
     x_dist: Literal["uniform", "normal"] = Field(
         "uniform", description="Inputs Uniform(-x_range, x_range) or Normal(0, x_range^2)."
     )
