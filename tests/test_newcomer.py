@@ -14,6 +14,7 @@ import zoo
 from reports.tables import summarize, summary_tables
 from tests import specs
 from zoo.cli import main
+from zoo.run.rundir import RUNNING_FILE
 from zoo.run.store import RunStore
 from zoo.spec import load_spec
 
@@ -82,22 +83,44 @@ def test_report_names_data_relative_states_the_test_set_and_has_no_entities(
     assert str(project / "data" / "t.csv") in (run.dir / "spec.yaml").read_text()
 
 
-def test_status_says_running_while_a_run_holds_the_directory(tmp_path: Path, capsys) -> None:
+def test_status_tells_running_from_queued_while_a_run_holds_the_directory(
+    tmp_path: Path, capsys
+) -> None:
     spec = specs.load(tmp_path, name="st", sweep={"seed": [0, 1]})
+    first, second = (c.cell_id for c in spec.cells())
     store = RunStore(tmp_path / "run")
     with store.lock():  # what a zoo run holds for its whole length
         store.prepare()
         store.write_spec(spec)
+        store.write_running({first})  # the run's first cell has started its fit
         assert main(["status", str(store.root)]) == 0
         held = capsys.readouterr().out.splitlines()
     assert held[0] == (
-        f"done 0, running 2, failed 0, pending 0 (zoo run pid {os.getpid()} is going; "
-        "running counts its queued cells)"
+        f"done 0, running 1, queued 1, failed 0, pending 0 (zoo run pid {os.getpid()} is going)"
     )
-    assert [ln.split()[0] for ln in held[1:3]] == ["running/queued"] * 2
+    assert held[1:3] == [f"running  {first}", f"queued   {second}"]
     assert main(["status", str(store.root)]) == 0  # the run has ended: nothing is running
     free = capsys.readouterr().out.splitlines()
     assert free[0] == "done 0, failed 0, pending 2" and free[1].startswith("pending ")
+
+
+def test_a_run_lists_a_cell_while_its_fit_runs_and_then_removes_the_list(
+    tmp_path: Path, monkeypatch
+) -> None:
+    seen: list[set[str]] = []
+    real = RunStore.write_running
+
+    def spy(self: RunStore, ids: set[str]) -> None:
+        seen.append(set(ids))
+        real(self, ids)
+        assert (self.root / RUNNING_FILE).exists() == bool(ids)
+
+    monkeypatch.setattr(RunStore, "write_running", spy)
+    run = zoo.run(specs.load(tmp_path, name="st"), out=tmp_path / "run", workers=1)
+    assert run.outcome.n_failed == 0
+    (cell,) = run.cells
+    assert seen[0] == {cell.cell_id} and seen[-1] == set()
+    assert not (run.dir / RUNNING_FILE).exists()
 
 
 @pytest.mark.parametrize("command", ["validate", "show", "list", "report", "status"])

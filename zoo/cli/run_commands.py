@@ -114,30 +114,40 @@ def _print_grades(run: RunDir, spec) -> None:
 
 
 def cmd_status(a: argparse.Namespace) -> int:
-    """``zoo status DIR``: the counts of done, running, failed and pending cells of a run
-    directory, then the cells not done (failed first)."""
+    """``zoo status DIR``: the counts of done, running, queued, failed and pending cells of a
+    run directory, then the cells not done (failed first).
+
+    While a ``zoo run`` holds the directory, a cell not stored is ``running`` once its fit
+    has started (the run keeps their ids in the directory) and ``queued`` before; with no
+    run going, it is ``pending`` (the next ``zoo run DIR`` runs it).
+    """
     spec = run_dir_spec(a.run_dir)
     run = RunDir(a.run_dir)
     stored = {r["cell_id"]: r for r in run.records()}  # damaged records are left out
     pid = run_holder(a.run_dir)  # a zoo run is going: the cells not stored are its to run
-    waiting = "pending" if pid is None else "running"
-    counts = {"ok": 0, "running": 0, "failed": 0, "pending": 0}
-    lines: dict[str, list[str]] = {"failed": [], waiting: []}
+    started = run.running() if pid is not None else set()
+    counts = {"ok": 0, "running": 0, "queued": 0, "failed": 0, "pending": 0}
+    lines: dict[str, list[str]] = {k: [] for k in ("failed", "running", "queued", "pending")}
     for c in spec.cells():
-        rec = stored.get(c.cell_id, {})
-        st = rec.get("status", waiting)
+        rec = stored.get(c.cell_id)
+        if rec is not None:
+            st = rec.get("status", "pending")
+        elif pid is None:
+            st = "pending"
+        else:
+            st = "running" if c.cell_id in started else "queued"
         counts[st] = counts.get(st, 0) + 1
         if st != "ok":
-            note = "  (its worker died; a resume runs it again)" if rec.get("retry") else ""
-            lines[st].append(f"{'running/queued' if st == 'running' else st:<8} {c.cell_id}{note}")
-    running = "" if pid is None else f"running {counts['running']}, "
-    going = "" if not pid else f" (zoo run pid {pid} is going; running counts its queued cells)"
+            note = "  (its worker died; a resume runs it again)" if (rec or {}).get("retry") else ""
+            lines.setdefault(st, []).append(f"{st:<8} {c.cell_id}{note}")
+    going = "" if pid is None else f"running {counts['running']}, queued {counts['queued']}, "
     print(
-        f"done {counts['ok']}, {running}failed {counts['failed']}, pending {counts['pending']}"
-        + going
+        f"done {counts['ok']}, {going}failed {counts['failed']}, pending {counts['pending']}"
+        + ("" if not pid else f" (zoo run pid {pid} is going)")
     )
-    for line in lines["failed"] + lines[waiting]:
-        print(line)
+    for st in ("failed", "running", "queued", "pending"):
+        for line in lines[st]:
+            print(line)
     for problem in run.problems():
         print(f"zoo: damaged file: {problem}", file=sys.stderr)
     _print_grades(run, spec)

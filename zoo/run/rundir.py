@@ -39,6 +39,7 @@ __all__ = [
     "LOCK_FILE",
     "DamagedRunDir",
     "RECORD",
+    "RUNNING_FILE",
     "SPEC_FILE",
     "SPEC_VERSION",
     "VERSION_LINE",
@@ -53,6 +54,9 @@ __all__ = [
 
 SPEC_FILE = "spec.yaml"
 LOCK_FILE = ".zoo.lock"
+#: The cells whose fit has started, written by the ``zoo run`` that holds the lock (a JSON
+#: list of cell ids); ``zoo status`` tells them from the queued ones.
+RUNNING_FILE = ".zoo.running.json"
 CELLS = "cells"
 RECORD = ".json"
 #: The first line of a stored spec.yaml: ``# bnn-zoo spec_version: N``.
@@ -127,6 +131,19 @@ class RunDir:
     def is_run_dir(self) -> bool:
         """True when the directory holds a spec.yaml."""
         return self.spec_path.is_file()
+
+    def running(self) -> set[str]:
+        """The cell ids that the run holding this directory has started and not yet
+        stored (empty when no run wrote them; a link or a damaged file reads as empty).
+        Meaningful only while a ``zoo run`` holds the lock."""
+        path = self.root / RUNNING_FILE
+        try:
+            if path.is_symlink():
+                return set()
+            ids = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return set()
+        return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
 
     def spec_text(self) -> str:
         """The stored spec.yaml text."""

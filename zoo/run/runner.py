@@ -238,13 +238,14 @@ def _run_cells(
         )
     shown = Feedback(cells, todo, done_before, n_workers, log, progress)
     saver = Saver(store, stopper, shown.say)
+    started = _Started(store, shown.on_progress if progress else None)
     results = EXECUTORS[executor](
         todo,
         workers=n_workers,
         runtime=runtime,
         address=address,
         progress=False,
-        on_progress=shown.on_progress if progress else None,
+        on_progress=started.on_progress,
     )
     ran, report_error = 0, ""
     try:
@@ -254,12 +255,14 @@ def _run_cells(
                 rec = res.record
                 if saver.save(res):
                     status[rec["cell_id"]] = rec["status"]
+                started.finished(rec["cell_id"])
                 shown.finished(rec)
                 _warn_about(rec, shown.say)
                 saver.retry()
         finally:
             results.close()  # stops the workers at once when the loop ends early
             shown.close()
+            started.clear()
         saver.retry(final=True)
         rescued = saver.rescue()
         try:
@@ -291,6 +294,37 @@ def _run_cells(
         report_error=report_error,
         problems=store.problems(),
     )
+
+
+class _Started:
+    """The cells whose fit has started (their first progress message) and are not stored
+    yet, kept in the run directory for ``zoo status`` (:meth:`RunStore.write_running`), so
+    it can tell running cells from queued ones. A failed write only costs that hint."""
+
+    def __init__(self, store: RunStore, show: Callable[..., None] | None) -> None:
+        self.store, self.show, self.ids = store, show, set()
+
+    def _write(self) -> None:
+        try:
+            self.store.write_running(self.ids)
+        except OSError:
+            pass
+
+    def on_progress(self, cell_id: str, desc: str, phase: str, i: int, n: int) -> None:
+        if cell_id not in self.ids:
+            self.ids.add(cell_id)
+            self._write()
+        if self.show is not None:
+            self.show(cell_id, desc, phase, i, n)
+
+    def finished(self, cell_id: str) -> None:
+        if cell_id in self.ids:
+            self.ids.discard(cell_id)
+            self._write()
+
+    def clear(self) -> None:
+        self.ids.clear()
+        self._write()
 
 
 def _warn_about(rec: dict[str, Any], say: Callable[[str], None]) -> None:

@@ -44,6 +44,7 @@ from zoo.run.rundir import (
     CELLS,
     LOCK_FILE,
     RECORD,
+    RUNNING_FILE,
     SPEC_FILE,
     SPEC_VERSION,
     VERSION_LINE,
@@ -372,6 +373,14 @@ class RunStore(RunDir):
         text = json.dumps(dict(record), indent=1, sort_keys=True)
         path = inside(self.root, f"{CELLS}/{record['cell_id']}{RECORD}")
         return write_bytes_atomic(path, text.encode("utf-8"))
+
+    def write_running(self, ids: set[str]) -> None:
+        """Record the cells whose fit has started (:meth:`RunDir.running`); none: the file
+        goes."""
+        if ids:
+            self.write_file(RUNNING_FILE, json.dumps(sorted(ids)).encode())
+        else:
+            self.remove_file(RUNNING_FILE)
 
     def remove_file(self, rel: str) -> None:
         """Delete ``root/rel`` if it exists (a stale report figure, say); never through a
