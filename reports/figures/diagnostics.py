@@ -2,14 +2,22 @@
 
 The trace of every chain and the rank-ECDF difference of every chain with a simultaneous 95%
 band (Säilynoja, Bürkner & Vehtari 2022), which stays readable with many chains where rank
-histograms overlap. Drawn with matplotlib's object-oriented API: arviz-plots 0.8 does not
-import with matplotlib 3.11, and pinning matplotlib below 3.11 for two figure kinds would
-constrain every user's environment. The numbers come from :mod:`reports.diagnostics`.
+histograms overlap. The numbers come from :mod:`reports.diagnostics`.
+
+Two engines draw them. Where arviz-plots 1.3 or later is installed (the ``plots`` extra on
+Python 3.12+; it imports and draws with matplotlib 3.11), :func:`arviz_plots_figures` draws
+ArviZ's own ``plot_trace_dist`` and ``plot_rank`` (the same simultaneous band) of the same
+parameters. Elsewhere :func:`trace_rank_figure` draws them with matplotlib's object-oriented
+API: arviz-plots 0.8, the last release for Python 3.11, does not import with matplotlib
+3.11, and pinning matplotlib below 3.11 for two figure kinds would constrain every user's
+environment.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 import xarray as xr
@@ -19,7 +27,10 @@ from reports.diagnostics import posterior_dataset, posterior_summary, worst_para
 from reports.draws import param_labels
 from reports.rank_ecdf import ecdf_band, rank_ecdf_difference
 
-__all__ = ["trace_rank_figure"]
+__all__ = ["arviz_plots", "arviz_plots_figures", "trace_rank_figure"]
+
+#: The first arviz-plots release whose trace and rank plots draw with matplotlib 3.11.
+ARVIZ_PLOTS_MIN = (1, 3)
 
 SAMPLE_DIMS = ("chain", "draw")
 
@@ -31,6 +42,72 @@ def _param_index(ds: xr.Dataset) -> dict[str, tuple[str, tuple]]:
         for lab, i in zip(param_labels(str(name), shape), np.ndindex(*shape), strict=True):
             out[lab] = (str(name), i)
     return out
+
+
+def arviz_plots() -> ModuleType | None:
+    """arviz-plots when a release from :data:`ARVIZ_PLOTS_MIN` on imports here, else None."""
+    try:
+        azp = importlib.import_module("arviz_plots")
+    except Exception:  # absent, or an old release that fails on this matplotlib
+        return None
+    try:
+        version = tuple(int(x) for x in azp.__version__.split(".")[:2])
+    except ValueError:
+        return None
+    return azp if version >= ARVIZ_PLOTS_MIN else None
+
+
+def _picked(dt: xr.DataTree, n_params: int, params: Sequence[str] | None):
+    if n_params < 1:
+        raise ValueError(f"n_params must be at least 1, got {n_params}")
+    ds = posterior_dataset(dt)
+    summary = posterior_summary(ds)
+    index = _param_index(ds)
+    if params is None:
+        return ds, summary, index, worst_params(summary, n_params)
+    unknown = [p for p in params if p not in index]
+    if unknown:
+        raise KeyError(f"parameter(s) {unknown} not in the posterior")
+    return ds, summary, index, list(params)
+
+
+def arviz_plots_figures(
+    dt: xr.DataTree, n_params: int = 4, *, params: Sequence[str] | None = None
+) -> list[Figure]:
+    """The worst-mixing parameters (as :func:`trace_rank_figure` picks them) drawn by
+    arviz-plots: ``plot_trace_dist`` (each chain's density and trace) and ``plot_rank``
+    (each chain's fractional-rank ECDF difference with ArviZ's simultaneous band).
+
+    Returns
+    -------
+    list of matplotlib.figure.Figure
+        The trace figure and the rank figure, closed in pyplot (they live only as long as
+        the caller holds them).
+
+    Raises
+    ------
+    RuntimeError
+        When :func:`arviz_plots` finds no usable arviz-plots.
+    """
+    azp = arviz_plots()
+    if azp is None:
+        raise RuntimeError("arviz-plots >= 1.3 is not installed: pip install 'bnn-zoo[plots]'")
+    import matplotlib.pyplot as plt
+
+    ds, _, index, picked = _picked(dt, n_params, params)
+    scalars = {}
+    for label in picked:  # one variable per scalar parameter, named by its label
+        name, i = index[label]
+        da = ds[name].transpose("chain", "draw", ...)
+        scalars[label] = (("chain", "draw"), np.asarray(da.values[(slice(None), slice(None), *i)]))
+    tree = xr.DataTree.from_dict({"posterior": xr.Dataset(scalars)})
+    figs = []
+    for plot in (azp.plot_trace_dist, azp.plot_rank):
+        pc = plot(tree, backend="matplotlib")
+        fig = pc.viz["figure"].item()
+        plt.close(fig)
+        figs.append(fig)
+    return figs
 
 
 def trace_rank_figure(
@@ -55,19 +132,8 @@ def trace_rank_figure(
         :func:`rank_ecdf_difference`) with the simultaneous 95% band of mixed chains
         (:func:`ecdf_band`, grey).
     """
-    if n_params < 1:
-        raise ValueError(f"n_params must be at least 1, got {n_params}")
-    ds = posterior_dataset(dt)
-    summary = posterior_summary(ds)
+    ds, summary, index, picked = _picked(dt, n_params, params)
     n_chains, n_draws = int(ds.sizes["chain"]), int(ds.sizes["draw"])
-    index = _param_index(ds)
-    if params is None:
-        picked = worst_params(summary, n_params)
-    else:
-        unknown = [p for p in params if p not in index]
-        if unknown:
-            raise KeyError(f"parameter(s) {unknown} not in the posterior")
-        picked = list(params)
     n_grid = int(min(50, max(5, n_draws)))
     grid = np.arange(1, n_grid + 1) / (n_grid + 1)
     lower, upper = ecdf_band(n_draws, grid)

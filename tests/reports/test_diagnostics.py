@@ -14,7 +14,7 @@ from reports.diagnostics import (
     tree_depth_hits,
     worst_params,
 )
-from reports.figures.diagnostics import trace_rank_figure
+from reports.figures.diagnostics import arviz_plots, arviz_plots_figures, trace_rank_figure
 from reports.predictive import predictive_convergence
 from reports.rank_ecdf import ecdf_band, rank_ecdf_difference
 
@@ -147,6 +147,23 @@ def test_trace_rank_figure_returns_unsaved_figure(tmp_path, monkeypatch):
     ]
     with pytest.raises(KeyError, match="nope"):
         trace_rank_figure(_tree(_iid(2, 50)), params=["nope"])
+
+
+def test_arviz_plots_draws_the_same_worst_parameters_where_it_is_installed():
+    if arviz_plots() is None:
+        with pytest.raises(RuntimeError, match="pip install"):
+            arviz_plots_figures(_tree(_iid(2, 50)))
+        pytest.skip("arviz-plots >= 1.3 is not installed (CI's Python 3.12 job has it)")
+    post = _iid(4, 200, seed=0)
+    post["layer0.weight"][1, :, 2, 1] += 4.0
+    trace, rank = arviz_plots_figures(_tree(post), n_params=3)
+    ours = trace_rank_figure(_tree(post), n_params=3)
+    picked = [ax.get_title(loc="left").split(":")[0] for ax in ours.get_axes()[::2]]
+    assert {ax.get_title() for ax in rank.get_axes()} == set(picked)
+    labels = {ax.get_ylabel() for ax in trace.get_axes()} | {
+        ax.get_xlabel() for ax in trace.get_axes()
+    }
+    assert set(picked) <= labels
 
 
 def test_trace_rank_figure_shows_the_worst_mixing_parameters():

@@ -16,7 +16,7 @@ import pandas as pd
 import xarray as xr
 
 from reports.document import Section, section
-from reports.figures.diagnostics import trace_rank_figure
+from reports.figures.diagnostics import arviz_plots, arviz_plots_figures, trace_rank_figure
 from reports.sampler_report import (
     SAMPLER_INTRO,
     grade_blocks,
@@ -77,21 +77,24 @@ def sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section |
         *sampler_advice(list(records.values())),
     ]
     figs, unread = [], []
+    by_arviz, n_cells = arviz_plots() is not None, 0
     for cid in worst_cells(records, MAX_TRACE_PLOTS):
         data = run.read_artifact(cid, ".nc")  # None: missing, or damaged (checksum)
         if data is None:
             unread.append(f"cells/{cid}.nc (missing or damaged)")
             continue
         try:
-            fig = trace_rank_figure(read_diagnostic_groups(data), n_params=4)
+            drawn = _figures(read_diagnostic_groups(data), by_arviz)
         except Exception as e:  # a damaged file of any kind is named, not raised
             unread.append(f"cells/{cid}.nc (cannot be read: {type(e).__name__})")
             continue
         d = records[cid]
         by = "R-hat" if d.max_r_hat is not None else "bulk ESS"
         failed = f"gates failed: {', '.join(d.failed)}" if d.failed else "all gates passed"
-        fig.suptitle(f"{cid}: the 4 worst-mixing parameters by {by} ({failed})", fontsize=10)
-        figs.append((f"trace_rank_{cid}", fig))
+        n_cells += 1
+        for kind, fig in drawn:
+            fig.suptitle(f"{cid}: the 4 worst-mixing parameters by {by} ({failed})", fontsize=10)
+            figs.append((f"{kind}_{cid}", fig))
     if unread:
         paras.append(
             f"{len(unread)} of the worst sampled cells' ArviZ files could not be read, so "
@@ -99,12 +102,32 @@ def sampler_section(run: RunDir, results: pd.DataFrame, spec: Spec) -> Section |
             "record (cells/<cell id>.json) makes `zoo run DIR` compute that cell again."
         )
     if figs:
+        rank = (
+            "The rank plots (arviz-plots' plot_rank; a cell it cannot draw, such as one with a "
+            "parameter that never moved, gets the trace-and-rank figure of matplotlib) show "
+            "each chain's ECDF of its draws' fractional ranks among all chains minus the "
+            "uniform CDF, with ArviZ's simultaneous band"
+            if by_arviz
+            else "Right: each chain's ECDF of its draws' ranks among all chains minus the "
+            "uniform CDF, with the grey simultaneous 95% band"
+        )
         paras.append(
-            f"Trace and rank plots of the {len(figs)} worst sampled cells (largest R-hat, a "
+            f"Trace and rank plots of the {n_cells} worst sampled cells (largest R-hat, a "
             "non-finite one first, then smallest bulk ESS), each with its 4 worst-mixing "
-            "parameters. "
-            "Right: each chain's ECDF of its draws' ranks among all chains minus the uniform "
-            "CDF; chains that mix stay inside the grey 95% band, a chain stuck elsewhere "
-            "leaves it (Säilynoja et al. 2022)."
+            f"parameters{', drawn by arviz-plots' if by_arviz else ''}. {rank}: chains that "
+            "mix stay inside the band, a chain stuck elsewhere leaves it (Säilynoja et al. "
+            "2022)."
         )
     return section("Sampler diagnostics", paras, [conv, samp, *grade_tables], figs)
+
+
+def _figures(tree, by_arviz: bool) -> list[tuple[str, object]]:
+    """``(kind, figure)`` of a cell's 4 worst-mixing parameters: arviz-plots' trace and rank
+    plots where it is installed and can draw them (a parameter that never moved defeats its
+    density estimate), else :func:`trace_rank_figure`."""
+    if by_arviz:
+        try:
+            return list(zip(("trace", "rank"), arviz_plots_figures(tree, n_params=4), strict=True))
+        except Exception:  # drawn by our own figure below
+            pass
+    return [("trace_rank", trace_rank_figure(tree, n_params=4))]
