@@ -11,8 +11,8 @@ A cell id is a readable prefix (method and axis values, at most :data:`MAX_SLUG`
 and a hash of the cell's configuration written without defaults, together with
 :data:`SPEC_VERSION`: a field added later at its default leaves every id unchanged, and a
 change of what the ids mean bumps the version (recorded in a run's ``spec.yaml``). Data read
-from a file of the user (a CSV) enters the hash as the SHA-256 of the file's bytes, not its
-path (:func:`_id_config`), so a moved checkout keeps its ids.
+from files of the user (a CSV, a directory of IDX files) enters the hash as the SHA-256 of
+the files' bytes, not their path (:func:`_id_config`), so a moved checkout keeps its ids.
 No torch import here.
 """
 
