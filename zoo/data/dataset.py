@@ -64,6 +64,9 @@ class Dataset(NamedTuple):
         Inputs of a class held out of every split (``data.holdout_class``,
         :func:`zoo.data.holdout.hold_out_class`): out-of-distribution inputs with no label
         among the classes trained on. None when no class is held out.
+    noise : float or None
+        The standard deviation of the noise that made the targets, in original units, where
+        the data know it (teacher data); what ``likelihood: {noise: data}`` uses.
     """
 
     x_train: np.ndarray
@@ -77,6 +80,7 @@ class Dataset(NamedTuple):
     x_val: np.ndarray | None = None
     y_val: np.ndarray | None = None
     x_ood: np.ndarray | None = None
+    noise: float | None = None
 
     @property
     def in_dim(self) -> int:

@@ -59,4 +59,5 @@ def load_teacher(spec: TeacherData, seed: int) -> Dataset:
         0.0,
         1.0,
         params,
+        noise=float(spec.noise),
     )

@@ -142,14 +142,24 @@ def _bernoulli(ds: Any) -> BernoulliLikelihood:
     return BernoulliLikelihood()
 
 
+def _noise(lik: Any, ds: Any) -> float | None:
+    """The fixed noise std on the model's target scale; None: learned. ``data``: the data's
+    own noise (teacher data), divided by the targets' scale (1 for teacher data)."""
+    if lik.noise == "learned":
+        return None
+    if lik.noise == "data":
+        if ds.noise is None:
+            raise ValueError("likelihood.noise 'data' needs data that know their noise (teacher)")
+        return float(ds.noise) / float(ds.y_scale)
+    return float(lik.noise)
+
+
 #: Likelihood section class -> ``(section, ds) -> Likelihood`` (``ds`` a :class:`~zoo.data.Dataset`,
 #: which gives the number of classes).
 LIKELIHOODS: dict[type, Callable[[Any, Any], Likelihood]] = {
     CategoricalSection: lambda lik, ds: CategoricalLikelihood(ds.n_classes),
     BernoulliSection: lambda lik, ds: _bernoulli(ds),
-    GaussianSection: lambda lik, ds: GaussianLikelihood(
-        None if lik.noise == "learned" else float(lik.noise), lik.noise_prior_scale
-    ),
+    GaussianSection: lambda lik, ds: GaussianLikelihood(_noise(lik, ds), lik.noise_prior_scale),
 }
 
 

@@ -175,6 +175,14 @@ class Spec(Section):
                     f"{self.data.kind} data has {self.data.n_classes}{want}",
                 )
             ]
+        if getattr(lik, "noise", None) == "data" and not self.data.has_teacher:
+            return [
+                (
+                    "likelihood.noise",
+                    f"'data' takes the data's own noise, which {self.data.kind} data does not "
+                    "know (teacher data does); give a number or 'learned'",
+                )
+            ]
         bad = [m for m in self.metrics.names or [] if m not in lik.metrics]
         if bad:
             return [

@@ -57,8 +57,11 @@ class GaussianLikelihood(Section):
     metrics: ClassVar[tuple[str, ...]] = ("rmse", "nll")
 
     kind: Literal["gaussian"] = Field(description="Likelihood kind.")
-    noise: float | Literal["learned"] = Field(
-        1.0, description="Noise standard deviation, or 'learned' to infer it."
+    noise: float | Literal["learned", "data"] = Field(
+        1.0,
+        description="Noise standard deviation, 'learned' to infer it, or 'data' for the "
+        "data's own noise (teacher data: the correctly specified model, which a sweep over "
+        "data.noise keeps).",
     )
     noise_prior_scale: Real = Field(
         1.0, gt=0, description="Scale of the HalfNormal prior on a learned noise."
@@ -70,7 +73,7 @@ class GaussianLikelihood(Section):
         if not isinstance(v, str):
             finite_float32(v)
             if v <= 0:
-                raise ValueError("noise must be > 0 (or 'learned')")
+                raise ValueError("noise must be > 0 (or 'learned' or 'data')")
         return v
 
 
