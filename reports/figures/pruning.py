@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from reports.pruning import effective_units
 
 __all__ = [
+    "posterior_function_figure",
     "trajectory_figure",
     "unit_posterior_figure",
     "unit_scatter_figure",
@@ -184,4 +185,47 @@ def variance_share_figure(
     axes[0][0].set_ylabel("share of output variance")
     fig.suptitle(title or f"hidden layer {layer}")
     fig.tight_layout()
+    return fig
+
+
+def posterior_function_figure(
+    panels: Mapping[tuple[str, str], Mapping[str, np.ndarray]],
+    rows: list[str],
+    cols: list[str],
+    title: str = "",
+) -> Figure:
+    """Posterior functions on one input (Trippe & Turner 2018, Figure 3), one panel per
+    ``(row, col)`` (e.g. training-set size x method).
+
+    ``panels[(row, col)]`` holds the arrays of
+    :func:`zoo.studies.pruning.probe.function_arrays`: ``fn.x``, ``fn.draws``, ``fn.mean``,
+    ``fn.sd``, ``fn.x_train``, ``fn.y_train`` and, for teacher data, ``fn.true``. Each panel
+    draws the teacher's function (black), the posterior mean with +-2 std of the function
+    (shaded; no observation noise), up to 20 posterior draws (thin) and the training points.
+    A missing panel is left blank.
+    """
+    fig = Figure(figsize=(3.2 * len(cols), 2.5 * len(rows) + 0.6), layout="constrained")
+    axes = fig.subplots(len(rows), len(cols), squeeze=False, sharex=True)
+    for i, row in enumerate(rows):
+        for j, col in enumerate(cols):
+            ax, z = axes[i, j], panels.get((row, col))
+            if i == 0:
+                ax.set_title(col, fontsize=9)
+            if j == 0:
+                ax.set_ylabel(row, fontsize=8)
+            if z is None:
+                ax.set_axis_off()
+                continue
+            x, mean, sd = z["fn.x"], z["fn.mean"], z["fn.sd"]
+            ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="C0", alpha=0.2, lw=0)
+            for f in z["fn.draws"]:
+                ax.plot(x, f, color="C0", lw=0.4, alpha=0.5)
+            ax.plot(x, mean, color="C0", lw=1.2, label="posterior mean +-2 sd")
+            if "fn.true" in z:
+                ax.plot(x, z["fn.true"], color="k", lw=1.0, ls="--", label="teacher")
+            ax.scatter(z["fn.x_train"], z["fn.y_train"], s=8, color="C3", zorder=3, label="data")
+            ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=6, loc="best")
+    if title:
+        fig.suptitle(title, fontsize=10)
     return fig

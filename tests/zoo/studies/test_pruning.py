@@ -13,7 +13,9 @@ import torch
 
 from reports.pruning import effective_units
 from tests import specs
+from tests.conftest import SPECS
 from zoo.cli import main
+from zoo.data.teacher import teacher_params
 from zoo.inference import NO_HOOKS, Hooks, fit
 from zoo.run.cell import run_cell
 from zoo.run.store import RunDir
@@ -367,3 +369,57 @@ def test_the_nulls_of_the_rule_free_measure(tmp_path: Path, cell_context) -> Non
     assert pooled > plain["units_eff_prior.layer0"] + 1.0, (pooled, plain)
     one = shuffled_units_eff(ctx.model, x, pruned, 0, shuffles=2, seed=5)
     assert one == shuffled_units_eff(ctx.model, x, pruned, 0, shuffles=2, seed=5)
+
+
+TEACHER = specs.spec(
+    "prune_teacher",
+    data={"kind": "teacher", "n_train": 5, "n_test": 30, "width": 4, "noise": 0.3},
+    model=specs.mlp(depth=1, width=4, activation="tanh"),
+    likelihood=specs.section("gaussian", noise="data"),
+    inference=[
+        specs.svi("MF", guide={"kind": "mean_field", "init_loc": "teacher"}, steps=20, **ADAM),
+        specs.method("MAP", "map", steps=20, **ADAM),
+    ],
+    sweep={"data.noise": [0.3, 1.0], "data.n_train": [5, 10]},
+    studies=[specs.study("pruning", draws=30)],
+)
+
+
+def test_posterior_functions_on_teacher_data(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    path = specs.write_spec(tmp_path, TEACHER)
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--workers", "1"]) == 0
+    res = pd.read_csv(out / "results.csv")
+    spec = load_spec(path)
+    for cell in spec.cells():
+        with np.load(out / "cells" / f"{cell.cell_id}.pruning.npz") as z:
+            x, draws, true = z["fn.x"], z["fn.draws"], z["fn.true"]
+            n_draws = 1 if cell.method.name == "MAP" else 20
+            assert draws.shape == (n_draws, 200) and z["fn.mean"].shape == (200,)
+            assert z["fn.x_train"].shape == (cell.spec.data.n_train,)
+            sd = z["fn.sd"]
+        # the teacher's function in closed form: V tanh(W x + b) + c
+        p = teacher_params(1, 4, 1.0, cell.spec.seed)
+        h = np.tanh(x[:, None] @ p["layer0.weight"].T + p["layer0.bias"])
+        f = h @ p["layer1.weight"][0] + p["layer1.bias"][0]
+        np.testing.assert_allclose(true, f, rtol=1e-5, atol=1e-5)
+        if cell.method.name == "MAP":  # one set of weights: no spread
+            assert np.all(sd == 0)
+    assert len(res) == 8
+    for noise in ("0.3", "1.0"):  # a figure per noise level, rows n_train, columns methods
+        name = f"pruning_functions_noise{noise}".replace(".", "_")
+        assert (out / "figures" / f"{name}.png").is_file()
+    assert "Over-pruning: posterior functions" in (out / "report.md").read_text()
+
+
+def test_the_shipped_teacher_sweep_runs_shrunk(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    shrink = [f"inference.{m}.steps=10" for m in ("MF_true", "MF", "GD_true")]
+    shrink += ["sweep.seed=[0]", "sweep.data.n_train=[5]", "sweep.data.noise=[1.0]"]
+    shrink += ["data.n_test=20", "studies.0.draws=10"]
+    spec = SPECS / "overpruning_teacher_sweep.yaml"
+    args = ["run", str(spec), "--out", str(out), "--no-progress", "--workers", "1"]
+    assert main([*args, *(a for s in shrink for a in ("--set", s))]) == 0
+    res = pd.read_csv(out / "results.csv")
+    assert len(res) == 3 and (res["status"] == "ok").all()
+    assert (out / "figures" / "pruning_functions_noise1_0.png").is_file()

@@ -15,6 +15,8 @@
   expected train NLL and predictive train and test NLL during optimization (their Figure
   4). It draws with its own seed and restores torch's generator, so the optimization is the
   same with and without it;
+- :func:`function_arrays`: for one-dimensional inputs, posterior function draws on a grid
+  with the teacher's function where the data have one (their Figure 3's panels);
 - :class:`PruningProbe`: the study's probe of one cell (svi, sampler or point estimate).
 
 MAP and ES are point estimates: they have no posterior std and get no rule-based
@@ -58,6 +60,7 @@ __all__ = [
     "PruningProbe",
     "TrajectoryRecorder",
     "draw_moments",
+    "function_arrays",
     "functional_outputs",
     "guide_moments",
     "hidden_activations",
@@ -138,6 +141,7 @@ def pruning_outputs(
     x_test: torch.Tensor | None = None,
     prior: Mapping[str, torch.Tensor] | None = None,
     null_seed: int = 0,
+    extra: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[dict[str, float], bytes]:
     """Pruned fractions and effective units (metrics) and the per-unit statistics as ``.npz``.
 
@@ -149,7 +153,8 @@ def pruning_outputs(
     :func:`functional_outputs` at ``x_test`` (default ``x_train``); plus ``traj.<name>``
     arrays. Metrics: :func:`reports.pruning.pruned_fraction` (with ``moments``),
     :func:`reports.pruning.functional_metrics` (always) and, given ``prior`` draws,
-    :func:`functional_nulls` (shuffles seeded with ``null_seed``).
+    :func:`functional_nulls` (shuffles seeded with ``null_seed``). ``extra`` arrays are
+    stored as given (:func:`function_arrays`).
     """
     rule = rule_of(spec)
     layers, masks, arrays = [], [], {}
@@ -184,6 +189,7 @@ def pruning_outputs(
     arrays.update(fn_arrays)
     for name, v in (trajectory or {}).items():
         arrays[f"traj.{name}"] = v
+    arrays.update(extra or {})
     buf = io.BytesIO()
     np.savez_compressed(buf, **{k: np.asarray(v) for k, v in arrays.items()})
     metrics = pruned_fraction(layers, rule) if layers else {}
@@ -192,6 +198,47 @@ def pruning_outputs(
         x_null = x_train if x_test is None else x_test
         metrics.update(functional_nulls(model, x_null, draws, prior, null_seed))
     return metrics, buf.getvalue()
+
+
+#: Grid points and stored draws of :func:`function_arrays`.
+FUNCTION_GRID, FUNCTION_DRAWS = 200, 20
+
+
+def function_arrays(ctx: CellContext, draws: Mapping[str, torch.Tensor]) -> dict[str, np.ndarray]:
+    """Posterior functions of a regression on one input, in original units (empty otherwise).
+
+    On :data:`FUNCTION_GRID` points spanning the training and test inputs: ``fn.x``, the
+    first :data:`FUNCTION_DRAWS` draws' functions ``fn.draws``, the mean and std of all
+    draws' functions (``fn.mean``, ``fn.sd``; no noise), the teacher's function ``fn.true``
+    where the data have one, and the training points ``fn.x_train``, ``fn.y_train``. The
+    posterior-function panels of Trippe & Turner (2018, Figure 3). No random draw of its own.
+    """
+    ds, model = ctx.ds, ctx.model
+    if ds.n_classes or ds.x_train.shape[1] != 1:
+        return {}
+    xs = np.concatenate([ds.x_train[:, 0], ds.x_test[:, 0]])
+    grid = np.linspace(xs.min(), xs.max(), FUNCTION_GRID)
+    x = torch.as_tensor(grid[:, None], dtype=ctx.data.x_train.dtype, device=ctx.data.x_train.device)
+    with torch.no_grad():
+        f = Runtime.numpy(model.apply(x, draws)[..., 0].double()) * ds.y_scale + ds.y_shift
+    out = {
+        "fn.x": grid,
+        "fn.draws": f[:FUNCTION_DRAWS],
+        "fn.mean": f.mean(0),
+        "fn.sd": f.std(0),
+        "fn.x_train": ds.x_train[:, 0],
+        "fn.y_train": ds.y_train * ds.y_scale + ds.y_shift,
+    }
+    if ds.true_params is not None:
+        true = {
+            k: torch.as_tensor(v, dtype=x.dtype, device=x.device)[None]
+            for k, v in ds.true_params.items()
+        }
+        with torch.no_grad():
+            out["fn.true"] = (
+                Runtime.numpy(model.apply(x, true)[0, :, 0].double()) * ds.y_scale + ds.y_shift
+            )
+    return out
 
 
 def _kl_to_prior(
@@ -315,5 +362,6 @@ class PruningProbe:
             x_test=data.x_test,
             prior=prior_draws(self.ctx.model, draws, self.section.draws, null_seed),
             null_seed=null_seed,
+            extra=function_arrays(self.ctx, draws),
         )
         return metrics, {ARTIFACT: npz}

@@ -41,6 +41,7 @@ from zoo.spec.sections.inference import (
 )
 from zoo.spec.sections.studies import PruningStudy
 from zoo.studies.base import ArtifactReader
+from zoo.studies.pruning.function_report import function_section
 from zoo.studies.pruning.probe import ARTIFACT
 
 __all__ = ["PAPER_NAMES", "pruning_sections"]
@@ -324,7 +325,7 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "during optimization."
         ]
         sections.append(section("Over-pruning: hidden units and trajectories", paras, figures=figs))
-    return sections
+    return sections + function_section(ok, methods, groups, over, lambda c: _load(run, c))
 
 
 def _scatter(stats, layer: int, tag: str, snr: float):
