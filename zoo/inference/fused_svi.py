@@ -23,14 +23,17 @@ checks the equality; docs/notes/guides.md has the timings.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from pyro import poutine
 from pyro.infer.autoguide import AutoGuide
 from pyro.infer.util import zero_grads
+from pyro.optim import PyroOptim
+from pyro.optim.clipped_adam import ClippedAdam as _ClippedAdam
 from torch.distributions import transform_to
 
 from guides import AutoFixedVarianceNormal, AutoMeanField
@@ -65,6 +68,18 @@ def fused_step_applies(
     )
 
 
+class _Site(NamedTuple):
+    """One latent site: its parameters, the map to its scale, its prior (all cached)."""
+
+    name: str
+    loc: torch.Tensor
+    rho: torch.Tensor | None  # raw scale parameter (None: fixed scale)
+    transform: Any  # rho -> scale, as PyroModule applies it
+    fixed_scale: torch.Tensor | None
+    prior_loc: torch.Tensor
+    prior_scale: torch.Tensor
+
+
 class FusedMeanFieldStep:
     """SVI steps of a mean-field guide on a Bayesian MLP, equal to Pyro's to the bit.
 
@@ -77,16 +92,22 @@ class FusedMeanFieldStep:
         ``SVI.step`` would (same draws of torch's generator).
     optim : callable
         The Pyro optimizer that ``SVI`` would use (``optim(params)`` steps the parameters
-        from their ``.grad``), e.g. ``pyro.optim.ClippedAdam``.
+        from their ``.grad``), e.g. ``pyro.optim.ClippedAdam``. A plain Pyro ``ClippedAdam``
+        (no gradient clipping of Pyro's own, no weight decay, no centered variance) takes
+        its steps after the first with torch's ``_foreach`` kernels on the same state and
+        the same elementwise arithmetic (:func:`_clipped_adam_foreach`); any other optimizer
+        is called as ``SVI`` calls it.
     """
 
     def __init__(self, model: BayesianMLP, guide: AutoGuide, optim: Callable) -> None:
         self.model, self.guide, self.optim = model, guide, optim
-        self._sites: list[tuple[str, torch.Tensor, torch.Tensor | None, Any, float | None]] = []
+        self._sites: list[_Site] = []
         self._params: list[torch.Tensor] = []
+        self._layers: list[tuple[str, str]] = []
+        self._steps = 0
 
     def _setup(self, *args: Any) -> None:
-        guide = self.guide
+        guide, model = self.guide, self.model
         if guide.prototype_trace is None:
             guide._setup_prototype(*args)
         # One call registers the parameters in Pyro's param store as SVI's first step does
@@ -98,41 +119,46 @@ class FusedMeanFieldStep:
             guide(*args)
         fixed = isinstance(guide, AutoFixedVarianceNormal)
         params = dict(guide.named_parameters())
+        buffers = dict(model.named_buffers())
         for name in guide.latent_sites:
             loc = params[f"locs.{name}_unconstrained"]
+            p_loc = buffers[f"{name}_prior_loc"].expand(loc.shape)
+            p_scale = buffers[f"{name}_prior_scale"].expand(loc.shape)
             if fixed:
-                self._sites.append((name, loc, None, None, guide.site_scale(name)))
-                continue
-            rho = params[f"scales.{name}_unconstrained"]
-            # the map PyroModule applies to the stored raw parameter
-            self._sites.append((name, loc, rho, transform_to(guide.scale_constraint), None))
-        self._params = [p for _, loc, rho, _, _ in self._sites for p in (loc, rho) if p is not None]
+                scale = loc.new_tensor(guide.site_scale(name)).expand(loc.shape)
+                self._sites.append(_Site(name, loc, None, None, scale, p_loc, p_scale))
+            else:
+                rho = params[f"scales.{name}_unconstrained"]
+                transform = transform_to(guide.scale_constraint)
+                self._sites.append(_Site(name, loc, rho, transform, None, p_loc, p_scale))
+        self._params = [p for s in self._sites for p in (s.loc, s.rho) if p is not None]
+        self._layers = model.layer_sites()
 
-    def _elbo(self, x: torch.Tensor, y: torch.Tensor, n_total: int, kl_weight: float):
+    def _elbo(
+        self, x: torch.Tensor, y: torch.Tensor, n_total: int, kl_weight: float
+    ) -> torch.Tensor:
+        """The ELBO estimate, op for op as Pyro's TraceMeanField_ELBO computes it."""
         model = self.model
         values: dict[str, torch.Tensor] = {}
         kls: list[torch.Tensor] = []
-        for name, loc, rho, transform, fixed in self._sites:
+        for site in self._sites:
+            loc = site.loc
             # the guide: Normal(loc, scale).rsample() = loc + eps * scale, eps drawn here
-            scale = transform(rho) if fixed is None else loc.new_tensor(fixed).expand(loc.shape)
+            scale = site.fixed_scale if site.rho is None else site.transform(site.rho)
             eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
-            values[name] = loc + eps * scale
+            values[site.name] = loc + eps * scale
             # torch's kl_normal_normal against the site's prior, summed over the site
-            layer, attr = name.rsplit(".", 1)
-            mod = getattr(model, layer)
-            p_loc = getattr(mod, f"{attr}_prior_loc").expand(loc.shape)
-            p_scale = getattr(mod, f"{attr}_prior_scale").expand(loc.shape)
-            var_ratio = (scale / p_scale).pow(2)
-            t1 = ((loc - p_loc) / p_scale).pow(2)
+            var_ratio = (scale / site.prior_scale).pow(2)
+            t1 = ((loc - site.prior_loc) / site.prior_scale).pow(2)
             kl = (0.5 * (var_ratio + t1 - 1 - var_ratio.log())).sum()
             if kl_weight != 1.0:
                 kl = kl * kl_weight
             kls.append(kl)
-        h = x
-        for i, (w_site, b_site) in enumerate(model.layer_sites()):
+        h, act, depth = x, model.act, model.depth
+        for i, (w_site, b_site) in enumerate(self._layers):
             h = F.linear(h, values[w_site], values[b_site])
-            if i < model.depth:
-                h = model.act(h)
+            if i < depth:
+                h = act(h)
         log_p = model.likelihood.log_prob(h, y, values)
         if n_total != x.shape[0]:
             log_p = log_p * (1.0 * n_total / x.shape[0])
@@ -148,6 +174,59 @@ class FusedMeanFieldStep:
         elbo = self._elbo(x, y, n_total, kl_weight)
         loss = -elbo.item()
         (-elbo).backward()
-        self.optim(self._params)
+        if not (self._steps and _clipped_adam_foreach(self.optim, self._params)):
+            self.optim(self._params)
         zero_grads(self._params)
+        self._steps += 1
         return loss
+
+
+def _clipped_adam_foreach(optim: Any, params: list[torch.Tensor]) -> bool:
+    """Step Pyro's per-parameter ``ClippedAdam`` optimizers with ``_foreach`` kernels.
+
+    The same state (``optim.optim_objs[p].state[p]``), learning-rate decay and elementwise
+    operations as :meth:`pyro.optim.clipped_adam.ClippedAdam.step`, one kernel call for all
+    parameters instead of one Python loop per parameter (on the CPU, torch's ``_foreach``
+    ops run the same per-tensor kernels). Returns False, doing nothing, unless ``optim``
+    is a plain Pyro ``ClippedAdam`` that has stepped every parameter once, without Pyro's
+    gradient clipping, weight decay or centered variance and with one ``clip_norm``,
+    ``betas`` and ``eps`` for all parameters.
+    """
+    if type(optim) is not PyroOptim or optim.pt_optim_constructor is not _ClippedAdam:
+        return False
+    objs = [optim.optim_objs.get(p) for p in params]
+    if any(
+        o is None or optim.grad_clip.get(p) is not None for o, p in zip(objs, params, strict=True)
+    ):
+        return False
+    groups = [o.param_groups[0] for o in objs]
+    first = groups[0]
+    keys = ("clip_norm", "betas", "eps")
+    if any(
+        g["weight_decay"] != 0 or g["centered_variance"] or any(g[k] != first[k] for k in keys)
+        for g in groups
+    ) or any(p.grad is None for p in params):
+        return False
+    beta1, beta2 = first["betas"]
+    grads = [p.grad.data for p in params]
+    states = [o.state[p] for o, p in zip(objs, params, strict=True)]
+    exp_avgs = [st["exp_avg"] for st in states]
+    exp_avg_sqs = [st["exp_avg_sq"] for st in states]
+    step_sizes = []
+    for g, st in zip(groups, states, strict=True):
+        g["lr"] *= g["lrd"]
+        st["step"] += 1
+        bias_correction1 = 1 - beta1 ** st["step"]
+        bias_correction2 = 1 - beta2 ** st["step"]
+        step_sizes.append(-(g["lr"] * math.sqrt(bias_correction2) / bias_correction1))
+    with torch.no_grad():
+        torch._foreach_clamp_min_(grads, -first["clip_norm"])
+        torch._foreach_clamp_max_(grads, first["clip_norm"])
+        torch._foreach_mul_(exp_avgs, beta1)
+        torch._foreach_add_(exp_avgs, grads, alpha=1 - beta1)
+        torch._foreach_mul_(exp_avg_sqs, beta2)
+        torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
+        denoms = torch._foreach_sqrt(exp_avg_sqs)
+        torch._foreach_add_(denoms, first["eps"])
+        torch._foreach_addcdiv_([p.data for p in params], exp_avgs, denoms, step_sizes)
+    return True
