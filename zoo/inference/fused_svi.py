@@ -1,8 +1,9 @@
 r"""One SVI step of a mean-field guide on a Bayesian MLP in plain torch, without Pyro's traces.
 
-For :class:`~guides.AutoMeanField` and :class:`~guides.AutoFixedVarianceNormal` on a
-:class:`~zoo.models.mlp.BayesianMLP` with a fixed-scale likelihood, ``TraceMeanField_ELBO``
-with one particle computes
+For :class:`~guides.AutoMeanField`, :class:`~guides.AutoFixedVarianceNormal` and
+:class:`~guides.AutoKTiedNormal` (diagonal Gaussians whose KL to the Normal prior has a
+closed form) on a :class:`~zoo.models.mlp.BayesianMLP` with a fixed-scale likelihood,
+``TraceMeanField_ELBO`` with one particle computes
 
 .. math::
 
@@ -10,15 +11,16 @@ with one particle computes
     - \beta \sum_{\text{sites } s} \mathrm{KL}\big(\mathcal{N}(\mu_s, \sigma_s^2) \,\|\,
     \mathcal{N}(m_s, \tau_s^2)\big), \qquad w_s = \mu_s + \sigma_s \varepsilon_s,
 
-(the KL in closed form, :math:`\beta` the KL weight), at the cost of two Pyro traces, a
-replay, per-site distribution objects and messengers per step: on the default spec's
-network most of a step. :class:`FusedMeanFieldStep` computes the same estimate with the
-same tensor operations in the same order (the guide's draws ``torch.empty(shape).normal_()``
-site by site in model order, ``F.linear`` layers, the likelihood's log-density scaled by
-``N / B``, torch's Normal-Normal KL summed per site, the ELBO accumulated as Pyro does), so
-loss and gradients equal Pyro's bit for bit and the random stream is unchanged; then it
-applies the same Pyro optimizer to the same parameters. ``tests/zoo/inference/test_fused_svi.py``
-checks the equality; docs/notes/guides.md has the timings.
+(the KL in closed form, :math:`\beta` the KL weight; :math:`\sigma_s = U V^\top` at a
+k-tied matrix site), at the cost of two Pyro traces, a replay, per-site distribution objects
+and messengers per step: on the default spec's network most of a step.
+:class:`FusedMeanFieldStep` computes the same estimate with the same tensor operations in
+the same order (the guide's draws site by site in model order, ``F.linear`` layers, the
+likelihood's log-density scaled by ``N / B``, the Normal-Normal KL summed per site as torch's
+and the guides' KL functions compute it, the ELBO accumulated as Pyro does), so loss and
+gradients equal Pyro's bit for bit and the random stream is unchanged; then it applies the
+same Pyro optimizer to the same parameters. ``tests/zoo/inference/test_fused_svi.py`` checks
+the equality; docs/notes/guides.md has the timings.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from pyro.optim import PyroOptim
 from pyro.optim.clipped_adam import ClippedAdam as _ClippedAdam
 from torch.distributions import transform_to
 
-from guides import AutoFixedVarianceNormal, AutoMeanField
+from guides import AutoFixedVarianceNormal, AutoKTiedNormal, AutoMeanField
+from guides.k_tied import is_matrix_site
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
@@ -49,19 +52,20 @@ def fused_step_applies(
     """Whether :class:`FusedMeanFieldStep` computes ``model`` and ``guide``'s SVI step.
 
     True for a :class:`~zoo.models.mlp.BayesianMLP` with a Bernoulli, categorical or
-    fixed-noise Gaussian likelihood (no latent site but the weights and biases), an
-    :class:`~guides.AutoMeanField` or :class:`~guides.AutoFixedVarianceNormal` guide (exactly
-    those classes), one particle, the closed-form KL and no local reparameterization. Any
-    other case keeps Pyro's step.
+    fixed-noise Gaussian likelihood (exactly those classes: no latent site but the weights
+    and biases, and the log-density the model's ``obs`` site computes), an
+    :class:`~guides.AutoMeanField`, :class:`~guides.AutoFixedVarianceNormal` or
+    :class:`~guides.AutoKTiedNormal` guide (exactly those classes), one particle, the
+    closed-form KL and no local reparameterization. Any other case keeps Pyro's step.
     """
     lik = getattr(model, "likelihood", None)
-    fixed_lik = isinstance(lik, BernoulliLikelihood | CategoricalLikelihood) or (
-        isinstance(lik, GaussianLikelihood) and lik.noise is not None
+    fixed_lik = type(lik) in (BernoulliLikelihood, CategoricalLikelihood) or (
+        type(lik) is GaussianLikelihood and lik.noise is not None
     )
     return (
         type(model) is BayesianMLP
         and fixed_lik
-        and type(guide) in (AutoMeanField, AutoFixedVarianceNormal)
+        and type(guide) in (AutoMeanField, AutoFixedVarianceNormal, AutoKTiedNormal)
         and particles == 1
         and closed_form_kl
         and not local_reparam
@@ -78,6 +82,8 @@ class _Site(NamedTuple):
     fixed_scale: torch.Tensor | None
     prior_loc: torch.Tensor
     prior_scale: torch.Tensor
+    log_u: torch.Tensor | None = None  # k-tied matrix site: log U, log V
+    log_v: torch.Tensor | None = None
 
 
 class FusedMeanFieldStep:
@@ -118,6 +124,7 @@ class FusedMeanFieldStep:
         with torch.random.fork_rng(devices=devices), poutine.block(), torch.no_grad():
             guide(*args)
         fixed = isinstance(guide, AutoFixedVarianceNormal)
+        ktied = isinstance(guide, AutoKTiedNormal)
         params = dict(guide.named_parameters())
         buffers = dict(model.named_buffers())
         for name in guide.latent_sites:
@@ -127,11 +134,19 @@ class FusedMeanFieldStep:
             if fixed:
                 scale = loc.new_tensor(guide.site_scale(name)).expand(loc.shape)
                 self._sites.append(_Site(name, loc, None, None, scale, p_loc, p_scale))
+            elif ktied and is_matrix_site(guide.latent_sites[name]):
+                log_u, log_v = (
+                    params[f"log_u.{name}_unconstrained"],
+                    params[f"log_v.{name}_unconstrained"],
+                )
+                self._sites.append(_Site(name, loc, None, None, None, p_loc, p_scale, log_u, log_v))
             else:
                 rho = params[f"scales.{name}_unconstrained"]
                 transform = transform_to(guide.scale_constraint)
                 self._sites.append(_Site(name, loc, rho, transform, None, p_loc, p_scale))
-        self._params = [p for s in self._sites for p in (s.loc, s.rho) if p is not None]
+        self._params = [
+            p for s in self._sites for p in (s.loc, s.rho, s.log_u, s.log_v) if p is not None
+        ]
         self._layers = model.layer_sites()
 
     def _elbo(
@@ -143,6 +158,9 @@ class FusedMeanFieldStep:
         kls: list[torch.Tensor] = []
         for site in self._sites:
             loc = site.loc
+            if site.log_u is not None:
+                kls.append(self._ktied_site(site, values, kl_weight))
+                continue
             # the guide: Normal(loc, scale).rsample() = loc + eps * scale, eps drawn here
             scale = site.fixed_scale if site.rho is None else site.transform(site.rho)
             eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
@@ -167,6 +185,20 @@ class FusedMeanFieldStep:
             elbo = elbo - kl
         return elbo + log_p.sum()
 
+    @staticmethod
+    def _ktied_site(site: _Site, values: dict[str, torch.Tensor], kl_weight: float) -> torch.Tensor:
+        """A k-tied matrix site, as ``KTiedNormal.rsample`` and its KL to a Normal prior do."""
+        loc = site.loc
+        u, v = site.log_u.exp(), site.log_v.exp()
+        eps = torch.randn(loc.shape, dtype=loc.dtype, device=loc.device)
+        values[site.name] = loc + eps * (u @ v.mT).reshape(loc.shape)
+        scale = (u @ v.mT).reshape(loc.shape)  # KTiedNormal.stddev, computed again for the KL
+        var_ratio = (scale / site.prior_scale) ** 2
+        term = ((loc - site.prior_loc) / site.prior_scale) ** 2
+        kl = 0.5 * (var_ratio + term - 1 - var_ratio.log())
+        kl = kl.sum(tuple(range(-loc.dim(), 0)))
+        return kl * kl_weight if kl_weight != 1.0 else kl
+
     def step(self, x: torch.Tensor, y: torch.Tensor, n_total: int, kl_weight: float = 1.0) -> float:
         """One step: the ELBO's gradients, then the optimizer; returns the loss (-ELBO)."""
         if not self._sites:
@@ -187,13 +219,15 @@ def _clipped_adam_foreach(optim: Any, params: list[torch.Tensor]) -> bool:
     The same state (``optim.optim_objs[p].state[p]``), learning-rate decay and elementwise
     operations as :meth:`pyro.optim.clipped_adam.ClippedAdam.step`, one kernel call for all
     parameters instead of one Python loop per parameter (on the CPU, torch's ``_foreach``
-    ops run the same per-tensor kernels). Returns False, doing nothing, unless ``optim``
-    is a plain Pyro ``ClippedAdam`` that has stepped every parameter once, without Pyro's
-    gradient clipping, weight decay or centered variance and with one ``clip_norm``,
-    ``betas`` and ``eps`` for all parameters.
+    ops run the same per-tensor kernels). Returns False, doing nothing, unless the
+    parameters are on the CPU and ``optim`` is a plain Pyro ``ClippedAdam`` that has
+    stepped every parameter once, without Pyro's gradient clipping, weight decay or
+    centered variance and with one ``clip_norm``, ``betas`` and ``eps`` for all parameters.
     """
     if type(optim) is not PyroOptim or optim.pt_optim_constructor is not _ClippedAdam:
         return False
+    if any(p.device.type != "cpu" for p in params):
+        return False  # other devices' fused _foreach kernels may round differently
     objs = [optim.optim_objs.get(p) for p in params]
     if any(
         o is None or optim.grad_clip.get(p) is not None for o, p in zip(objs, params, strict=True)

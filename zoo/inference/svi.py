@@ -149,9 +149,10 @@ def fit_svi(
         Particles of the final -ELBO on the full training set.
     fused : bool
         Take each step with :class:`~zoo.inference.fused_svi.FusedMeanFieldStep` where it
-        applies (:func:`~zoo.inference.fused_svi.fused_step_applies`: a mean-field guide on
-        an MLP, closed-form KL, one particle): the same losses, gradients and parameters as
-        Pyro's ``SVI.step`` to the bit, without its traces. False: always Pyro's step.
+        applies (:func:`~zoo.inference.fused_svi.fused_step_applies`: a mean-field,
+        fixed-variance or k-tied guide on an MLP, closed-form KL, one particle): the same
+        losses, gradients and parameters as Pyro's ``SVI.step`` to the bit, without its
+        traces. False: always Pyro's step.
 
     Returns
     -------

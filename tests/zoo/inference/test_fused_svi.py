@@ -7,7 +7,7 @@ import pyro
 import pytest
 import torch
 
-from guides import AutoFixedVarianceNormal, AutoKTiedNormal, AutoMeanField
+from guides import AutoFixedVarianceNormal, AutoKTiedNormal, AutoMatrixNormal, AutoMeanField
 from zoo.inference import Hooks
 from zoo.inference import svi as svi_module
 from zoo.inference.fused_svi import fused_step_applies
@@ -28,6 +28,7 @@ GUIDES = {
     "mean_field": lambda m: AutoMeanField(m, init_scale=0.05),
     "mean_field_exp": lambda m: AutoMeanField(m, init_scale=0.05, scale_transform="exp"),
     "fixed_variance": lambda m: AutoFixedVarianceNormal(m, {"layer0.weight": 0.1} | _rest(m)),
+    "k_tied": lambda m: AutoKTiedNormal(m, 2, init_scale=0.05),
 }
 
 
@@ -102,10 +103,11 @@ def test_fit_svi_takes_the_fused_step_for_mean_field(monkeypatch) -> None:
 def test_fused_step_applies_only_where_it_equals_pyro() -> None:
     model = BayesianMLP(2, [3], BernoulliLikelihood())
     learned_noise = BayesianMLP(2, [3], GaussianLikelihood(None))
-    mf, kt = AutoMeanField(model), AutoKTiedNormal(model)
+    mf, mn = AutoMeanField(model), AutoMatrixNormal(model)
     ok = {"particles": 1, "closed_form_kl": True, "local_reparam": False}
     assert fused_step_applies(model, mf, **ok)
-    assert not fused_step_applies(model, kt, **ok)
+    assert fused_step_applies(model, AutoKTiedNormal(model), **ok)
+    assert not fused_step_applies(model, mn, **ok)
     assert not fused_step_applies(learned_noise, AutoMeanField(learned_noise), **ok)
     assert not fused_step_applies(model, mf, **(ok | {"particles": 2}))
     assert not fused_step_applies(model, mf, **(ok | {"closed_form_kl": False}))
