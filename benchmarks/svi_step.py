@@ -1,4 +1,4 @@
-"""Milliseconds per SVI step of AutoMeanField: Pyro's eager and JIT ELBOs, and the fused step.
+"""CPU time per SVI step of AutoMeanField: Pyro's eager and JIT ELBOs, and the fused step.
 
 One run measures every configuration side by side, interleaving the repetitions (each round
 times every configuration once, in turn, after its own warm-up and, for the JIT ELBOs, its
@@ -17,7 +17,8 @@ parameters, batch 100 of its 500 training points, Bernoulli likelihood); ``large
 - ``AutoMeanField + JitTrace_ELBO``, ``+ pyro JitTraceMeanField_ELBO`` (Pyro 1.9's class,
   which traces again on every step), ``+ guides.JitTraceMeanField_ELBO`` (traced once);
 - ``AutoMeanField fused step (zoo now)``: :class:`zoo.inference.fused_svi.FusedMeanFieldStep`,
-  the same losses and parameters as the baseline to the bit.
+  the same losses and parameters as the baseline to the bit;
+- ``AutoKTiedNormal`` (rank 2) before and now, the same two steps for the k-tied guide.
 
 Every configuration uses ClippedAdam, the svi cells' optimizer, and one torch thread
 (``--threads``); the eager rows run with Pyro's argument validation at its default (on, as
@@ -45,7 +46,7 @@ from pyro.optim import ClippedAdam
 import guides
 import zoo.data
 import zoo.models
-from guides import AutoMeanField
+from guides import AutoKTiedNormal, AutoMeanField
 from zoo.inference.fused_svi import FusedMeanFieldStep
 from zoo.inference.svi import KLWeight
 from zoo.models.likelihoods import CategoricalLikelihood
@@ -89,11 +90,14 @@ def _configs(model, x, y, n) -> dict[str, Callable[[], Callable[[], object]]]:
 
         return make
 
-    def fused():
-        guide = AutoMeanField(model)
-        guide._pyro_name = f"g{id(guide)}"
-        step = FusedMeanFieldStep(model, guide, ClippedAdam({"lr": 1e-3}))
-        return lambda: step.step(x, y, n)
+    def fused(guide_cls=AutoMeanField):
+        def make():
+            guide = guide_cls(model)
+            guide._pyro_name = f"g{id(guide)}"
+            step = FusedMeanFieldStep(model, guide, ClippedAdam({"lr": 1e-3}))
+            return lambda: step.step(x, y, n)
+
+        return make
 
     return {
         "AutoNormal + Trace_ELBO": svi(AutoNormal, Trace_ELBO),
@@ -109,7 +113,11 @@ def _configs(model, x, y, n) -> dict[str, Callable[[], Callable[[], object]]]:
         "AutoMeanField + guides.JitTraceMeanField_ELBO": svi(
             AutoMeanField, guides.JitTraceMeanField_ELBO, jit=True
         ),
-        "AutoMeanField fused step (zoo now)": fused,
+        "AutoMeanField fused step (zoo now)": fused(),
+        "AutoKTiedNormal + TraceMeanField_ELBO (zoo before)": svi(
+            AutoKTiedNormal, TraceMeanField_ELBO, scaled=True
+        ),
+        "AutoKTiedNormal fused step (zoo now)": fused(AutoKTiedNormal),
     }
 
 
