@@ -1,83 +1,170 @@
-"""SVI step time on the two-moons depth sweep: our AutoMeanField against Pyro's AutoNormal.
+"""CPU time per SVI step of AutoMeanField: Pyro's eager and JIT ELBOs, and the fused step.
 
-One run measures every configuration side by side and prints a table of milliseconds per
-step and ratios to the baseline (Pyro's AutoNormal + Trace_ELBO with torch's default
-threads)::
+One run measures every configuration side by side, interleaving the repetitions (each round
+times every configuration once, in turn, after its own warm-up and, for the JIT ELBOs, its
+compilation) and reports the median round::
 
-    python benchmarks/svi_step.py [--steps 200] [--depths 1 4 8]
+    python benchmarks/svi_step.py [--nets default large] [--rounds 5] [--steps 40]
 
-Not a test: numbers depend on the machine; the ratios are what to compare.
+Networks: ``default``, the depth-2 network of ``specs/two_moons_depth.yaml`` (2-7-7-1, 85
+parameters, batch 100 of its 500 training points, Bernoulli likelihood); ``large``, a
+784-400-400-10 MLP on random data (batch 256, categorical likelihood, N = 60,000). Rows:
+
+- ``AutoNormal + Trace_ELBO``, ``AutoNormal + JitTrace_ELBO``: Pyro's guide, for reference;
+- ``AutoMeanField + TraceMeanField_ELBO (zoo before)``: the svi cells' step before the fused
+  step (the model and guide inside the zoo's ``KLWeight`` messenger), the baseline of the
+  ratios; ``..., no validation``: the same with Pyro's argument validation off;
+- ``AutoMeanField + JitTrace_ELBO``, ``+ pyro JitTraceMeanField_ELBO`` (Pyro 1.9's class,
+  which traces again on every step), ``+ guides.JitTraceMeanField_ELBO`` (traced once);
+- ``AutoMeanField fused step (zoo now)``: :class:`zoo.inference.fused_svi.FusedMeanFieldStep`,
+  the same losses and parameters as the baseline to the bit;
+- ``AutoKTiedNormal`` (rank 2) before and now, the same two steps for the k-tied guide.
+
+Every configuration uses ClippedAdam, the svi cells' optimizer, and one torch thread
+(``--threads``); the eager rows run with Pyro's argument validation at its default (on, as
+the svi cells run) unless labelled, the JIT rows without it. Time is the process's CPU time
+per step (a shared machine's load inflates wall time more than CPU time). Not a test:
+numbers depend on the machine (it is named in the output); compare the ratios.
 """
 
 from __future__ import annotations
 
 import argparse
+import platform
+import statistics
 import time
+import warnings
+from collections.abc import Callable
 
 import pyro
 import torch
-from pyro.infer import SVI, Trace_ELBO, TraceMeanField_ELBO
+from pyro.infer import SVI, JitTrace_ELBO, Trace_ELBO, TraceMeanField_ELBO
+from pyro.infer import JitTraceMeanField_ELBO as PyroJitTraceMeanField_ELBO
 from pyro.infer.autoguide import AutoNormal
+from pyro.optim import ClippedAdam
 
+import guides
 import zoo.data
 import zoo.models
-from guides import AutoMeanField
+from guides import AutoKTiedNormal, AutoMeanField
+from zoo.inference.fused_svi import FusedMeanFieldStep
+from zoo.inference.svi import KLWeight
+from zoo.models.likelihoods import CategoricalLikelihood
+from zoo.models.mlp import BayesianMLP
 from zoo.spec import load_spec
 
+BASE = "AutoMeanField + TraceMeanField_ELBO (zoo before)"
 
-def _time(model, guide, elbo, x, y, n, steps: int) -> float:
-    pyro.clear_param_store()
-    pyro.set_rng_seed(0)
-    svi = SVI(model, guide, pyro.optim.Adam({"lr": 1e-3}), elbo)
-    for _ in range(10):  # warm-up and parameter creation
-        svi.step(x, y, n)
-    t0 = time.perf_counter()
-    for _ in range(steps):
-        svi.step(x, y, n)
-    return (time.perf_counter() - t0) / steps * 1e3
+
+def _net(name: str) -> tuple[BayesianMLP, torch.Tensor, torch.Tensor, int]:
+    if name == "default":
+        over = ["sweep.model.depth=[2]", "sweep.seed=[0]"]
+        spec = load_spec("specs/two_moons_depth.yaml", over).cells()[0].spec
+        ds = zoo.data.load(spec.data, spec.seed)
+        model = zoo.models.build(spec, ds)
+        x, y = torch.as_tensor(ds.x_train[:100]), torch.as_tensor(ds.y_train[:100])
+        return model, x, y, len(ds.x_train)
+    gen = torch.Generator().manual_seed(0)
+    model = BayesianMLP(784, [400, 400], CategoricalLikelihood(10))
+    x = torch.randn(256, 784, generator=gen)
+    return model, x, torch.randint(0, 10, (256,), generator=gen), 60_000
+
+
+def _configs(model, x, y, n) -> dict[str, Callable[[], Callable[[], object]]]:
+    """Name -> a maker of a zero-argument step (each with its own guide and parameters)."""
+
+    def svi(guide_cls, elbo, jit: bool = False, scaled: bool = False, validate: bool = True):
+        def make():
+            guide = guide_cls(model)
+            guide._pyro_name = f"g{id(guide)}"  # configurations never share parameters
+            m, g = (KLWeight(1.0)(model), KLWeight(1.0)(guide)) if scaled else (model, guide)
+            s = SVI(m, g, ClippedAdam({"lr": 1e-3}), elbo())
+
+            def step():
+                # Pyro validates by default (the svi cells run so); the JIT ELBOs run without
+                # it (Pyro's JIT tutorial) and take n_total as a keyword (they trace tensors)
+                with pyro.validation_enabled(validate and not jit):
+                    return s.step(x, y, n_total=n) if jit else s.step(x, y, n)
+
+            return step
+
+        return make
+
+    def fused(guide_cls=AutoMeanField):
+        def make():
+            guide = guide_cls(model)
+            guide._pyro_name = f"g{id(guide)}"
+            step = FusedMeanFieldStep(model, guide, ClippedAdam({"lr": 1e-3}))
+            return lambda: step.step(x, y, n)
+
+        return make
+
+    return {
+        "AutoNormal + Trace_ELBO": svi(AutoNormal, Trace_ELBO),
+        "AutoNormal + JitTrace_ELBO": svi(AutoNormal, JitTrace_ELBO, jit=True),
+        BASE: svi(AutoMeanField, TraceMeanField_ELBO, scaled=True),
+        "AutoMeanField + TraceMeanField_ELBO, no validation": svi(
+            AutoMeanField, TraceMeanField_ELBO, scaled=True, validate=False
+        ),
+        "AutoMeanField + JitTrace_ELBO": svi(AutoMeanField, JitTrace_ELBO, jit=True),
+        "AutoMeanField + pyro JitTraceMeanField_ELBO": svi(
+            AutoMeanField, PyroJitTraceMeanField_ELBO, jit=True
+        ),
+        "AutoMeanField + guides.JitTraceMeanField_ELBO": svi(
+            AutoMeanField, guides.JitTraceMeanField_ELBO, jit=True
+        ),
+        "AutoMeanField fused step (zoo now)": fused(),
+        "AutoKTiedNormal + TraceMeanField_ELBO (zoo before)": svi(
+            AutoKTiedNormal, TraceMeanField_ELBO, scaled=True
+        ),
+        "AutoKTiedNormal fused step (zoo now)": fused(AutoKTiedNormal),
+    }
+
+
+def _machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {torch.get_num_threads()} torch thread(s), torch {torch.__version__}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--steps", type=int, default=200)
-    ap.add_argument("--depths", type=int, nargs="+", default=[1, 4, 8])
-    ap.add_argument("--batch-size", type=int, default=100)
+    ap.add_argument("--nets", nargs="+", default=["default", "large"])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
-    default_threads = torch.get_num_threads()
-    rows = []
-    for depth in a.depths:
-        over = [f"sweep.model.depth=[{depth}]", "sweep.seed=[0]"]
-        spec = load_spec("specs/two_moons_depth.yaml", over).cells()[0].spec
-        ds = zoo.data.load(spec.data, spec.seed)
-        model = zoo.models.build(spec, ds)
-        x = torch.as_tensor(ds.x_train[: a.batch_size])
-        y = torch.as_tensor(ds.y_train[: a.batch_size])
-        n = len(ds.x_train)
-        configs = {
-            "AutoNormal+Trace_ELBO": (AutoNormal, Trace_ELBO(), default_threads),
-            "AutoMeanField+TraceMeanField_ELBO": (
-                AutoMeanField,
-                TraceMeanField_ELBO(),
-                default_threads,
-            ),
-            "AutoMeanField+TraceMeanField_ELBO, 1 thread": (
-                AutoMeanField,
-                TraceMeanField_ELBO(),
-                1,
-            ),
-        }
-        times = {}
-        for name, (guide_cls, elbo, threads) in configs.items():
-            torch.set_num_threads(threads)
-            times[name] = _time(model, guide_cls(model), elbo, x, y, n, a.steps)
-        torch.set_num_threads(default_threads)
-        base = times["AutoNormal+Trace_ELBO"]
-        for name, ms in times.items():
-            rows.append((depth, model.dims[1] if depth else 0, name, ms, ms / base))
-    print(f"SVI step, batch {a.batch_size}, {a.steps} steps, torch threads {default_threads}")
-    print(f"{'depth':>5} {'width':>5}  {'configuration':<44} {'ms/step':>8} {'ratio':>6}")
-    for depth, width, name, ms, ratio in rows:
-        print(f"{depth:>5} {width:>5}  {name:<44} {ms:>8.2f} {ratio:>6.2f}")
+    torch.set_num_threads(a.threads)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # torch.jit.trace's
+    warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)  # the model's
+    pyro.set_rng_seed(0)
+    print(f"SVI step, machine: {_machine()}")
+    for net in a.nets:
+        model, x, y, n = _net(net)
+        steps = a.steps if net == "default" else max(3, a.steps // 8)
+        fns = {name: make() for name, make in _configs(model, x, y, n).items()}
+        for fn in fns.values():  # parameters, warm-up, JIT compilation
+            for _ in range(3):
+                fn()
+        times: dict[str, list[float]] = {name: [] for name in fns}
+        for _ in range(a.rounds):
+            for name, fn in fns.items():
+                t0 = time.process_time()
+                for _ in range(steps):
+                    fn()
+                times[name].append((time.process_time() - t0) / steps * 1e3)
+        med = {name: statistics.median(ts) for name, ts in times.items()}
+        print(
+            f"\nnetwork {net}: dims {model.dims}, batch {len(x)}, {steps} steps x "
+            f"{a.rounds} rounds (median round)"
+        )
+        print(f"{'configuration':<52} {'CPU ms/step':>11} {'speed-up':>9}")
+        for name, ms in med.items():
+            print(f"{name:<52} {ms:>11.2f} {med[BASE] / ms:>8.2f}x")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from guides.checks import PSISResult, VSBCResult, psis_khat, vsbc
 from guides.distributions import KTiedNormal, MatrixNormal
 from guides.fixed_variance import AutoFixedVarianceNormal
 from guides.full_rank import AutoFullRankNormal
+from guides.jit import JitTraceMeanField_ELBO
 from guides.k_tied import AutoKTiedNormal
 from guides.local_reparam import LocalReparameterization
 from guides.matrix_normal import AutoMatrixNormal
@@ -41,6 +42,7 @@ __all__ = [
     "AutoKTiedNormal",
     "AutoMatrixNormal",
     "AutoMeanField",
+    "JitTraceMeanField_ELBO",
     "KTiedNormal",
     "LocalReparameterization",
     "MatrixNormal",

@@ -14,6 +14,7 @@ from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
 from pyro.infer.autoguide.utils import deep_setattr
 from pyro.nn import PyroParam
+from torch.distributions.constraints import Constraint
 
 from guides._loc_scale import LocScaleGuide
 from guides._sites import LatentSite, check_init_scale, check_structural
@@ -73,12 +74,15 @@ class _MatrixSiteGuide(LocScaleGuide):
         raise NotImplementedError
 
     # PerSiteGuide hooks --------------------------------------------------------------
+    #: Constraint of ``scales.<site>`` (the mean-field sites): softplus of the raw parameter.
+    scale_constraint: ClassVar[Constraint] = constraints.softplus_positive
+
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
         self._init_loc(info, init_loc)
         if is_matrix_site(info):
             self._init_matrix_params(info, init_loc)
         else:
-            self._init_scale(info, init_loc, constraints.softplus_positive)
+            self._init_scale(info, init_loc, self.scale_constraint)
 
     def _unconstrained_dist(self, info: LatentSite) -> dist.TorchDistribution:
         if is_matrix_site(info):

@@ -10,6 +10,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import init_to_median
+from torch.distributions.constraints import Constraint
 
 from guides._loc_scale import LocScaleGuide
 from guides._sites import LatentSite, check_init_scale
@@ -129,9 +130,14 @@ class AutoMeanField(LocScaleGuide):
         self.scale_transform = scale_transform
         super().__init__(model, init_loc_fn=init_loc_fn, create_plates=create_plates)
 
+    @property
+    def scale_constraint(self) -> Constraint:
+        """Constraint of ``scales.<site>``: softplus or exp of the stored raw parameter."""
+        return _SCALE_CONSTRAINTS[self.scale_transform]
+
     def _init_site_params(self, info: LatentSite, init_loc: torch.Tensor) -> None:
         self._init_loc(info, init_loc)
-        self._init_scale(info, init_loc, _SCALE_CONSTRAINTS[self.scale_transform])
+        self._init_scale(info, init_loc, self.scale_constraint)
 
     def _unconstrained_dist(self, info: LatentSite) -> dist.TorchDistribution:
         return self._mean_field_dist(info)

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from pyro.distributions import constraints
 from pyro.distributions.torch_distribution import TorchDistribution
+from pyro.util import ignore_jit_warnings
 from torch.distributions import Independent, MultivariateNormal, Normal, register_kl
 from torch.distributions.utils import _standard_normal
 
@@ -77,7 +78,9 @@ class FullRankNormal(TorchDistribution):
         event_shape = torch.Size(event_shape)
         coupled_shape = torch.Size(coupled_shape)
         size = coupled_shape.numel() * event_shape.numel()
-        if size != loc.shape[-1]:
+        with ignore_jit_warnings():  # a traced size is a tensor; shapes are static per trace
+            bad = bool(size != loc.shape[-1])
+        if bad:
             raise ValueError(
                 f"coupled_shape {tuple(coupled_shape)} and event_shape {tuple(event_shape)} "
                 f"have {size} entries but loc has {loc.shape[-1]} in its last dim"
@@ -217,7 +220,9 @@ def _kl_full_rank_diag(q: FullRankNormal, p: Normal | Independent) -> torch.Tens
     full = torch.broadcast_shapes(q.batch_shape + q.event_shape, p.batch_shape + p.event_shape)
     c = len(q.coupled_shape)
     outer = full[: len(full) - k - c]
-    if full[len(outer) :] != q.coupled_shape + q.event_shape:
+    with ignore_jit_warnings():
+        bad = bool(full[len(outer) :] != q.coupled_shape + q.event_shape)
+    if bad:
         raise NotImplementedError
     flat = outer + (-1,)
     p_loc = torch.broadcast_to(p_loc, full).reshape(flat)

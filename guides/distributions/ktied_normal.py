@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import torch
 from pyro.distributions import constraints
+from pyro.util import ignore_jit_warnings
 from torch.distributions import Independent
 from torch.distributions.kl import register_kl
 
@@ -74,12 +75,15 @@ class KTiedNormal(MatrixDistribution):
     ) -> None:
         event_shape = check_event_dim(event_dim, loc)
         m, n = matrix_shape(event_shape)
-        if u.dim() < 2 or v.dim() < 2 or u.shape[-2] != m or v.shape[-2] != n:
+        with ignore_jit_warnings():  # a traced size is a tensor; shapes are static per trace
+            bad_shape = bool(u.dim() < 2 or v.dim() < 2 or u.shape[-2] != m or v.shape[-2] != n)
+            bad_rank = not bad_shape and bool(u.shape[-1] != v.shape[-1])
+        if bad_shape:
             raise ValueError(
                 f"u must have shape batch + ({m}, k) and v batch + ({n}, k) for an event of "
                 f"shape {tuple(event_shape)}, got u {tuple(u.shape)} and v {tuple(v.shape)}"
             )
-        if u.shape[-1] != v.shape[-1]:
+        if bad_rank:
             raise ValueError(f"u and v need the same rank k, got {u.shape[-1]} and {v.shape[-1]}")
         batch_shape = self._set_params(loc, (u, v), event_dim)
         super().__init__(batch_shape, event_shape, validate_args=validate_args)

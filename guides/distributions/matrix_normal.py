@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 from pyro.distributions import constraints
+from pyro.util import ignore_jit_warnings
 from torch.distributions import Independent
 from torch.distributions.kl import register_kl
 
@@ -77,7 +78,11 @@ class MatrixNormal(MatrixDistribution):
         event_shape = check_event_dim(event_dim, loc)
         m, n = matrix_shape(event_shape)
         a, b = scale_tril_row, scale_tril_col
-        if a.dim() < 2 or b.dim() < 2 or a.shape[-2:] != (m, m) or b.shape[-2:] != (n, n):
+        with ignore_jit_warnings():  # a traced size is a tensor; shapes are static per trace
+            bad = bool(
+                a.dim() < 2 or b.dim() < 2 or a.shape[-2:] != (m, m) or b.shape[-2:] != (n, n)
+            )
+        if bad:
             raise ValueError(
                 f"scale_tril_row must have shape batch + ({m}, {m}) and scale_tril_col "
                 f"batch + ({n}, {n}) for an event of shape {tuple(event_shape)}, got "

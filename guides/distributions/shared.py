@@ -13,6 +13,7 @@ from typing import TypeVar
 
 import torch
 from pyro.distributions import TorchDistribution, constraints
+from pyro.util import ignore_jit_warnings
 from torch.distributions import Distribution, Independent, Normal
 
 __all__ = [
@@ -45,7 +46,8 @@ def matrix_shape(event_shape: tuple[int, ...] | torch.Size) -> tuple[int, int]:
     """
     if len(event_shape) < 2:
         raise ValueError(f"a matrix event needs at least 2 dims, got shape {tuple(event_shape)}")
-    return int(event_shape[0]), math.prod(event_shape[1:])
+    with ignore_jit_warnings():  # a traced size is a tensor; shapes are static per trace
+        return int(event_shape[0]), int(math.prod(event_shape[1:]))
 
 
 def check_event_dim(event_dim: int, loc: torch.Tensor) -> torch.Size:
@@ -81,7 +83,9 @@ def unwrap_independent(d: Distribution) -> tuple[Distribution, int]:
 def normal_prior(q: Independent, event_shape: torch.Size) -> Normal:
     """The base ``Normal`` of a diagonal prior with exactly ``event_shape``, else raise."""
     base, ndims = unwrap_independent(q)
-    if not isinstance(base, Normal) or ndims != len(event_shape) or q.event_shape != event_shape:
+    with ignore_jit_warnings():
+        same = bool(ndims == len(event_shape) and q.event_shape == event_shape)
+    if not isinstance(base, Normal) or not same:
         raise NotImplementedError
     return base
 

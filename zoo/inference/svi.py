@@ -27,6 +27,7 @@ from pyro.optim.clipped_adam import ClippedAdam as _TorchClippedAdam
 import guides
 from guides.local_reparam import LocalReparameterization
 from zoo.inference.base import NO_HOOKS, Fit, FitContext, Hooks, TrainingData, progress_bar
+from zoo.inference.fused_svi import FusedMeanFieldStep, fused_step_applies
 from zoo.inference.guides import build_guide
 from zoo.inference.init import initial_locs, minibatches, pretrain_mle
 from zoo.models.base import BayesianNet
@@ -114,6 +115,7 @@ def fit_svi(
     progress: bool = False,
     desc: str = "svi",
     eval_particles: int = EVAL_PARTICLES,
+    fused: bool = True,
 ) -> Fit:
     """Maximize the ELBO of ``model(x, y, n_total)`` over ``guide`` with Adam.
 
@@ -145,6 +147,12 @@ def fit_svi(
         The bar's label.
     eval_particles : int
         Particles of the final -ELBO on the full training set.
+    fused : bool
+        Take each step with :class:`~zoo.inference.fused_svi.FusedMeanFieldStep` where it
+        applies (:func:`~zoo.inference.fused_svi.fused_step_applies`: a mean-field,
+        fixed-variance or k-tied guide on an MLP, closed-form KL, one particle): the same
+        losses, gradients and parameters as Pyro's ``SVI.step`` to the bit, without its
+        traces. False: always Pyro's step.
 
     Returns
     -------
@@ -169,10 +177,20 @@ def fit_svi(
     if m.scale_lr is not None:
         optim_args = _per_param_lr(guide, optim_args, m.scale_lr)
     tap = _GradTap(optim_args, hooks.on_grads) if hooks.on_grads is not None else None
-    svi = SVI(
-        smodel, sguide, tap or ClippedAdam(optim_args), loss=elbo_cls(num_particles=m.num_particles)
-    )
+    optim = tap or ClippedAdam(optim_args)
     local_reparam = getattr(m.guide, "local_reparam", False)
+    if fused and fused_step_applies(
+        model,
+        guide,
+        particles=m.num_particles,
+        closed_form_kl=m.closed_form_kl,
+        local_reparam=local_reparam,
+    ):
+        fused_step = FusedMeanFieldStep(model, guide, optim)
+        svi_step = lambda xb, yb: fused_step.step(xb, yb, n, scale.weight)  # noqa: E731
+    else:
+        svi = SVI(smodel, sguide, optim, loss=elbo_cls(num_particles=m.num_particles))
+        svi_step = lambda xb, yb: svi.step(xb, yb, n)  # noqa: E731
     losses = np.empty(total)
     t0 = time.perf_counter()
     bar = progress_bar(total, desc) if progress else None
@@ -186,7 +204,7 @@ def fit_svi(
             if tap is not None:
                 tap.step = step
             with LocalReparameterization(strict=True) if local_reparam else nullcontext():
-                loss = svi.step(x[idx], y[idx], n)
+                loss = svi_step(x[idx], y[idx])
             if not np.isfinite(loss):
                 raise FloatingPointError(
                     f"SVI loss is {loss} at step {step}; lower inference.lr or raise "
