@@ -10,6 +10,11 @@ with singular values :math:`\gamma_1 \ge \gamma_2 \ge \dots`:
 - its null (:func:`top_fraction_null`): the same fraction of the matrix centred on its
   grand mean, beside that of shuffled copies (the same entries in a random order, so the
   same mean and total variance, the row and column structure destroyed);
+- the row-plus-column null (:func:`row_column_null`): :math:`\log A_{ij} \approx \mu + a_i
+  + b_j`, the additive fit that a dead input (a large column) or a dead output (a large
+  row) gives, is exactly the rank-1 k-tied family (:math:`A = u v^\top`); structure of
+  rank 2 or more is what the residual keeps beyond it, tested against shuffles of the
+  residual;
 - rank-:math:`k` truncation (Table 2, Appendix D.3): :math:`\max(0, \sum_{i \le k}
   \gamma_i u_i v_i^\top)`, clamped at zero because a standard deviation cannot be
   negative;
@@ -33,6 +38,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
+    "RowColumnNull",
     "TopFractionNull",
     "as_matrix",
     "centred",
@@ -44,6 +50,8 @@ __all__ = [
     "top_fraction",
     "shuffle_entries",
     "top_fraction_null",
+    "double_centred",
+    "row_column_null",
     "truncate",
     "variance_fractions",
 ]
@@ -194,6 +202,81 @@ def top_fraction_null(
     return TopFractionNull(
         ks, tops(m), null.mean(0), null.std(0, ddof=1), null.max(0), shuffles, seed, centre
     )
+
+
+def double_centred(m: np.ndarray) -> np.ndarray:
+    """``m`` less its row means and column means, plus its grand mean: the residual of the
+    least-squares additive fit ``mu + a_i + b_j`` (two-way analysis of variance)."""
+    m = np.asarray(m, dtype=np.float64)
+    return m - m.mean(1, keepdims=True) - m.mean(0, keepdims=True) + m.mean()
+
+
+class RowColumnNull(NamedTuple):
+    """How far a positive matrix's log is additive, and what its residual keeps beyond that.
+
+    Attributes
+    ----------
+    additive_share : float
+        Share of the variance of ``log A`` that ``mu + a_i + b_j`` explains (rows and
+        columns: the rank-1 k-tied family, ``A = u v^T``).
+    residual : TopFractionNull
+        Top-k variance fractions of the residual beside those of shuffled copies of it,
+        each double-centred again (a shuffle breaks the residual's zero row and column
+        means; centring again compares like with like).
+    """
+
+    additive_share: float
+    residual: TopFractionNull
+
+
+def row_column_null(
+    a: np.ndarray, ks: Sequence[int] = (1, 2), *, shuffles: int = 10, seed: int = 0
+) -> RowColumnNull:
+    r"""The row-plus-column null of a matrix of standard deviations (Swiatkowski et al.).
+
+    Shuffling a whole std matrix (:func:`top_fraction_null`) destroys every structure, so a
+    matrix whose large entries sit in a few rows or columns (dead units) beats it, though
+    such a matrix is rank 1 in the k-tied sense: :math:`\log \sigma_{ij} = \mu + a_i + b_j`
+    is :math:`\sigma = u v^	op` with :math:`u_i = e^{\mu/2 + a_i}`,
+    :math:`v_j = e^{\mu/2 + b_j}`. Here that fit is removed from :math:`\log \sigma`
+    (:func:`double_centred`) and the residual's top-k fractions are set beside ``shuffles``
+    shuffled copies of the residual: structure of rank 2 or more shows as a residual
+    spectrum above its shuffles, and its absence as a fraction at their level.
+
+    Parameters
+    ----------
+    a : np.ndarray
+        Positive entries, at least 2 dims (the matrix view, :func:`as_matrix`).
+    ks, shuffles, seed
+        As in :func:`top_fraction_null`.
+
+    Returns
+    -------
+    RowColumnNull
+    """
+    mat = as_matrix(a).astype(np.float64)
+    if not (np.isfinite(mat).all() and (mat > 0).all()):
+        raise ValueError("row_column_null needs positive, finite entries (standard deviations)")
+    log = np.log(mat)
+    resid = double_centred(log)
+    total = float(((log - log.mean()) ** 2).sum())
+    share = 1.0 - float((resid**2).sum()) / total if total > 0 else float("nan")
+    ks = tuple(int(k) for k in ks)
+    if not ks or min(ks) < 1:
+        raise ValueError(f"ks must be positive ranks, got {ks}")
+    if shuffles < 2:
+        raise ValueError(f"shuffles must be at least 2 to give a spread, got {shuffles}")
+
+    def tops(mat: np.ndarray) -> np.ndarray:
+        f = variance_fractions(mat)
+        return np.array([f[:k].sum() for k in ks])
+
+    rng = np.random.default_rng(seed)
+    null = np.stack([tops(double_centred(shuffle_entries(resid, rng))) for _ in range(shuffles)])
+    res = TopFractionNull(
+        ks, tops(resid), null.mean(0), null.std(0, ddof=1), null.max(0), shuffles, seed, True
+    )
+    return RowColumnNull(share, res)
 
 
 def truncate(a: np.ndarray, k: int, clamp: bool = True) -> np.ndarray:

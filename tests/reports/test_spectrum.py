@@ -9,10 +9,12 @@ from reports.figures.spectrum import heatmap_figure, spectrum_figure
 from reports.spectrum import (
     as_matrix,
     gradient_snr,
+    row_column_null,
     singular_values,
     snr_summary,
     std_param_count,
     top_fraction,
+    top_fraction_null,
     truncate,
     variance_fractions,
 )
@@ -117,3 +119,30 @@ def test_snr_noise_floor_is_the_mean_snr_of_pure_noise():
     assert abs(snr.mean() - 1 / (window - 1)) > 20 * se
     with pytest.raises(ValueError, match="more than 3"):
         snr_noise_floor(3)
+
+
+def test_row_column_null_sees_rank_one_as_additive_and_finds_rank_two_beyond_it() -> None:
+    rng = np.random.default_rng(0)
+    m, n = 50, 40
+    u, v = np.exp(rng.normal(size=m)), np.exp(rng.normal(size=n))
+    exact = row_column_null(np.outer(u, v))  # the k = 1 family: log sigma = log u + log v
+    assert exact.additive_share == pytest.approx(1.0, abs=1e-12)
+    # additive plus i.i.d. noise: the residual is exchangeable, its spectrum at the null's
+    # level (z of order 1 for each of 5 seeds; 3 would be exceeded rarely)
+    for seed in range(5):
+        g = np.random.default_rng(seed)
+        log = g.normal(size=(m, 1)) + g.normal(size=(1, n)) + 0.1 * g.normal(size=(m, n))
+        r = row_column_null(np.exp(log), shuffles=20, seed=seed)
+        assert r.additive_share > 0.98 and abs(r.residual.z[0]) < 3
+        # plus a rank-2 component in the log: found beyond the row and column effects
+        extra = 0.15 * sum(np.outer(g.normal(size=m), g.normal(size=n)) for _ in range(2))
+        r2 = row_column_null(np.exp(log + extra), shuffles=20, seed=seed)
+        assert r2.residual.z[0] > 10 and r2.residual.observed[1] > r2.residual.null_max[1]
+    # dead units (whole rows and columns large) beat the whole-matrix shuffle but not this
+    dead = np.full((m, n), 0.05) * np.exp(0.05 * rng.normal(size=(m, n)))
+    dead[:5] *= 20.0
+    dead[:, :4] *= 20.0
+    assert top_fraction_null(dead, (1,), shuffles=20).z[0] > 10
+    assert abs(row_column_null(dead, shuffles=20).residual.z[0]) < 3
+    with pytest.raises(ValueError, match="positive"):
+        row_column_null(np.zeros((3, 3)))

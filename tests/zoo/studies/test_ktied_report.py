@@ -113,6 +113,17 @@ def test_spectrum_null_section_sets_a_rank_one_std_matrix_against_its_shuffles()
     assert float(row[header.index("centred std top-2")]) == 1.0
     assert "above the shuffled mean: 1 of 1" in sec.paragraphs[1]
     assert float(row[header.index("top-1 z")]) > 10
+    # ... but it is the k = 1 family: all of its log is rows plus columns
+    assert float(row[header.index("log std: row+column share")]) == 1.0
+    # dead-unit-like rows and columns times noise: no structure beyond rank 1; a rank-2
+    # term in the log stds: found beyond the rows and columns
+    rng = np.random.default_rng(2)
+    noisy = _rank1_std() * np.exp(0.1 * rng.normal(size=(40, 60)))
+    sec = _spectrum_null_section([_mf_cell(noisy)], {0})
+    assert "structure beyond rank 1: 0 of 1" in sec.paragraphs[2]
+    two = noisy * np.exp(0.3 * np.outer(rng.normal(size=40), rng.normal(size=60)))
+    sec = _spectrum_null_section([_mf_cell(two)], {0})
+    assert "structure beyond rank 1: 1 of 1" in sec.paragraphs[2]
     # i.i.d. entries have no structure: the centred fraction is within the null's spread
     iid = np.random.default_rng(1).uniform(0.5, 1.5, size=(40, 60))
     sec = _spectrum_null_section([_mf_cell(iid)], {0})
