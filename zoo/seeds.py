@@ -59,6 +59,8 @@ class Stream(IntEnum):
     VSBC = 12
     #: Prior draws and unit shuffles of the pruning study's nulls.
     PRUNING_NULL = 450
+    #: Jitter of the Laplace study's extra refinement starts (``refinements > 1``).
+    LAPLACE_REFINE = 451
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

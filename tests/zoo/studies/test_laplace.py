@@ -221,3 +221,33 @@ def test_a_depth_by_width_grid_reports_both_axes(tmp_path: Path):
     assert report.count("| map | 2 | 1 |") + report.count("| map | 4 | 1 |") == 2
     assert (tmp_path / "run" / "figures" / "laplace_kl_grid_map.png").is_file()
     assert (tmp_path / "run" / "figures" / "laplace_kl_vs_model_depth.png").is_file()
+
+
+def _spread(tmp_path: Path, activation: str, refine_steps: int) -> pd.DataFrame:
+    spec = {
+        **SAVED,
+        "model": specs.mlp(depth=2, width=4, activation=activation),
+        "studies": [specs.study("laplace", refine_steps=refine_steps, refinements=4)],
+    }
+    out = tmp_path / activation
+    assert run_spec(specs.load(tmp_path, spec), out, workers=1, progress=False).n_failed == 0
+    return pd.read_csv(out / "results.csv")
+
+
+def test_refinements_measure_how_far_the_mode_moves_the_kl(tmp_path: Path):
+    # tanh: a smooth posterior with an exact mode; jittered starts refine to it, and the
+    # KL's spread over the 4 refinements is rounding
+    smooth = _spread(tmp_path, "tanh", 300).iloc[0]
+    assert smooth["laplace_grad_norm"] < 1e-6
+    assert smooth["laplace_kl_refine_rel_sd"] < 1e-6
+    assert smooth["laplace_kl_refine_mean"] == pytest.approx(smooth["laplace_kl"], rel=1e-6)
+    # ReLU: no exact mode, so the refinements end at different points and KLs
+    relu = _spread(tmp_path, "relu", 50).iloc[0]
+    assert relu["laplace_kl_refine_rel_sd"] > 1e-4
+    assert np.isfinite(relu[["laplace_kl_refine_sd", "laplace_w2_refine_sd"]].astype(float)).all()
+    # the headline stays the unjittered start's: the same as a run without refinements
+    plain = {**SAVED, "model": specs.mlp(depth=2, width=4, activation="relu")}
+    plain["studies"] = [specs.study("laplace", refine_steps=50)]
+    assert run_spec(specs.load(tmp_path, plain), tmp_path / "plain", workers=1).n_failed == 0
+    one = pd.read_csv(tmp_path / "plain" / "results.csv").iloc[0]
+    assert one["laplace_kl"] == relu["laplace_kl"] and "laplace_kl_refine_sd" not in one

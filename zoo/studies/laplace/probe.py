@@ -13,6 +13,10 @@ curvature ``H`` there (exact Hessian or generalized Gauss-Newton,
   ``H`` (its Gaussian with the other layers held at the mode), and
   ``laplace_kl_marginal_layer{i}`` from its block of ``H^-1`` (its marginal, as the sampled
   study's ``kl_diag_full.layer{i}`` reads it);
+- with ``refinements`` R > 1, the spread of the KL and W2 over R modes, one refined from
+  the point and R - 1 from jittered copies of it (``laplace_kl_refine_mean``,
+  ``laplace_kl_refine_sd``, ``laplace_kl_refine_rel_sd``, ``laplace_w2_refine_sd``): ReLU
+  networks have no exact mode, and this measures how much that moves the number;
 - ``laplace_min_eig`` (smallest eigenvalue of ``H``), ``laplace_grad_norm`` (the gradient
   norm at the mode), ``laplace_refine_iters`` and ``laplace_refine_shift`` (how far L-BFGS
   moved the point), ``laplace_curvature``, ``laplace_seconds``.
@@ -23,7 +27,8 @@ truth (``simulation: {kind: gaussian, cov_file: <that file>, file_holds: precisi
 that the samplers, Gaussian fit, null and excess are checked on the Laplace posterior of a
 real network.
 
-All in float64 on the cell's device; nothing random.
+All in float64 on the cell's device; nothing random but the jitter of the extra starts
+(stream :attr:`~zoo.seeds.Stream.LAPLACE_REFINE`).
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from threadpoolctl import threadpool_limits
 from reports.laplace import laplace_diag_vs_full
 from zoo.inference.base import Fit, Hooks
 from zoo.runtime import Runtime
+from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
 from zoo.studies.laplace.curvature import find_mode, flat_weights, ggn, hessian, neg_log_posterior
 
@@ -136,8 +142,44 @@ class LaplaceProbe:
             refine_steps=s.refine_steps,
         )
         metrics = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in res.items()}
+        if s.refinements > 1:
+            metrics.update(self._spread(point, res))
         if not s.save_precision:
             return metrics, {}
         buf = io.BytesIO()
         np.save(buf, np.ascontiguousarray(h, dtype=np.float64), allow_pickle=False)
         return metrics, {PRECISION_ARTIFACT: buf.getvalue()}
+
+    def _spread(self, point: dict[str, torch.Tensor], first: dict[str, Any]) -> dict[str, float]:
+        """The KL and W2 over ``refinements`` modes: ``first`` (from ``point``) and
+        ``refinements - 1`` refined from ``point`` jittered by ``refine_jitter`` times each
+        site's root mean square (a CPU generator seeded from the cell's seed)."""
+        model, data, s = self.ctx.model, self.ctx.data, self.section
+        gen = torch.Generator().manual_seed(seed_for(self.ctx.seed, Stream.LAPLACE_REFINE))
+        kls, w2s = [float(first["laplace_kl"])], [float(first["laplace_w2"])]
+        sites = model.site_info()  # weights and biases; a learned noise stays as it is
+        for _ in range(s.refinements - 1):
+            start = dict(point)
+            for k, v in point.items():
+                if k not in sites:
+                    continue
+                rms = float(v.double().pow(2).mean().sqrt()) if v.numel() else 0.0
+                eps = torch.randn(v.shape, generator=gen, dtype=torch.float64)
+                start[k] = v + (s.refine_jitter * rms * eps).to(v.device, v.dtype)
+            res, _ = laplace_at_mode(
+                model,
+                data.x_train,
+                data.y_train,
+                start,
+                curvature=s.curvature,
+                refine_steps=s.refine_steps,
+            )
+            kls.append(float(res["laplace_kl"]))
+            w2s.append(float(res["laplace_w2"]))
+        kl, w2 = np.asarray(kls), np.asarray(w2s)
+        return {
+            "laplace_kl_refine_mean": float(kl.mean()),
+            "laplace_kl_refine_sd": float(kl.std(ddof=1)),
+            "laplace_kl_refine_rel_sd": float(kl.std(ddof=1) / abs(kl.mean())),
+            "laplace_w2_refine_sd": float(w2.std(ddof=1)),
+        }

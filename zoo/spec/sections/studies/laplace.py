@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 
+from zoo.spec.sections.bounds import Real
 from zoo.spec.sections.studies.base import StudySection
 
 __all__ = ["LaplaceStudy"]
@@ -42,6 +43,24 @@ class LaplaceStudy(StudySection):
         description="Full-batch L-BFGS iterations (float64, strong Wolfe line search) from "
         "the method's point (MAP estimate, svi posterior mean) to the mode; 0 uses the "
         "point as it is (laplace_grad_norm then says how far from a mode it is).",
+    )
+    refinements: int = Field(
+        1,
+        ge=1,
+        le=32,
+        description="Starts of the refinement: the method's point and refinements - 1 "
+        "copies of it jittered by refine_jitter, each refined by refine_steps L-BFGS "
+        "iterations. With two or more, laplace_kl_refine_sd (and its ratio to the mean, "
+        "laplace_kl_refine_rel_sd) is the spread of the KL over the modes reached: how much "
+        "the mode itself moves the number where none is exact (ReLU networks). The headline "
+        "laplace_kl stays the unjittered start's.",
+    )
+    refine_jitter: Real = Field(
+        0.01,
+        gt=0,
+        le=1,
+        description="Std of the jitter of the extra starts, relative to the root mean "
+        "square of each weight or bias site at the point.",
     )
     max_params: int = Field(
         5000,
