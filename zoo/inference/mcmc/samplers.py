@@ -5,8 +5,8 @@
 the one loop (:func:`~zoo.inference.mcmc.loop.sample`); a new batched kernel is one module
 (its ``transition(pot, metric, p, eps, rngs)``) plus one entry here. ChEES-HMC has its own
 adaptation (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`) in the same loop, and so
-have MCLMC (:class:`~zoo.inference.mcmc.mclmc_adaptation.MCLMCProgram`, :func:`run_mclmc`)
-and adjusted MCLMC (:class:`~zoo.inference.mcmc.mams.MAMSProgram`, :func:`run_mams`).
+have MCLMC (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`, :func:`run_mclmc`)
+and adjusted MCLMC (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, :func:`run_mams`).
 
 :func:`run_nuts` and :func:`run_hmc` run the chains as one batch with ``vectorize_chains``
 (diagonal mass matrix) and otherwise one after another on the one-chain Pyro reference path
@@ -27,8 +27,10 @@ from zoo.inference.mcmc.chees_adaptation import ADAM_RESTART, LEARNING_RATE
 from zoo.inference.mcmc.chees_hmc import ChEESProgram
 from zoo.inference.mcmc.kernel import hmc_step, nuts_step
 from zoo.inference.mcmc.loop import Until, sample
-from zoo.inference.mcmc.mams import MAMS_TARGET_ACCEPT, MAX_STEPS, MAMSProgram
-from zoo.inference.mcmc.mclmc_adaptation import DESIRED_ENERGY_VAR, MCLMCProgram
+from zoo.inference.mcmc.mams import MAX_STEPS
+from zoo.inference.mcmc.mams_adaptation import MAMS_TARGET_ACCEPT
+from zoo.inference.mcmc.mclmc_adaptation import DESIRED_ENERGY_VAR
+from zoo.inference.mcmc.microcanonical import MAMSProgram, MCLMCProgram
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.sequential import run_sequential
@@ -324,7 +326,7 @@ def run_mclmc(
     vectorize_chains: bool = True,
 ) -> MCMCResult:
     """Sample ``potential`` with MCLMC, all chains as one batch, each tuned on its own
-    (:class:`~zoo.inference.mcmc.mclmc_adaptation.MCLMCProgram`, arguments as there and in
+    (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`, arguments as there and in
     :func:`~zoo.inference.mcmc.loop.sample`). MCLMC has no Metropolis test:
     ``target_accept`` is only the loop's argument check; ``vectorize_chains`` is accepted for
     the sampler methods' common call and always true."""
@@ -371,7 +373,7 @@ def run_mams(
     vectorize_chains: bool = True,
 ) -> MCMCResult:
     """Sample ``potential`` with adjusted MCLMC (MAMS), all chains as one batch, each tuned
-    on its own (:class:`~zoo.inference.mcmc.mams.MAMSProgram`, arguments as there and in
+    on its own (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, arguments as there and in
     :func:`~zoo.inference.mcmc.loop.sample`); ``vectorize_chains`` as in :func:`run_mclmc`."""
     program = MAMSProgram(
         seed=seed,
