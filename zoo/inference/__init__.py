@@ -30,7 +30,14 @@ from zoo.inference.base import (
     combine_hooks,
 )
 from zoo.inference.point import PointPosterior, fit_map, fit_mle
-from zoo.inference.sampling import SampledPosterior, fit_chees, fit_hmc, fit_nuts
+from zoo.inference.sampling import (
+    SampledPosterior,
+    fit_chees,
+    fit_hmc,
+    fit_mams,
+    fit_mclmc,
+    fit_nuts,
+)
 from zoo.inference.svi import VIPosterior, fit_svi_method
 from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
@@ -38,7 +45,9 @@ from zoo.spec.base import registered
 from zoo.spec.sections.inference import (
     ChEESMethod,
     HMCMethod,
+    MAMSMethod,
     MAPMethod,
+    MCLMCMethod,
     MLEMethod,
     NUTSMethod,
     SVIMethod,
@@ -69,6 +78,8 @@ METHODS: dict[type, MethodFit] = {
     NUTSMethod: fit_nuts,
     HMCMethod: fit_hmc,
     ChEESMethod: fit_chees,
+    MCLMCMethod: fit_mclmc,
+    MAMSMethod: fit_mams,
 }
 
 

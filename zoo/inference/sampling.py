@@ -31,16 +31,24 @@ from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
 from zoo.inference.mcmc.functional import potential_for
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
-from zoo.inference.mcmc.samplers import run_chees, run_hmc, run_nuts
+from zoo.inference.mcmc.samplers import run_chees, run_hmc, run_mams, run_mclmc, run_nuts
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes
 from zoo.models.base import BayesianNet
 from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
-from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
+from zoo.spec.sections.inference import (
+    ChEESMethod,
+    HMCMethod,
+    MAMSMethod,
+    MCLMCMethod,
+    NUTSMethod,
+)
 
 __all__ = [
     "SampledPosterior",
     "fit_chees",
     "fit_hmc",
+    "fit_mams",
+    "fit_mclmc",
     "fit_nuts",
     "mass_ratio",
     "sampler_fit",
@@ -165,6 +173,22 @@ def _hmc(method: HMCMethod) -> Callable[..., MCMCResult]:
         num_steps=method.num_steps,
         adapt_mass_matrix=method.adapt_mass_matrix,
         mass_matrix="diag",
+    )
+
+
+def _mclmc(method: MCLMCMethod) -> Callable[..., MCMCResult]:
+    """MCLMC with BlackJAX's tuning of the step size and L, each chain on its own."""
+    return functools.partial(
+        run_mclmc,
+        adapt_mass_matrix=method.adapt_mass_matrix,
+        desired_energy_var=method.desired_energy_var,
+    )
+
+
+def _mams(method: MAMSMethod) -> Callable[..., MCMCResult]:
+    """Adjusted MCLMC (MAMS) with BlackJAX's tuning, each chain on its own."""
+    return functools.partial(
+        run_mams, adapt_mass_matrix=method.adapt_mass_matrix, max_steps=method.max_steps
     )
 
 
@@ -432,3 +456,7 @@ def _max_finite(values: np.ndarray | None) -> float | None:
 fit_nuts = sampler_fit(_nuts)
 #: The ``hmc`` method: a fixed number of leapfrog steps per draw, adapted step size.
 fit_hmc = sampler_fit(_hmc)
+#: The ``mclmc`` method: microcanonical Langevin Monte Carlo, BlackJAX's tuning.
+fit_mclmc = sampler_fit(_mclmc)
+#: The ``mams`` method: Metropolis-adjusted microcanonical HMC, BlackJAX's tuning.
+fit_mams = sampler_fit(_mams)

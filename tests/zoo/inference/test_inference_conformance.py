@@ -36,6 +36,8 @@ inference:
   - {name: hmc, kind: hmc, warmup: 6, draws: 4, num_steps: 2, chains: 2}
   - {name: chees, kind: chees, init_from: svi, warmup: 6, draws: 4, chains: 4, keep_draws: 2,
      stream_groups: 2, max_leapfrog: 8}
+  - {name: mclmc, kind: mclmc, init_from: svi, warmup: 6, draws: 4, chains: 2}
+  - {name: mams, kind: mams, warmup: 6, draws: 4, chains: 2, max_steps: 4}
 studies: []
 """
 

@@ -7,23 +7,29 @@ One concept per module, in floors; a module imports only from the floors below i
    :mod:`~.potential` (the model's flat batched log density, hand-written for MLPs),
    :mod:`~.functional` (the same for any network, through ``torch.func``), :mod:`~.gaussian` (a
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
-   result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`).
+   result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
+   chain's effective sample size, weighted moments).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
    (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C
-   chains), :mod:`~.chees` (ChEES-HMC's jittered transition); a kernel may use the
-   reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``) and the batched point
-   and metric types (``batched.BatchPoint``, ``BatchMetric``).
+   chains), :mod:`~.chees` (ChEES-HMC's jittered transition), :mod:`~.mclmc` (the isokinetic
+   integrator and MCLMC's transition), :mod:`~.mams` (adjusted MCLMC's); a kernel may use the
+   reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``), the batched point
+   and metric types (``batched.BatchPoint``, ``BatchMetric``) and the isokinetic integrator
+   (``mclmc``).
 3. **Adaptations** as ``(init, update, final)`` over a NamedTuple state, which import no
    kernel: :mod:`~.window_adaptation` (Stan's windows, per chain), :mod:`~.chees_adaptation`
-   (one step size and trajectory length for all chains); and :mod:`~.step_size` (Hoffman &
+   (one step size and trajectory length for all chains), :mod:`~.mclmc_adaptation` and
+   :mod:`~.mams_adaptation` (BlackJAX's tunings, per chain); and :mod:`~.step_size` (Hoffman &
    Gelman's search, which runs a kernel's leapfrog step).
 4. **The loop**, :mod:`~.loop`: warm-up, draws, threads, progress, stopping, thinning,
    collapse check; it imports no kernel and no adaptation.
 5. **Programs**, a kernel plus an adaptation for the loop: :mod:`~.windowed` (any batched
-   kernel with the window adaptation), :mod:`~.chees_hmc`; and the one-chain Pyro reference
+   kernel with the window adaptation), :mod:`~.chees_hmc`, :mod:`~.microcanonical` (MCLMC
+   and MAMS); and the one-chain Pyro reference
    path :mod:`~.sequential`, which has its own loop per chain.
 6. **The table and entry points**, :mod:`~.samplers`: :data:`~.samplers.BATCHED`,
-   :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`.
+   :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`,
+   :func:`~.samplers.run_mclmc`, :func:`~.samplers.run_mams`.
 7. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
    :func:`~.user.sample_chees` on any Pyro model (its potential:
    :mod:`~.pyro_potential`, floor 1), an ArviZ DataTree out (``docs/samplers.md``).
@@ -38,7 +44,15 @@ from zoo.inference.mcmc.loop import EXTEND_EVERY, sample
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.pyro_potential import PyroPotential
 from zoo.inference.mcmc.result import Adapted, MCMCResult
-from zoo.inference.mcmc.samplers import BATCHED, run_batched, run_chees, run_hmc, run_nuts
+from zoo.inference.mcmc.samplers import (
+    BATCHED,
+    run_batched,
+    run_chees,
+    run_hmc,
+    run_mams,
+    run_mclmc,
+    run_nuts,
+)
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments
 from zoo.inference.mcmc.user import sample_chees, sample_nuts
 
@@ -58,6 +72,8 @@ __all__ = [
     "run_batched",
     "run_chees",
     "run_hmc",
+    "run_mams",
+    "run_mclmc",
     "run_nuts",
     "sample_chees",
     "sample_nuts",

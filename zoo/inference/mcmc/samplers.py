@@ -1,10 +1,12 @@
-"""The samplers by name: NUTS, HMC and ChEES-HMC over a flat potential, and their table.
+"""The samplers by name: NUTS, HMC, ChEES-HMC, MCLMC and MAMS over a flat potential.
 
 :data:`BATCHED` maps a name to the batched kernel factory that
 :class:`~zoo.inference.mcmc.windowed.WindowedProgram` runs under Stan's window adaptation in
 the one loop (:func:`~zoo.inference.mcmc.loop.sample`); a new batched kernel is one module
 (its ``transition(pot, metric, p, eps, rngs)``) plus one entry here. ChEES-HMC has its own
-adaptation (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`) in the same loop.
+adaptation (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`) in the same loop, and so
+have MCLMC (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`, :func:`run_mclmc`)
+and adjusted MCLMC (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, :func:`run_mams`).
 
 :func:`run_nuts` and :func:`run_hmc` run the chains as one batch with ``vectorize_chains``
 (diagonal mass matrix) and otherwise one after another on the one-chain Pyro reference path
@@ -26,12 +28,16 @@ from zoo.inference.mcmc.chees_adaptation import ADAM_RESTART, LEARNING_RATE
 from zoo.inference.mcmc.chees_hmc import ChEESProgram
 from zoo.inference.mcmc.kernel import hmc_step, nuts_step
 from zoo.inference.mcmc.loop import Until, sample
+from zoo.inference.mcmc.mams import MAX_STEPS
+from zoo.inference.mcmc.mams_adaptation import MAMS_TARGET_ACCEPT
+from zoo.inference.mcmc.mclmc_adaptation import DESIRED_ENERGY_VAR
+from zoo.inference.mcmc.microcanonical import MAMSProgram, MCLMCProgram
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.sequential import run_sequential
 from zoo.inference.mcmc.windowed import Transition, WindowedProgram
 
-__all__ = ["BATCHED", "run_batched", "run_chees", "run_hmc", "run_nuts"]
+__all__ = ["BATCHED", "run_batched", "run_chees", "run_hmc", "run_mams", "run_mclmc", "run_nuts"]
 
 
 def _nuts(max_tree_depth: int) -> Transition:
@@ -303,6 +309,99 @@ def run_chees(
         init=init,
         keep=keep,
         on_draw=on_draw,
+        until=until,
+        max_draws=max_draws,
+        progress=progress,
+        threads=threads,
+    )
+
+
+def run_mclmc(
+    potential: FlatPotential,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int,
+    step_size: float | None,
+    init: Mapping[str, torch.Tensor] | None = None,
+    progress: bool = False,
+    threads: int | None = 1,
+    keep: int | None = None,
+    until: Until | None = None,
+    max_draws: int | None = None,
+    adapt_mass_matrix: bool = True,
+    desired_energy_var: float = DESIRED_ENERGY_VAR,
+    target_accept: float = 0.5,
+    vectorize_chains: bool = True,
+) -> MCMCResult:
+    """Sample ``potential`` with MCLMC, all chains as one batch, each tuned on its own
+    (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`, arguments as there and in
+    :func:`~zoo.inference.mcmc.loop.sample`). MCLMC has no Metropolis test:
+    ``target_accept`` is only the loop's argument check; ``vectorize_chains`` is accepted for
+    the sampler methods' common call and always true."""
+    program = MCLMCProgram(
+        seed=seed,
+        warmup=warmup,
+        step_size=step_size,
+        adapt_mass_matrix=adapt_mass_matrix,
+        desired_energy_var=desired_energy_var,
+    )
+    return sample(
+        program,
+        potential,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        target_accept=target_accept,
+        init=init,
+        keep=keep,
+        until=until,
+        max_draws=max_draws,
+        progress=progress,
+        threads=threads,
+    )
+
+
+def run_mams(
+    potential: FlatPotential,
+    *,
+    seed: int,
+    warmup: int,
+    draws: int,
+    chains: int,
+    step_size: float | None,
+    target_accept: float = MAMS_TARGET_ACCEPT,
+    init: Mapping[str, torch.Tensor] | None = None,
+    progress: bool = False,
+    threads: int | None = 1,
+    keep: int | None = None,
+    until: Until | None = None,
+    max_draws: int | None = None,
+    adapt_mass_matrix: bool = True,
+    max_steps: int = MAX_STEPS,
+    vectorize_chains: bool = True,
+) -> MCMCResult:
+    """Sample ``potential`` with adjusted MCLMC (MAMS), all chains as one batch, each tuned
+    on its own (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, arguments as there and in
+    :func:`~zoo.inference.mcmc.loop.sample`); ``vectorize_chains`` as in :func:`run_mclmc`."""
+    program = MAMSProgram(
+        seed=seed,
+        warmup=warmup,
+        target_accept=target_accept,
+        step_size=step_size,
+        adapt_mass_matrix=adapt_mass_matrix,
+        max_steps=max_steps,
+    )
+    return sample(
+        program,
+        potential,
+        warmup=warmup,
+        draws=draws,
+        chains=chains,
+        target_accept=target_accept,
+        init=init,
+        keep=keep,
         until=until,
         max_draws=max_draws,
         progress=progress,

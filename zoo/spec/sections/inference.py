@@ -7,7 +7,8 @@ Each method is one entry of the spec's ``inference`` list, discriminated by ``ki
 - ``map``: a point estimate maximizing the log joint (prior and likelihood);
 - ``mle``: a point estimate maximizing the likelihood alone, stopped early on a validation
   split (Trippe & Turner's "ES" baseline);
-- ``nuts``, ``hmc`` and ``chees``: Hamiltonian Monte Carlo (:mod:`zoo.inference.mcmc`),
+- ``nuts``, ``hmc``, ``chees``, ``mclmc`` and ``mams``: Hamiltonian and microcanonical
+  Monte Carlo (:mod:`zoo.inference.mcmc`),
   optionally started at the posterior of an earlier variational method of the same cell
   (``init_from``); their sections live in :mod:`zoo.spec.sections.samplers`.
 
@@ -35,7 +36,13 @@ from zoo.spec.sections.bounds import (
     METHOD_NAME,
     Real,
 )
-from zoo.spec.sections.samplers import ChEESMethod, HMCMethod, NUTSMethod
+from zoo.spec.sections.samplers import (
+    ChEESMethod,
+    HMCMethod,
+    MAMSMethod,
+    MCLMCMethod,
+    NUTSMethod,
+)
 
 __all__ = [
     "ChEESMethod",
@@ -45,7 +52,9 @@ __all__ = [
     "HMCMethod",
     "InferenceSpec",
     "KTiedGuide",
+    "MAMSMethod",
     "MAPMethod",
+    "MCLMCMethod",
     "MLEMethod",
     "MatrixNormalGuide",
     "MeanFieldGuide",
@@ -253,6 +262,13 @@ class MLEMethod(_Optimized):
 
 
 InferenceSpec = Annotated[
-    SVIMethod | MAPMethod | MLEMethod | NUTSMethod | HMCMethod | ChEESMethod,
+    SVIMethod
+    | MAPMethod
+    | MLEMethod
+    | NUTSMethod
+    | HMCMethod
+    | ChEESMethod
+    | MCLMCMethod
+    | MAMSMethod,
     Field(discriminator="kind"),
 ]

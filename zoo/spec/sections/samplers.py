@@ -1,4 +1,5 @@
-"""The sampler sections of the spec's ``inference`` list: ``nuts``, ``hmc`` and ``chees``.
+"""The sampler sections of the spec's ``inference`` list: ``nuts``, ``hmc``, ``chees``,
+``mclmc`` and ``mams``.
 
 - ``nuts`` and ``hmc``: Hamiltonian Monte Carlo (:mod:`zoo.inference.mcmc`), one chain
   after the other or (``vectorize_chains``) a few chains as one batched computation, each
@@ -6,7 +7,10 @@
 - ``chees``: ChEES-HMC (Hoffman, Radul & Sountsov 2021), hundreds to thousands of chains
   as one batch on the runtime's device, sharing one step size and one jittered trajectory
   length adapted across chains; the draws stream into running moments (mean, covariance,
-  between-chain ESS) and only a thinned ``keep_draws`` per chain are held.
+  between-chain ESS) and only a thinned ``keep_draws`` per chain are held;
+- ``mclmc`` and ``mams``: microcanonical Langevin Monte Carlo (Robnik et al. 2023) and its
+  Metropolis-adjusted form (Robnik, Cohn-Gordon & Seljak 2025), BlackJAX's kernels and
+  tunings ported to the zoo's batched loop, each chain tuned on its own.
 
 Every sampler can start at the posterior of an earlier variational method of the same cell
 (``init_from``). The sections are re-exported by :mod:`zoo.spec.sections.inference`, whose
@@ -30,7 +34,7 @@ from zoo.spec.sections.bounds import (
     Real,
 )
 
-__all__ = ["ChEESMethod", "HMCMethod", "NUTSMethod"]
+__all__ = ["ChEESMethod", "HMCMethod", "MAMSMethod", "MCLMCMethod", "NUTSMethod"]
 
 #: Most independent fits of init_from that start one chees cell's chains (init_fits).
 MAX_INIT_FITS = 64
@@ -287,3 +291,81 @@ class ChEESMethod(_Sampler):
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+class _Microcanonical(_Sampler):
+    #: Always one batched computation (each chain tuned on its own); no field.
+    vectorize_chains: ClassVar[bool] = True
+
+    chains: int = Field(
+        4,
+        ge=1,
+        le=MAX_CHEES_CHAINS,
+        description=f"Chains, run as one batch on the runtime's device (1 to "
+        f"{MAX_CHEES_CHAINS:,}), each with its own tuning.",
+    )
+    adapt_mass_matrix: bool = Field(
+        True,
+        description="Tune each chain's diagonal preconditioner (inverse mass matrix) from "
+        "the warm-up's moments, as BlackJAX's diagonal_preconditioning.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_vectorize_field(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "vectorize_chains" in data:
+            raise ValueError(
+                f"vectorize_chains: {data.get('kind', 'this sampler')} always runs its chains "
+                "as one batch; remove the field"
+            )
+        return data
+
+
+class MCLMCMethod(_Microcanonical):
+    """Microcanonical Langevin Monte Carlo (Robnik, De Luca, Silverstein & Seljak 2023).
+
+    Unit-speed (isokinetic) dynamics with partial momentum refreshment, integrated with
+    McLachlan's scheme and no Metropolis test: its bias is held down by tuning the step size
+    to a small energy error per dimension (``desired_energy_var``), and the momentum
+    decoherence length L to the chains' autocorrelation, as BlackJAX's
+    ``mclmc_find_L_and_step_size`` (``zoo.inference.mcmc.mclmc_adaptation``).
+    """
+
+    #: No Metropolis test: nothing to target (the loop's argument check reads this).
+    target_accept: ClassVar[float] = 0.5
+
+    kind: Literal["mclmc"] = Field(description="Inference kind.")
+    step_size: Real | None = Field(
+        None, gt=0, description="Initial step size; null: BlackJAX's sqrt(D) / 4."
+    )
+    desired_energy_var: float = Field(
+        5e-4,
+        gt=0,
+        lt=1,
+        description="Target variance of the energy error per dimension, which the step size "
+        "is tuned to (BlackJAX's default 5e-4; smaller: smaller steps, less bias).",
+    )
+
+
+class MAMSMethod(_Microcanonical):
+    """Metropolis-adjusted microcanonical sampler (Robnik, Cohn-Gordon & Seljak 2025).
+
+    Isokinetic trajectories of a random number of McLachlan steps (mean L / step size)
+    from a fresh unit momentum, accepted by a Metropolis test, so exact at any step size;
+    step size by dual averaging, L from the chains' autocorrelation, as BlackJAX's
+    ``adjusted_mclmc_find_L_and_step_size`` (``zoo.inference.mcmc.mams``).
+    """
+
+    kind: Literal["mams"] = Field(description="Inference kind.")
+    target_accept: float = Field(
+        0.9, gt=0, lt=1, description="Target acceptance rate of the step-size adaptation."
+    )
+    step_size: Real | None = Field(
+        None, gt=0, description="Initial step size; null: BlackJAX's 0.2 sqrt(D)."
+    )
+    max_steps: int = Field(
+        1024,
+        ge=1,
+        le=MAX_LEAPFROG,
+        description="Most integration steps of one trajectory (two gradients each).",
+    )
