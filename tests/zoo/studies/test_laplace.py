@@ -243,6 +243,7 @@ def test_refinements_measure_how_far_the_mode_moves_the_kl(tmp_path: Path):
     assert smooth["laplace_kl_refine_mean"] == pytest.approx(smooth["laplace_kl"], rel=1e-6)
     # ReLU: no exact mode, so the refinements end at different points and KLs
     relu = _spread(tmp_path, "relu", 50).iloc[0]
+    assert "KL sd over refinements" in (tmp_path / "relu" / "report.md").read_text()
     assert relu["laplace_kl_refine_rel_sd"] > 1e-4
     assert np.isfinite(relu[["laplace_kl_refine_sd", "laplace_w2_refine_sd"]].astype(float)).all()
     # the headline stays the unjittered start's: the same as a run without refinements
