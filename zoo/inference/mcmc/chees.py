@@ -112,12 +112,16 @@ def chees_transition(
     h0 = u.to(torch.float64) + _kinetic(r, minv)
     half = 0.5 * eps
     step = eps * minv
-    z1, u1, g1 = z, u, g
+    # Two buffers per transition, updated in place (the same elementwise kernels as the
+    # out-of-place ops: bitwise the same numbers); inner steps ask for the gradient only.
+    grad = getattr(pot, "grad_batch", None) or (lambda x: pot.value_and_grad_batch(x)[1])
     r1 = torch.add(r, g, alpha=-half)
-    for s in range(n_steps):
-        z1 = torch.addcmul(z1, step, r1)
-        u1, g1 = pot.value_and_grad_batch(z1)
-        r1 = torch.add(r1, g1, alpha=-(eps if s < n_steps - 1 else half))
+    z1 = torch.addcmul(z, step, r1)
+    for _ in range(n_steps - 1):
+        r1.add_(grad(z1), alpha=-eps)
+        z1.addcmul_(step, r1)
+    u1, g1 = pot.value_and_grad_batch(z1)
+    r1.add_(g1, alpha=-half)
     u1 = u1.to(torch.float64)
     v1 = minv * r1
     h1 = u1 + 0.5 * (r1 * v1).sum(1).to(torch.float64)

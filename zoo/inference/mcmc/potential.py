@@ -269,6 +269,18 @@ class FlatPotential:
         (g,) = torch.autograd.grad(u.sum(), z)
         return u.detach().double() + self._offset, g
 
+    def grad_batch(self, z: torch.Tensor) -> torch.Tensor:
+        """``dU/dz`` of :meth:`value_and_grad_batch` alone (the same numbers), for the leapfrog
+        steps that need no energy (all but a trajectory's last)."""
+        lik = self.model.likelihood
+        if z.dim() != 2 or z.shape[1] != self.dim or not isinstance(
+            lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood
+        ):
+            return self.value_and_grad_batch(z)[1]
+        z = z.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(self._batch_energy(z).sum(), z)
+        return g
+
     def compile(self, rows: int | None = None) -> float:
         """Run :meth:`value_and_grad_batch` through ``torch.compile`` from now on.
 

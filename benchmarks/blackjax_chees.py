@@ -1,0 +1,127 @@
+"""BlackJAX's ChEES-HMC, run by ``benchmarks/chees.py --blackjax PYTHON`` in the peers' venv.
+
+Never imported by the project (it needs jax, optax and blackjax, which the project's venv
+does not have): ``chees.py`` runs it as ``PYTHON benchmarks/blackjax_chees.py IN.npz CFG
+OUT.npz``. ``IN.npz`` holds the target (``prec`` and ``starts`` for a Gaussian
+:math:`U(z) = z^\\top P z / 2`; ``x``, ``y`` and ``init0..`` for the ReLU network with a
+categorical likelihood and Normal priors of ``benchmarks/nuts.py``); ``CFG`` is JSON:
+
+- ``kind``: ``"gaussian"`` or ``"bnn"``; ``x64``: float64 (the Gaussian) or float32;
+- ``mode``: ``"adapt"`` runs ``blackjax.chees_adaptation`` for ``warmup`` iterations (Adam
+  on the trajectory length, rate ``lr``; identity mass matrix, BlackJAX's default) and then
+  ``draws`` transitions of ``blackjax.dynamic_hmc`` with the adapted parameters;
+  ``"fixed"`` runs ``draws`` transitions of the same kernel at step size ``step_size``
+  with :math:`\\lceil u_t L\\rceil` steps (``u_t`` the Halton sequence, ``L`` =
+  ``leapfrog``), identity mass matrix: the per-step cost with no adaptation;
+- ``chains``, ``seed``, ``target_accept``, ``max_leapfrog``, ``repeats``.
+
+The whole run is one ``jax.jit``; it is timed (process CPU seconds) once with its
+compilation (``first``) and then ``repeats`` times compiled (``steady``, the fastest).
+``OUT.npz``: ``flat`` ``(C, draws, D)``, ``first``, ``steady``, ``steps`` (leapfrog steps of
+one chain over the whole run; every chain takes the same number).
+"""
+
+import json
+import sys
+import time
+
+import jax
+import numpy as np
+
+cfg = json.loads(sys.argv[2])
+if cfg.get("x64"):
+    jax.config.update("jax_enable_x64", True)
+import blackjax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+from blackjax.mcmc import dynamic_hmc  # noqa: E402
+
+data = np.load(sys.argv[1])
+C = cfg["chains"]
+if cfg["kind"] == "gaussian":
+    prec = jnp.asarray(data["prec"])
+
+    def logdensity(z):
+        return -0.5 * z @ (prec @ z)
+
+    positions = jnp.asarray(data["starts"])
+
+    def ravel(p):
+        return p
+
+else:
+    names, shapes, priors = cfg["names"], cfg["shapes"], cfg["priors"]
+    x, y = jnp.asarray(data["x"]), jnp.asarray(data["y"]).astype(jnp.int32)
+    depth = len(names) // 2 - 1
+
+    def logdensity(p):
+        lp = sum(jnp.sum(-0.5 * ((p[n] - priors[n][0]) / priors[n][1]) ** 2) for n in names)
+        h = x
+        for i in range(depth + 1):
+            h = h @ p[f"layer{i}.weight"].T + p[f"layer{i}.bias"]
+            h = jax.nn.relu(h) if i < depth else h
+        return lp + jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1).sum()
+
+    positions = {
+        n: jnp.broadcast_to(jnp.asarray(data[f"init{i}"]), (C, *shapes[n]))
+        for i, n in enumerate(names)
+    }
+
+    def ravel(p):
+        return jnp.concatenate([p[n].reshape(*p[n].shape[:2], -1) for n in names], -1)
+
+
+def draw(kernel, states, key, n):
+    def one(st, k):
+        st, info = jax.vmap(kernel.step)(jax.random.split(k, C), st)
+        return st, (st.position, info.num_integration_steps[0])
+
+    _, (pos, steps) = jax.lax.scan(one, states, jax.random.split(key, n))
+    return ravel(jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), pos)), steps.sum()
+
+
+def run(key):
+    kw, ks = jax.random.split(key)
+    if cfg["mode"] == "fixed":
+        bits = int(np.ceil(np.log2(cfg["draws"] + 1))) + 1
+        kernel = blackjax.dynamic_hmc(
+            logdensity,
+            step_size=cfg["step_size"],
+            inverse_mass_matrix=jnp.ones(sum(a[0].size for a in jax.tree.leaves(positions))),
+            next_random_arg_fn=lambda i: i + 1,
+            integration_steps_fn=lambda i, n: jnp.asarray(
+                jnp.ceil(dynamic_hmc.halton_sequence(i, bits) * n), dtype=int
+            ),
+            integration_steps_params=(float(cfg["leapfrog"]),),
+        )
+        states = jax.vmap(lambda p: dynamic_hmc.init(p, logdensity, 0))(positions)
+        return draw(kernel, states, ks, cfg["draws"])
+    warm = blackjax.chees_adaptation(
+        logdensity,
+        C,
+        target_acceptance_rate=cfg["target_accept"],
+        max_leapfrog_steps=cfg["max_leapfrog"],
+    )
+    (states, params), info = warm.run(
+        kw,
+        positions,
+        cfg["step_size"],
+        optax.adam(cfg["lr"]),
+        cfg["warmup"],
+        max_sampling_steps=cfg["draws"],
+    )
+    flat, steps = draw(blackjax.dynamic_hmc(logdensity, **params), states, ks, cfg["draws"])
+    return flat, steps + info.info.num_integration_steps[:, 0].sum()
+
+
+f = jax.jit(run)
+key = jax.random.PRNGKey(cfg["seed"])
+t0 = time.process_time()
+flat, steps = jax.block_until_ready(f(key))
+first = time.process_time() - t0
+steady = float("inf")
+for _ in range(cfg.get("repeats", 1)):
+    t0 = time.process_time()
+    flat, steps = jax.block_until_ready(f(key))
+    steady = min(steady, time.process_time() - t0)
+np.savez(sys.argv[3], flat=np.asarray(flat), first=first, steady=steady, steps=int(steps))
