@@ -4,7 +4,8 @@ Never imported by the project (it needs jax, optax and blackjax, which the proje
 does not have): ``chees.py`` runs it as ``PYTHON benchmarks/blackjax_chees.py IN.npz CFG
 OUT.npz``. ``IN.npz`` holds the target (``prec`` and ``starts`` for a Gaussian
 :math:`U(z) = z^\\top P z / 2`; ``x``, ``y`` and ``init0..`` for the ReLU network with a
-categorical likelihood and Normal priors of ``benchmarks/nuts.py``); ``CFG`` is JSON:
+categorical likelihood and Normal priors of ``benchmarks/nuts.py``, over the flat vector
+of its sites in order, as BlackJAX's ChEES adaptation needs ``(C, D)`` positions); ``CFG`` is JSON:
 
 - ``kind``: ``"gaussian"`` or ``"bnn"``; ``x64``: float64 (the Gaussian) or float32;
 - ``mode``: ``"adapt"`` runs ``blackjax.chees_adaptation`` for ``warmup`` iterations (Adam
@@ -46,15 +47,16 @@ if cfg["kind"] == "gaussian":
 
     positions = jnp.asarray(data["starts"])
 
-    def ravel(p):
-        return p
-
 else:
     names, shapes, priors = cfg["names"], cfg["shapes"], cfg["priors"]
     x, y = jnp.asarray(data["x"]), jnp.asarray(data["y"]).astype(jnp.int32)
     depth = len(names) // 2 - 1
 
-    def logdensity(p):
+    sizes = [int(np.prod(shapes[n])) for n in names]
+    offsets = np.cumsum([0, *sizes])
+
+    def logdensity(z):  # BlackJAX's ChEES adaptation wants flat (C, D) positions
+        p = {n: z[offsets[i] : offsets[i + 1]].reshape(shapes[n]) for i, n in enumerate(names)}
         lp = sum(jnp.sum(-0.5 * ((p[n] - priors[n][0]) / priors[n][1]) ** 2) for n in names)
         h = x
         for i in range(depth + 1):
@@ -62,13 +64,8 @@ else:
             h = jax.nn.relu(h) if i < depth else h
         return lp + jnp.take_along_axis(jax.nn.log_softmax(h), y[:, None], 1).sum()
 
-    positions = {
-        n: jnp.broadcast_to(jnp.asarray(data[f"init{i}"]), (C, *shapes[n]))
-        for i, n in enumerate(names)
-    }
-
-    def ravel(p):
-        return jnp.concatenate([p[n].reshape(*p[n].shape[:2], -1) for n in names], -1)
+    flat0 = np.concatenate([data[f"init{i}"].reshape(-1) for i in range(len(names))])
+    positions = jnp.broadcast_to(jnp.asarray(flat0), (C, flat0.size))
 
 
 def draw(kernel, states, key, n):
@@ -77,7 +74,7 @@ def draw(kernel, states, key, n):
         return st, (st.position, info.num_integration_steps[0])
 
     _, (pos, steps) = jax.lax.scan(one, states, jax.random.split(key, n))
-    return ravel(jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), pos)), steps.sum()
+    return jnp.swapaxes(pos, 0, 1), steps.sum()
 
 
 def run(key):
@@ -87,7 +84,7 @@ def run(key):
         kernel = blackjax.dynamic_hmc(
             logdensity,
             step_size=cfg["step_size"],
-            inverse_mass_matrix=jnp.ones(sum(a[0].size for a in jax.tree.leaves(positions))),
+            inverse_mass_matrix=jnp.ones(positions.shape[1]),
             next_random_arg_fn=lambda i: i + 1,
             integration_steps_fn=lambda i, n: jnp.asarray(
                 jnp.ceil(dynamic_hmc.halton_sequence(i, bits) * n), dtype=int
