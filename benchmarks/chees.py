@@ -431,6 +431,11 @@ def gaussian_rows(
             arrays,
         )
         if bj_fixed is not None and bj is not None:
+            print(
+                f"{tag}: leapfrog steps per transition of the adaptive runs (warm-up and "
+                f"draws): chees {calls / (warmup + draws):.1f}, "
+                f"blackjax {int(bj['steps']) / (warmup + draws):.1f}"
+            )
             rows = [
                 (
                     f"us/step fixed trajectory  chees / blackjax steady, {tag}",

@@ -14,7 +14,8 @@ batched NUTS does). The jitter is the base-2 Halton (van der Corput) sequence,
 :math:`u_t = \mathrm{radical\ inverse}(t + 1)` (:func:`halton`), as in BlackJAX and
 TensorFlow Probability. Divergence: an energy error above 1000 (or a non-finite one) marks
 the chain's transition divergent and rejects it. No host synchronization happens inside a
-transition's leapfrog loop.
+transition's leapfrog loop, which updates two buffers in place and asks the potential for
+the gradient alone (``grad_batch``, where it has one) at every step but the last.
 
 The adaptation of :math:`\epsilon`,
 :math:`T` and :math:`M^{-1}` is :mod:`zoo.inference.mcmc.chees_adaptation`; the two meet in
@@ -84,7 +85,9 @@ def chees_transition(
     Parameters
     ----------
     pot : FlatPotential
-        Anything with ``value_and_grad_batch(z (C, D)) -> (U (C,) float64, grad (C, D))``.
+        Anything with ``value_and_grad_batch(z (C, D)) -> (U (C,) float64, grad (C, D))``;
+        its ``grad_batch(z) -> grad``, where it has one, serves the inner steps (it must
+        give the same gradient). The returned tensors are new; the inputs are not written.
     z, u, g : Tensor
         The chains' states ``(C, D)``, potentials ``(C,)`` (float64) and gradients ``(C, D)``.
     eps : float

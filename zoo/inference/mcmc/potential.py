@@ -4,7 +4,9 @@
 unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as
 :math:`\\log\\sigma` with its Jacobian), computed from the network function and the Normal
 prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.samplers`
-call :meth:`FlatPotential.value_and_grad` once per leapfrog step.
+call :meth:`FlatPotential.value_and_grad` once per leapfrog step. Gradients come from autograd
+(the reference); ``hand_backward=True`` computes one chain's by backpropagation written out
+(:meth:`FlatPotential._hand_value_and_grad`), which saves torch's per-call autograd cost.
 """
 
 from __future__ import annotations
@@ -230,7 +232,9 @@ class FlatPotential:
         if act == "linear":
             return 1.0
         if act == "leaky_relu":
-            slope = -float(self.model.act(torch.tensor(-1.0, dtype=torch.float64)))
+            slope = -float(
+                self.model.act(torch.tensor(-1.0, dtype=torch.float64, device=self.x.device))
+            )
             return slope if slope >= 0 else None
         return None
 
