@@ -7,6 +7,8 @@ prints one table of ratios headed by the machine it ran on::
     python benchmarks/chees.py [--n 10000] [--ess-n N] [--ess-budget P] [--chains 1 16 64]
                                [--ess-chains 64]
                                [--warmup 200] [--draws 200] [--numpyro PYTHON]
+                               [--blackjax PYTHON] [--skip-throughput] [--skip-gaussian]
+                               [--skip-ess] [--no-nuts]
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
 
@@ -48,6 +50,19 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   estimate (memory the allocator kept can hide part of a peak). The streaming moments' group
   co-moments (8 groups x D^2 float64, 58 MB at D = 954) are a fixed part that the per-chain
   figure amortizes at large C.
+
+- ``gaussian``: the cheap target of issue 30, :math:`\\mathcal N(0, S)` with ``S`` rotated
+  (``--gaussian-dim`` 50, eigenvalues log-spaced over ``[1, --gaussian-condition]``),
+  float64, ``--gaussian-chains`` 64 from the same overdispersed starts
+  (:func:`gaussian_rows`): process CPU microseconds per batched leapfrog step at a fixed
+  trajectory and over an adaptive run, and bulk ESS (min, median) per CPU-second with the
+  largest R-hat; with ``--blackjax PYTHON`` over BlackJAX's ChEES
+  (``benchmarks/blackjax_chees.py``, run by that interpreter, which has jax, optax and
+  blackjax: never the project's venv) compiled and with its compilation.
+- ``--blackjax PYTHON`` also adds to the ESS rows BlackJAX's ChEES on the same network,
+  data, start and chains (bulk ESS per CPU-second of both, BlackJAX compiled and with its
+  compilation). A missing interpreter skips the BlackJAX rows with a message; ``--no-nuts``
+  skips our batched NUTS in the ESS rows.
 
 Timings: every configuration is timed in each of ``--rounds`` interleaved rounds and its
 fastest round counts (a shared machine's load comes and goes). Not a test: numbers depend on
@@ -634,6 +649,9 @@ def main() -> None:
     ap.add_argument("--gaussian-chains", type=int, default=64)
     ap.add_argument("--gaussian-condition", type=float, default=100.0)
     a = ap.parse_args()
+    if a.blackjax and not Path(a.blackjax).exists():
+        print(f"--blackjax {a.blackjax}: no such interpreter; BlackJAX rows skipped")
+        a.blackjax = None
     torch.set_num_threads(a.threads)
     names = a.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     devices = [torch.device(d) for d in names]
