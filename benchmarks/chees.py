@@ -7,6 +7,8 @@ prints one table of ratios headed by the machine it ran on::
     python benchmarks/chees.py [--n 10000] [--ess-n N] [--ess-budget P] [--chains 1 16 64]
                                [--ess-chains 64]
                                [--warmup 200] [--draws 200] [--numpyro PYTHON]
+                               [--blackjax PYTHON] [--skip-throughput] [--skip-gaussian]
+                               [--skip-ess] [--no-nuts]
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
 
@@ -49,6 +51,19 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   co-moments (8 groups x D^2 float64, 58 MB at D = 954) are a fixed part that the per-chain
   figure amortizes at large C.
 
+- ``gaussian``: the cheap target of issue 30, :math:`\\mathcal N(0, S)` with ``S`` rotated
+  (``--gaussian-dim`` 50, eigenvalues log-spaced over ``[1, --gaussian-condition]``),
+  float64, ``--gaussian-chains`` 64 from the same overdispersed starts
+  (:func:`gaussian_rows`): process CPU microseconds per batched leapfrog step at a fixed
+  trajectory and over an adaptive run, and bulk ESS (min, median) per CPU-second with the
+  largest R-hat; with ``--blackjax PYTHON`` over BlackJAX's ChEES
+  (``benchmarks/blackjax_chees.py``, run by that interpreter, which has jax, optax and
+  blackjax: never the project's venv) compiled and with its compilation.
+- ``--blackjax PYTHON`` also adds to the ESS rows BlackJAX's ChEES on the same network,
+  data, start and chains (bulk ESS per CPU-second of both, BlackJAX compiled and with its
+  compilation). A missing interpreter skips the BlackJAX rows with a message; ``--no-nuts``
+  skips our batched NUTS in the ESS rows.
+
 Timings: every configuration is timed in each of ``--rounds`` interleaved rounds and its
 fastest round counts (a shared machine's load comes and goes). Not a test: numbers depend on
 the machine; the ratios are what to compare. ``--threads`` torch threads (default 1).
@@ -59,9 +74,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,12 +90,15 @@ from arviz_stats.base import array_stats
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nuts import _numpyro, _setup  # noqa: E402  (the NUTS benchmark's network and runner)
 
-from zoo.inference.mcmc.potential import FlatPotential
-from zoo.inference.mcmc.samplers import (
-    run_chees,  # noqa: E402
-    run_nuts,  # noqa: E402
-)
+from reports.ground_truth import random_spd  # noqa: E402
+from zoo.inference.mcmc.gaussian import GaussianPotential  # noqa: E402
+from zoo.inference.mcmc.potential import FlatPotential  # noqa: E402
+from zoo.inference.mcmc.samplers import run_chees, run_nuts  # noqa: E402
+from zoo.inference.mcmc.step_size import find_shared_step_size  # noqa: E402
 from zoo.inference.mcmc.streaming import StreamingMoments  # noqa: E402
+
+#: BlackJAX's runner (``--blackjax PYTHON`` runs it in the peers' venv).
+BLACKJAX = Path(__file__).resolve().parent / "blackjax_chees.py"
 
 #: Sampling-phase settings of the throughput rows: a small fixed step, 16 steps on average.
 STEP, MEAN_STEPS = 1e-3, 16
@@ -89,6 +110,22 @@ class _Counted(FlatPotential):  # counts chain-gradients (a batch of C counts C)
     def value_and_grad_batch(self, z):
         self.calls += len(z)
         return super().value_and_grad_batch(z)
+
+    def grad_batch(self, z):
+        self.calls += len(z)
+        return super().grad_batch(z)
+
+
+class _CountedGaussian(GaussianPotential):  # counts batched leapfrog steps (one per call)
+    calls = 0
+
+    def value_and_grad_batch(self, z):
+        self.calls += 1
+        return super().value_and_grad_batch(z)
+
+    def grad_batch(self, z):
+        self.calls += 1
+        return super().grad_batch(z)
 
 
 def machine() -> str:
@@ -277,6 +314,176 @@ def _ess_row(model, pot, flat: np.ndarray, seconds: float, x_test) -> tuple[floa
     )
 
 
+def _blackjax(python: str, cfg: dict, arrays: dict) -> dict | None:
+    """Run :data:`BLACKJAX` with ``python`` (JAX on one CPU thread); None, with a message,
+    when that interpreter is not there."""
+    if not Path(python).exists():
+        print(f"--blackjax {python}: no such interpreter; BlackJAX rows skipped")
+        return None
+    env = dict(
+        os.environ,
+        JAX_PLATFORMS="cpu",
+        XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+    )
+    with tempfile.TemporaryDirectory() as d:
+        np.savez(f"{d}/in.npz", **arrays)
+        subprocess.run(
+            [python, str(BLACKJAX), f"{d}/in.npz", json.dumps(cfg), f"{d}/out.npz"],
+            check=True,
+            env=env,
+        )
+        r = np.load(f"{d}/out.npz")
+        return {k: r[k] for k in r.files}
+
+
+def _cpu_run(fn):
+    """``(result, process CPU seconds)`` of ``fn()``."""
+    t0 = time.process_time()
+    res = fn()
+    return res, time.process_time() - t0
+
+
+def _ess_cpu(flat: np.ndarray, seconds: float) -> tuple[float, float, float]:
+    ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
+    rhat = array_stats.rhat(flat, chain_axis=0, draw_axis=1)
+    return ess.min() / seconds, np.median(ess) / seconds, float(np.max(rhat))
+
+
+def gaussian_rows(
+    dim: int,
+    chains: int,
+    condition: float,
+    warmup: int,
+    draws: int,
+    rounds: int,
+    blackjax: str | None,
+    step: float = 0.2,
+    leapfrog: int = 16,
+    fixed_draws: int = 200,
+) -> list[tuple]:
+    """The cheap target: N(0, S) with S rotated (:func:`reports.ground_truth.random_spd`,
+    eigenvalues log-spaced over ``[1, condition]``), float64, ``chains`` chains from the
+    same overdispersed starts (:meth:`GaussianPotential.prior_draw`, generators 0..C-1).
+
+    Rows: process CPU microseconds per batched leapfrog step of a sampling-phase run at a
+    fixed step size ``step`` and :math:`\\lceil u_t L\\rceil` steps (``L = leapfrog``, identity
+    mass matrix, fastest of ``rounds``) and of the whole adaptive run (``warmup`` + ``draws``),
+    ours over BlackJAX's compiled (steady) run; bulk ESS (min, median) per CPU-second of
+    the adaptive runs over BlackJAX's steady run and over its first (with its compilation),
+    and the largest R-hat of each."""
+    pot = _CountedGaussian(random_spd(dim, condition, seed=0, rotate=True))
+    starts = torch.stack([pot.prior_draw(torch.Generator().manual_seed(i)) for i in range(chains)])
+    init = {"theta": starts}
+    fixed = float("inf")
+    for _ in range(rounds):
+        pot.calls = 0
+        _, sec = _cpu_run(
+            lambda: run_chees(
+                pot,
+                seed=0,
+                warmup=0,
+                draws=fixed_draws,
+                chains=chains,
+                init=init,
+                step_size=step,
+                trajectory_length=leapfrog * step,
+                keep=2,
+                threads=None,
+                target_accept=0.651,
+                max_leapfrog=1024,
+            )
+        )
+        fixed = min(fixed, sec / (pot.calls - 1))  # less the start's evaluation
+    best = None
+    for _ in range(rounds):
+        pot.calls = 0
+        res, sec = _cpu_run(
+            lambda: run_chees(
+                pot,
+                seed=0,
+                warmup=warmup,
+                draws=draws,
+                chains=chains,
+                init=init,
+                step_size=None,
+                keep=None,
+                threads=None,
+                target_accept=0.651,
+                max_leapfrog=1000,
+            )
+        )
+        if best is None or sec < best[1]:
+            best = (res, sec, pot.calls)
+    res, sec, calls = best
+    ours = _ess_cpu(res.flat, sec)
+    tag = f"gaussian D={dim}"
+    rows = [(f"us/step fixed trajectory  chees / {tag}", "cpu", chains, 1e6 * fixed, float("nan"))]
+    if blackjax:
+        z = starts.clone()
+        u, g = pot.value_and_grad_batch(z)
+        eps0 = find_shared_step_size(
+            pot, z, u, g, torch.ones(dim, dtype=z.dtype), 1.0, torch.Generator().manual_seed(0)
+        )
+        arrays = {"prec": pot.prec.numpy(), "starts": starts.numpy()}
+        cfg = dict(kind="gaussian", x64=True, chains=chains, seed=0, repeats=rounds)
+        bj_fixed = _blackjax(
+            blackjax,
+            dict(cfg, mode="fixed", step_size=step, leapfrog=leapfrog, draws=fixed_draws),
+            arrays,
+        )
+        bj = _blackjax(
+            blackjax,
+            dict(
+                cfg,
+                mode="adapt",
+                step_size=eps0,
+                warmup=warmup,
+                draws=draws,
+                target_accept=0.651,
+                max_leapfrog=1000,
+                lr=0.05,
+            ),
+            arrays,
+        )
+        if bj_fixed is not None and bj is not None:
+            print(
+                f"{tag}: leapfrog steps per transition of the adaptive runs (warm-up and "
+                f"draws): chees {calls / (warmup + draws):.1f}, "
+                f"blackjax {int(bj['steps']) / (warmup + draws):.1f}"
+            )
+            rows = [
+                (
+                    f"us/step fixed trajectory  chees / blackjax steady, {tag}",
+                    "cpu",
+                    chains,
+                    1e6 * fixed,
+                    1e6 * float(bj_fixed["steady"]) / int(bj_fixed["steps"]),
+                ),
+                (
+                    f"us/step adaptive run  chees / blackjax steady, {tag}",
+                    "cpu",
+                    chains,
+                    1e6 * sec / calls,
+                    1e6 * float(bj["steady"]) / int(bj["steps"]),
+                ),
+            ]
+            steady = _ess_cpu(bj["flat"], float(bj["steady"]))
+            first = _ess_cpu(bj["flat"], float(bj["first"]))
+            for k, what in enumerate(("ESS/s min", "ESS/s median")):
+                for name, theirs in (("steady", steady), ("incl. compilation", first)):
+                    rows.append(
+                        (
+                            f"{what}  chees / blackjax {name}, {tag}",
+                            "cpu",
+                            chains,
+                            ours[k],
+                            theirs[k],
+                        )
+                    )
+            rows.append((f"max R-hat  chees / blackjax, {tag}", "cpu", chains, ours[2], steady[2]))
+    return rows
+
+
 def ess_rows(
     model,
     x,
@@ -289,44 +496,92 @@ def ess_rows(
     depth: int,
     numpyro: str | None,
     x_test: torch.Tensor,
+    blackjax: str | None = None,
+    nuts: bool = True,
 ) -> list[tuple]:
-    """ESS/s of ChEES on each device against batched NUTS (CPU) and NumPyro's vectorized NUTS."""
+    """ESS/s of ChEES on each device against batched NUTS (CPU), NumPyro's vectorized NUTS
+    and (CPU seconds of both) BlackJAX's ChEES."""
     pot = FlatPotential(model, x, y)
-    nuts = run_nuts(
-        pot,
-        seed=0,
-        warmup=warmup,
-        draws=draws,
-        chains=chains,
-        init=init,
-        max_tree_depth=depth,
-        target_accept=0.8,
-        step_size=None,
-        mass_matrix="diag",
-        vectorize_chains=True,
-        threads=None,
-    )
-    base = {"batched NUTS (cpu)": _ess_row(model, pot, nuts.flat, nuts.seconds, x_test)}
-    if numpyro:
-        _, flat, sec, _ = _numpyro(numpyro, model, x, y, init, warmup, draws, depth, chains)
-        base["numpyro vectorized NUTS (cpu)"] = _ess_row(model, pot, flat, sec, x_test)
-    rows = []
-    for dev in devices:
-        dpot = FlatPotential(model, x.to(dev), y.to(dev))
-        res = run_chees(
-            dpot,
+    base = {}
+    if nuts:
+        res = run_nuts(
+            pot,
             seed=0,
             warmup=warmup,
             draws=draws,
             chains=chains,
             init=init,
-            keep=None,
-            threads=None,
+            max_tree_depth=depth,
+            target_accept=0.8,
             step_size=None,
-            target_accept=0.651,
-            max_leapfrog=1024,
+            mass_matrix="diag",
+            vectorize_chains=True,
+            threads=None,
+        )
+        base["batched NUTS (cpu)"] = _ess_row(model, pot, res.flat, res.seconds, x_test)
+    if numpyro:
+        _, flat, sec, _ = _numpyro(numpyro, model, x, y, init, warmup, draws, depth, chains)
+        base["numpyro vectorized NUTS (cpu)"] = _ess_row(model, pot, flat, sec, x_test)
+    bj = None
+    if blackjax:
+        names = list(init)
+        z = pot.ravel(init).expand(chains, -1).contiguous()
+        u, g = pot.value_and_grad_batch(z)
+        ones = torch.ones(pot.dim, dtype=z.dtype)
+        cfg = {
+            "kind": "bnn",
+            "mode": "adapt",
+            "names": names,
+            "shapes": {n: list(init[n].shape) for n in names},
+            "priors": {n: model.prior_params[n] for n in names},
+            "chains": chains,
+            "seed": 0,
+            "repeats": 1,
+            "warmup": warmup,
+            "draws": draws,
+            "target_accept": 0.651,
+            "max_leapfrog": 1000,
+            "lr": 0.05,
+            "step_size": find_shared_step_size(
+                pot, z, u, g, ones, 1.0, torch.Generator().manual_seed(0)
+            ),
+        }
+        arrays = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
+        bj = _blackjax(blackjax, cfg, dict(arrays, x=x.numpy(), y=y.numpy()))
+    rows = []
+    for dev in devices:
+        dpot = FlatPotential(model, x.to(dev), y.to(dev))
+        res, cpu = _cpu_run(
+            lambda dpot=dpot: run_chees(
+                dpot,
+                seed=0,
+                warmup=warmup,
+                draws=draws,
+                chains=chains,
+                init=init,
+                keep=None,
+                threads=None,
+                step_size=None,
+                target_accept=0.651,
+                max_leapfrog=1024,
+            )
         )
         ours = _ess_row(model, pot, res.flat, res.seconds, x_test)
+        if bj is not None and dev.type == "cpu":  # CPU seconds on both sides
+            ours_cpu = _ess_row(model, pot, res.flat, cpu, x_test)
+            for name, sec in (("steady", bj["steady"]), ("incl. compilation", bj["first"])):
+                theirs = _ess_row(model, pot, bj["flat"], float(sec), x_test)
+                for k, what in enumerate(("ESS/cpu-s min", "ESS/cpu-s median", "ESS/cpu-s pred.")):
+                    rows.append(
+                        (
+                            f"{what}  chees / blackjax chees {name}",
+                            "cpu",
+                            chains,
+                            ours_cpu[k],
+                            theirs[k],
+                        )
+                    )
+            rows.append(("max R-hat  chees / blackjax chees", "cpu", chains, ours[3], theirs[3]))
         for name, theirs in base.items():
             for k, what in enumerate(
                 (
@@ -381,7 +636,22 @@ def main() -> None:
         metavar="PYTHON",
         help="a Python with numpyro and jax (a separate venv) to add NumPyro's vectorized NUTS",
     )
+    ap.add_argument(
+        "--blackjax",
+        metavar="PYTHON",
+        help="a Python with jax, optax and blackjax (a separate venv) to add BlackJAX's ChEES "
+        "on the Gaussian and on the network (benchmarks/blackjax_chees.py)",
+    )
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--skip-gaussian", action="store_true")
+    ap.add_argument("--no-nuts", action="store_true", help="no batched NUTS in the ESS rows")
+    ap.add_argument("--gaussian-dim", type=int, default=50)
+    ap.add_argument("--gaussian-chains", type=int, default=64)
+    ap.add_argument("--gaussian-condition", type=float, default=100.0)
     a = ap.parse_args()
+    if a.blackjax and not Path(a.blackjax).exists():
+        print(f"--blackjax {a.blackjax}: no such interpreter; BlackJAX rows skipped")
+        a.blackjax = None
     torch.set_num_threads(a.threads)
     names = a.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     devices = [torch.device(d) for d in names]
@@ -401,9 +671,21 @@ def main() -> None:
         f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
         f"{a.max_tree_depth}, start = MLE-pretrained weights"
     )
-    rows = throughput(
-        model, x, y, init, devices, chains_of, a.rounds, a.draws_timed, not a.no_compile
-    )
+    rows = []
+    if not a.skip_throughput:
+        rows += throughput(
+            model, x, y, init, devices, chains_of, a.rounds, a.draws_timed, not a.no_compile
+        )
+    if not a.skip_gaussian:
+        rows += gaussian_rows(
+            a.gaussian_dim,
+            a.gaussian_chains,
+            a.gaussian_condition,
+            a.warmup,
+            a.draws,
+            a.rounds,
+            a.blackjax,
+        )
     if not a.skip_ess:
         if (a.ess_n and a.ess_n != a.n) or a.ess_budget != 1000:
             model, x, y, init = _setup(a.ess_n or a.n, a.ess_budget)
@@ -420,6 +702,8 @@ def main() -> None:
             a.max_tree_depth,
             a.numpyro,
             x_test,
+            a.blackjax,
+            not a.no_nuts,
         )
     width = max(len(r[0]) for r in rows)
     print(

@@ -14,7 +14,8 @@ batched NUTS does). The jitter is the base-2 Halton (van der Corput) sequence,
 :math:`u_t = \mathrm{radical\ inverse}(t + 1)` (:func:`halton`), as in BlackJAX and
 TensorFlow Probability. Divergence: an energy error above 1000 (or a non-finite one) marks
 the chain's transition divergent and rejects it. No host synchronization happens inside a
-transition's leapfrog loop.
+transition's leapfrog loop, which updates two buffers in place and asks the potential for
+the gradient alone (``grad_batch``, where it has one) at every step but the last.
 
 The adaptation of :math:`\epsilon`,
 :math:`T` and :math:`M^{-1}` is :mod:`zoo.inference.mcmc.chees_adaptation`; the two meet in
@@ -84,7 +85,9 @@ def chees_transition(
     Parameters
     ----------
     pot : FlatPotential
-        Anything with ``value_and_grad_batch(z (C, D)) -> (U (C,) float64, grad (C, D))``.
+        Anything with ``value_and_grad_batch(z (C, D)) -> (U (C,) float64, grad (C, D))``;
+        its ``grad_batch(z) -> grad``, where it has one, serves the inner steps (it must
+        give the same gradient). The returned tensors are new; the inputs are not written.
     z, u, g : Tensor
         The chains' states ``(C, D)``, potentials ``(C,)`` (float64) and gradients ``(C, D)``.
     eps : float
@@ -112,12 +115,16 @@ def chees_transition(
     h0 = u.to(torch.float64) + _kinetic(r, minv)
     half = 0.5 * eps
     step = eps * minv
-    z1, u1, g1 = z, u, g
+    # Two buffers per transition, updated in place (the same elementwise kernels as the
+    # out-of-place ops: bitwise the same numbers); inner steps ask for the gradient only.
+    grad = getattr(pot, "grad_batch", None) or (lambda x: pot.value_and_grad_batch(x)[1])
     r1 = torch.add(r, g, alpha=-half)
-    for s in range(n_steps):
-        z1 = torch.addcmul(z1, step, r1)
-        u1, g1 = pot.value_and_grad_batch(z1)
-        r1 = torch.add(r1, g1, alpha=-(eps if s < n_steps - 1 else half))
+    z1 = torch.addcmul(z, step, r1)
+    for _ in range(n_steps - 1):
+        r1.add_(grad(z1), alpha=-eps)
+        z1.addcmul_(step, r1)
+    u1, g1 = pot.value_and_grad_batch(z1)
+    r1.add_(g1, alpha=-half)
     u1 = u1.to(torch.float64)
     v1 = minv * r1
     h1 = u1 + 0.5 * (r1 * v1).sum(1).to(torch.float64)

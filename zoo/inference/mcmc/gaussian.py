@@ -73,6 +73,10 @@ class GaussianPotential:
         g = z @ self.prec
         return 0.5 * (z * g).sum(1), g
 
+    def grad_batch(self, z: torch.Tensor) -> torch.Tensor:
+        """``Σ^-1 z`` for ``z`` of shape ``(C, D)`` (the leapfrog steps that need no energy)."""
+        return z @ self.prec
+
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
         """An overdispersed starting point (see ``init_scale``)."""
         return self._init_sd * torch.randn(self.dim, generator=gen, dtype=torch.float64)

@@ -1,0 +1,106 @@
+"""The per-call floor of the MLP potential: autograd against the hand-written backward pass.
+
+One command measures, side by side in interleaved rounds (the fastest counts), process CPU
+microseconds per call of :class:`~zoo.inference.mcmc.potential.FlatPotential` on the default
+spec's network (``specs/two_moons_depth.yaml`` at depth 2: ReLU, one-logit Bernoulli, a
+100-parameter budget, D = 85) at each ``--n`` training points, and prints one table of
+ratios headed by the machine::
+
+    python benchmarks/potential_floor.py [--n 500 10000] [--chains 1 16 64] [--rounds 5]
+
+Rows (``ours`` / ``baseline`` = ``ratio``):
+
+- ``value_and_grad hand / autograd``: one chain, ``value_and_grad(z)`` of ``D`` floats with
+  ``hand_backward=True`` (the batched layout, backpropagation written out, no autograd
+  graph) over the default autograd path (``_energy``, one ``F.linear`` per layer);
+- ``batch C hand / autograd``: ``(C, D)`` rows, the hand-written pass
+  (``_hand_value_and_grad``) over ``value_and_grad_batch`` (autograd) at each ``--chains``;
+- ``value_and_grad autograd / batch 1 autograd``: what the one-chain path loses to the
+  batched layout (both autograd).
+
+Not a test: numbers depend on the machine; compare the ratios. One torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chees import machine  # noqa: E402
+
+import zoo.data  # noqa: E402
+import zoo.models  # noqa: E402
+from zoo.inference.mcmc.potential import FlatPotential  # noqa: E402
+from zoo.runtime import Runtime  # noqa: E402
+from zoo.spec import load_spec  # noqa: E402
+
+
+def _pots(n: int) -> tuple[FlatPotential, FlatPotential]:
+    over = ["sweep.model.depth=[2]", "sweep.seed=[0]", f"data.n_train={n}"]
+    spec = load_spec("specs/two_moons_depth.yaml", over).cells()[0].spec
+    ds = zoo.data.load(spec.data, spec.seed)
+    model = zoo.models.build(spec, ds)
+    data = ds.to_torch(Runtime.cpu())
+    x, y = data.x_train, data.y_train
+    return FlatPotential(model, x, y), FlatPotential(model, x, y, hand_backward=True)
+
+
+def _us(fn, reps: int) -> float:
+    t0 = time.process_time()
+    for _ in range(reps):
+        fn()
+    return 1e6 * (time.process_time() - t0) / reps
+
+
+def _rows(n: int, chains: list[int], rounds: int) -> tuple[list[tuple], int]:
+    """The rows of one data size (module docstring) and D."""
+    ref, hand = _pots(n)
+    gen = torch.Generator().manual_seed(0)
+    z = 0.5 * torch.randn(max(chains), ref.dim, generator=gen)
+    reps = max(2, 200000 // (n * 20))
+    cases = {"one": (lambda: ref.value_and_grad(z[0]), lambda: hand.value_and_grad(z[0]))}
+    for c in chains:
+        zc = z[:c].contiguous()
+        cases[c] = (
+            lambda zc=zc: ref.value_and_grad_batch(zc),
+            lambda zc=zc: hand._hand_value_and_grad(zc),
+        )
+    best = {k: [float("inf")] * 2 for k in cases}
+    for _ in range(rounds):
+        for k, fns in cases.items():
+            best[k] = [min(b, _us(f, reps)) for b, f in zip(best[k], fns, strict=True)]
+    rows = [("value_and_grad hand / autograd", n, 1, best["one"][1], best["one"][0])]
+    rows += [("batch C hand / autograd", n, c, best[c][1], best[c][0]) for c in chains]
+    if 1 in best:
+        rows.append(
+            ("value_and_grad autograd / batch 1 autograd", n, 1, best["one"][0], best[1][0])
+        )
+    return rows, ref.dim
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[500, 10000])
+    ap.add_argument("--chains", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--rounds", type=int, default=5)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    print(machine())
+    rows, dim = [], 0
+    for n in a.n:
+        r, dim = _rows(n, a.chains, a.rounds)
+        rows += r
+    print(f"default network (depth 2, ReLU, Bernoulli), D = {dim}; us per call, 1 thread")
+    w = max(len(r[0]) for r in rows)
+    print(f"{'what':<{w}} {'N':>6} {'C':>3} {'ours us':>9} {'base us':>9} {'ratio':>6}")
+    for what, n, c, ours, base in rows:
+        print(f"{what:<{w}} {n:>6} {c:>3} {ours:>9.1f} {base:>9.1f} {ours / base:>6.2f}")
+
+
+if __name__ == "__main__":
+    main()
