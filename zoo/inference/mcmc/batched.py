@@ -104,9 +104,13 @@ def leapfrog_batch(
     pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: torch.Tensor
 ) -> BatchPoint:
     """One leapfrog step of every chain; ``eps`` of shape (C, 1) (signed: the direction)."""
-    half = 0.5 * eps
+    return _leapfrog(pot, metric, p, metric.minv * eps, 0.5 * eps)
+
+
+def _leapfrog(pot, metric, p: BatchPoint, minv_eps, half) -> BatchPoint:
+    """:func:`leapfrog_batch` with ``M^-1 eps`` and ``eps / 2`` computed once per subtree."""
     r = torch.addcmul(p.r, p.g, half, value=-1)
-    z = torch.addcmul(p.z, metric.minv * eps, r)
+    z = torch.addcmul(p.z, minv_eps, r)
     u, g = pot.value_and_grad_batch(z)
     r = torch.addcmul(r, g, half, value=-1)
     v = metric.minv * r
@@ -114,95 +118,131 @@ def leapfrog_batch(
     return BatchPoint(z, r, v, g, u, torch.where(energy.isnan(), math.inf, energy))
 
 
-def _exp0(x: float) -> float:
-    return math.exp(min(x, 0.0))
+def _exp0(x: torch.Tensor) -> torch.Tensor:
+    """min(1, exp(x)) without overflow."""
+    return torch.exp(x.clamp(max=0.0))
 
 
-def _logaddexp(a: float, b: float) -> float:
-    m = max(a, b)
-    return m if m == -math.inf else m + math.log1p(math.exp(-abs(a - b)))
-
-
-def _turning(v1, r1, v2, r2, r_sum) -> list[bool]:
-    """Pyro's U-turn criterion per chain (symmetric in the two ends)."""
+def _turning(v1, r1, v2, r2, r_sum) -> torch.Tensor:
+    """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask."""
     rho = r_sum - 0.5 * (r1 + r2)
-    d = torch.stack([(v1 * rho).sum(1), (v2 * rho).sum(1)], 1).tolist()
-    return [a <= 0 or b <= 0 for a, b in d]
+    return torch.minimum((v1 * rho).sum(1), (v2 * rho).sum(1)) <= 0
+
+
+class _Coins:
+    """Each chain's uniforms of one transition, drawn ahead on the host as a ``(C, M)`` block.
+
+    ``numpy.random.Generator.random`` takes one 64-bit output of the bit generator per
+    double, so the ``k``-th uniform a chain uses is entry ``k`` of its row, whatever the
+    mask decided on the device. :meth:`settle` puts each generator where ``k`` calls of
+    ``random()`` would have left it (``PCG64.advance``; other bit generators redraw).
+    """
+
+    def __init__(self, rngs: Sequence[np.random.Generator], width: int, device) -> None:
+        self.rngs = rngs
+        self.states = [g.bit_generator.state for g in rngs]
+        block = np.stack([g.random(width + 1) for g in rngs])  # + 1: a column never used
+        self.u = torch.from_numpy(block).to(device)
+        self.used = torch.zeros(len(rngs), dtype=torch.long, device=device)
+
+    def draw(self, mask: torch.Tensor) -> torch.Tensor:
+        """The next uniform of every chain; the chains in ``mask`` consume theirs."""
+        x = self.u.gather(1, self.used.unsqueeze(1)).squeeze(1)
+        self.used = self.used + mask
+        return x
+
+    def settle(self, used: Sequence[int]) -> None:
+        for g, state, k in zip(self.rngs, self.states, used, strict=True):
+            bg = g.bit_generator
+            bg.state = state
+            if isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
+                bg.advance(k)
+            else:
+                g.random(k)
 
 
 class _Sub(NamedTuple):
-    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal; weights."""
+    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal; weight."""
 
     r0: torch.Tensor
     v0: torch.Tensor
     r_sum: torch.Tensor
     proposal: BatchPoint
-    log_w: list[float]
+    log_w: torch.Tensor
 
 
-def _build(pot, metric, start: BatchPoint, eps, depth: int, e0: list[float], active, rngs):
-    """A subtree of ``2**depth`` leaves for every active chain, leaf by leaf.
+class _Built(NamedTuple):
+    """A subtree of every chain: last point, tree, and the per-chain masks of the build."""
+
+    last: BatchPoint
+    tree: _Sub
+    done: torch.Tensor  # turned or diverged inside (or not active)
+    diverging: torch.Tensor
+    stop_level: torch.Tensor  # the level at which a chain's subtree turned (0: diverged)
+    de: list  # per leaf: the energy errors (C,)
+    live: list  # per leaf: which chains built it (C,)
+
+
+def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, active, coins) -> _Built:
+    """A subtree of ``2**depth`` leaves for every active chain, leaf by leaf, on the device.
 
     The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf ``k``
     the tree merges with the pending left halves at the levels of the trailing one bits of
-    ``k``. A chain whose tree turns or diverges stops there; the recursion would still merge
-    the stopped tree with the left halves at the higher one bits of ``k`` on its way up, so
-    the chain draws those coins (its proposal is then discarded anyway).
-
-    Returns the last point, the tree (valid for chains not ``done``), and per chain: done,
-    diverging, sum of acceptance probabilities and leaves built.
+    ``k``. A chain whose tree turns or diverges is masked from there on (its frontier frozen,
+    its coins no longer drawn). The recursion would still merge the stopped tree with the
+    left halves at the higher one bits of ``k`` on its way up and draw those coins; they
+    decide nothing (the proposal is discarded), so :func:`nuts_step_batch` counts them on
+    the host from ``stop_level`` and the energy errors. Nothing is read back here.
     """
-    c = len(rngs)
-    done = [not a for a in active]
-    diverging, sum_acc, n = [False] * c, [0.0] * c, [0] * c
+    c = len(e0)
+    done = ~active
+    diverging = torch.zeros_like(done)
+    stop_level = torch.zeros(c, dtype=torch.long, device=e0.device)
     pending: list[_Sub | None] = [None] * depth
+    de_of, live_of = [], []
+    minv_eps, half = metric.minv * eps, 0.5 * eps
     p = start
     for k in range(2**depth):
-        q = leapfrog_batch(pot, metric, p, eps)
-        p = q.where(torch.tensor([not d for d in done]), p) if any(done) else q
-        energy = p.energy.tolist()
-        lw = [0.0] * c
-        stopped = []  # chains done at this leaf: (chain, level, log weight)
-        for i in range(c):
-            if done[i]:
-                continue
-            de = energy[i] - e0[i]
-            lw[i] = -de
-            sum_acc[i] += _exp0(-de)
-            n[i] += 1
-            if de > MAX_ENERGY_ERROR:
-                diverging[i] = done[i] = True
-                stopped.append((i, 0, -de))
+        live = ~done
+        p = _leapfrog(pot, metric, p, minv_eps, half).where(live, p)
+        de = p.energy - e0
+        de_of.append(de)
+        live_of.append(live)
+        lw = torch.where(live, -de, 0.0)
+        div = live & (de > MAX_ENERGY_ERROR)
+        diverging = diverging | div
+        done = done | div
         cur = _Sub(p.r, p.v, p.r, p, lw)
         level = 0
         while level < depth and k >> level & 1:  # merge with the pending left half
-            half = pending[level]
-            take, w = [False] * c, [0.0] * c
-            for i in range(c):
-                if done[i]:
-                    continue
-                w[i] = _logaddexp(half.log_w[i], cur.log_w[i])
-                take[i] = w[i] > -math.inf and rngs[i].random() < _exp0(cur.log_w[i] - w[i])
-            r_sum = half.r_sum + cur.r_sum
-            turn = _turning(half.v0, half.r0, p.v, p.r, r_sum)
-            prop = cur.proposal.where(torch.tensor(take), half.proposal)
-            cur = _Sub(half.r0, half.v0, r_sum, prop, w)
+            left = pending[level]
+            w = torch.logaddexp(left.log_w, cur.log_w)
+            draw = ~done & (w > -math.inf)
+            take = draw & (coins.draw(draw) < _exp0(cur.log_w - w))
+            r_sum = left.r_sum + cur.r_sum
+            turn = ~done & _turning(left.v0, left.r0, p.v, p.r, r_sum)
+            cur = _Sub(left.r0, left.v0, r_sum, cur.proposal.where(take, left.proposal), w)
             level += 1
-            for i in range(c):
-                if not done[i] and turn[i]:
-                    done[i] = True
-                    stopped.append((i, level, w[i]))
+            stop_level = torch.where(turn, level, stop_level)
+            done = done | turn
         if level < depth:
             pending[level] = cur
-        for i, lev, w in stopped:  # out of the subtree: merges on the way up draw coins too
-            for j in range(lev, depth):
-                if k >> j & 1:
-                    w = _logaddexp(pending[j].log_w[i], w)
-                    if w > -math.inf:
-                        rngs[i].random()
-        if all(done):
-            break
-    return p, cur, done, diverging, sum_acc, n
+    return _Built(p, cur, done, diverging, stop_level, de_of, live_of)
+
+
+def _coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
+    """Coins the recursive kernel draws above a subtree of ``depth`` levels that stopped at
+    leaf ``k``, at ``level`` (0: the leaf diverged; leaf log weights ``lw``): one per merge
+    with a pending left half (the one bits of ``k`` from ``level`` up) whose merged weight is
+    not ``-inf``, i.e. once a leaf of the merged leaves has a finite weight."""
+    finite = any(w > -math.inf for w in lw[k - 2**level + 1 : k + 1])
+    n = 0
+    for j in range(level, depth):
+        if k >> j & 1:
+            base = ((k >> j) - 1) << j  # the pending left half: leaves base .. base + 2^j - 1
+            finite = finite or any(w > -math.inf for w in lw[base : base + 2**j])
+            n += finite
+    return n
 
 
 def nuts_step_batch(
@@ -214,6 +254,12 @@ def nuts_step_batch(
     rngs: Sequence[np.random.Generator],
 ) -> tuple[BatchPoint, dict]:
     """One NUTS transition of every chain from ``p`` (with fresh momenta); Pyro's scheme.
+
+    The tree state of all chains lives in ``(C, ...)`` tensors and every decision (direction,
+    multinomial coin, U-turn, divergence) is a mask. The host reads one flag per doubling
+    (whether any chain goes on, to stop early) and, at the end, the chains' counts and energy
+    errors in one copy: from those it computes the acceptance statistics (in Python floats,
+    as the one-chain kernel does) and advances each generator by the uniforms its chain used.
 
     Parameters
     ----------
@@ -237,49 +283,71 @@ def nuts_step_batch(
     """
     c = len(rngs)
     eps = eps.to(p.z.dtype).reshape(c, 1)
+    # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
+    # of its 2^d leaves and the progressive-sampling coin
+    coins = _Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
     left = right = proposal = p
-    r_sum = p.r
-    e0 = p.energy.tolist()
-    log_w, sum_acc, n = [0.0] * c, [0.0] * c, [0] * c
-    depth, diverging, active = [0] * c, [False] * c, [True] * c
+    r_sum, e0 = p.r, p.energy
+    log_w = torch.zeros_like(e0)
+    active = torch.ones(c, dtype=torch.bool, device=e0.device)
+    depth = torch.zeros(c, dtype=torch.long, device=e0.device)
+    diverging = torch.zeros_like(active)
+    de_of, live_of, stops = [], [], []
     for d in range(max_depth):
-        fwd = [rngs[i].random() < 0.5 if active[i] else True for i in range(c)]
-        fmask = torch.tensor(fwd)
-        sign = torch.where(fmask, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
-        start = right.where(fmask, left)
-        last, tree, done, div, acc, nt = _build(pot, metric, start, eps * sign, d, e0, active, rngs)
-        was = torch.tensor(active)
-        right = last.where(was & fmask, right)
-        left = last.where(was & ~fmask, left)
-        take = [False] * c
-        for i in range(c):
-            if not active[i]:
-                continue
-            sum_acc[i] += acc[i]
-            n[i] += nt[i]
-            depth[i] += 1
-            if div[i]:
-                diverging[i], active[i] = True, False
-            elif done[i]:
-                active[i] = False
-            else:
-                take[i] = rngs[i].random() < _exp0(tree.log_w[i] - log_w[i])
-        proposal = tree.proposal.where(torch.tensor(take), proposal)
-        live = [i for i in range(c) if active[i]]
-        if live:
-            r_sum = torch.where(torch.tensor(active).unsqueeze(1), r_sum + tree.r_sum, r_sum)
-            turn = _turning(left.v, left.r, right.v, right.r, r_sum)
-            for i in live:
-                if turn[i]:
-                    active[i] = False
-                else:
-                    log_w[i] = _logaddexp(log_w[i], tree.log_w[i])
-        if not any(active):
+        fwd = (coins.draw(active) < 0.5) | ~active
+        sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
+        b = _build(pot, metric, right.where(fwd, left), eps * sign, d, e0, active, coins)
+        de_of += b.de
+        live_of += b.live
+        right = b.last.where(active & fwd, right)
+        left = b.last.where(active & ~fwd, left)
+        depth = depth + active
+        diverging = diverging | b.diverging
+        stops.append(torch.where(active & b.done, b.stop_level, -1))
+        go = active & ~b.done
+        take = go & (coins.draw(go) < _exp0(b.tree.log_w - log_w))
+        proposal = b.tree.proposal.where(take, proposal)
+        r_sum = torch.where(go.unsqueeze(1), r_sum + b.tree.r_sum, r_sum)
+        turn = _turning(left.v, left.r, right.v, right.r, r_sum)
+        log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.tree.log_w), log_w)
+        active = go & ~turn
+        if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
+    host = torch.cat(
+        [
+            torch.stack([coins.used, depth, diverging, *stops], 1).double(),
+            torch.stack(de_of, 1),
+            torch.stack(live_of, 1).double(),
+        ],
+        1,
+    ).cpu()
+    n_leaves = len(de_of)
+    counts, stop, de, live = host.split([3, len(stops), n_leaves, n_leaves], 1)
+    used, sum_acc, n = [], [], []
+    for i in range(c):
+        k_used = int(counts[i, 0])
+        total, steps, off = 0.0, 0, 0
+        des, lives = de[i].tolist(), live[i].tolist()
+        for dd, lev in enumerate(stop[i].tolist()):
+            s, size = 0.0, 2**dd
+            for x, on in zip(des[off : off + size], lives[off : off + size], strict=True):
+                if on:  # the kernel's order of sums, in Python floats: the same numbers
+                    s += math.exp(min(-x, 0.0))
+                    steps += 1
+            total += s
+            if lev >= 0:
+                lw = [-x for x in des[off : off + size]]
+                k = max(j for j in range(size) if lives[off + j])
+                k_used += _coins_on_the_way_up(lw, k, int(lev), dd)
+            off += size
+        used.append(k_used)
+        sum_acc.append(total)
+        n.append(steps)
+    coins.settle(used)
     stats = {
         "n_steps": np.array(n),
-        "tree_depth": np.array(depth),
-        "diverging": np.array(diverging),
+        "tree_depth": counts[:, 1].numpy().astype(np.int64),
+        "diverging": counts[:, 2].numpy() > 0,
         "acceptance_rate": np.array(sum_acc) / np.array(n),
     }
     return proposal, stats
@@ -306,7 +374,7 @@ def hmc_step_batch(
             break
         q = leapfrog_batch(pot, metric, q, eps).where(alive, q)
     de = (q.energy - p.energy).tolist()
-    accept = [_exp0(-x) for x in de]
+    accept = [math.exp(min(-x, 0.0)) for x in de]
     keep = [rngs[i].random() < accept[i] for i in range(c)]
     new = q.where(torch.tensor(keep), p)
     stats = {
