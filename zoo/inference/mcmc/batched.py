@@ -107,25 +107,24 @@ def leapfrog_batch(
     return _leapfrog(pot, metric, p, metric.minv * eps, 0.5 * eps)
 
 
-def _leapfrog(pot, metric, p: BatchPoint, minv_eps, half) -> BatchPoint:
-    """:func:`leapfrog_batch` with ``M^-1 eps`` and ``eps / 2`` computed once per subtree."""
+def _leapfrog(pot, metric, p: BatchPoint, minv_eps, half, finite: bool = True) -> BatchPoint:
+    """:func:`leapfrog_batch` with ``M^-1 eps`` and ``eps / 2`` computed once per subtree;
+    ``finite=False`` leaves a NaN energy as it is (the tree takes it for a divergence)."""
     r = torch.addcmul(p.r, p.g, half, value=-1)
     z = torch.addcmul(p.z, minv_eps, r)
     u, g = pot.value_and_grad_batch(z)
     r = torch.addcmul(r, g, half, value=-1)
     v = metric.minv * r
     energy = u + _kinetic(r, v)
-    return BatchPoint(z, r, v, g, u, torch.where(energy.isnan(), math.inf, energy))
-
-
-def _exp0(x: torch.Tensor) -> torch.Tensor:
-    """min(1, exp(x)) without overflow."""
-    return torch.exp(x.clamp(max=0.0))
+    if finite:
+        energy = torch.where(energy.isnan(), math.inf, energy)
+    return BatchPoint(z, r, v, g, u, energy)
 
 
 def _turning(v1, r1, v2, r2, r_sum) -> torch.Tensor:
-    """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask."""
-    rho = r_sum - 0.5 * (r1 + r2)
+    """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask; the
+    one-chain kernel's operations (``r_sum - (r1 + r2) / 2`` and two dot products)."""
+    rho = torch.add(r_sum, r1 + r2, alpha=-0.5)
     return torch.minimum((v1 * rho).sum(1), (v2 * rho).sum(1)) <= 0
 
 
@@ -134,7 +133,7 @@ class _Coins:
 
     ``numpy.random.Generator.random`` takes one 64-bit output of the bit generator per
     double, so the ``k``-th uniform a chain uses is entry ``k`` of its row, whatever the
-    mask decided on the device. :meth:`settle` puts each generator where ``k`` calls of
+    masks decided on the device. :meth:`settle` puts each generator where ``k`` calls of
     ``random()`` would have left it (``PCG64.advance``; other bit generators redraw).
     """
 
@@ -143,13 +142,24 @@ class _Coins:
         self.states = [g.bit_generator.state for g in rngs]
         block = np.stack([g.random(width + 1) for g in rngs])  # + 1: a column never used
         self.u = torch.from_numpy(block).to(device)
-        self.used = torch.zeros(len(rngs), dtype=torch.long, device=device)
+        self.log_u = self.u.log()
+        self.used = torch.zeros(len(rngs), 1, dtype=torch.long, device=device)
 
-    def draw(self, mask: torch.Tensor) -> torch.Tensor:
-        """The next uniform of every chain; the chains in ``mask`` consume theirs."""
-        x = self.u.gather(1, self.used.unsqueeze(1)).squeeze(1)
-        self.used = self.used + mask
+    def draw(self, mask: torch.Tensor, log: bool = True) -> torch.Tensor:
+        """The next uniform (or its log) of every chain; the chains in ``mask`` consume it."""
+        x = (self.log_u if log else self.u).gather(1, self.used).squeeze(1)
+        self.used = self.used + mask.unsqueeze(1)
         return x
+
+    def block(self, n: int) -> torch.Tensor:
+        """The next ``n`` log-uniforms of every chain, ``(C, n)``, not consumed: a chain
+        that draws at every merge of a subtree uses column ``m`` at merge ``m``."""
+        return self.log_u.gather(1, self.used + torch.arange(n, device=self.used.device))
+
+    def consume(self, masks: list[torch.Tensor]) -> None:
+        """Each chain consumes one uniform per mask (of ``masks``) that holds it."""
+        if masks:
+            self.used = self.used + torch.stack(masks, 1).sum(1, keepdim=True)
 
     def settle(self, used: Sequence[int]) -> None:
         for g, state, k in zip(self.rngs, self.states, used, strict=True):
@@ -162,72 +172,87 @@ class _Coins:
 
 
 class _Sub(NamedTuple):
-    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal; weight."""
+    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal (a point,
+    or the index of a leaf); weight."""
 
     r0: torch.Tensor
     v0: torch.Tensor
     r_sum: torch.Tensor
-    proposal: BatchPoint
+    proposal: BatchPoint | torch.Tensor
     log_w: torch.Tensor
 
 
 class _Built(NamedTuple):
-    """A subtree of every chain: last point, tree, and the per-chain masks of the build."""
+    """A subtree of every chain and the record of its build (per leaf and per merge)."""
 
-    last: BatchPoint
+    last: BatchPoint  # the frontier (of chains still live at the end)
     tree: _Sub
-    done: torch.Tensor  # turned or diverged inside (or not active)
-    diverging: torch.Tensor
-    stop_level: torch.Tensor  # the level at which a chain's subtree turned (0: diverged)
-    de: list  # per leaf: the energy errors (C,)
-    live: list  # per leaf: which chains built it (C,)
+    proposal: BatchPoint
+    live: torch.Tensor  # neither turned nor diverged (and active)
+    log_w: list  # per leaf: e0 - energy, (C,)
+    live_at: list  # per leaf: the chains that built it
+    turn: list  # per merge: the U-turn criterion, unmasked
 
 
-def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, active, coins) -> _Built:
-    """A subtree of ``2**depth`` leaves for every active chain, leaf by leaf, on the device.
+#: Subtrees whose leaves take at most this many bytes keep them and track their proposals as
+#: leaf indices (one gather at the end instead of a ``where`` per merge).
+INDEX_BYTES = 2**26
 
-    The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf ``k``
-    the tree merges with the pending left halves at the levels of the trailing one bits of
-    ``k``. A chain whose tree turns or diverges is masked from there on (its frontier frozen,
-    its coins no longer drawn). The recursion would still merge the stopped tree with the
-    left halves at the higher one bits of ``k`` on its way up and draw those coins; they
-    decide nothing (the proposal is discarded), so :func:`nuts_step_batch` counts them on
-    the host from ``stop_level`` and the energy errors. Nothing is read back here.
+
+def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins) -> _Built:
+    """A subtree of ``2**depth`` leaves for every chain in ``live``, leaf by leaf, on the device.
+
+    The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf
+    ``k`` the tree merges with the pending left halves at the levels of the trailing one bits
+    of ``k``. A chain whose tree turns or diverges leaves ``live``: it draws no more coins
+    and its rows go on unused (rows of a batch do not interact). The recursion would still
+    merge its tree with the left halves at the higher one bits of ``k`` on the way up and draw
+    those coins; they decide nothing, so :func:`nuts_step_batch` counts them on the host from
+    the record. A live chain's merged weight is never ``-inf`` (its leaves have finite
+    energy errors), so it always draws. Nothing is read back here.
     """
-    c = len(e0)
-    done = ~active
-    diverging = torch.zeros_like(done)
-    stop_level = torch.zeros(c, dtype=torch.long, device=e0.device)
+    c, dim = start.z.shape
     pending: list[_Sub | None] = [None] * depth
-    de_of, live_of = [], []
+    by_index = depth >= 2 and 2**depth * c * dim * 4 * start.z.element_size() <= INDEX_BYTES
+    leaves, lw_of, live_of, turn_of = [], [], [], []
     minv_eps, half = metric.minv * eps, 0.5 * eps
+    if by_index:  # 0-d views made at once (not a select per leaf)
+        index = torch.arange(2**depth, device=e0.device).unbind()
+    log_u, drew = coins.block(2**depth - 1).unbind(1), []
     p = start
     for k in range(2**depth):
-        live = ~done
-        p = _leapfrog(pot, metric, p, minv_eps, half).where(live, p)
-        de = p.energy - e0
-        de_of.append(de)
+        p = _leapfrog(pot, metric, p, minv_eps, half, finite=False)
+        lw = e0 - p.energy  # minus the energy error, exactly
+        lw_of.append(lw)
         live_of.append(live)
-        lw = torch.where(live, -de, 0.0)
-        div = live & (de > MAX_ENERGY_ERROR)
-        diverging = diverging | div
-        done = done | div
-        cur = _Sub(p.r, p.v, p.r, p, lw)
+        live = live & (lw >= -MAX_ENERGY_ERROR)  # NaN (infinite energy) diverges too
+        if by_index:
+            leaves.append(p)
+        cur = _Sub(p.r, p.v, p.r, index[k] if by_index else p, lw)
         level = 0
         while level < depth and k >> level & 1:  # merge with the pending left half
             left = pending[level]
             w = torch.logaddexp(left.log_w, cur.log_w)
-            draw = ~done & (w > -math.inf)
-            take = draw & (coins.draw(draw) < _exp0(cur.log_w - w))
+            drew.append(live)
+            take = log_u[len(drew) - 1] < cur.log_w - w  # decides nothing unless live
             r_sum = left.r_sum + cur.r_sum
-            turn = ~done & _turning(left.v0, left.r0, p.v, p.r, r_sum)
-            cur = _Sub(left.r0, left.v0, r_sum, cur.proposal.where(take, left.proposal), w)
+            turn = _turning(left.v0, left.r0, p.v, p.r, r_sum)
+            turn_of.append(turn)
+            if by_index:
+                prop = torch.where(take, cur.proposal, left.proposal)
+            else:
+                prop = cur.proposal.where(take, left.proposal)
+            cur = _Sub(left.r0, left.v0, r_sum, prop, w)
+            live = live > turn  # and not
             level += 1
-            stop_level = torch.where(turn, level, stop_level)
-            done = done | turn
         if level < depth:
             pending[level] = cur
-    return _Built(p, cur, done, diverging, stop_level, de_of, live_of)
+    coins.consume(drew)
+    proposal = cur.proposal
+    if by_index:
+        rows = torch.arange(c, device=e0.device)
+        proposal = BatchPoint(*(torch.stack(f)[proposal, rows] for f in zip(*leaves, strict=True)))
+    return _Built(p, cur, proposal, live, lw_of, live_of, turn_of)
 
 
 def _coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
@@ -245,6 +270,35 @@ def _coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int
     return n
 
 
+def _chain_record(lw: list[float], live: list[float], turn: list[float], doublings: int):
+    """One chain's statistics from the record of its transition, in the one-chain kernel's
+    Python floats and order of sums: (acceptance sum, leapfrog steps, tree depth, diverged,
+    coins drawn on the way up out of a subtree that stopped)."""
+    lw = [x if x == x else -math.inf for x in lw]  # NaN: an infinite energy
+    total, steps, off, moff = 0.0, 0, 0, 0
+    for d in range(doublings):
+        size = 2**d
+        if not live[off]:  # inactive since the last doubling
+            return total, steps, d, False, 0
+        s, k = 0.0, 0
+        for j in range(size):
+            if not live[off + j]:
+                break
+            s += math.exp(min(lw[off + j], 0.0))
+            steps, k = steps + 1, j
+        total += s
+        sub = lw[off : off + size]
+        if not sub[k] >= -MAX_ENERGY_ERROR:  # diverged at leaf k
+            return total, steps, d + 1, True, _coins_on_the_way_up(sub, k, 0, d)
+        first = moff + k - k.bit_count()  # merges after leaves 0 .. k-1
+        ones = (~k & (k + 1)).bit_length() - 1  # merges after leaf k: its trailing one bits
+        for lev in range(ones):
+            if turn[first + lev]:
+                return total, steps, d + 1, False, _coins_on_the_way_up(sub, k, lev + 1, d)
+        off, moff = off + size, moff + size - 1
+    return total, steps, doublings, False, 0
+
+
 def nuts_step_batch(
     pot: FlatPotential,
     metric: BatchMetric,
@@ -257,9 +311,9 @@ def nuts_step_batch(
 
     The tree state of all chains lives in ``(C, ...)`` tensors and every decision (direction,
     multinomial coin, U-turn, divergence) is a mask. The host reads one flag per doubling
-    (whether any chain goes on, to stop early) and, at the end, the chains' counts and energy
-    errors in one copy: from those it computes the acceptance statistics (in Python floats,
-    as the one-chain kernel does) and advances each generator by the uniforms its chain used.
+    (whether any chain goes on, to stop early) and, at the end, the record of the transition
+    in one copy: from it, it computes the statistics (in Python floats, as the one-chain
+    kernel does) and advances each generator by the uniforms its chain used.
 
     Parameters
     ----------
@@ -290,64 +344,46 @@ def nuts_step_batch(
     r_sum, e0 = p.r, p.energy
     log_w = torch.zeros_like(e0)
     active = torch.ones(c, dtype=torch.bool, device=e0.device)
-    depth = torch.zeros(c, dtype=torch.long, device=e0.device)
-    diverging = torch.zeros_like(active)
-    de_of, live_of, stops = [], [], []
+    lw_of, live_of, turn_of = [], [], []
     for d in range(max_depth):
-        fwd = (coins.draw(active) < 0.5) | ~active
+        fwd = (coins.draw(active, log=False) < 0.5) | ~active
         sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
         b = _build(pot, metric, right.where(fwd, left), eps * sign, d, e0, active, coins)
-        de_of += b.de
-        live_of += b.live
+        lw_of += b.log_w
+        live_of += b.live_at
+        turn_of += b.turn
         right = b.last.where(active & fwd, right)
         left = b.last.where(active & ~fwd, left)
-        depth = depth + active
-        diverging = diverging | b.diverging
-        stops.append(torch.where(active & b.done, b.stop_level, -1))
-        go = active & ~b.done
-        take = go & (coins.draw(go) < _exp0(b.tree.log_w - log_w))
-        proposal = b.tree.proposal.where(take, proposal)
+        go = b.live
+        take = go & (coins.draw(go) < b.tree.log_w - log_w)
+        proposal = b.proposal.where(take, proposal)
         r_sum = torch.where(go.unsqueeze(1), r_sum + b.tree.r_sum, r_sum)
         turn = _turning(left.v, left.r, right.v, right.r, r_sum)
         log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.tree.log_w), log_w)
         active = go & ~turn
         if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
-    host = torch.cat(
-        [
-            torch.stack([coins.used, depth, diverging, *stops], 1).double(),
-            torch.stack(de_of, 1),
-            torch.stack(live_of, 1).double(),
-        ],
-        1,
-    ).cpu()
-    n_leaves = len(de_of)
-    counts, stop, de, live = host.split([3, len(stops), n_leaves, n_leaves], 1)
-    used, sum_acc, n = [], [], []
-    for i in range(c):
-        k_used = int(counts[i, 0])
-        total, steps, off = 0.0, 0, 0
-        des, lives = de[i].tolist(), live[i].tolist()
-        for dd, lev in enumerate(stop[i].tolist()):
-            s, size = 0.0, 2**dd
-            for x, on in zip(des[off : off + size], lives[off : off + size], strict=True):
-                if on:  # the kernel's order of sums, in Python floats: the same numbers
-                    s += math.exp(min(-x, 0.0))
-                    steps += 1
-            total += s
-            if lev >= 0:
-                lw = [-x for x in des[off : off + size]]
-                k = max(j for j in range(size) if lives[off + j])
-                k_used += _coins_on_the_way_up(lw, k, int(lev), dd)
-            off += size
-        used.append(k_used)
-        sum_acc.append(total)
+    record = [coins.used.double(), torch.stack(lw_of, 1), torch.stack(live_of, 1).double()]
+    if turn_of:
+        record.append(torch.stack(turn_of, 1).double())
+    host = torch.cat(record, 1).cpu().numpy()
+    n_leaves, doublings = len(lw_of), d + 1
+    used, sum_acc, n, depth, diverging = [], [], [], [], []
+    for row in host:
+        lw, live = row[1 : 1 + n_leaves].tolist(), row[1 + n_leaves : 1 + 2 * n_leaves]
+        acc, steps, dep, div, up = _chain_record(
+            lw, live.tolist(), row[1 + 2 * n_leaves :].tolist(), doublings
+        )
+        used.append(int(row[0]) + up)
+        sum_acc.append(acc)
         n.append(steps)
+        depth.append(dep)
+        diverging.append(div)
     coins.settle(used)
     stats = {
         "n_steps": np.array(n),
-        "tree_depth": counts[:, 1].numpy().astype(np.int64),
-        "diverging": counts[:, 2].numpy() > 0,
+        "tree_depth": np.array(depth),
+        "diverging": np.array(diverging),
         "acceptance_rate": np.array(sum_acc) / np.array(n),
     }
     return proposal, stats
