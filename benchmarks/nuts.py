@@ -30,6 +30,24 @@ ratio of their ESS/s.
 ``chain_method="vectorized"`` (compared with ours vectorized), run by another interpreter that
 has jax and numpyro (never install them into the project venv), timed with its JIT compilation.
 
+``--batched`` runs part 3 instead (the batched NUTS of ``vectorize_chains=True``)::
+
+    python benchmarks/nuts.py --batched [--before main] [--chains 16 64] [--numpyro PYTHON]
+
+- chain-gradients per CPU-second of :func:`zoo.inference.mcmc.batched.nuts_step_batch` over
+  those of the raw batched gradient (``value_and_grad_batch`` alone) at each ``C``, on the
+  default spec's depth-2 network (one logit, 100-parameter budget, N = 500), transitions
+  from an MLE-pretrained point with a step so small that every tree reaches depth 8 (as the
+  default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
+  from ``git show``, so that before and after are measured in one run);
+- ESS_bulk (min and median over parameters; median over the class-1 probabilities at 100
+  test points for the network) per CPU-second of the whole run (process CPU time,
+  warm-up included) with the largest R-hat beside it, of ``run_nuts(vectorize_chains=True)``
+  with each kernel and of NumPyro's ``chain_method="vectorized"`` NUTS (CPU seconds of its
+  process, JIT compilation included), on a 50-d rotated Gaussian (variances 0.32-3.2, 64
+  chains, overdispersed starts shared with NumPyro) and on the default's network (16
+  chains, MLE start, target acceptance 0.9, depth 8).
+
 Not a test: numbers depend on the machine; the ratios are what to compare. One torch thread.
 """
 
