@@ -3,20 +3,20 @@
 The same algorithms as :func:`zoo.inference.mcmc.kernel.nuts_step` and :func:`~zoo.inference.mcmc.kernel.hmc_step`
 on a :class:`BatchPoint` of ``C`` chains (tensors ``(C, D)``, potential and energy ``(C,)``
 float64) with a diagonal inverse mass matrix and a step size per chain. Every leapfrog step
-of all chains is one :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`; on small
-networks the per-operation overhead of torch dominates, so 4 chains cost about as much as
-1.5. The NUTS subtrees are built iteratively, leaf by leaf, with a stack of pending left
-halves (one per level): all chains build subtrees of the same size at the same time, each in
-its own random direction; a chain whose subtree turned or diverged, or whose transition has
-ended, is masked: its frontier is frozen (``torch.where``) and its bookkeeping stops, while
-the other chains go on. The transition ends when every chain is done or the maximum tree
-depth is reached.
+of all chains is one :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`.
+The NUTS subtrees are built iteratively, leaf by leaf, with a stack of pending left halves
+(one per level): all chains build subtrees of the same size at the same time, each in its
+own random direction. The tree state is ``(C, ...)`` tensors and every decision a ``(C,)``
+mask: a chain whose subtree turned or diverged leaves the live mask and its rows go on
+unused. Nothing is read back inside a tree; the host reads one flag per doubling (to stop
+when every chain is done) and the transition's record once at the end.
 
-The coin flips of chain ``c`` come from its own ``numpy.random.Generator`` and are drawn in
-the order in which the recursive sequential kernel draws them (including the merges on the
-way up out of a subtree that stopped early), and momenta come from its own
-``torch.Generator`` as in :class:`~zoo.inference.mcmc.kernel.Metric`, so that each chain follows the
-trajectory it would follow alone (up to floating-point rounding of the batched products).
+Each chain's uniforms come from its own ``numpy.random.Generator``, drawn ahead as a block
+and consumed in the order in which the recursive one-chain kernel draws them (including the
+merges on the way up out of a subtree that stopped early, counted on the host); momenta come
+from its own ``torch.Generator`` as in :class:`~zoo.inference.mcmc.kernel.Metric`. So each
+chain follows the trajectory it would follow alone (up to floating-point rounding of the
+batched products); history and measurements: ``docs/notes/samplers.md``.
 """
 
 from __future__ import annotations
