@@ -30,6 +30,24 @@ ratio of their ESS/s.
 ``chain_method="vectorized"`` (compared with ours vectorized), run by another interpreter that
 has jax and numpyro (never install them into the project venv), timed with its JIT compilation.
 
+``--batched`` runs part 3 instead (the batched NUTS of ``vectorize_chains=True``)::
+
+    python benchmarks/nuts.py --batched [--before main] [--chains 16 64] [--numpyro PYTHON]
+
+- chain-gradients per CPU-second of :func:`zoo.inference.mcmc.batched.nuts_step_batch` over
+  those of the raw batched gradient (``value_and_grad_batch`` alone) at each ``C``, on the
+  default spec's depth-2 network (one logit, 100-parameter budget, N = 500), transitions
+  from an MLE-pretrained point with a step so small that every tree reaches depth 8 (as the
+  default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
+  from ``git show``, so that before and after are measured in one run);
+- ESS_bulk (min and median over parameters; median over the class-1 probabilities at 100
+  test points for the network) per CPU-second of the whole run (process CPU time,
+  warm-up included) with the largest R-hat beside it, of ``run_nuts(vectorize_chains=True)``
+  with each kernel and of NumPyro's ``chain_method="vectorized"`` NUTS (CPU seconds of its
+  process, JIT compilation included), on a 50-d rotated Gaussian (variances 0.32-3.2, 64
+  chains, overdispersed starts shared with NumPyro) and on the default's network (16
+  chains, MLE start, target acceptance 0.9, depth 8).
+
 Not a test: numbers depend on the machine; the ratios are what to compare. One torch thread.
 """
 
@@ -39,8 +57,11 @@ import argparse
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import time
+import types
+from pathlib import Path
 
 import numpy as np
 import pyro
@@ -51,6 +72,10 @@ from pyro.infer.mcmc import MCMC, NUTS
 import zoo.data
 import zoo.models
 from zoo.inference.init import initial_locs, pretrain_mle
+from zoo.inference.mcmc import samplers
+from zoo.inference.mcmc.batched import BatchMetric, new_point_batch, nuts_step_batch
+from zoo.inference.mcmc.gaussian import GaussianPotential
+from zoo.inference.mcmc.loop import chain_rngs
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.samplers import run_nuts
 from zoo.runtime import Runtime
@@ -210,36 +235,63 @@ def model(x, y):
     for i in range(depth + 1):
         h = h @ p[f"layer{i}.weight"].T + p[f"layer{i}.bias"]
         h = jax.nn.relu(h) if i < depth else h
-    numpyro.sample("obs", dist.Categorical(logits=h), obs=y)
+    if cfg.get("likelihood") == "bernoulli":
+        numpyro.sample("obs", dist.Bernoulli(logits=h[..., 0]), obs=y)
+    else:
+        numpyro.sample("obs", dist.Categorical(logits=h), obs=y)
+def gaussian(x, y):
+    numpyro.sample("theta", dist.MultivariateNormal(0.0, data["cov"]))
 init = {n: data["init" + str(i)] for i, n in enumerate(names)}
-kern = NUTS(model, max_tree_depth=cfg["depth"], init_strategy=init_to_value(values=init))
+kern = NUTS(gaussian if "cov" in data else model, max_tree_depth=cfg["depth"],
+            target_accept_prob=cfg.get("target_accept", 0.8),
+            init_strategy=init_to_value(values=init))
 mcmc = MCMC(kern, num_warmup=cfg["warmup"], num_samples=cfg["draws"], num_chains=cfg["chains"],
             chain_method="vectorized", progress_bar=False)
-t0 = time.perf_counter()
-mcmc.run(jax.random.PRNGKey(0), data["x"], data["y"], extra_fields=("num_steps",))
+t0, c0 = time.perf_counter(), time.process_time()
+inits = {"theta": data["inits"]} if "inits" in data else None
+mcmc.run(jax.random.PRNGKey(0), data["x"], data["y"], init_params=inits,
+         extra_fields=("num_steps",))
 s = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-sec = time.perf_counter() - t0
+sec, cpu = time.perf_counter() - t0, time.process_time() - c0
 shape = (cfg["chains"], cfg["draws"], -1)
 flat = np.concatenate([np.asarray(s[n]).reshape(shape) for n in names], -1)
-np.savez(sys.argv[3], flat=flat, seconds=sec, steps=np.asarray(mcmc.get_extra_fields()["num_steps"]))
+np.savez(sys.argv[3], flat=flat, seconds=sec, cpu=cpu, steps=np.asarray(mcmc.get_extra_fields()["num_steps"]))
 """
 
 
-def _numpyro(python: str, model, x, y, init, warmup, draws, depth, chains: int = 1) -> tuple:
+def _numpyro(
+    python: str,
+    model,
+    x,
+    y,
+    init,
+    warmup,
+    draws,
+    depth,
+    chains: int = 1,
+    *,
+    cpu: bool = False,
+    cfg: dict | None = None,
+    arrays: dict | None = None,
+) -> tuple:
     """NumPyro's NUTS on the same model in another interpreter (its own venv with jax).
 
     ``chains > 1`` runs NumPyro's ``chain_method="vectorized"`` (all chains in one jitted
-    computation), the counterpart of ``vectorize_chains=True``.
+    computation), the counterpart of ``vectorize_chains=True``. ``cpu``: the seconds returned
+    are the process's CPU seconds, not wall seconds. ``cfg`` adds ``likelihood``
+    ("bernoulli") or ``target_accept``; ``arrays`` with ``cov`` (and ``inits``, one start
+    per chain) samples ``theta ~ N(0, cov)`` instead of the network (``model=None``).
     """
     names = list(init)
     cfg = {
         "names": names,
         "shapes": {n: list(init[n].shape) for n in names},
-        "priors": {n: model.prior_params[n] for n in names},
+        "priors": {n: model.prior_params[n] for n in names} if model is not None else {},
         "depth": depth,
         "warmup": warmup,
         "draws": draws,
         "chains": chains,
+        **(cfg or {}),
     }
     env = dict(
         os.environ,
@@ -247,8 +299,8 @@ def _numpyro(python: str, model, x, y, init, warmup, draws, depth, chains: int =
         XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     )
     with tempfile.TemporaryDirectory() as d:
-        arrays = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
-        np.savez(f"{d}/in.npz", x=x.numpy(), y=y.numpy(), **arrays)
+        inits = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
+        np.savez(f"{d}/in.npz", x=x.numpy(), y=y.numpy(), **inits, **(arrays or {}))
         subprocess.run(
             [python, "-c", _NUMPYRO, f"{d}/in.npz", json.dumps(cfg), f"{d}/out.npz"],
             check=True,
@@ -256,7 +308,7 @@ def _numpyro(python: str, model, x, y, init, warmup, draws, depth, chains: int =
         )
         r = np.load(f"{d}/out.npz")
         name = "numpyro NUTS(model)" if chains == 1 else f"numpyro {chains} chains vectorized"
-        return name, r["flat"], float(r["seconds"]), r["steps"].mean()
+        return name, r["flat"], float(r["cpu" if cpu else "seconds"]), r["steps"].mean()
 
 
 def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[tuple]:
@@ -304,6 +356,197 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
     return out
 
 
+def _predictive(model, pot: FlatPotential, flat: np.ndarray, x_test: torch.Tensor) -> np.ndarray:
+    """Class-1 probability at ``x_test`` per draw, ``(chains, draws, points)``."""
+    c, s, _ = flat.shape
+    with torch.no_grad():
+        draws = pot.unravel(torch.as_tensor(flat.reshape(c * s, -1), dtype=pot.x.dtype))
+        logp = model.likelihood.class_log_probs(model.apply(x_test, draws))
+    return logp[..., 1].exp().double().numpy().reshape(c, s, -1)
+
+
+def _kernel_at(ref: str):
+    """``nuts_step_batch`` of ``zoo/inference/mcmc/batched.py`` at git ``ref`` (the kernel
+    before a change, callable beside today's in one run)."""
+    root = Path(__file__).resolve().parent.parent
+    src = subprocess.run(
+        ["git", "show", f"{ref}:zoo/inference/mcmc/batched.py"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    mod = types.ModuleType(f"_batched_at_{ref}")
+    sys.modules[mod.__name__] = mod  # NamedTuple classes look their module up
+    exec(compile(src, f"{ref}:batched.py", "exec"), mod.__dict__)
+    return mod.nuts_step_batch
+
+
+def _default_network():
+    """The default spec's depth-2 network (one logit, 100-parameter budget, N = 500) with an
+    MLE-pretrained start, its test inputs and its NUTS settings."""
+    spec = load_spec("specs/two_moons_depth.yaml", ["sweep.model.depth=[2]", "sweep.seed=[0]"])
+    cell = spec.cells()[0].spec
+    ds = zoo.data.load(cell.data, cell.seed)
+    model = zoo.models.build(cell, ds)
+    rt = Runtime.cpu()
+    data = ds.to_torch(rt)
+    x, y = data.x_train, data.y_train
+    init = pretrain_mle(
+        model.log_likelihood,
+        initial_locs(model, "he", data, 0, rt),
+        x,
+        y,
+        gen=rt.generator(0),
+        epochs=10,
+        batch_size=100,
+        lr=0.01,
+    )
+    return model, x, y, init, data.x_test[:100]
+
+
+def _throughput(kernels: dict, pot, z: torch.Tensor, depth: int, reps: int, rounds: int):
+    """Chain-gradients per CPU-second of each NUTS kernel (transitions from ``z`` with a step
+    so small that every tree reaches ``depth``, as the default's trees do) and of the raw
+    batched gradient at the same ``(C, D)`` points; the fastest of ``rounds`` rounds."""
+    c, d = z.shape
+    metric = BatchMetric(torch.ones(c, d, dtype=z.dtype))
+    eps = torch.full((c,), 1e-3)
+    u, g = pot.value_and_grad_batch(z)
+    best: dict[str, float] = {}
+    for _ in range(rounds):
+        t0 = time.process_time()
+        for _ in range(reps * 2**depth):
+            pot.value_and_grad_batch(z)
+        best["raw"] = max(best.get("raw", 0), c * reps * 2**depth / (time.process_time() - t0))
+        for name, step in kernels.items():
+            rngs = [np.random.default_rng(i) for i in range(c)]
+            gens = [torch.Generator().manual_seed(i) for i in range(c)]
+            pot.calls, t0 = 0, time.process_time()
+            for _ in range(reps):
+                step(pot, metric, new_point_batch(metric, z, u, g, gens), eps, depth, rngs)
+            best[name] = max(best.get(name, 0), pot.calls / (time.process_time() - t0))
+    return best
+
+
+def _ess_cpu(flat: np.ndarray, cpu: float, pred: np.ndarray | None) -> tuple:
+    """(min, median) bulk ESS per CPU-second over parameters, median over predictions (nan
+    without), and the largest R-hat."""
+    ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
+    rhat = float(np.max(array_stats.rhat(flat, chain_axis=0, draw_axis=1)))
+    p = np.nan
+    if pred is not None:
+        p = np.nanmedian(array_stats.ess(pred, chain_axis=0, draw_axis=1, method="bulk")) / cpu
+    return ess.min() / cpu, np.median(ess) / cpu, p, rhat
+
+
+def _run_zoo(step, pot, **kw) -> tuple[np.ndarray, float]:
+    """``run_nuts(vectorize_chains=True)`` with the batched kernel ``step``; CPU seconds."""
+    old = samplers.nuts_step_batch
+    samplers.nuts_step_batch = step
+    try:
+        t0 = time.process_time()
+        res = run_nuts(pot, seed=0, vectorize_chains=True, mass_matrix="diag", **kw)
+        return res.flat, time.process_time() - t0
+    finally:
+        samplers.nuts_step_batch = old
+
+
+def batched(a) -> None:
+    """Part 3: the batched NUTS against the raw batched gradient and NumPyro (``--batched``)."""
+    kernels = {"device tree": nuts_step_batch, f"at {a.before}": _kernel_at(a.before)}
+    model, x, y, init, x_test = _default_network()
+    pot = _Counted(model, x, y)
+    print(
+        f"\nbatched NUTS, default's depth-2 network (D = {pot.dim}, N = {len(x)}), max tree "
+        f"depth 8, chain-gradients per CPU-second over the raw batched gradient's "
+        f"(fastest of {a.rounds} rounds)"
+    )
+    print(f"{'C':>4}  " + "  ".join(f"{k:>14}" for k in kernels))
+    for c in a.chains:
+        gen = torch.Generator().manual_seed(c)
+        z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
+        best = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
+        print(f"{c:>4}  " + "  ".join(f"{best[k] / best['raw']:>14.3f}" for k in kernels))
+    if a.skip_ess:
+        return
+
+    rows = []
+    dim = a.gauss_dim
+    q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(dim, dim)))
+    cov = (q * np.logspace(-0.5, 0.5, dim)) @ q.T  # variances 0.32 .. 3.2, rotated
+    gpot = GaussianPotential(cov)
+    kw = dict(warmup=a.gauss_warmup, draws=a.gauss_draws, chains=a.gauss_chains)
+    kw |= dict(max_tree_depth=10, target_accept=0.8, step_size=None, init=None)
+    for name, step in kernels.items():
+        flat, cpu = _run_zoo(step, gpot, **kw)
+        rows.append((f"gaussian {dim}-d", f"zoo {name}", cpu, *_ess_cpu(flat, cpu, None)))
+    if a.numpyro:
+        inits = np.stack(
+            [gpot.prior_draw(chain_rngs(0, i)[1]).numpy() for i in range(kw["chains"])]
+        )
+        _, flat, cpu, _ = _numpyro(
+            a.numpyro,
+            None,
+            torch.zeros(1),
+            torch.zeros(1),
+            {"theta": torch.zeros(dim)},
+            kw["warmup"],
+            kw["draws"],
+            10,
+            kw["chains"],
+            cpu=True,
+            arrays={"cov": cov, "inits": inits},
+        )
+        rows.append((f"gaussian {dim}-d", "numpyro vectorized", cpu, *_ess_cpu(flat, cpu, None)))
+    kw = dict(warmup=a.bnn_warmup, draws=a.bnn_draws, chains=a.bnn_chains, init=init)
+    kw |= dict(max_tree_depth=8, target_accept=0.9, step_size=None)
+    for name, step in kernels.items():
+        flat, cpu = _run_zoo(step, pot, **kw)
+        pred = _predictive(model, pot, flat, x_test)
+        rows.append(("default depth 2", f"zoo {name}", cpu, *_ess_cpu(flat, cpu, pred)))
+    if a.numpyro:
+        _, flat, cpu, _ = _numpyro(
+            a.numpyro,
+            model,
+            x,
+            y,
+            init,
+            kw["warmup"],
+            kw["draws"],
+            8,
+            kw["chains"],
+            cpu=True,
+            cfg={"likelihood": "bernoulli", "target_accept": 0.9},
+        )
+        pred = _predictive(model, pot, flat, x_test)
+        rows.append(("default depth 2", "numpyro vectorized", cpu, *_ess_cpu(flat, cpu, pred)))
+    print(
+        f"\nESS_bulk per CPU-second: gaussian {a.gauss_chains} chains, {a.gauss_warmup}+"
+        f"{a.gauss_draws}, depth 10; default depth 2 {a.bnn_chains} chains, {a.bnn_warmup}+"
+        f"{a.bnn_draws}, depth 8, target 0.9, MLE start; predictions: p(y=1) at 100 test points"
+    )
+    print(
+        f"{'target':<16} {'sampler':<22} {'CPU s':>7} {'min/s':>8} {'med/s':>8} "
+        f"{'pred/s':>8} {'R-hat':>6}"
+    )
+    for row in rows:
+        print(
+            f"{row[0]:<16} {row[1]:<22} {row[2]:>7.1f} "
+            + " ".join(f"{v:>8.3f}" for v in row[3:6])
+            + f" {row[6]:>6.3f}"
+        )
+    for target in sorted({r[0] for r in rows}):
+        mine = [r for r in rows if r[0] == target]
+        ours = mine[0]
+        for other in mine[1:]:
+            ratios = [o / t for o, t in zip(ours[3:6], other[3:6], strict=True)]
+            print(
+                f"ratio {target}: zoo device tree / {other[1]}: min {ratios[0]:.2f}, "
+                f"median {ratios[1]:.2f}, predictions {ratios[2]:.2f}"
+            )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[1000, 10000])
@@ -318,8 +561,29 @@ def main() -> None:
         metavar="PYTHON",
         help="a Python with numpyro and jax (a separate venv) to add NumPyro's NUTS",
     )
+    ap.add_argument(
+        "--batched",
+        action="store_true",
+        help="part 3 only: the batched NUTS against the raw batched gradient and NumPyro",
+    )
+    ap.add_argument("--before", default="main", help="git ref of the kernel to compare (part 3)")
+    ap.add_argument("--chains", type=int, nargs="+", default=[16, 64])
+    ap.add_argument("--reps", type=int, default=2, help="transitions per round (part 3)")
+    ap.add_argument("--gauss-dim", type=int, default=50)
+    ap.add_argument("--gauss-chains", type=int, default=64)
+    ap.add_argument("--gauss-warmup", type=int, default=200)
+    ap.add_argument("--gauss-draws", type=int, default=200)
+    ap.add_argument("--bnn-chains", type=int, default=16)
+    ap.add_argument("--bnn-warmup", type=int, default=100)
+    ap.add_argument("--bnn-draws", type=int, default=100)
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.batched:
+        from chees import machine  # chees imports this module: here, not at the top
+
+        print(machine(), "(shared: timings are upper bounds)")
+        batched(a)
+        return
     print(
         f"two-moons BNN depth 2, torch threads 1; part 1: {a.step_draws} warm-up + "
         f"{a.step_draws} draws, max tree depth 6, fastest of {a.rounds} rounds"

@@ -3,20 +3,20 @@
 The same algorithms as :func:`zoo.inference.mcmc.kernel.nuts_step` and :func:`~zoo.inference.mcmc.kernel.hmc_step`
 on a :class:`BatchPoint` of ``C`` chains (tensors ``(C, D)``, potential and energy ``(C,)``
 float64) with a diagonal inverse mass matrix and a step size per chain. Every leapfrog step
-of all chains is one :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`; on small
-networks the per-operation overhead of torch dominates, so 4 chains cost about as much as
-1.5. The NUTS subtrees are built iteratively, leaf by leaf, with a stack of pending left
-halves (one per level): all chains build subtrees of the same size at the same time, each in
-its own random direction; a chain whose subtree turned or diverged, or whose transition has
-ended, is masked: its frontier is frozen (``torch.where``) and its bookkeeping stops, while
-the other chains go on. The transition ends when every chain is done or the maximum tree
-depth is reached.
+of all chains is one :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`.
+The NUTS subtrees are built iteratively, leaf by leaf, with a stack of pending left halves
+(one per level): all chains build subtrees of the same size at the same time, each in its
+own random direction. The tree state is ``(C, ...)`` tensors and every decision a ``(C,)``
+mask: a chain whose subtree turned or diverged leaves the live mask and its rows go on
+unused. Nothing is read back inside a tree; the host reads one flag per doubling (to stop
+when every chain is done) and the transition's record once at the end.
 
-The coin flips of chain ``c`` come from its own ``numpy.random.Generator`` and are drawn in
-the order in which the recursive sequential kernel draws them (including the merges on the
-way up out of a subtree that stopped early), and momenta come from its own
-``torch.Generator`` as in :class:`~zoo.inference.mcmc.kernel.Metric`, so that each chain follows the
-trajectory it would follow alone (up to floating-point rounding of the batched products).
+Each chain's uniforms come from its own ``numpy.random.Generator``, drawn ahead as a block
+and consumed in the order in which the recursive one-chain kernel draws them (including the
+merges on the way up out of a subtree that stopped early, counted on the host); momenta come
+from its own ``torch.Generator`` as in :class:`~zoo.inference.mcmc.kernel.Metric`. So each
+chain follows the trajectory it would follow alone (up to floating-point rounding of the
+batched products); history and measurements: ``docs/notes/samplers.md``.
 """
 
 from __future__ import annotations
@@ -104,105 +104,199 @@ def leapfrog_batch(
     pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: torch.Tensor
 ) -> BatchPoint:
     """One leapfrog step of every chain; ``eps`` of shape (C, 1) (signed: the direction)."""
-    half = 0.5 * eps
+    return _leapfrog(pot, metric, p, metric.minv * eps, 0.5 * eps)
+
+
+def _leapfrog(pot, metric, p: BatchPoint, minv_eps, half, finite: bool = True) -> BatchPoint:
+    """:func:`leapfrog_batch` with ``M^-1 eps`` and ``eps / 2`` computed once per subtree;
+    ``finite=False`` leaves a NaN energy as it is (the tree takes it for a divergence)."""
     r = torch.addcmul(p.r, p.g, half, value=-1)
-    z = torch.addcmul(p.z, metric.minv * eps, r)
+    z = torch.addcmul(p.z, minv_eps, r)
     u, g = pot.value_and_grad_batch(z)
     r = torch.addcmul(r, g, half, value=-1)
     v = metric.minv * r
     energy = u + _kinetic(r, v)
-    return BatchPoint(z, r, v, g, u, torch.where(energy.isnan(), math.inf, energy))
+    if finite:
+        energy = torch.where(energy.isnan(), math.inf, energy)
+    return BatchPoint(z, r, v, g, u, energy)
 
 
-def _exp0(x: float) -> float:
-    return math.exp(min(x, 0.0))
+def _turning(v1, r1, v2, r2, r_sum) -> torch.Tensor:
+    """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask; the
+    one-chain kernel's operations (``r_sum - (r1 + r2) / 2`` and two dot products)."""
+    rho = torch.add(r_sum, r1 + r2, alpha=-0.5)
+    return torch.minimum((v1 * rho).sum(1), (v2 * rho).sum(1)) <= 0
 
 
-def _logaddexp(a: float, b: float) -> float:
-    m = max(a, b)
-    return m if m == -math.inf else m + math.log1p(math.exp(-abs(a - b)))
+class _Coins:
+    """Each chain's uniforms of one transition, drawn ahead on the host as a ``(C, M)`` block.
 
+    ``numpy.random.Generator.random`` takes one 64-bit output of the bit generator per
+    double, so the ``k``-th uniform a chain uses is entry ``k`` of its row, whatever the
+    masks decided on the device. :meth:`settle` puts each generator where ``k`` calls of
+    ``random()`` would have left it (``PCG64.advance``; other bit generators redraw).
+    """
 
-def _turning(v1, r1, v2, r2, r_sum) -> list[bool]:
-    """Pyro's U-turn criterion per chain (symmetric in the two ends)."""
-    rho = r_sum - 0.5 * (r1 + r2)
-    d = torch.stack([(v1 * rho).sum(1), (v2 * rho).sum(1)], 1).tolist()
-    return [a <= 0 or b <= 0 for a, b in d]
+    def __init__(self, rngs: Sequence[np.random.Generator], width: int, device) -> None:
+        self.rngs = rngs
+        self.states = [g.bit_generator.state for g in rngs]
+        block = np.stack([g.random(width + 1) for g in rngs])  # + 1: a column never used
+        self.u = torch.from_numpy(block).to(device)
+        self.log_u = self.u.log()
+        self.used = torch.zeros(len(rngs), 1, dtype=torch.long, device=device)
+
+    def draw(self, mask: torch.Tensor, log: bool = True) -> torch.Tensor:
+        """The next uniform (or its log) of every chain; the chains in ``mask`` consume it."""
+        x = (self.log_u if log else self.u).gather(1, self.used).squeeze(1)
+        self.used = self.used + mask.unsqueeze(1)
+        return x
+
+    def block(self, n: int) -> torch.Tensor:
+        """The next ``n`` log-uniforms of every chain, ``(C, n)``, not consumed: a chain
+        that draws at every merge of a subtree uses column ``m`` at merge ``m``."""
+        return self.log_u.gather(1, self.used + torch.arange(n, device=self.used.device))
+
+    def consume(self, masks: list[torch.Tensor]) -> None:
+        """Each chain consumes one uniform per mask (of ``masks``) that holds it."""
+        if masks:
+            self.used = self.used + torch.stack(masks, 1).sum(1, keepdim=True)
+
+    def settle(self, used: Sequence[int]) -> None:
+        for g, state, k in zip(self.rngs, self.states, used, strict=True):
+            bg = g.bit_generator
+            bg.state = state
+            if isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
+                bg.advance(k)
+            else:
+                g.random(k)
 
 
 class _Sub(NamedTuple):
-    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal; weights."""
+    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal (a point,
+    or the index of a leaf); weight."""
 
     r0: torch.Tensor
     v0: torch.Tensor
     r_sum: torch.Tensor
+    proposal: BatchPoint | torch.Tensor
+    log_w: torch.Tensor
+
+
+class _Built(NamedTuple):
+    """A subtree of every chain and the record of its build (per leaf and per merge)."""
+
+    last: BatchPoint  # the frontier (of chains still live at the end)
+    tree: _Sub
     proposal: BatchPoint
-    log_w: list[float]
+    live: torch.Tensor  # neither turned nor diverged (and active)
+    log_w: list  # per leaf: e0 - energy, (C,)
+    live_at: list  # per leaf: the chains that built it
+    turn: list  # per merge: the U-turn criterion, unmasked
 
 
-def _build(pot, metric, start: BatchPoint, eps, depth: int, e0: list[float], active, rngs):
-    """A subtree of ``2**depth`` leaves for every active chain, leaf by leaf.
+#: Subtrees whose leaves take at most this many bytes keep them and track their proposals as
+#: leaf indices (one gather at the end instead of a ``where`` per merge).
+INDEX_BYTES = 2**26
 
-    The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf ``k``
-    the tree merges with the pending left halves at the levels of the trailing one bits of
-    ``k``. A chain whose tree turns or diverges stops there; the recursion would still merge
-    the stopped tree with the left halves at the higher one bits of ``k`` on its way up, so
-    the chain draws those coins (its proposal is then discarded anyway).
 
-    Returns the last point, the tree (valid for chains not ``done``), and per chain: done,
-    diverging, sum of acceptance probabilities and leaves built.
+def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins) -> _Built:
+    """A subtree of ``2**depth`` leaves for every chain in ``live``, leaf by leaf, on the device.
+
+    The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf
+    ``k`` the tree merges with the pending left halves at the levels of the trailing one bits
+    of ``k``. A chain whose tree turns or diverges leaves ``live``: it draws no more coins
+    and its rows go on unused (rows of a batch do not interact). The recursion would still
+    merge its tree with the left halves at the higher one bits of ``k`` on the way up and draw
+    those coins; they decide nothing, so :func:`nuts_step_batch` counts them on the host from
+    the record. A live chain's merged weight is never ``-inf`` (its leaves have finite
+    energy errors), so it always draws. Nothing is read back here.
     """
-    c = len(rngs)
-    done = [not a for a in active]
-    diverging, sum_acc, n = [False] * c, [0.0] * c, [0] * c
+    c, dim = start.z.shape
     pending: list[_Sub | None] = [None] * depth
+    by_index = depth >= 2 and 2**depth * c * dim * 4 * start.z.element_size() <= INDEX_BYTES
+    leaves, lw_of, live_of, turn_of = [], [], [], []
+    minv_eps, half = metric.minv * eps, 0.5 * eps
+    if by_index:  # 0-d views made at once (not a select per leaf)
+        index = torch.arange(2**depth, device=e0.device).unbind()
+    log_u, drew = coins.block(2**depth - 1).unbind(1), []
     p = start
     for k in range(2**depth):
-        q = leapfrog_batch(pot, metric, p, eps)
-        p = q.where(torch.tensor([not d for d in done]), p) if any(done) else q
-        energy = p.energy.tolist()
-        lw = [0.0] * c
-        stopped = []  # chains done at this leaf: (chain, level, log weight)
-        for i in range(c):
-            if done[i]:
-                continue
-            de = energy[i] - e0[i]
-            lw[i] = -de
-            sum_acc[i] += _exp0(-de)
-            n[i] += 1
-            if de > MAX_ENERGY_ERROR:
-                diverging[i] = done[i] = True
-                stopped.append((i, 0, -de))
-        cur = _Sub(p.r, p.v, p.r, p, lw)
+        p = _leapfrog(pot, metric, p, minv_eps, half, finite=False)
+        lw = e0 - p.energy  # minus the energy error, exactly
+        lw_of.append(lw)
+        live_of.append(live)
+        live = live & (lw >= -MAX_ENERGY_ERROR)  # NaN (infinite energy) diverges too
+        if by_index:
+            leaves.append(p)
+        cur = _Sub(p.r, p.v, p.r, index[k] if by_index else p, lw)
         level = 0
         while level < depth and k >> level & 1:  # merge with the pending left half
-            half = pending[level]
-            take, w = [False] * c, [0.0] * c
-            for i in range(c):
-                if done[i]:
-                    continue
-                w[i] = _logaddexp(half.log_w[i], cur.log_w[i])
-                take[i] = w[i] > -math.inf and rngs[i].random() < _exp0(cur.log_w[i] - w[i])
-            r_sum = half.r_sum + cur.r_sum
-            turn = _turning(half.v0, half.r0, p.v, p.r, r_sum)
-            prop = cur.proposal.where(torch.tensor(take), half.proposal)
-            cur = _Sub(half.r0, half.v0, r_sum, prop, w)
+            left = pending[level]
+            w = torch.logaddexp(left.log_w, cur.log_w)
+            drew.append(live)
+            take = log_u[len(drew) - 1] < cur.log_w - w  # decides nothing unless live
+            r_sum = left.r_sum + cur.r_sum
+            turn = _turning(left.v0, left.r0, p.v, p.r, r_sum)
+            turn_of.append(turn)
+            if by_index:
+                prop = torch.where(take, cur.proposal, left.proposal)
+            else:
+                prop = cur.proposal.where(take, left.proposal)
+            cur = _Sub(left.r0, left.v0, r_sum, prop, w)
+            live = live > turn  # and not
             level += 1
-            for i in range(c):
-                if not done[i] and turn[i]:
-                    done[i] = True
-                    stopped.append((i, level, w[i]))
         if level < depth:
             pending[level] = cur
-        for i, lev, w in stopped:  # out of the subtree: merges on the way up draw coins too
-            for j in range(lev, depth):
-                if k >> j & 1:
-                    w = _logaddexp(pending[j].log_w[i], w)
-                    if w > -math.inf:
-                        rngs[i].random()
-        if all(done):
-            break
-    return p, cur, done, diverging, sum_acc, n
+    coins.consume(drew)
+    proposal = cur.proposal
+    if by_index:
+        rows = torch.arange(c, device=e0.device)
+        proposal = BatchPoint(*(torch.stack(f)[proposal, rows] for f in zip(*leaves, strict=True)))
+    return _Built(p, cur, proposal, live, lw_of, live_of, turn_of)
+
+
+def _coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
+    """Coins the recursive kernel draws above a subtree of ``depth`` levels that stopped at
+    leaf ``k``, at ``level`` (0: the leaf diverged; leaf log weights ``lw``): one per merge
+    with a pending left half (the one bits of ``k`` from ``level`` up) whose merged weight is
+    not ``-inf``, i.e. once a leaf of the merged leaves has a finite weight."""
+    finite = any(w > -math.inf for w in lw[k - 2**level + 1 : k + 1])
+    n = 0
+    for j in range(level, depth):
+        if k >> j & 1:
+            base = ((k >> j) - 1) << j  # the pending left half: leaves base .. base + 2^j - 1
+            finite = finite or any(w > -math.inf for w in lw[base : base + 2**j])
+            n += finite
+    return n
+
+
+def _chain_record(lw: list[float], live: list[float], turn: list[float], doublings: int):
+    """One chain's statistics from the record of its transition, in the one-chain kernel's
+    Python floats and order of sums: (acceptance sum, leapfrog steps, tree depth, diverged,
+    coins drawn on the way up out of a subtree that stopped)."""
+    lw = [x if x == x else -math.inf for x in lw]  # NaN: an infinite energy
+    total, steps, off, moff = 0.0, 0, 0, 0
+    for d in range(doublings):
+        size = 2**d
+        if not live[off]:  # inactive since the last doubling
+            return total, steps, d, False, 0
+        s, k = 0.0, 0
+        for j in range(size):
+            if not live[off + j]:
+                break
+            s += math.exp(min(lw[off + j], 0.0))
+            steps, k = steps + 1, j
+        total += s
+        sub = lw[off : off + size]
+        if not sub[k] >= -MAX_ENERGY_ERROR:  # diverged at leaf k
+            return total, steps, d + 1, True, _coins_on_the_way_up(sub, k, 0, d)
+        first = moff + k - k.bit_count()  # merges after leaves 0 .. k-1
+        ones = (~k & (k + 1)).bit_length() - 1  # merges after leaf k: its trailing one bits
+        for lev in range(ones):
+            if turn[first + lev]:
+                return total, steps, d + 1, False, _coins_on_the_way_up(sub, k, lev + 1, d)
+        off, moff = off + size, moff + size - 1
+    return total, steps, doublings, False, 0
 
 
 def nuts_step_batch(
@@ -214,6 +308,12 @@ def nuts_step_batch(
     rngs: Sequence[np.random.Generator],
 ) -> tuple[BatchPoint, dict]:
     """One NUTS transition of every chain from ``p`` (with fresh momenta); Pyro's scheme.
+
+    The tree state of all chains lives in ``(C, ...)`` tensors and every decision (direction,
+    multinomial coin, U-turn, divergence) is a mask. The host reads one flag per doubling
+    (whether any chain goes on, to stop early) and, at the end, the record of the transition
+    in one copy: from it, it computes the statistics (in Python floats, as the one-chain
+    kernel does) and advances each generator by the uniforms its chain used.
 
     Parameters
     ----------
@@ -237,45 +337,49 @@ def nuts_step_batch(
     """
     c = len(rngs)
     eps = eps.to(p.z.dtype).reshape(c, 1)
+    # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
+    # of its 2^d leaves and the progressive-sampling coin
+    coins = _Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
     left = right = proposal = p
-    r_sum = p.r
-    e0 = p.energy.tolist()
-    log_w, sum_acc, n = [0.0] * c, [0.0] * c, [0] * c
-    depth, diverging, active = [0] * c, [False] * c, [True] * c
+    r_sum, e0 = p.r, p.energy
+    log_w = torch.zeros_like(e0)
+    active = torch.ones(c, dtype=torch.bool, device=e0.device)
+    lw_of, live_of, turn_of = [], [], []
     for d in range(max_depth):
-        fwd = [rngs[i].random() < 0.5 if active[i] else True for i in range(c)]
-        fmask = torch.tensor(fwd)
-        sign = torch.where(fmask, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
-        start = right.where(fmask, left)
-        last, tree, done, div, acc, nt = _build(pot, metric, start, eps * sign, d, e0, active, rngs)
-        was = torch.tensor(active)
-        right = last.where(was & fmask, right)
-        left = last.where(was & ~fmask, left)
-        take = [False] * c
-        for i in range(c):
-            if not active[i]:
-                continue
-            sum_acc[i] += acc[i]
-            n[i] += nt[i]
-            depth[i] += 1
-            if div[i]:
-                diverging[i], active[i] = True, False
-            elif done[i]:
-                active[i] = False
-            else:
-                take[i] = rngs[i].random() < _exp0(tree.log_w[i] - log_w[i])
-        proposal = tree.proposal.where(torch.tensor(take), proposal)
-        live = [i for i in range(c) if active[i]]
-        if live:
-            r_sum = torch.where(torch.tensor(active).unsqueeze(1), r_sum + tree.r_sum, r_sum)
-            turn = _turning(left.v, left.r, right.v, right.r, r_sum)
-            for i in live:
-                if turn[i]:
-                    active[i] = False
-                else:
-                    log_w[i] = _logaddexp(log_w[i], tree.log_w[i])
-        if not any(active):
+        fwd = (coins.draw(active, log=False) < 0.5) | ~active
+        sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
+        b = _build(pot, metric, right.where(fwd, left), eps * sign, d, e0, active, coins)
+        lw_of += b.log_w
+        live_of += b.live_at
+        turn_of += b.turn
+        right = b.last.where(active & fwd, right)
+        left = b.last.where(active & ~fwd, left)
+        go = b.live
+        take = go & (coins.draw(go) < b.tree.log_w - log_w)
+        proposal = b.proposal.where(take, proposal)
+        r_sum = torch.where(go.unsqueeze(1), r_sum + b.tree.r_sum, r_sum)
+        turn = _turning(left.v, left.r, right.v, right.r, r_sum)
+        log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.tree.log_w), log_w)
+        active = go & ~turn
+        if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
+    record = [coins.used.double(), torch.stack(lw_of, 1), torch.stack(live_of, 1).double()]
+    if turn_of:
+        record.append(torch.stack(turn_of, 1).double())
+    host = torch.cat(record, 1).cpu().numpy()
+    n_leaves, doublings = len(lw_of), d + 1
+    used, sum_acc, n, depth, diverging = [], [], [], [], []
+    for row in host:
+        lw, live = row[1 : 1 + n_leaves].tolist(), row[1 + n_leaves : 1 + 2 * n_leaves]
+        acc, steps, dep, div, up = _chain_record(
+            lw, live.tolist(), row[1 + 2 * n_leaves :].tolist(), doublings
+        )
+        used.append(int(row[0]) + up)
+        sum_acc.append(acc)
+        n.append(steps)
+        depth.append(dep)
+        diverging.append(div)
+    coins.settle(used)
     stats = {
         "n_steps": np.array(n),
         "tree_depth": np.array(depth),
@@ -306,7 +410,7 @@ def hmc_step_batch(
             break
         q = leapfrog_batch(pot, metric, q, eps).where(alive, q)
     de = (q.energy - p.energy).tolist()
-    accept = [_exp0(-x) for x in de]
+    accept = [math.exp(min(-x, 0.0)) for x in de]
     keep = [rngs[i].random() < accept[i] for i in range(c)]
     new = q.where(torch.tensor(keep), p)
     stats = {
