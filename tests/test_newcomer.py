@@ -92,6 +92,8 @@ def test_status_tells_running_from_queued_while_a_run_holds_the_directory(
     with store.lock():  # what a zoo run holds for its whole length
         store.prepare()
         store.write_spec(spec)
+        assert main(["status", str(store.root)]) == 0  # no list kept (a Ray run)
+        ray = capsys.readouterr().out.splitlines()
         store.write_running({first})  # the run's first cell has started its fit
         assert main(["status", str(store.root)]) == 0
         held = capsys.readouterr().out.splitlines()
@@ -99,6 +101,7 @@ def test_status_tells_running_from_queued_while_a_run_holds_the_directory(
         f"done 0, running 1, queued 1, failed 0, pending 0 (zoo run pid {os.getpid()} is going)"
     )
     assert held[1:3] == [f"running  {first}", f"queued   {second}"]
+    assert ray[0].startswith("done 0, running/queued 2, failed 0, pending 0")
     assert main(["status", str(store.root)]) == 0  # the run has ended: nothing is running
     free = capsys.readouterr().out.splitlines()
     assert free[0] == "done 0, failed 0, pending 2" and free[1].startswith("pending ")
@@ -107,19 +110,19 @@ def test_status_tells_running_from_queued_while_a_run_holds_the_directory(
 def test_a_run_lists_a_cell_while_its_fit_runs_and_then_removes_the_list(
     tmp_path: Path, monkeypatch
 ) -> None:
-    seen: list[set[str]] = []
+    seen: list[set[str] | None] = []
     real = RunStore.write_running
 
-    def spy(self: RunStore, ids: set[str]) -> None:
-        seen.append(set(ids))
+    def spy(self: RunStore, ids: set[str] | None) -> None:
+        seen.append(None if ids is None else set(ids))
         real(self, ids)
-        assert (self.root / RUNNING_FILE).exists() == bool(ids)
+        assert (self.root / RUNNING_FILE).exists() == (ids is not None)
 
     monkeypatch.setattr(RunStore, "write_running", spy)
     run = zoo.run(specs.load(tmp_path, name="st"), out=tmp_path / "run", workers=1)
     assert run.outcome.n_failed == 0
     (cell,) = run.cells
-    assert seen[0] == {cell.cell_id} and seen[-1] == set()
+    assert seen == [set(), {cell.cell_id}, set(), None]  # started, stored, the run's end
     assert not (run.dir / RUNNING_FILE).exists()
 
 

@@ -118,34 +118,44 @@ def cmd_status(a: argparse.Namespace) -> int:
     run directory, then the cells not done (failed first).
 
     While a ``zoo run`` holds the directory, a cell not stored is ``running`` once its fit
-    has started (the run keeps their ids in the directory) and ``queued`` before; with no
+    has started (the run keeps their ids in the directory) and ``queued`` before; where the
+    run keeps no such list (Ray's tasks report no progress), ``running/queued``. With no
     run going, it is ``pending`` (the next ``zoo run DIR`` runs it).
     """
     spec = run_dir_spec(a.run_dir)
     run = RunDir(a.run_dir)
     stored = {r["cell_id"]: r for r in run.records()}  # damaged records are left out
     pid = run_holder(a.run_dir)  # a zoo run is going: the cells not stored are its to run
-    started = run.running() if pid is not None else set()
-    counts = {"ok": 0, "running": 0, "queued": 0, "failed": 0, "pending": 0}
-    lines: dict[str, list[str]] = {k: [] for k in ("failed", "running", "queued", "pending")}
+    started = run.running() if pid is not None else None
+    kinds = ("failed", "running", "queued", "running/queued", "pending")
+    counts = dict.fromkeys(("ok", *kinds), 0)
+    lines: dict[str, list[str]] = {k: [] for k in kinds}
     for c in spec.cells():
         rec = stored.get(c.cell_id)
         if rec is not None:
             st = rec.get("status", "pending")
         elif pid is None:
             st = "pending"
+        elif started is None:
+            st = "running/queued"
         else:
             st = "running" if c.cell_id in started else "queued"
         counts[st] = counts.get(st, 0) + 1
         if st != "ok":
             note = "  (its worker died; a resume runs it again)" if (rec or {}).get("retry") else ""
             lines.setdefault(st, []).append(f"{st:<8} {c.cell_id}{note}")
-    going = "" if pid is None else f"running {counts['running']}, queued {counts['queued']}, "
+    going = (
+        ""
+        if pid is None
+        else f"running/queued {counts['running/queued']}, "
+        if started is None
+        else f"running {counts['running']}, queued {counts['queued']}, "
+    )
     print(
         f"done {counts['ok']}, {going}failed {counts['failed']}, pending {counts['pending']}"
         + ("" if not pid else f" (zoo run pid {pid} is going)")
     )
-    for st in ("failed", "running", "queued", "pending"):
+    for st in kinds:
         for line in lines[st]:
             print(line)
     for problem in run.problems():

@@ -132,18 +132,19 @@ class RunDir:
         """True when the directory holds a spec.yaml."""
         return self.spec_path.is_file()
 
-    def running(self) -> set[str]:
+    def running(self) -> set[str] | None:
         """The cell ids that the run holding this directory has started and not yet
-        stored (empty when no run wrote them; a link or a damaged file reads as empty).
+        stored; None when no run keeps that list (a Ray run, whose cells report no
+        progress, or a run of an older bnn-zoo), and for a link or a damaged file.
         Meaningful only while a ``zoo run`` holds the lock."""
         path = self.root / RUNNING_FILE
         try:
             if path.is_symlink():
-                return set()
+                return None
             ids = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            return set()
-        return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
+            return None
+        return {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else None
 
     def spec_text(self) -> str:
         """The stored spec.yaml text."""

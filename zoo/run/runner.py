@@ -238,7 +238,8 @@ def _run_cells(
         )
     shown = Feedback(cells, todo, done_before, n_workers, log, progress)
     saver = Saver(store, stopper, shown.say)
-    started = _Started(store, shown.on_progress if progress else None)
+    # Ray's tasks report no progress: no list, so zoo status does not call them queued
+    started = _Started(store, shown.on_progress if progress else None, executor != "ray")
     results = EXECUTORS[executor](
         todo,
         workers=n_workers,
@@ -298,33 +299,37 @@ def _run_cells(
 
 class _Started:
     """The cells whose fit has started (their first progress message) and are not stored
-    yet, kept in the run directory for ``zoo status`` (:meth:`RunStore.write_running`), so
-    it can tell running cells from queued ones. A failed write only costs that hint."""
+    yet, kept in the run directory for ``zoo status`` (:meth:`RunStore.write_running`) from
+    the start of the run to its end, so it can tell running cells from queued ones (with
+    ``track`` False, for executors that report no progress, no list is kept). A failed
+    write only costs that hint."""
 
-    def __init__(self, store: RunStore, show: Callable[..., None] | None) -> None:
-        self.store, self.show, self.ids = store, show, set()
+    def __init__(self, store: RunStore, show: Callable[..., None] | None, track: bool) -> None:
+        self.store, self.show, self.track, self.ids = store, show, track, set()
+        self._write(self.ids)
 
-    def _write(self) -> None:
-        try:
-            self.store.write_running(self.ids)
-        except OSError:
-            pass
+    def _write(self, ids: set[str] | None) -> None:
+        if self.track:
+            try:
+                self.store.write_running(ids)
+            except OSError:
+                pass
 
     def on_progress(self, cell_id: str, desc: str, phase: str, i: int, n: int) -> None:
         if cell_id not in self.ids:
             self.ids.add(cell_id)
-            self._write()
+            self._write(self.ids)
         if self.show is not None:
             self.show(cell_id, desc, phase, i, n)
 
     def finished(self, cell_id: str) -> None:
         if cell_id in self.ids:
             self.ids.discard(cell_id)
-            self._write()
+            self._write(self.ids)
 
     def clear(self) -> None:
         self.ids.clear()
-        self._write()
+        self._write(None)
 
 
 def _warn_about(rec: dict[str, Any], say: Callable[[str], None]) -> None:

@@ -374,10 +374,10 @@ class RunStore(RunDir):
         path = inside(self.root, f"{CELLS}/{record['cell_id']}{RECORD}")
         return write_bytes_atomic(path, text.encode("utf-8"))
 
-    def write_running(self, ids: set[str]) -> None:
-        """Record the cells whose fit has started (:meth:`RunDir.running`); none: the file
-        goes."""
-        if ids:
+    def write_running(self, ids: set[str] | None) -> None:
+        """Record the cells whose fit has started (:meth:`RunDir.running`, an empty list
+        while none has); None: the run has ended, the file goes."""
+        if ids is not None:
             self.write_file(RUNNING_FILE, json.dumps(sorted(ids)).encode())
         else:
             self.remove_file(RUNNING_FILE)
