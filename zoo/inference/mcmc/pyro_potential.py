@@ -138,6 +138,12 @@ class PyroPotential:
         ``(C,)``, the gradient ``(C, D)``; vmapped when the model allows it."""
         if z.dim() != 2 or z.shape[1] != self.dim:
             raise ValueError(f"z has shape {tuple(z.shape)}; expected (chains, {self.dim})")
+        # A chain whose trajectory diverged can reach non-finite positions (the batched NUTS
+        # builds a subtree to its end); a model's distributions made while Pyro validates
+        # (a PyroModule's priors) would raise on them, so those rows are evaluated at 0 and
+        # get NaN, which the samplers read as a divergence. No read back to the host.
+        bad = ~torch.isfinite(z).all(1)
+        z = torch.where(bad.unsqueeze(1), torch.zeros((), dtype=z.dtype), z)
         z = z.detach().requires_grad_(True)
         if self.vectorized:
             try:
@@ -147,7 +153,9 @@ class PyroPotential:
         if not self.vectorized:
             u = torch.stack([self._energy(r) for r in z])
         (g,) = torch.autograd.grad(u.sum(), z)
-        return u.detach().double(), g
+        nan = torch.full((), float("nan"), dtype=g.dtype, device=g.device)
+        u = torch.where(bad, nan.double(), u.detach().double())
+        return u, torch.where(bad.unsqueeze(1), nan, g)
 
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
         """A chain's start: uniform in ``(-INIT_RADIUS, INIT_RADIUS)`` per unconstrained

@@ -67,3 +67,23 @@ def test_errors_name_the_fix() -> None:
         PyroPotential(lambda: pyro.sample("y", dist.Normal(0.0, 1.0), obs=torch.tensor(0.0)))
     with pytest.raises(ValueError, match="chains=1: ChEES estimates its criterion across"):
         sample_chees(_model, *_data(), chains=1)
+
+
+def test_a_diverged_chain_gets_nan_not_an_error() -> None:
+    # a prior made while Pyro validates (as a PyroModule's PyroSample does) checks every
+    # value it scores: the batched NUTS may integrate a diverged chain to inf and NaN
+    with pyro.validation_enabled(True):
+        prior = dist.Normal(torch.zeros(2), 1.0).to_event(1)
+
+    def model(x, y=None):
+        w = pyro.sample("w", prior)
+        with pyro.plate("data", len(x)):
+            pyro.sample("y", dist.Normal(x @ w, 1.0), obs=y)
+
+    pot = PyroPotential(model, _data())
+    z = torch.tensor([[0.5, -0.5], [float("nan"), 0.0], [float("inf"), 1.0]])
+    u, g = pot.value_and_grad_batch(z)
+    assert torch.isnan(u[1:]).all() and torch.isnan(g[1:]).all()
+    ref, ref_g = pot.value_and_grad(z[0])
+    assert u[0].item() == pytest.approx(ref, rel=1e-6)
+    torch.testing.assert_close(g[0], ref_g)
