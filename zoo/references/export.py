@@ -203,6 +203,9 @@ def export_run(
         rec = run.record(cell.cell_id)
         grade = ((rec or {}).get("metrics") or {}).get("reference_grade")
         if rec is None or rec.get("status") != "ok" or not grade:
+            if getattr(cell.method, "needs_samplable_model", False):  # a sampler's cell
+                why = "not finished (pending or running)" if rec is None else "it failed"
+                skipped.append(f"{cell.cell_id}: {why}")
             continue
         graded_any = True
         if GRADES.index(grade) > GRADES.index(min_grade):

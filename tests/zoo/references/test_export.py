@@ -272,3 +272,14 @@ def _zoo_help(*args: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as e:
         main(list(args))
     return e.value.code, out.getvalue(), ""
+
+
+def test_cells_not_finished_are_left_out_and_named(run_dir, tmp_path) -> None:
+    part = tmp_path / "part"
+    shutil.copytree(run_dir, part)
+    gone = sorted((part / "cells").glob("nuts_depth=2_*.json"))[0]
+    gone.unlink()
+    code, _, err = _zoo("export", str(part), "--out", str(tmp_path / "o"), "--min-grade", "failed")
+    assert code == 0
+    assert f"left out {gone.stem}: not finished (pending or running)" in err
+    assert len(zoo.references.names(tmp_path / "o")) == 1
