@@ -81,7 +81,10 @@ def names(path: str | os.PathLike[str] | None = None) -> list[str]:
 
 
 def _read(root: Path, rel: str) -> Any:
-    """The JSON of ``root/rel``, or of ``root/rel.zip`` (posteriordb keeps either)."""
+    """The JSON of ``root/rel``, or of ``root/rel.zip`` (posteriordb keeps either); a name
+    in a file never leads outside the database."""
+    if Path(rel).is_absolute() or ".." in Path(rel).parts:
+        raise ReferenceReadError(f"{root}: a file there names {rel!r}, outside the database")
     path = root / rel
     try:
         if path.is_file():

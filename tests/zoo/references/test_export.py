@@ -232,6 +232,11 @@ def test_loader_names_what_it_cannot_find(exported, tmp_path) -> None:
     (broken / f"reference_posteriors/draws/draws/{name}.json.zip").write_bytes(b"not a zip")
     with pytest.raises(zoo.references.ReferenceReadError, match="cannot be read"):
         zoo.references.load(name, broken)
+    posterior = broken / f"posteriors/{name}.json"
+    doc = json.loads(posterior.read_text())
+    posterior.write_text(json.dumps({**doc, "data_name": "../../../etc/passwd"}))
+    with pytest.raises(zoo.references.ReferenceReadError, match="outside the database"):
+        zoo.references.load(name, broken)
 
 
 def test_numbers_round_trip_bit_for_bit() -> None:
