@@ -38,6 +38,7 @@ LAYERS: dict[str, int] = {
     "zoo.inference": 2,
     "zoo.studies": 3,
     "zoo.run": 4,
+    "zoo.references": 4,
     "zoo.cli": 5,
     "zoo.api": 5,
 }

@@ -1,11 +1,12 @@
-"""The ``zoo`` command line: run, validate, show, schema, list, report, status.
+"""The ``zoo`` command line: run, validate, show, schema, list, report, status, export.
 
 Bad input (a spec that does not validate, a missing file, a wrong argument) prints short
 messages and exits with status 2; no traceback reaches the user. A run whose cells partly
 failed exits with status 1 after recording every cell. This package's
 ``__init__`` (argument parsing and dispatch) is the only module with function-level
 imports: ``zoo validate`` and ``zoo --help`` must not pay for torch, so each command's
-module (:mod:`zoo.cli.run_commands`, :mod:`zoo.cli.show`, :mod:`zoo.cli.spec_commands`) is
+module (:mod:`zoo.cli.run_commands`, :mod:`zoo.cli.show`, :mod:`zoo.cli.spec_commands`,
+:mod:`zoo.cli.export`) is
 imported when its command runs.
 """
 
@@ -17,6 +18,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from zoo.cli import export_args
 from zoo.cli.common import UsageError, check_import_names
 
 __all__ = ["main"]
@@ -35,6 +37,7 @@ examples:
   zoo validate specs/*.yaml                           check specs, print FILE:LINE:COL errors
   zoo show specs/two_moons_depth.yaml                 resolved spec, cells, model sites
   zoo report runs/mine                                rebuild tables and report from cells
+  zoo export runs/mine --out refs                     graded reference posteriors (posteriordb)
   zoo schema > spec.schema.json                       JSON Schema for editor completion
 
 exit status: 0 ok, 1 some cells failed (or could not be stored), 2 bad input (nothing
@@ -164,6 +167,7 @@ def _parser() -> argparse.ArgumentParser:
         "works while the run is going.",
     )
     st.add_argument("run_dir", type=Path, metavar="DIR", help="a run directory (zoo run --out)")
+    export_args.add_parser(sub)
     return p
 
 
@@ -189,6 +193,8 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
         from zoo.cli.run_commands import cmd_report as fn
     elif name == "status":
         from zoo.cli.run_commands import cmd_status as fn
+    elif name == "export":
+        from zoo.cli.export import cmd_export as fn
     elif name == "show":
         from zoo.cli.show import cmd_show as fn
     elif name == "validate":

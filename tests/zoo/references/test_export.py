@@ -1,0 +1,290 @@
+"""``zoo export`` and ``zoo.references.load``: a shrunk run's sampled cells written in
+posteriordb's layout read back with the same draws (bit for bit) and metadata; bad input
+(not a run directory, no graded sampled cell, --out not empty, a file or a link) exits 2
+and writes nothing; the help says what is written and how to read it.
+
+One tiny run (MF-VI and 4 vectorized NUTS chains on two moons, depths 1 and 2) is shared.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+import zoo.references
+from tests import specs
+from zoo.cli import export_args, main
+from zoo.references.layout import json_array, read_array, read_json_zip
+from zoo.run.netcdf import load_datatree
+from zoo.spec import load_spec
+
+SPEC = specs.spec(
+    "refs",
+    seed=0,
+    data=specs.two_moons(n_train=40, n_test=30, noise=0.1),
+    model=specs.mlp(depth=1, width=3, activation="tanh"),
+    inference=[
+        specs.nuts(
+            warmup=60,
+            draws=60,
+            chains=4,
+            vectorize_chains=True,
+            max_tree_depth=4,
+            predictive_draws=10,
+        ),
+    ],
+    sweep={"model.depth": [1, 2]},
+)
+
+
+def _zoo(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("refs")
+    specs.write_spec(root, SPEC, file="spec.yaml")
+    out = root / "run"
+    code, _, err = _zoo(
+        "run", str(root / "spec.yaml"), "--out", str(out), "--no-progress", "--workers", "1"
+    )
+    assert code == 0, err
+    return out
+
+
+@pytest.fixture(scope="module")
+def exported(run_dir: Path, tmp_path_factory) -> tuple[Path, str]:
+    db = tmp_path_factory.mktemp("db") / "refs"
+    code, out, err = _zoo(
+        "export", str(run_dir), "--out", str(db), "--max-draws", "60", "--min-grade", "failed"
+    )
+    assert code == 0, err
+    return db, out
+
+
+def _records(run_dir: Path) -> dict[str, dict]:
+    recs = (json.loads(p.read_text()) for p in (run_dir / "cells").glob("*.json"))
+    return {r["cell_id"]: r for r in recs}
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(f"u{a.dtype.itemsize}") if a.dtype.kind == "f" else a
+
+
+def test_export_reads_back_bit_for_bit_with_its_metadata(run_dir, exported) -> None:
+    db, printed = exported
+    recs = _records(run_dir)
+    sampled = sorted(c for c, r in recs.items() if r["metrics"].get("reference_grade"))
+    assert len(sampled) == 2
+    names = zoo.references.names(db)
+    assert names == [f"refs-{c}" for c in sampled]
+    spec_sha = hashlib.sha256((run_dir / "spec.yaml").read_bytes()).hexdigest()
+    for name, cell_id in zip(names, sampled, strict=True):
+        rec = recs[cell_id]
+        dt = zoo.references.load(name, db)
+        meta = zoo.references.reference_info(dt)
+        info = json.loads((db / f"reference_posteriors/draws/info/{name}.info.json").read_text())
+        assert meta["reference_posterior"] == info
+        assert meta["posterior"] == json.loads((db / f"posteriors/{name}.json").read_text())
+        assert meta["reference_grade"] == rec["metrics"]["reference_grade"]
+        assert f"{meta['reference_grade']:<7} {name}" in printed
+        cell = info["diagnostics"]["cell"]
+        for key in ("max_r_hat", "min_ess_bulk", "max_r_hat_pred", "divergent_frac"):
+            assert cell[key] == rec["metrics"][key]
+        assert info["checks_made"]["kept_from_next_grade_by"] == [
+            g for g in rec["metrics"]["grade_failed"].split(",") if g
+        ]
+        prov = info["provenance"]
+        assert prov["spec_sha256"] == spec_sha and prov["cell_id"] == cell_id
+        assert prov["config_hash"] == cell_id.rsplit("_", 1)[1]
+        # the draws: the stored posterior, every thin-th draw of each chain, bit for bit
+        orig = load_datatree(run_dir / "cells" / f"{cell_id}.nc")
+        thin = info["inference"]["thin"]
+        full = orig["posterior"].to_dataset()
+        assert thin == int(np.ceil(4 * full.sizes["draw"] / 60))
+        want = full.isel(draw=slice(None, None, thin))
+        got = dt["posterior"].to_dataset()
+        assert got.sizes["chain"] * got.sizes["draw"] <= 60
+        xr.testing.assert_identical(got, want.drop_attrs())
+        for var in want.data_vars:
+            assert got[var].dtype == want[var].dtype
+            np.testing.assert_array_equal(_bits(got[var].values), _bits(want[var].values))
+        for group in ("observed_data", "constant_data", "predictions_constant_data"):
+            xr.testing.assert_identical(
+                dt[group].to_dataset(), orig[group].to_dataset().drop_attrs()
+            )
+        # posteriordb's draws file: a list of chains keyed by parameter name
+        chains = read_json_zip(
+            (db / f"reference_posteriors/draws/draws/{name}.json.zip").read_bytes()
+        )
+        assert len(chains) == 4 and "layer0.weight[0,1]" in chains[0]
+        assert len(info["diagnostics"]["r_hat"]) == len(chains[0])
+        # the model file is a spec whose one cell has this cell's configuration hash
+        model = meta["model"]
+        (cell,) = load_spec(db / model["model_code"]["zoo"]).cells()
+        assert cell.cell_id.rsplit("_", 1)[1] == prov["config_hash"]
+        assert model["network"]["n_params"] == sum(meta["posterior"]["dimensions"].values())
+
+
+def test_cells_fitted_to_the_same_points_share_their_data(exported) -> None:
+    db, _ = exported
+    data_names = {
+        zoo.references.reference_info(zoo.references.load(n, db))["posterior"]["data_name"]
+        for n in zoo.references.names(db)
+    }
+    assert len(data_names) == 1
+    assert len(list((db / "data/data").iterdir())) == 1
+
+
+def test_export_is_deterministic(run_dir, exported, tmp_path) -> None:
+    db, _ = exported
+    code, _, err = _zoo(
+        "export",
+        str(run_dir),
+        "--out",
+        str(tmp_path / "again"),
+        "--max-draws",
+        "60",
+        "--min-grade",
+        "failed",
+    )
+    assert code == 0, err
+    first = {p.relative_to(db): p.read_bytes() for p in db.rglob("*") if p.is_file()}
+    again = {
+        p.relative_to(tmp_path / "again"): p.read_bytes()
+        for p in (tmp_path / "again").rglob("*")
+        if p.is_file()
+    }
+    assert first == again
+
+
+def test_min_grade_leaves_cells_out_and_says_so(run_dir, tmp_path) -> None:
+    grades = {c: r["metrics"]["reference_grade"] for c, r in _records(run_dir).items()}
+    assert sorted(grades.values()) == ["bronze", "failed"]  # the tiny run's two cells
+    code, out, err = _zoo("export", str(run_dir), "--out", str(tmp_path / "b"))
+    assert code == 0
+    (bronze,) = [c for c, g in grades.items() if g == "bronze"]
+    (failed,) = [c for c, g in grades.items() if g == "failed"]
+    assert zoo.references.names(tmp_path / "b") == [f"refs-{bronze}"]
+    assert f"left out {failed}: grade failed, below --min-grade bronze" in err
+    code, _, err = _zoo("export", str(run_dir), "--out", str(tmp_path / "g"), "--min-grade", "gold")
+    assert code == 2 and "below --min-grade gold" in err
+    assert not (tmp_path / "g").exists()
+
+
+def test_bad_input_exits_2_and_writes_nothing(run_dir, tmp_path) -> None:
+    # not a run directory
+    code, _, err = _zoo("export", str(tmp_path), "--out", str(tmp_path / "x"))
+    assert code == 2 and "not a run directory" in err and "Traceback" not in err
+    assert not (tmp_path / "x").exists()
+    # no graded sampled cell: the sampled cells' records are gone (pending)
+    bare = tmp_path / "bare"
+    shutil.copytree(run_dir, bare)
+    for p in (bare / "cells").glob("nuts_*"):
+        p.unlink()
+    code, _, err = _zoo("export", str(bare), "--out", str(tmp_path / "y"))
+    assert code == 2 and "no finished sampled cell" in err
+    assert not (tmp_path / "y").exists()
+    # --out not empty, a file, a link (to an empty directory): refused, left as it was
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "mine.txt").write_text("keep")
+    code, _, err = _zoo("export", str(run_dir), "--out", str(full))
+    assert code == 2 and "is not empty" in err
+    assert [p.name for p in full.iterdir()] == ["mine.txt"]
+    afile = tmp_path / "afile"
+    afile.write_text("keep")
+    code, _, err = _zoo("export", str(run_dir), "--out", str(afile))
+    assert code == 2 and "is a file" in err and afile.read_text() == "keep"
+    target = tmp_path / "target"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    code, _, err = _zoo("export", str(run_dir), "--out", str(link))
+    assert code == 2 and "symbolic link" in err
+    assert list(target.iterdir()) == []
+    # bad options
+    code, _, err = _zoo("export", str(run_dir), "--out", str(tmp_path / "z"), "--max-draws", "0")
+    assert code == 2 and "--max-draws 0" in err and not (tmp_path / "z").exists()
+
+
+def test_loader_names_what_it_cannot_find(exported, tmp_path) -> None:
+    db, _ = exported
+    name = zoo.references.names(db)[0]
+    with pytest.raises(zoo.references.ReferenceReadError, match="did you mean"):
+        zoo.references.load(name[:-1], db)
+    with pytest.raises(zoo.references.ReferenceReadError, match="not a reference database"):
+        zoo.references.load(name, tmp_path)
+    broken = tmp_path / "broken"
+    shutil.copytree(db, broken)
+    (broken / f"reference_posteriors/draws/draws/{name}.json.zip").write_bytes(b"not a zip")
+    with pytest.raises(zoo.references.ReferenceReadError, match="cannot be read"):
+        zoo.references.load(name, broken)
+    posterior = broken / f"posteriors/{name}.json"
+    doc = json.loads(posterior.read_text())
+    posterior.write_text(json.dumps({**doc, "data_name": "../../../etc/passwd"}))
+    with pytest.raises(zoo.references.ReferenceReadError, match="outside the database"):
+        zoo.references.load(name, broken)
+
+
+def test_numbers_round_trip_bit_for_bit() -> None:
+    rng = np.random.default_rng(0)
+    for dtype, bits in ((np.float32, np.uint32), (np.float64, np.uint64)):
+        raw = rng.integers(0, np.iinfo(bits).max, size=20000, dtype=bits, endpoint=True)
+        x = raw.view(dtype)
+        x = np.concatenate([x[np.isfinite(x)], np.array([-0.0, 0.0], dtype=dtype)])
+        back = read_array(json.loads(json_array(x)), x.dtype)
+        assert back.dtype == x.dtype
+        np.testing.assert_array_equal(back.view(bits), x.view(bits))
+    ints = np.array([[0, -3], [127, 5]], dtype=np.int8)
+    assert np.array_equal(read_array(json.loads(json_array(ints)), "int8"), ints)
+
+
+def test_help_says_what_is_written_and_how_to_read_it() -> None:
+    code, out, _ = _zoo_help("export", "--help")
+    assert code == 0
+    for words in (
+        "posteriors/NAME.json",
+        "models/zoo/CELL.yaml",
+        "data/data/DATA.json.zip",
+        "reference_posteriors/draws/draws/NAME.json.zip",
+        "zoo.references.load",
+        "--min-grade",
+        "--max-draws",
+        "exit status",
+        "nested R-hat",
+    ):
+        assert words in out, words
+    assert export_args.DEFAULT_MAX_DRAWS == zoo.references.DEFAULT_MAX_DRAWS
+    code, out, _ = _zoo_help("--help")
+    assert "export" in out
+
+
+def _zoo_help(*args: str) -> tuple[int, str, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as e:
+        main(list(args))
+    return e.value.code, out.getvalue(), ""
+
+
+def test_cells_not_finished_are_left_out_and_named(run_dir, tmp_path) -> None:
+    part = tmp_path / "part"
+    shutil.copytree(run_dir, part)
+    gone = sorted((part / "cells").glob("nuts_depth=2_*.json"))[0]
+    gone.unlink()
+    code, _, err = _zoo("export", str(part), "--out", str(tmp_path / "o"), "--min-grade", "failed")
+    assert code == 0
+    assert f"left out {gone.stem}: not finished (pending or running)" in err
+    assert len(zoo.references.names(tmp_path / "o")) == 1
