@@ -232,7 +232,9 @@ def _defaults(dtype: torch.dtype, device: str) -> Iterator[None]:
         yield
     finally:
         torch.set_default_dtype(old_dtype)
-        torch.set_default_device(old_device)
+        # None removes the device mode; setting "cpu" back would leave one installed, and
+        # every later tensor operation would go through its __torch_function__
+        torch.set_default_device(None if old_device.type == "cpu" else old_device)
 
 
 @pytest.mark.parametrize("runtime", RUNTIMES)

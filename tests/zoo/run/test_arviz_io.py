@@ -55,6 +55,7 @@ def _tree(seed: int = 0, n_chain: int = N_CHAIN) -> xr.DataTree:
         "step_size": np.full(cd, 0.05),
         "n_steps": rng.integers(1, 64, size=cd),
         "tree_depth": rng.integers(1, 7, size=cd),
+        "reached_max_treedepth": rng.random(cd) < 0.05,
         "diverging": rng.random(cd) < 0.05,
         "energy": rng.normal(size=cd),
         "acceptance_rate": rng.random(cd),

@@ -33,6 +33,8 @@ INFERENCE = [
     ),
     specs.method("hmc", "hmc", warmup=10, draws=6, num_steps=2, predictive_draws=5),
     specs.chees(init_from="mfvi", warmup=20, draws=6, chains=4, keep_draws=6, predictive_draws=5),
+    specs.method("mclmc", "mclmc", init_from="mfvi", warmup=6, draws=4, chains=2),
+    specs.method("mams", "mams", warmup=6, draws=4, chains=2, max_steps=4),
 ]
 STUDIES = [
     specs.study(
@@ -204,7 +206,7 @@ def default_device_meta():
     try:
         yield
     finally:
-        torch.set_default_device("cpu")
+        torch.set_default_device(None)  # no device mode left behind for later tests
 
 
 def test_every_method_and_study_makes_its_tensors_on_the_datas_device(
@@ -223,7 +225,9 @@ def test_every_method_and_study_makes_its_tensors_on_the_datas_device(
         if cell.method.kind in CPU_ONLY_KINDS:  # refused on CUDA (zoo.cli.checks)
             continue
         out = run_cell(cell, Runtime.cpu())
-        assert _plain(outputs[name][1].metrics).items() <= _plain(out.metrics).items(), name
+        a, b = _plain(out.metrics), _plain(outputs[name][1].metrics)
+        for k, v in b.items():  # NaN (a tiny sampler cell's R-hat) equals NaN here
+            assert k in a and (a[k] == v or (v != v and a[k] != a[k])), (name, k)
 
 
 def test_samplers_record_how_their_adapted_mass_compares_with_the_draws_spread(outputs):

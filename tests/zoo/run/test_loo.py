@@ -281,7 +281,11 @@ def test_a_real_cell_writes_the_schema(cells, name):
         assert -held.lpd / held.n == pytest.approx(res.metrics["nll"], rel=1e-5)
 
     stats = set(dt["sample_stats"].data_vars) if "sample_stats" in dt.children else set()
-    expected = {"nuts": set(SAMPLE_STATS), "hmc": set(SAMPLE_STATS) - {"tree_depth"}, "mfvi": set()}
+    expected = {
+        "nuts": set(SAMPLE_STATS),
+        "hmc": set(SAMPLE_STATS) - {"tree_depth", "reached_max_treedepth"},
+        "mfvi": set(),
+    }
     assert stats == expected[name]
     if name == "nuts":
         depth = dt["sample_stats"]["tree_depth"]

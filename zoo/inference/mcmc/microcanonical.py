@@ -261,8 +261,9 @@ class MAMSProgram:
         c, d = z.shape
         self.state = IsokineticState(z, z, u.to(torch.float64), g)
         eps0 = INITIAL_STEP * math.sqrt(d) if self.step_size is None else self.step_size
-        self.eps = torch.full((c,), float(eps0), dtype=torch.float64)
-        self.length = torch.full((c,), math.sqrt(d), dtype=torch.float64)
+        host = dict(dtype=torch.float64, device="cpu")  # read on the host every draw
+        self.eps = torch.full((c,), float(eps0), **host)
+        self.length = torch.full((c,), math.sqrt(d), **host)
         self.minv = torch.ones(c, d, dtype=z.dtype, device=z.device)
         self.sqrt_minv = self.minv
         self.da_state = self.da.init(torch.log(10 * self.eps), torch.log(self.eps))
@@ -273,7 +274,7 @@ class MAMSProgram:
     def _transition(self) -> tuple[np.ndarray, MAMSInfo]:
         z = self.state.z
         mean = (self.length / self.eps).numpy()
-        v = torch.rand(self.chains, generator=self.cpu, dtype=torch.float64).numpy()
+        v = torch.rand(self.chains, generator=self.cpu, dtype=torch.float64, device="cpu").numpy()
         n = np.clip(np.ceil(v * steps_mean_rescale(mean)), 1, self.max_steps).astype(np.int64)
         noise = torch.randn(z.shape, generator=self.gen, dtype=z.dtype, device=z.device)
         logu = torch.rand(self.chains, generator=self.gen, dtype=torch.float64, device=z.device)

@@ -446,9 +446,9 @@ class FlatPotential:
         """A flat ``z`` drawn from the prior with ``gen`` (a CPU generator: the draw is made
         on the CPU, so it is the same number on every device, then moved to the data's)."""
         loc, sd = self._loc.cpu(), self._prec.rsqrt().cpu()
-        zw = loc + torch.randn(self.n_weights, generator=gen) * sd
+        zw = loc + torch.randn(self.n_weights, generator=gen, device="cpu") * sd
         if self.learned_noise:
-            sigma = torch.randn(1, generator=gen).abs() / math.sqrt(self._noise_prec)
+            sigma = torch.randn(1, generator=gen, device="cpu").abs() / math.sqrt(self._noise_prec)
             zw = torch.cat([zw, sigma.log()])
         return zw.to(self.x.device)
 

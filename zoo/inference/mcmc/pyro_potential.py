@@ -160,5 +160,5 @@ class PyroPotential:
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
         """A chain's start: uniform in ``(-INIT_RADIUS, INIT_RADIUS)`` per unconstrained
         coordinate (Pyro's ``init_to_uniform``), drawn with ``gen`` on the CPU."""
-        u = torch.rand(self.dim, generator=gen, dtype=self.x.dtype)
+        u = torch.rand(self.dim, generator=gen, dtype=self.x.dtype, device="cpu")
         return ((2 * u - 1) * INIT_RADIUS).to(self.x.device)

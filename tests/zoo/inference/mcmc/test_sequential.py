@@ -51,7 +51,16 @@ run_hmc = functools.partial(
 )
 
 SIGMA = 0.5
-STATS = ("lp", "step_size", "n_steps", "tree_depth", "diverging", "energy", "acceptance_rate")
+STATS = (
+    "lp",
+    "step_size",
+    "n_steps",
+    "tree_depth",
+    "reached_max_treedepth",
+    "diverging",
+    "energy",
+    "acceptance_rate",
+)
 
 
 def _regression(n: int = 60, seed: int = 0):
