@@ -21,6 +21,7 @@ from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 from zoo.models.priors import he_prior, normal_prior
+from zoo.run.arviz_io import SAMPLE_STATS
 from zoo.spec.sections.samplers import HMCMethod, NUTSMethod
 
 
@@ -51,16 +52,7 @@ run_hmc = functools.partial(
 )
 
 SIGMA = 0.5
-STATS = (
-    "lp",
-    "step_size",
-    "n_steps",
-    "tree_depth",
-    "reached_max_treedepth",
-    "diverging",
-    "energy",
-    "acceptance_rate",
-)
+STATS = SAMPLE_STATS  # NUTS records every sample stat of a cell file
 
 
 def _regression(n: int = 60, seed: int = 0):
