@@ -36,10 +36,11 @@ from pyro.infer.autoguide import AutoGuide
 from pyro.infer.util import zero_grads
 from pyro.optim import PyroOptim
 from pyro.optim.clipped_adam import ClippedAdam as _ClippedAdam
-from torch.distributions import transform_to
+from torch.distributions import ExpTransform, transform_to
 
 from guides import AutoFixedVarianceNormal, AutoKTiedNormal, AutoMeanField
 from guides.k_tied import is_matrix_site
+from zoo.inference.fused_local import NoiseSite, reparameterized_linear
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
@@ -52,23 +53,21 @@ def fused_step_applies(
     """Whether :class:`FusedMeanFieldStep` computes ``model`` and ``guide``'s SVI step.
 
     True for a :class:`~zoo.models.mlp.BayesianMLP` with a Bernoulli, categorical or
-    fixed-noise Gaussian likelihood (exactly those classes: no latent site but the weights
-    and biases, and the log-density the model's ``obs`` site computes), an
-    :class:`~guides.AutoMeanField`, :class:`~guides.AutoFixedVarianceNormal` or
-    :class:`~guides.AutoKTiedNormal` guide (exactly those classes), one particle, the
-    closed-form KL and no local reparameterization. Any other case keeps Pyro's step.
+    Gaussian likelihood (exactly those classes: no latent site but the weights, the biases
+    and a Gaussian's learned ``noise``, and the log-density the model's ``obs`` site
+    computes), an :class:`~guides.AutoMeanField`, :class:`~guides.AutoFixedVarianceNormal`
+    or :class:`~guides.AutoKTiedNormal` guide (exactly those classes: independent Gaussian
+    weight entries, so local reparameterization applies), one particle and the closed-form
+    KL, with or without local reparameterization. Any other case keeps Pyro's step.
     """
     lik = getattr(model, "likelihood", None)
-    fixed_lik = type(lik) in (BernoulliLikelihood, CategoricalLikelihood) or (
-        type(lik) is GaussianLikelihood and lik.noise is not None
-    )
     return (
         type(model) is BayesianMLP
-        and fixed_lik
+        and type(lik) in (BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood)
         and type(guide) in (AutoMeanField, AutoFixedVarianceNormal, AutoKTiedNormal)
         and particles == 1
         and closed_form_kl
-        and not local_reparam
+        and local_reparam in (True, False)
     )
 
 
@@ -80,10 +79,11 @@ class _Site(NamedTuple):
     rho: torch.Tensor | None  # raw scale parameter (None: fixed scale)
     transform: Any  # rho -> scale, as PyroModule applies it
     fixed_scale: torch.Tensor | None
-    prior_loc: torch.Tensor
-    prior_scale: torch.Tensor
+    prior_loc: torch.Tensor | None  # None: the learned noise (HalfNormal prior)
+    prior_scale: torch.Tensor | None
     log_u: torch.Tensor | None = None  # k-tied matrix site: log U, log V
     log_v: torch.Tensor | None = None
+    fixed_var: torch.Tensor | None = None  # fixed_scale ** 2 (local reparameterization)
 
 
 class FusedMeanFieldStep:
@@ -93,7 +93,7 @@ class FusedMeanFieldStep:
     ----------
     model : BayesianMLP
         The model (see :func:`fused_step_applies`).
-    guide : AutoMeanField or AutoFixedVarianceNormal
+    guide : AutoMeanField or AutoFixedVarianceNormal or AutoKTiedNormal
         Its guide; set up on the first step, with the first step's arguments, as Pyro's
         ``SVI.step`` would (same draws of torch's generator).
     optim : callable
@@ -103,13 +103,23 @@ class FusedMeanFieldStep:
         its steps after the first with torch's ``_foreach`` kernels on the same state and
         the same elementwise arithmetic (:func:`_clipped_adam_foreach`); any other optimizer
         is called as ``SVI`` calls it.
+    local_reparam : bool, default False
+        Sample every layer's pre-activations instead of its weights, as Pyro's step does
+        inside :class:`guides.local_reparam.LocalReparameterization`
+        (:func:`~zoo.inference.fused_local.reparameterized_linear`). The step needs no such
+        context around it.
     """
 
-    def __init__(self, model: BayesianMLP, guide: AutoGuide, optim: Callable) -> None:
+    def __init__(
+        self, model: BayesianMLP, guide: AutoGuide, optim: Callable, *, local_reparam: bool = False
+    ) -> None:
         self.model, self.guide, self.optim = model, guide, optim
+        self.local_reparam = bool(local_reparam)
         self._sites: list[_Site] = []
         self._params: list[torch.Tensor] = []
         self._layers: list[tuple[str, str]] = []
+        self._weights: frozenset[str] = frozenset()
+        self._noise: NoiseSite | None = None
         self._steps = 0
 
     def _setup(self, *args: Any) -> None:
@@ -127,27 +137,37 @@ class FusedMeanFieldStep:
         ktied = isinstance(guide, AutoKTiedNormal)
         params = dict(guide.named_parameters())
         buffers = dict(model.named_buffers())
-        for name in guide.latent_sites:
+        lik = model.likelihood
+        for name, info in guide.latent_sites.items():
             loc = params[f"locs.{name}_unconstrained"]
-            p_loc = buffers[f"{name}_prior_loc"].expand(loc.shape)
-            p_scale = buffers[f"{name}_prior_scale"].expand(loc.shape)
+            if name == "noise" and isinstance(lik, GaussianLikelihood) and lik.noise is None:
+                if info.transform != ExpTransform():
+                    raise RuntimeError(f"the guide's noise site has the transform {info.transform}")
+                prior_scale = torch.tensor(lik.prior_scale, device=loc.device)
+                self._noise = NoiseSite(prior_scale)
+                p_loc = p_scale = None
+            else:
+                p_loc = buffers[f"{name}_prior_loc"].expand(loc.shape)
+                p_scale = buffers[f"{name}_prior_scale"].expand(loc.shape)
             if fixed:
                 scale = loc.new_tensor(guide.site_scale(name)).expand(loc.shape)
-                self._sites.append(_Site(name, loc, None, None, scale, p_loc, p_scale))
-            elif ktied and is_matrix_site(guide.latent_sites[name]):
+                site = _Site(name, loc, None, None, scale, p_loc, p_scale, fixed_var=scale.pow(2))
+            elif ktied and is_matrix_site(info):
                 log_u, log_v = (
                     params[f"log_u.{name}_unconstrained"],
                     params[f"log_v.{name}_unconstrained"],
                 )
-                self._sites.append(_Site(name, loc, None, None, None, p_loc, p_scale, log_u, log_v))
+                site = _Site(name, loc, None, None, None, p_loc, p_scale, log_u, log_v)
             else:
                 rho = params[f"scales.{name}_unconstrained"]
                 transform = transform_to(guide.scale_constraint)
-                self._sites.append(_Site(name, loc, rho, transform, None, p_loc, p_scale))
+                site = _Site(name, loc, rho, transform, None, p_loc, p_scale)
+            self._sites.append(site)
         self._params = [
             p for s in self._sites for p in (s.loc, s.rho, s.log_u, s.log_v) if p is not None
         ]
         self._layers = model.layer_sites()
+        self._weights = frozenset(w for w, _ in self._layers) if self.local_reparam else frozenset()
 
     def _elbo(
         self, x: torch.Tensor, y: torch.Tensor, n_total: int, kl_weight: float
@@ -155,16 +175,28 @@ class FusedMeanFieldStep:
         """The ELBO estimate, op for op as Pyro's TraceMeanField_ELBO computes it."""
         model = self.model
         values: dict[str, torch.Tensor] = {}
+        moments: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
         kls: list[torch.Tensor] = []
+        noise = None
         for site in self._sites:
             loc = site.loc
             if site.log_u is not None:
-                kls.append(self._ktied_site(site, values, kl_weight))
+                kls.append(self._ktied_site(site, values, moments, kl_weight))
                 continue
             # the guide: Normal(loc, scale).rsample() = loc + eps * scale, eps drawn here
             scale = site.fixed_scale if site.rho is None else site.transform(site.rho)
+            if site.prior_loc is None:  # the learned noise: exp of a Normal draw
+                noise = NoiseSite.draw(loc, scale)
+                values[site.name] = noise.sigma
+                continue
             eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
-            values[site.name] = loc + eps * scale
+            if site.name in self._weights:
+                # local reparameterization: the draw advances the generator, its value is
+                # not used; the layer needs the entries' means and variances
+                var = site.fixed_var if site.rho is None else scale.pow(2)
+                moments[site.name] = (loc, var)
+            else:
+                values[site.name] = loc + eps * scale
             # torch's kl_normal_normal against the site's prior, summed over the site
             var_ratio = (scale / site.prior_scale).pow(2)
             t1 = ((loc - site.prior_loc) / site.prior_scale).pow(2)
@@ -174,24 +206,41 @@ class FusedMeanFieldStep:
             kls.append(kl)
         h, act, depth = x, model.act, model.depth
         for i, (w_site, b_site) in enumerate(self._layers):
-            h = F.linear(h, values[w_site], values[b_site])
+            if w_site in moments:
+                h = reparameterized_linear(h, *moments[w_site], values[b_site])
+            else:
+                h = F.linear(h, values[w_site], values[b_site])
             if i < depth:
                 h = act(h)
+        # the model's log-densities in its site order (noise, then obs), then the guide's
+        log_prior = None if noise is None else self._noise.log_prior(noise, kl_weight)
         log_p = model.likelihood.log_prob(h, y, values)
         if n_total != x.shape[0]:
             log_p = log_p * (1.0 * n_total / x.shape[0])
+        log_p = log_p.sum()
+        log_q = None if noise is None else NoiseSite.log_q(noise, kl_weight)
         elbo = 0
         for kl in kls:
             elbo = elbo - kl
-        return elbo + log_p.sum()
+        if noise is not None:
+            elbo = elbo + log_prior - log_q
+        return elbo + log_p
 
-    @staticmethod
-    def _ktied_site(site: _Site, values: dict[str, torch.Tensor], kl_weight: float) -> torch.Tensor:
+    def _ktied_site(
+        self,
+        site: _Site,
+        values: dict[str, torch.Tensor],
+        moments: dict[str, tuple[torch.Tensor, torch.Tensor]],
+        kl_weight: float,
+    ) -> torch.Tensor:
         """A k-tied matrix site, as ``KTiedNormal.rsample`` and its KL to a Normal prior do."""
         loc = site.loc
         u, v = site.log_u.exp(), site.log_v.exp()
         eps = torch.randn(loc.shape, dtype=loc.dtype, device=loc.device)
-        values[site.name] = loc + eps * (u @ v.mT).reshape(loc.shape)
+        if site.name in self._weights:  # KTiedNormal.variance, as local_reparam reads it
+            moments[site.name] = (loc, (u @ v.mT).reshape(loc.shape).pow(2))
+        else:
+            values[site.name] = loc + eps * (u @ v.mT).reshape(loc.shape)
         scale = (u @ v.mT).reshape(loc.shape)  # KTiedNormal.stddev, computed again for the KL
         var_ratio = (scale / site.prior_scale) ** 2
         term = ((loc - site.prior_loc) / site.prior_scale) ** 2

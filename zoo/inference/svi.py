@@ -150,7 +150,8 @@ def fit_svi(
     fused : bool
         Take each step with :class:`~zoo.inference.fused_svi.FusedMeanFieldStep` where it
         applies (:func:`~zoo.inference.fused_svi.fused_step_applies`: a mean-field,
-        fixed-variance or k-tied guide on an MLP, closed-form KL, one particle): the same
+        fixed-variance or k-tied guide on an MLP, closed-form KL, one particle, with or
+        without local reparameterization, fixed or learned Gaussian noise): the same
         losses, gradients and parameters as Pyro's ``SVI.step`` to the bit, without its
         traces. False: always Pyro's step.
 
@@ -186,11 +187,14 @@ def fit_svi(
         closed_form_kl=m.closed_form_kl,
         local_reparam=local_reparam,
     ):
-        fused_step = FusedMeanFieldStep(model, guide, optim)
+        # local reparameterization inside the fused step: no context around it
+        fused_step = FusedMeanFieldStep(model, guide, optim, local_reparam=local_reparam)
         svi_step = lambda xb, yb: fused_step.step(xb, yb, n, scale.weight)  # noqa: E731
+        pyro_local_reparam = False
     else:
         svi = SVI(smodel, sguide, optim, loss=elbo_cls(num_particles=m.num_particles))
         svi_step = lambda xb, yb: svi.step(xb, yb, n)  # noqa: E731
+        pyro_local_reparam = local_reparam
     losses = np.empty(total)
     t0 = time.perf_counter()
     bar = progress_bar(total, desc) if progress else None
@@ -203,7 +207,7 @@ def fit_svi(
                 scale.weight = kl_weight_at(step, m.kl_weight, m.kl_warmup_steps, m.kl_warmup_every)
             if tap is not None:
                 tap.step = step
-            with LocalReparameterization(strict=True) if local_reparam else nullcontext():
+            with LocalReparameterization(strict=True) if pyro_local_reparam else nullcontext():
                 loss = svi_step(x[idx], y[idx])
             if not np.isfinite(loss):
                 raise FloatingPointError(

@@ -1,4 +1,5 @@
-"""The fused mean-field SVI step equals Pyro's ``SVI.step`` to the bit, and fit_svi uses it."""
+"""The fused mean-field SVI step equals Pyro's ``SVI.step`` to the bit (also with local
+reparameterization and a learned Gaussian noise), and fit_svi uses it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from zoo.inference.fused_svi import fused_step_applies
 from zoo.inference.svi import fit_svi
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
+from zoo.run.cell import run_cell
+from zoo.run.netcdf import datatree_from_bytes
+from zoo.runtime import Runtime
+from zoo.spec import load_spec
 from zoo.spec.sections.inference import SVIMethod
 
 LIKELIHOODS = {
@@ -24,20 +29,26 @@ LIKELIHOODS = {
     ),
     "gaussian": (lambda: GaussianLikelihood(0.3), lambda g, n: torch.randn(n, generator=g)),
 }
+#: a Gaussian likelihood with a learned noise (the site ``noise`` ~ HalfNormal(1))
+LEARNED = (lambda: GaussianLikelihood(None), lambda g, n: torch.randn(n, generator=g))
 GUIDES = {
     "mean_field": lambda m: AutoMeanField(m, init_scale=0.05),
     "mean_field_exp": lambda m: AutoMeanField(m, init_scale=0.05, scale_transform="exp"),
     "fixed_variance": lambda m: AutoFixedVarianceNormal(m, {"layer0.weight": 0.1} | _rest(m)),
+    "fixed_variance_one": lambda m: AutoFixedVarianceNormal(m, 0.05),
     "k_tied": lambda m: AutoKTiedNormal(m, 2, init_scale=0.05),
 }
 
 
 def _rest(model: BayesianMLP) -> dict[str, float]:
-    return {site: 0.02 for site in model.site_info() if site != "layer0.weight"}
+    rest = {site: 0.02 for site in model.site_info() if site != "layer0.weight"}
+    if getattr(model.likelihood, "noise", 0.0) is None:
+        rest["noise"] = 0.1
+    return rest
 
 
-def _fit(likelihood: str, guide_name: str, fused: bool):
-    make_lik, make_y = LIKELIHOODS[likelihood]
+def _fit(likelihood: str, guide_name: str, fused: bool, local_reparam: bool = False):
+    make_lik, make_y = LEARNED if likelihood == "learned" else LIKELIHOODS[likelihood]
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(50, 2, generator=gen)
     y = make_y(gen, 50)
@@ -51,7 +62,7 @@ def _fit(likelihood: str, guide_name: str, fused: bool):
     method = SVIMethod(
         name="t",
         kind="svi",
-        guide={"kind": "mean_field"},
+        guide={"kind": "mean_field", "local_reparam": local_reparam},
         steps=12,
         batch_size=20,
         lr=0.05,
@@ -74,11 +85,9 @@ def _fit(likelihood: str, guide_name: str, fused: bool):
     return fit, store, grads
 
 
-@pytest.mark.parametrize("guide_name", list(GUIDES))
-@pytest.mark.parametrize("likelihood", list(LIKELIHOODS))
-def test_fused_step_equals_pyro_step_bitwise(likelihood: str, guide_name: str) -> None:
-    pyro_fit, pyro_store, pyro_grads = _fit(likelihood, guide_name, fused=False)
-    fused_fit, fused_store, fused_grads = _fit(likelihood, guide_name, fused=True)
+def _assert_same_fit(likelihood: str, guide_name: str, local_reparam: bool = False) -> None:
+    pyro_fit, pyro_store, pyro_grads = _fit(likelihood, guide_name, False, local_reparam)
+    fused_fit, fused_store, fused_grads = _fit(likelihood, guide_name, True, local_reparam)
     np.testing.assert_array_equal(fused_fit.losses, pyro_fit.losses)
     assert fused_fit.stats == pyro_fit.stats
     assert list(fused_store) == list(pyro_store)
@@ -91,12 +100,42 @@ def test_fused_step_equals_pyro_step_bitwise(likelihood: str, guide_name: str) -
             assert torch.equal(got[name], want[name]), name
 
 
-def test_fit_svi_takes_the_fused_step_for_mean_field(monkeypatch) -> None:
+@pytest.mark.parametrize("guide_name", list(GUIDES))
+@pytest.mark.parametrize("likelihood", list(LIKELIHOODS))
+def test_fused_step_equals_pyro_step_bitwise(likelihood: str, guide_name: str) -> None:
+    _assert_same_fit(likelihood, guide_name)
+
+
+@pytest.mark.parametrize("guide_name", list(GUIDES))
+@pytest.mark.parametrize("local_reparam", [False, True])
+def test_fused_step_with_a_learned_noise_equals_pyro_step_bitwise(
+    guide_name: str, local_reparam: bool
+) -> None:
+    # the site noise: HalfNormal(1) prior, exp of a Normal in the guide, no closed-form KL
+    _assert_same_fit("learned", guide_name, local_reparam)
+
+
+@pytest.mark.parametrize("guide_name", list(GUIDES))
+@pytest.mark.parametrize("likelihood", list(LIKELIHOODS))
+def test_fused_local_reparameterization_equals_pyro_step_bitwise(
+    likelihood: str, guide_name: str
+) -> None:
+    _assert_same_fit(likelihood, guide_name, local_reparam=True)
+
+
+@pytest.mark.parametrize(("likelihood", "local_reparam"), [("bernoulli", False), ("learned", True)])
+def test_fit_svi_takes_the_fused_step_for_mean_field(
+    monkeypatch, likelihood: str, local_reparam: bool
+) -> None:
     def no_svi(*args, **kwargs):
         raise AssertionError("fit_svi built Pyro's SVI for a mean-field MLP")
 
+    def no_context(*args, **kwargs):
+        raise AssertionError("fit_svi entered LocalReparameterization around the fused step")
+
     monkeypatch.setattr(svi_module, "SVI", no_svi)
-    fit, _, _ = _fit("bernoulli", "mean_field", fused=True)
+    monkeypatch.setattr(svi_module, "LocalReparameterization", no_context)
+    fit, _, _ = _fit(likelihood, "mean_field", True, local_reparam)
     assert np.isfinite(fit.losses).all()
 
 
@@ -107,8 +146,40 @@ def test_fused_step_applies_only_where_it_equals_pyro() -> None:
     ok = {"particles": 1, "closed_form_kl": True, "local_reparam": False}
     assert fused_step_applies(model, mf, **ok)
     assert fused_step_applies(model, AutoKTiedNormal(model), **ok)
+    assert fused_step_applies(learned_noise, AutoMeanField(learned_noise), **ok)
+    assert fused_step_applies(model, mf, **(ok | {"local_reparam": True}))
+    assert fused_step_applies(
+        model, AutoFixedVarianceNormal(model, 0.1), **(ok | {"local_reparam": True})
+    )
     assert not fused_step_applies(model, mn, **ok)
-    assert not fused_step_applies(learned_noise, AutoMeanField(learned_noise), **ok)
+    assert not fused_step_applies(model, mn, **(ok | {"local_reparam": True}))
     assert not fused_step_applies(model, mf, **(ok | {"particles": 2}))
     assert not fused_step_applies(model, mf, **(ok | {"closed_form_kl": False}))
-    assert not fused_step_applies(model, mf, **(ok | {"local_reparam": True}))
+
+
+def test_an_overpruning_cell_gives_the_same_results_with_the_fused_step(monkeypatch) -> None:
+    """specs/overpruning_uci.yaml's MF and GD cells (local reparameterization, learned noise),
+    shrunk to 50 steps: metrics, the pruning study's arrays and the ArviZ groups are the same
+    with the fused step and with Pyro's (only the files' creation times differ)."""
+    over = ["sweep.split=[0]", "inference.MF.steps=50", "inference.GD.steps=50"]
+    spec = load_spec("specs/overpruning_uci.yaml", over)
+    cells = [c for c in spec.cells() if c.method.name in ("MF", "GD")]
+    assert [c.method.name for c in cells] == ["MF", "GD"]
+    for cell in cells:
+        with monkeypatch.context() as m:  # the fused step, or this raises
+            m.setattr(svi_module, "SVI", None)
+            fused = run_cell(cell, Runtime.cpu())
+        with monkeypatch.context() as m:
+            m.setattr(svi_module, "fused_step_applies", lambda *args, **kwargs: False)
+            pyro_ = run_cell(cell, Runtime.cpu())
+        plain = [
+            {k: v for k, v in out.metrics.items() if not k.endswith("_seconds")}
+            for out in (fused, pyro_)
+        ]
+        assert plain[0] == plain[1], cell.method.name
+        assert set(fused.artifacts) == set(pyro_.artifacts) == {".nc", ".pruning.npz"}
+        assert fused.artifacts[".pruning.npz"] == pyro_.artifacts[".pruning.npz"]
+        a, b = (datatree_from_bytes(out.artifacts[".nc"]) for out in (fused, pyro_))
+        assert [node.path for node in a.subtree] == [node.path for node in b.subtree]
+        for node in a.subtree:
+            assert node.to_dataset().equals(b[node.path].to_dataset()), node.path
