@@ -2,8 +2,8 @@ r"""One SVI step of a mean-field guide on a Bayesian MLP in plain torch, without
 
 For :class:`~guides.AutoMeanField`, :class:`~guides.AutoFixedVarianceNormal` and
 :class:`~guides.AutoKTiedNormal` (diagonal Gaussians whose KL to the Normal prior has a
-closed form) on a :class:`~zoo.models.mlp.BayesianMLP` with a fixed-scale likelihood,
-``TraceMeanField_ELBO`` with one particle computes
+closed form) on a :class:`~zoo.models.mlp.BayesianMLP` with a Bernoulli, categorical or
+Gaussian likelihood, ``TraceMeanField_ELBO`` with one particle computes
 
 .. math::
 
@@ -12,8 +12,10 @@ closed form) on a :class:`~zoo.models.mlp.BayesianMLP` with a fixed-scale likeli
     \mathcal{N}(m_s, \tau_s^2)\big), \qquad w_s = \mu_s + \sigma_s \varepsilon_s,
 
 (the KL in closed form, :math:`\beta` the KL weight; :math:`\sigma_s = U V^\top` at a
-k-tied matrix site), at the cost of two Pyro traces, a replay, per-site distribution objects
-and messengers per step: on the default spec's network most of a step.
+k-tied matrix site; a learned Gaussian noise adds its sampled term, and local
+reparameterization samples each layer's outputs instead of its weights: both in
+:mod:`zoo.inference.fused_local`), at the cost of two Pyro traces, a replay, per-site
+distribution objects and messengers per step: on the default spec's network most of a step.
 :class:`FusedMeanFieldStep` computes the same estimate with the same tensor operations in
 the same order (the guide's draws site by site in model order, ``F.linear`` layers, the
 likelihood's log-density scaled by ``N / B``, the Normal-Normal KL summed per site as torch's
