@@ -69,8 +69,7 @@ def fused_step_applies(
         and type(guide) in (AutoMeanField, AutoFixedVarianceNormal, AutoKTiedNormal)
         and particles == 1
         and closed_form_kl
-        and local_reparam in (True, False)
-    )
+    )  # local_reparam either way: the step replays it (FusedMeanFieldStep(local_reparam=))
 
 
 class _Site(NamedTuple):
