@@ -75,6 +75,10 @@ def _derived(cell: Cell, values: dict[str, Any], axes: dict[str, Any], vf: float
     d = cell.spec.model_dump(mode="json", exclude_unset=True)
     d.pop("tune", None)
     for key, value in values.items():
+        top = axis_path(key)[0]
+        section = getattr(cell.spec, top, None)
+        if top not in d and hasattr(section, "model_dump"):  # a section left at its default
+            d[top] = section.model_dump(mode="json")  # (its kind is needed beside the value)
         set_path(d, axis_path(key), value)
     if vf is not None:
         d["data"]["validation_fraction"] = vf
