@@ -101,6 +101,7 @@ class Phases:
         self.saver = Saver(store, stopper, lambda msg: self.say(msg))
         self.status: dict[str, str] = {}
         self.skipped = 0  # cells already stored when their phase began
+        self.said: set[str] = set()  # damaged files named already
 
     def save(self, res: Any) -> None:
         """Store a result made without running (a main cell whose tuning all failed)."""
@@ -113,6 +114,10 @@ class Phases:
         records = {c.cell_id: store.record(c.cell_id) for c in cells}
         for cid, r in records.items():
             self.status[cid] = (r or {}).get("status", "pending")
+        for problem in store.problems():
+            if problem not in self.said:
+                self.said.add(problem)
+                log(f"zoo: damaged file: {problem}; it is computed again")
 
         def to_run(cid: str) -> bool:
             rec = records[cid]

@@ -214,8 +214,6 @@ def _run_cells(
         store.write_spec(spec)
     except OSError as e:
         raise RunDirError(f"cannot write in {out_dir}: {describe_os_error(e)}") from None
-    for problem in store.problems():
-        log(f"zoo: damaged file: {problem}; it is computed again")
     run = Phases(store, stopper, executor, n_workers, threads, runtime, address, progress, log)
     tp = tune_plan(spec, store.record)
     ran, report_error, rescued = 0, "", None
