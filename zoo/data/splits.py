@@ -73,7 +73,13 @@ def validation_indices(
         rows are left to train on.
     """
     train = np.asarray(train)
-    check_split_sizes(len(train), fraction, f"{where}: {fraction} of the training part")
+    n_kept = len(train) - n_test_rows(len(train), fraction)
+    if n_kept < MIN_TRAIN_ROWS:
+        raise DataError(
+            f"{where}: {fraction} of the {len(train)} training rows held out for validation "
+            f"leaves {max(n_kept, 0)} to train on; at least {MIN_TRAIN_ROWS} are needed: "
+            "use a smaller fraction or more training data"
+        )
     seed = [len(train), int(train.sum()) % (2**31), 1]
     perm = np.random.default_rng(seed).permutation(len(train))
     n_val = n_test_rows(len(train), fraction)

@@ -252,3 +252,26 @@ def test_the_shipped_tuned_spec_runs_shrunk(tmp_path: Path) -> None:
     assert res.loc["MAP", "tuned.prior.scale"].notna().all()
     assert res.loc["ES", "tuned.inference.ES.lr"].notna().all()
     assert len(list((out / "cells").glob("*.json"))) == 4 + 4  # tuning cells, main cells
+
+
+def test_all_tuning_cells_failed_fails_the_main_cells_with_the_reason(
+    tmp_path: Path, capsys
+) -> None:
+    # 95% of 20 training rows held out leaves 1 to train on: every tuning cell fails
+    data = specs.spec(
+        "allfail",
+        data=specs.two_moons(n_train=20, n_test=20),
+        inference=[specs.svi("mfvi", steps=3)],
+        sweep={"seed": [0, 1]},
+        tune={"grid": {"prior.scale": [0.5, 1.0]}, "validation_fraction": 0.95},
+    )
+    path = specs.write_spec(tmp_path, data)
+    out = tmp_path / "run"
+    # every cell failed: exit status 1
+    assert main(["run", str(path), "--out", str(out), "--no-progress", "--workers", "1"]) == 1
+    res = pd.read_csv(out / "results.csv")
+    assert len(res) == 2 and (res["status"] == "failed").all()
+    assert res["error"].str.contains("every tuning cell of mfvi failed").all()
+    assert "its main cells fail" in capsys.readouterr().err
+    assert main(["status", str(out)]) == 0
+    assert "failed 6" in capsys.readouterr().out  # 4 tuning cells, 2 main cells
