@@ -105,7 +105,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def _print_grades(run: RunDir, spec) -> None:
     """Per reference grade, how many of the spec's sampled cells, and what each one below
     gold failed (:func:`reports.sampler_report.grade_lines`)."""
-    ids = {c.cell_id for c in spec.cells()}
+    ids = {c.cell_id for c in tune_plan(spec, run.record).main}
     graded = {
         r["cell_id"]: sampler_record(r.get("metrics") or {})
         for r in run.records()

@@ -42,11 +42,6 @@ class Search:
     chosen: int | None
     error: str = ""
 
-    @property
-    def done(self) -> bool:
-        """Every tuning cell of the search is stored."""
-        return all(note != "pending" for _, _, note in self.tried)
-
 
 @dataclass(frozen=True)
 class TunePlan:

@@ -21,7 +21,7 @@ from zoo.spec.base import Section
 __all__ = ["HIGHER_IS_BETTER", "TuneSpec"]
 
 #: Metrics for which a higher value is better; every other metric is a loss (lower wins).
-HIGHER_IS_BETTER = frozenset({"accuracy", "log_lik", "elpd"})
+HIGHER_IS_BETTER = frozenset({"accuracy"})
 
 
 class TuneSpec(Section):
