@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from typing import Any
 
 from pydantic import ValidationError
 
 from zoo.spec.paths import set_path
+from zoo.spec.sections.bounds import MAX_CELLS
 from zoo.spec.sweep import Cell, axis_path, axis_problem, cells
 
 __all__ = [
@@ -207,6 +209,20 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
         )
     if out:
         return out
+    searches = math.prod(len(v) for k, v in spec.sweep.items() if k not in t.at)
+    n = searches * sum(
+        math.prod(len(t.grid[k]) for k in grid_keys(spec, m))
+        for m in spec.inference
+        if m.name in tuned_methods(spec)
+    )
+    if n > MAX_CELLS:
+        return [
+            (
+                "tune",
+                f"{n:,} tuning cells (the grid's combinations per method x {searches} "
+                f"searches); at most {MAX_CELLS:,}: fewer grid values, or more axes in at",
+            )
+        ]
     try:
         tuning_cells(spec)
     except ValidationError as e:

@@ -29,7 +29,7 @@ _METHODS = [
 ]
 
 
-def _tuned(tmp_path: Path, tune: dict | None = None, **kw) -> dict:
+def _tuned(tune: dict | None = None, **kw) -> dict:
     t = {
         "grid": {"prior.scale": [0.001, 1.0], "inference.ES.lr": [0.01, 0.02]},
         "at": {"split": 0},
@@ -50,12 +50,8 @@ def _tuned(tmp_path: Path, tune: dict | None = None, **kw) -> dict:
     return specs.spec("tuned", **fields)
 
 
-def _load(tmp_path: Path, data: dict):
-    return specs.load(tmp_path, data)
-
-
 def test_tuning_cells_are_the_grid_per_method_at_the_at_values(tmp_path: Path) -> None:
-    spec = _load(tmp_path, _tuned(tmp_path))
+    spec = specs.load(tmp_path, _tuned())
     found = tuning_cells(spec)
     # MAP: the prior grid (2); ES: its learning rate only (no prior: prior.* skipped)
     assert [(c.method.name, v) for _, v, c in found] == [
@@ -105,7 +101,7 @@ def _rec(status: str = "ok", **metrics) -> dict:
 
 
 def test_selection_best_metric_ties_first_failed_skipped(tmp_path: Path) -> None:
-    spec = _load(tmp_path, _tuned(tmp_path))
+    spec = specs.load(tmp_path, _tuned())
     ids = {(c.method.name, json.dumps(v)): c.cell_id for _, v, c in tuning_cells(spec)}
     recs = {
         ids["MAP", '{"prior.scale": 0.001}']: _rec(nll=2.0),
@@ -145,14 +141,14 @@ def test_higher_is_better_for_accuracy(tmp_path: Path) -> None:
         inference=[specs.svi("mfvi", steps=5)],
         tune={"grid": {"prior.scale": [0.5, 1.0]}, "metric": "accuracy"},
     )
-    spec = _load(tmp_path, data)
+    spec = specs.load(tmp_path, data)
     found = tuning_cells(spec)
     recs = {found[0][2].cell_id: _rec(accuracy=0.6), found[1][2].cell_id: _rec(accuracy=0.9)}
     assert plan(spec, recs.get).main[0].spec.prior.scale == 1.0
 
 
 def test_run_tunes_then_runs_main_cells_and_resumes(tmp_path: Path) -> None:
-    spec = _load(tmp_path, _tuned(tmp_path))
+    spec = specs.load(tmp_path, _tuned())
     out = tmp_path / "run"
     lines: list[str] = []
     res = run_spec(spec, out, workers=1, progress=False, log=lines.append)
@@ -164,6 +160,13 @@ def test_run_tunes_then_runs_main_cells_and_resumes(tmp_path: Path) -> None:
         if r["axes"].get("tune") and r["axes"]["method"] == "MAP"
     }
     best = min(val, key=val.get)
+    # a tuning cell scores on a part of the training rows: together they are the main
+    # cell's training rows (455 of Boston's 506; its 51 test rows are never read)
+    for r in recs.values():
+        m = r["metrics"]
+        assert (m["n_train"] + m["n_test"], m["n_test"]) == (
+            (455, 91) if r["axes"].get("tune") else (455 + 51, 51)
+        )
     results = pd.read_csv(out / "results.csv")
     assert set(results["method"]) == {"MAP", "ES"} and len(results) == 4
     assert set(results.loc[results.method == "MAP", "tuned.prior.scale"]) == {json.loads(best)}
@@ -215,6 +218,12 @@ def test_run_tunes_then_runs_main_cells_and_resumes(tmp_path: Path) -> None:
             "less than 1",
         ),
         (
+            {"grid": {"prior.scale": [0.1, 1.0], "inference.MAP.lr": list(range(1, 101))}},
+            {"seed": list(range(100))},
+            "tune",
+            "at most 10,000",
+        ),
+        (
             {"grid": {"prior.scale": [1.0]}, "at": {"seed": 0}},
             None,
             "tune.at.seed",
@@ -225,7 +234,7 @@ def test_run_tunes_then_runs_main_cells_and_resumes(tmp_path: Path) -> None:
     ],
 )
 def test_bad_tune_sections_are_named(tmp_path: Path, tune, sweep, field, says, capsys) -> None:
-    data = _tuned(tmp_path, tune)
+    data = _tuned(tune)
     data["tune"] = {"at": {"split": 0}, **tune}
     if sweep is not None:
         data["sweep"] = {**data["sweep"], **sweep}
