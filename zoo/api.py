@@ -26,6 +26,7 @@ from zoo.cli.common import UsageError
 from zoo.run.netcdf import datatree_from_bytes
 from zoo.run.rundir import RunDir, check_version
 from zoo.run.runner import RunOutcome, default_out_dir, run_spec, spec_runtime
+from zoo.run.tune import plan as tune_plan
 from zoo.runtime import RuntimeUnavailable
 from zoo.shipped import resolve_spec
 from zoo.spec import Cell, Spec, load_spec
@@ -66,8 +67,11 @@ class Run:
 
     @property
     def cells(self) -> list[Cell]:
-        """The spec's cells, in sweep order (``cell.cell_id``, ``cell.axes``, ...)."""
-        return [] if self.spec.simulation is not None else self.spec.cells()
+        """The spec's cells, in sweep order (``cell.cell_id``, ``cell.axes``, ...); with
+        ``tune``, its tuning cells first and the main cells with the values chosen so far."""
+        if self.spec.simulation is not None:
+            return []
+        return tune_plan(self.spec, RunDir(self.dir).record).cells
 
     @property
     def status(self) -> dict[str, str]:

@@ -13,6 +13,8 @@ from zoo.cli.summary import print_summary, run_holder
 from zoo.run.executors import ExecutorStartError, WorkerStartError
 from zoo.run.rundir import RunDir, RunDirError
 from zoo.run.runner import build_report, run_spec, spec_runtime
+from zoo.run.tune import plan as tune_plan
+from zoo.run.tune import tuning_ids
 from zoo.runtime import RuntimeUnavailable
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
@@ -33,6 +35,8 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
             raise UsageError(str(e)) from None
         check_device(spec, runtime)
         what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
+        if spec.tune is not None:
+            what += f" after {len(tuning_ids(spec))} tuning cells"
         on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
         print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
         try:  # --fresh deletes only in a run directory, under its lock (checked first)
@@ -101,7 +105,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 def _print_grades(run: RunDir, spec) -> None:
     """Per reference grade, how many of the spec's sampled cells, and what each one below
     gold failed (:func:`reports.sampler_report.grade_lines`)."""
-    ids = {c.cell_id for c in spec.cells()}
+    ids = {c.cell_id for c in tune_plan(spec, run.record).main}
     graded = {
         r["cell_id"]: sampler_record(r.get("metrics") or {})
         for r in run.records()
@@ -130,7 +134,7 @@ def cmd_status(a: argparse.Namespace) -> int:
     kinds = ("failed", "running", "queued", "running/queued", "pending")
     counts = dict.fromkeys(("ok", *kinds), 0)
     lines: dict[str, list[str]] = {k: [] for k in kinds}
-    for c in spec.cells():
+    for c in tune_plan(spec, stored.get).cells:  # tuning cells first (a spec with tune)
         rec = stored.get(c.cell_id)
         if rec is not None:
             st = rec.get("status", "pending")

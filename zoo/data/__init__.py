@@ -29,6 +29,7 @@ from zoo.data.errors import DataError, DataFilesMissing
 from zoo.data.holdout import hold_out_class
 from zoo.data.idx import load_idx
 from zoo.data.sklearn_sets import load_digits, load_two_moons
+from zoo.data.splits import hold_out_validation
 from zoo.data.teacher import load_teacher
 from zoo.data.uci import load_uci
 from zoo.spec.base import registered
@@ -37,6 +38,7 @@ from zoo.spec.sections.data import CsvData, DigitsData, IdxData, TeacherData, Tw
 __all__ = [
     "LOADERS",
     "MIN_TRAIN_ROWS",
+    "SPLITS_VALIDATION",
     "DataError",
     "DataFilesMissing",
     "Dataset",
@@ -57,6 +59,9 @@ LOADERS: dict[type, Callable[[Any, int], Dataset]] = {
     TeacherData: load_teacher,
     IdxData: load_idx,
 }
+
+#: Data sections whose loader applies ``validation_fraction`` itself, before it standardizes.
+SPLITS_VALIDATION: frozenset[type] = frozenset({UciData})
 
 
 def describe(section: Any, seed: int) -> str:
@@ -83,9 +88,15 @@ def load(section: Any, seed: int) -> Dataset:
     -----
     A section with ``holdout_class: k`` (digits, IDX) gets the loader's data set without
     class ``k``, whose images become ``x_ood`` (:func:`zoo.data.holdout.hold_out_class`).
+    A section with ``validation_fraction`` (a tuning cell of the spec's ``tune``) gets a
+    part of its training rows as its test part (:func:`zoo.data.splits.hold_out_validation`)
+    unless its loader splits them itself (:data:`SPLITS_VALIDATION`).
     """
     loader = registered(LOADERS, section, "data loader", "zoo.data.LOADERS")
     ds = loader(section, seed)
+    fraction = getattr(section, "validation_fraction", None)
+    if fraction is not None and type(section) not in SPLITS_VALIDATION:
+        ds = hold_out_validation(ds, fraction)
     holdout = getattr(section, "holdout_class", None)
     if holdout is not None:
         ds = hold_out_class(ds, holdout)

@@ -13,7 +13,14 @@ from zoo.data.checks import MIN_TRAIN_ROWS
 from zoo.data.dataset import Dataset
 from zoo.data.errors import DataError
 
-__all__ = ["check_split_sizes", "n_test_rows", "split_indices", "standardize_split"]
+__all__ = [
+    "check_split_sizes",
+    "hold_out_validation",
+    "n_test_rows",
+    "split_indices",
+    "standardize_split",
+    "validation_indices",
+]
 
 
 def n_test_rows(n: int, test_fraction: float) -> int:
@@ -47,6 +54,52 @@ def split_indices(n: int, split: int, test_fraction: float = 0.1) -> tuple[np.nd
     perm = np.random.default_rng([split, n]).permutation(n)
     n_test = n_test_rows(n, test_fraction)
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def validation_indices(
+    train: np.ndarray, fraction: float, where: str = "data.validation_fraction"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Split the training indices ``train`` into kept-training and validation indices.
+
+    The validation part is ``round(fraction * len(train))`` rows (at least 1) of a
+    permutation seeded by the training rows alone, so every method, seed and grid value
+    scored on the same training part gets the same validation part (what a tuning cell of
+    the spec's ``tune`` section needs to compare them).
+
+    Raises
+    ------
+    DataError
+        Starting with ``where``, if fewer than :data:`~zoo.data.checks.MIN_TRAIN_ROWS`
+        rows are left to train on.
+    """
+    train = np.asarray(train)
+    n_kept = len(train) - n_test_rows(len(train), fraction)
+    if n_kept < MIN_TRAIN_ROWS:
+        raise DataError(
+            f"{where}: {fraction} of the {len(train)} training rows held out for validation "
+            f"leaves {max(n_kept, 0)} to train on; at least {MIN_TRAIN_ROWS} are needed: "
+            "use a smaller fraction or more training data"
+        )
+    seed = [len(train), int(train.sum()) % (2**31), 1]
+    perm = np.random.default_rng(seed).permutation(len(train))
+    n_val = n_test_rows(len(train), fraction)
+    return np.sort(train[perm[n_val:]]), np.sort(train[perm[:n_val]])
+
+
+def hold_out_validation(ds: Dataset, fraction: float) -> Dataset:
+    """``ds`` with ``fraction`` of its training rows as its test part (the test part dropped).
+
+    The rows are chosen by :func:`validation_indices`. For loaders that standardize, the
+    scaling stays the one computed on the whole training part (the UCI loader instead
+    splits before it standardizes, :func:`zoo.data.uci.load_uci`).
+    """
+    kept, val = validation_indices(np.arange(len(ds.x_train)), fraction)
+    return ds._replace(
+        x_train=ds.x_train[kept],
+        y_train=ds.y_train[kept],
+        x_test=ds.x_train[val],
+        y_test=ds.y_train[val],
+    )
 
 
 def standardize_split(

@@ -22,7 +22,12 @@ import numpy as np
 
 from zoo.data.dataset import Dataset
 from zoo.data.errors import DataError
-from zoo.data.splits import check_split_sizes, split_indices, standardize_split
+from zoo.data.splits import (
+    check_split_sizes,
+    split_indices,
+    standardize_split,
+    validation_indices,
+)
 from zoo.data.table import read_table, read_text
 from zoo.spec.sections.data import UciData
 
@@ -105,9 +110,14 @@ def load_uci(spec: UciData, seed: int) -> Dataset:
     """UCI set ``spec.name``, split ``spec.split`` (90/10 by default), standardized on train.
 
     ``seed`` is not used: the split index alone fixes the split, so all seeds and methods of
-    a sweep share it.
+    a sweep share it. With ``validation_fraction`` (a tuning cell) the training part is
+    split again (:func:`~zoo.data.splits.validation_indices`) and the held-out part takes
+    the place of the test part, which is not used; the scaling is computed on the reduced
+    training part only, so nothing of the validation part leaks into it.
     """
     x, y, _ = uci_arrays(spec.name)
     check_split_sizes(len(x), spec.test_fraction, f"data.name: {spec.name}")
     train, test = split_indices(len(x), spec.split, spec.test_fraction)
+    if spec.validation_fraction is not None:
+        train, test = validation_indices(train, spec.validation_fraction)
     return standardize_split(x, y, train, test, spec.standardize)

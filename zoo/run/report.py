@@ -13,6 +13,8 @@ HTML by :func:`reports.document.render`:
   and of each registered study (its ``labels``), and leaves out of the tables the columns
   the cells record as settings (:data:`zoo.run.evaluate.HIDDEN_COLUMNS`) and those a study
   hides (its ``hidden``);
+- for a spec with ``tune``: the grid searched per method and the values chosen
+  (:mod:`zoo.run.report_tune`); results.csv has the chosen values as ``tuned.<path>``;
 - adds the sections of each study of the spec's ``studies:`` list (asked from the study
   itself, :data:`zoo.studies.STUDIES`);
 - for sampled cells: the convergence diagnostics each cell recorded when it ran
@@ -57,7 +59,9 @@ from reports.tables import (
 from zoo.run.evaluate import HIDDEN_COLUMNS
 from zoo.run.report_sampler import sampler_section
 from zoo.run.report_settings import relative_paths, run_settings
+from zoo.run.report_tune import tune_section
 from zoo.run.store import RunDir, RunStore, dump_spec
+from zoo.run.tune import plan as tune_plan
 from zoo.spec import Spec
 from zoo.studies import STUDIES
 
@@ -167,12 +171,15 @@ def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
     """results.csv: one row per stored cell of ``spec``, in spec order (axes, metrics, bookkeeping)."""
     by_id = {r["cell_id"]: r for r in run.records()}
     axes = ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
-    rows = []
-    for cell in spec.cells():  # spec order, so the file does not depend on run order
+    rows, tuned = [], []
+    for cell in tune_plan(spec, by_id.get).main:  # spec order, not run order
         rec = by_id.get(cell.cell_id)
         if rec is None:
             continue
         row = {a: cell.axes.get(a, cell.spec.seed if a == "seed" else None) for a in axes}
+        chosen = {k: v for k, v in cell.axes.items() if k.startswith("tuned.")}
+        tuned += [k for k in chosen if k not in tuned]
+        row.update(chosen)  # the values a tune section chose for this cell
         row.update({k: v for k, v in rec["metrics"].items() if k not in TIMINGS})
         row.update(
             cell_id=rec["cell_id"],
@@ -184,8 +191,9 @@ def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
     if not rows:  # no cell stored yet: the columns all the same
         return pd.DataFrame(columns=[*axes, *BOOKKEEPING])
     results = pd.DataFrame(rows)
-    metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
-    return results[[*axes, *metric_cols, *BOOKKEEPING]]
+    skip = {*axes, *tuned, *BOOKKEEPING}
+    metric_cols = [c for c in results.columns if c not in skip]
+    return results[[*axes, *tuned, *metric_cols, *BOOKKEEPING]]
 
 
 def _nonfinite_note(results: pd.DataFrame, metrics: list[str]) -> str | None:
@@ -228,6 +236,7 @@ def _over(spec: Spec) -> str:
 def _numeric(results: pd.DataFrame, spec: Spec) -> list[str]:
     axes = _axes(spec)
     metric_cols = [c for c in results.columns if c not in axes and c not in BOOKKEEPING]
+    metric_cols = [c for c in metric_cols if not c.startswith("tuned.")]  # chosen values
     return [c for c in metric_cols if pd.api.types.is_numeric_dtype(results[c])]
 
 
@@ -336,6 +345,7 @@ def run_document(
                 weight_space=weight_space,
             )
             blocks.append(Figure(f"figures/{figure_name(m, x)}", png, caption))
+    blocks += tune_section(spec, {r["cell_id"]: r for r in store.records()})
     blocks += _study_sections(store, results, spec) if have_rows else []
     if len(failed):
         blocks += [Heading("Failed cells"), Table(*failed_table(failed), cls="failed")]

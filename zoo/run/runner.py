@@ -32,13 +32,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from zoo.run.execute import failed_result
 from zoo.run.executors import EXECUTORS, plan_workers, with_threads
-from zoo.run.feedback import Feedback
+from zoo.run.phase import Phases
 from zoo.run.report import build_report as _build_report
 from zoo.run.rundir import OutdatedRunDir, RunDirError, check_version, default_run_dir
 from zoo.run.saver import Saver, describe_os_error
 from zoo.run.signals import RunInterrupted, Stopper, describe_signal
 from zoo.run.store import RunStore
+from zoo.run.tune import plan as tune_plan
+from zoo.run.tune import search_lines
 from zoo.runtime import Runtime
 from zoo.spec import Spec
 from zoo.studies import SIMULATIONS
@@ -211,63 +214,30 @@ def _run_cells(
         store.write_spec(spec)
     except OSError as e:
         raise RunDirError(f"cannot write in {out_dir}: {describe_os_error(e)}") from None
-    cells = spec.cells()
-    records = {c.cell_id: store.record(c.cell_id) for c in cells}
-    for problem in store.problems():
-        log(f"zoo: damaged file: {problem}; it is computed again")
-    status = {cid: (r or {}).get("status", "pending") for cid, r in records.items()}
-
-    def to_run(cid: str) -> bool:
-        rec = records[cid]
-        return rec is None or (rec["status"] == "failed" and (retry_failed or rec.get("retry")))
-
-    todo = [c for c in cells if to_run(c.cell_id)]
-    done_before = len(cells) - len(todo)
-    if any(r is not None for r in records.values()):
-        kept_failed = sum(s == "failed" for cid, s in status.items() if not to_run(cid))
-        again = sum(status[c.cell_id] == "failed" for c in todo)
-        extra = f" ({kept_failed} failed: rerun with --retry-failed)" if kept_failed else ""
-        why = "" if retry_failed else " whose worker died"
-        more = f"; running {again} failed cells{why} again" if again else ""
-        log(f"resuming {out_dir}: {done_before} of {len(cells)} cells already done{extra}{more}")
-    if todo and executor != "inprocess":
-        on = f" on {runtime.device}" if runtime.is_cuda else ""
-        log(
-            f"running {len(todo)} cells on {executor}: {n_workers} workers x {threads} "
-            f"torch threads{on}"
-        )
-    shown = Feedback(cells, todo, done_before, n_workers, log, progress)
-    saver = Saver(store, stopper, shown.say)
-    # Ray's tasks report no progress: no list, so zoo status does not call them queued
-    started = _Started(store, shown.on_progress if progress else None, executor != "ray")
-    results = EXECUTORS[executor](
-        todo,
-        workers=n_workers,
-        runtime=runtime,
-        address=address,
-        progress=False,
-        on_progress=started.on_progress,
-    )
-    ran, report_error = 0, ""
+    run = Phases(store, stopper, executor, n_workers, threads, runtime, address, progress, log)
+    tp = tune_plan(spec, store.record)
+    ran, report_error, rescued = 0, "", None
     try:
+        if tp.tuning:
+            ran += run.phase(tp.tuning, retry_failed, "tuning cells")
+            tp = tune_plan(spec, store.record)
+            for line in search_lines(tp, spec.tune.metric):
+                log(line)
+            for c in tp.main:  # every tuning cell of its search failed: it cannot run
+                if c.cell_id in tp.failed:
+                    res = failed_result(c, tp.failed[c.cell_id], runtime)
+                    res.record.pop("retry")  # it fails again until its tuning cells do not
+                    run.save(res)
+        main = [c for c in tp.main if c.cell_id not in tp.failed and c.cell_id not in tp.waiting]
+        if len(main) < len(tp.main) - len(tp.failed):
+            log(
+                f"zoo: {len(tp.waiting)} main cells wait for their tuning cells; resume to run them"
+            )
+        ran += run.phase(main, retry_failed, "cells" if not tp.tuning else "main cells")
+        run.saver.retry(final=True)
+        rescued = run.saver.rescue()
         try:
-            for res in results:
-                ran += 1
-                rec = res.record
-                if saver.save(res):
-                    status[rec["cell_id"]] = rec["status"]
-                started.finished(rec["cell_id"])
-                shown.finished(rec)
-                _warn_about(rec, shown.say)
-                saver.retry()
-        finally:
-            results.close()  # stops the workers at once when the loop ends early
-            shown.close()
-            started.clear()
-        saver.retry(final=True)
-        rescued = saver.rescue()
-        try:
-            if any(s != "pending" for s in status.values()):
+            if any(s != "pending" for s in run.status.values()):
                 _build_report(store, spec)
                 for note in store.notes():  # a hand-edited table was replaced
                     log(f"zoo: warning: {note}")
@@ -280,79 +250,27 @@ def _run_cells(
                 f"stored cell is kept: once there is room, run: zoo report {out_dir}"
             )
     except RunInterrupted as e:
-        _stopped(e.signum, spec, store, saver, status, log)
+        _stopped(e.signum, tp.cells, store, run.saver, run.status, log)
         e.reported = True
         raise
-    failed = sum(status[c.cell_id] == "failed" for c in cells)
+    cells = tp.cells
+    failed = sum(run.status.get(c.cell_id) == "failed" for c in cells)
     return RunOutcome(
         out_dir,
         len(cells),
         ran,
-        done_before,
+        run.skipped,
         failed,
-        n_unsaved=len(saver.unsaved) + len(saver.rescued),
+        n_unsaved=len(run.saver.unsaved) + len(run.saver.rescued),
         rescued_to=rescued,
         report_error=report_error,
         problems=store.problems(),
     )
 
 
-class _Started:
-    """The cells whose fit has started (their first progress message) and are not stored
-    yet, kept in the run directory for ``zoo status`` (:meth:`RunStore.write_running`) from
-    the start of the run to its end, so it can tell running cells from queued ones (with
-    ``track`` False, for executors that report no progress, no list is kept). A failed
-    write only costs that hint."""
-
-    def __init__(self, store: RunStore, show: Callable[..., None] | None, track: bool) -> None:
-        self.store, self.show, self.track, self.ids = store, show, track, set()
-        self._write(self.ids)
-
-    def _write(self, ids: set[str] | None) -> None:
-        if self.track:
-            try:
-                self.store.write_running(ids)
-            except OSError:
-                pass
-
-    def on_progress(self, cell_id: str, desc: str, phase: str, i: int, n: int) -> None:
-        if cell_id not in self.ids:
-            self.ids.add(cell_id)
-            self._write(self.ids)
-        if self.show is not None:
-            self.show(cell_id, desc, phase, i, n)
-
-    def finished(self, cell_id: str) -> None:
-        if cell_id in self.ids:
-            self.ids.discard(cell_id)
-            self._write(self.ids)
-
-    def clear(self) -> None:
-        self.ids.clear()
-        self._write(None)
-
-
-def _warn_about(rec: dict[str, Any], say: Callable[[str], None]) -> None:
-    """Warning lines for a dead worker and for non-finite metrics."""
-    cid = rec["cell_id"]
-    if rec.get("worker_died"):
-        say(
-            f"zoo: worker died ({rec['worker_died']}) while running cell {cid}; the other "
-            "cells go on, and a plain resume runs this one again (fewer --workers need "
-            "less memory)"
-        )
-    if rec.get("nonfinite"):
-        met = rec.get("metrics", {})
-        bad = ", ".join(f"{k}={met.get(k)}" for k in rec["nonfinite"])
-        say(
-            f"zoo: warning: cell {cid} has non-finite metrics: {bad} (kept in results.csv; "
-            "the summary's means are over the finite values only)"
-        )
-
-
 def _stopped(
     signum: int,
-    spec: Spec,
+    cells: list[Any],
     store: RunStore,
     saver: Saver,
     status: dict[str, str],
@@ -361,8 +279,7 @@ def _stopped(
     """Store what can be stored and say what was kept and how to resume."""
     saver.retry()
     saver.rescue()
-    cells = spec.cells()
-    stored = sum(status[c.cell_id] in ("ok", "failed") for c in cells)
+    stored = sum(status.get(c.cell_id) in ("ok", "failed") for c in cells)
     log(
         f"\nzoo: {describe_signal(signum)}: the running cells were stopped. {stored} of "
         f"{len(cells)} "

@@ -63,10 +63,13 @@ def format_path(path: Sequence[Any]) -> str:
 
 
 def split_override_path(key: str) -> list[str]:
-    """``--set`` keys; sweep keys are dotted paths themselves (``sweep.model.depth``)."""
+    """``--set`` keys; sweep axes and tune grid paths are dotted paths themselves
+    (``sweep.model.depth``, ``tune.grid.prior.scale``)."""
     parts = key.split(".")
     if parts[0] == "sweep" and len(parts) > 1:
         return ["sweep", ".".join(parts[1:])]
+    if parts[:2] == ["tune", "grid"] and len(parts) > 2:
+        return ["tune", "grid", ".".join(parts[2:])]
     return parts
 
 

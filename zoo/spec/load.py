@@ -188,7 +188,7 @@ def _check_sweep(
     ``used`` gets the indices of the studies that record a method in some combination.
     """
     errors: list[str] = []
-    base = json.loads(json.dumps({k: v for k, v in data.items() if k != "sweep"}))
+    base = json.loads(json.dumps({k: v for k, v in data.items() if k not in ("sweep", "tune")}))
     for key, values in spec.sweep.items():
         for i, value in enumerate(values):
             d = json.loads(json.dumps(base))

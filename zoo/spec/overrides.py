@@ -106,13 +106,17 @@ def _method_index(methods: list[Any], part: str) -> int:
 
 
 def _drop_methods(data: dict[str, Any], dropped: set[str]) -> None:
-    """What goes with dropped methods: their sweep axes and their names in studies."""
-    sweep = data.get("sweep")
-    if isinstance(sweep, dict):
-        for key in list(sweep):
-            parts = str(key).split(".")
-            if len(parts) > 1 and parts[0] == "inference" and parts[1] in dropped:
-                del sweep[key]
+    """What goes with dropped methods: their sweep axes and tune grid paths, and their
+    names in studies and in tune.methods."""
+    tune = data.get("tune") if isinstance(data.get("tune"), dict) else {}
+    for axes in (data.get("sweep"), tune.get("grid")):
+        if isinstance(axes, dict):
+            for key in list(axes):
+                parts = str(key).split(".")
+                if len(parts) > 1 and parts[0] == "inference" and parts[1] in dropped:
+                    del axes[key]
+    if isinstance(tune.get("methods"), list):
+        tune["methods"] = [n for n in tune["methods"] if n not in dropped]
     studies = data.get("studies")
     if isinstance(studies, list):
         kept = []

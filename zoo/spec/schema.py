@@ -3,7 +3,7 @@
 A spec has the sections ``name``, ``description``, ``seed``, ``data``, ``model``,
 ``prior``, ``likelihood``, ``inference`` (a list of named methods), ``studies`` (what the
 cells record besides their metrics), ``sweep`` (axes over spec fields), ``metrics``,
-``report``, ``runtime`` and, instead of data, model and inference, ``simulation``.
+``tune`` (a grid search on a validation split), ``report``, ``runtime`` and, instead of data, model and inference, ``simulation``.
 
 The checks across sections ask the sections for facts (a data set's ``task``, a
 likelihood's ``task`` and ``metrics``, a network's ``samplable``, a method's ``family``, a
@@ -32,7 +32,9 @@ from zoo.spec.sections.report import MetricsSpec, ReportSpec
 from zoo.spec.sections.runtime import RuntimeSection
 from zoo.spec.sections.simulation import SimulationSpec
 from zoo.spec.sections.studies import StudySpec
+from zoo.spec.sections.tune import TuneSpec
 from zoo.spec.sweep import Cell, axis_problem, cells, sweep_problems
+from zoo.spec.tuning import tune_problems
 
 __all__ = ["Spec"]
 
@@ -80,6 +82,12 @@ class Spec(Section):
         description="Axes over spec fields by dotted path (e.g. model.depth: [1, 2]); "
         "cells are the product of the axes and the inference methods.",
     )
+    tune: TuneSpec | None = Field(
+        None,
+        description="Hyper-parameters chosen per method from a grid on a validation part "
+        "of the training data (tuning cells run first; the main cells get the best values). "
+        "null: no tuning.",
+    )
     metrics: MetricsSpec = Field(default_factory=MetricsSpec, description="Test metrics.")
     report: ReportSpec = Field(default_factory=ReportSpec, description="Report layout.")
     runtime: RuntimeSection = Field(
@@ -122,7 +130,9 @@ class Spec(Section):
     def _cross_checks(self) -> Spec:
         if self.simulation is not None:
             extra = [
-                k for k in ("data", "model", "inference", "sweep", "studies") if getattr(self, k)
+                k
+                for k in ("data", "model", "inference", "sweep", "studies", "tune")
+                if getattr(self, k)
             ]
             if extra:
                 raise ValueError(
@@ -142,6 +152,8 @@ class Spec(Section):
             *self._study_problems(),
             *sweep_problems(self),
         ]
+        if not problems:  # tuning cells are cells of the sweep: only once that is sound
+            problems += tune_problems(self)
         if problems:  # one line each, "PATH: message"; the loader reports them at PATH
             raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
         return self

@@ -231,10 +231,11 @@ def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
 
 
 def _written(spec: Spec) -> dict[str, Any]:
-    """The spec as written (fields left at their defaults stay out), without its sweep:
+    """The spec as written (fields left at their defaults stay out), without its sweep and tune:
     what the loader validates each sweep value against, so the cells are what it checked."""
     d = spec.model_dump(mode="json", exclude_unset=True)
     d.pop("sweep", None)
+    d.pop("tune", None)  # its checks are of the whole sweep (zoo.spec.tuning)
     return d
 
 

@@ -43,6 +43,16 @@ class _Data(Section):
     #: not its path, so moving the file (or the checkout) keeps the ids.
     content_file: ClassVar[str | None] = None
 
+    validation_fraction: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Hold this fraction of the training part out (a seeded split) and "
+        "score on it in place of the test part, which is then never read: what the tuning "
+        "cells of a spec's `tune` section set. null: train on the whole training part and "
+        "score on the test part.",
+    )
+
     def content_paths(self) -> tuple[str, ...]:
         """The files whose bytes are the data, in a fixed order (empty: none to read).
 

@@ -141,6 +141,8 @@ GuideSpec = Annotated[
 class _Method(Section):
     family: ClassVar[str]
     starts_samplers: ClassVar[bool] = False
+    #: The method's target has the weight prior (``tune`` grids ``prior.*`` only over these).
+    uses_prior: ClassVar[bool] = True
     needs_samplable_model: ClassVar[bool] = False
 
 
@@ -243,6 +245,7 @@ class MLEMethod(_Optimized):
     """Maximum likelihood (no prior) with early stopping on a validation split."""
 
     family: ClassVar[str] = "point"
+    uses_prior: ClassVar[bool] = False
 
     name: str = METHOD_NAME
     kind: Literal["mle"] = Field(description="Inference kind.")
