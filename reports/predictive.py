@@ -158,7 +158,8 @@ def predictive_convergence(
     question a posterior over functions must answer is whether the chains agree on the
     predictions. This is the weights' diagnostic applied to :math:`p(y = k \\mid x_i,
     \theta)`: rank-normalized split R-hat and bulk ESS (arviz-stats) of each point's
-    probability of each class over chains and draws.
+    probability of each class over chains and draws. For a regression network, pass its
+    output, the mean of :math:`y` at each point, as one "class" (``(chain, draw, point, 1)``).
 
     Parameters
     ----------

@@ -16,7 +16,8 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   failed: :func:`reports.diagnostics.diagnostic_gates` with the method's own
   ``max_tree_depth``; for NUTS ``n_max_tree_depth``, the transitions that reached it), mean
   leapfrog steps, adapted step size, the same diagnostics of the predictive class
-  probabilities at the test points (:func:`chain_probs`,
+  probabilities at the test points (:func:`chain_probs`; of a regression network's output,
+  the mean of y, :func:`chain_means`;
   :func:`reports.predictive.predictive_convergence`: ``max_r_hat_pred``,
   ``min_ess_bulk_pred``, ...), all draws as the ArviZ file and, when the chains
   started from a variational method, the agreement and total variation distance between
@@ -78,6 +79,7 @@ __all__ = [
     "OUTPUTS",
     "PSIS_DRAWS",
     "cell_attrs",
+    "chain_means",
     "chain_probs",
     "evaluate",
     "evaluate_fit",
@@ -121,6 +123,22 @@ def chain_probs(model: BayesianNet, x: torch.Tensor, post: SampledPosterior) -> 
     The draws go through the network in chunks of at most :data:`CHUNK_VALUES` draws x
     inputs, so the activations stay small whatever the number of chains.
     """
+    return _chain_outputs(model, x, post, probs=True)
+
+
+def chain_means(model: BayesianNet, x: torch.Tensor, post: SampledPosterior) -> np.ndarray:
+    """A regression network's output at ``x`` of every kept draw, ``(chain, draw, len(x), 1)``.
+
+    The output is the mean of y given x and the weights (standardized units): the function
+    the posterior is over, the regression counterpart of :func:`chain_probs`, whose
+    convergence the prediction gates of the reference grade read.
+    """
+    return _chain_outputs(model, x, post, probs=False)
+
+
+def _chain_outputs(
+    model: BayesianNet, x: torch.Tensor, post: SampledPosterior, *, probs: bool
+) -> np.ndarray:
     sites = post.all()
     total = next(iter(sites.values())).shape[0]
     size = max(1, CHUNK_VALUES // max(1, len(x)))
@@ -128,10 +146,11 @@ def chain_probs(model: BayesianNet, x: torch.Tensor, post: SampledPosterior) -> 
     with torch.no_grad():
         for a in range(0, total, size):
             part = {k: v[a : a + size] for k, v in sites.items()}
-            logp = model.likelihood.class_log_probs(model.apply(x, part))
-            out.append(Runtime.numpy(logp.exp().double()))
-    probs = np.concatenate(out, 0)
-    return probs.reshape(post.chains, total // post.chains, *probs.shape[1:])
+            f = model.apply(x, part)
+            f = model.likelihood.class_log_probs(f).exp() if probs else f
+            out.append(Runtime.numpy(f.double()))
+    values = np.concatenate(out, 0)
+    return values.reshape(post.chains, total // post.chains, *values.shape[1:])
 
 
 def evaluate(
@@ -395,9 +414,9 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         divergent_frac=_fraction(fit.stats.get("n_divergent"), transitions),
         saturated_frac=_saturated(ctx.cell.method, gates, stats),
     )
-    if ctx.ds.n_classes > 0:  # do the chains agree on the predictions?
-        probs = chain_probs(model, x_test, post)
-        out.update(predictive_convergence(probs, post.superchain_ids))
+    # do the chains agree on the predictions? (class probabilities; a regression's mean)
+    outputs = chain_probs if ctx.ds.n_classes > 0 else chain_means
+    out.update(predictive_convergence(outputs(model, x_test, post), post.superchain_ids))
     if gates.n_max_tree_depth is not None:  # NUTS: transitions that reached max_tree_depth
         out["n_max_tree_depth"] = gates.n_max_tree_depth
     return out, {".nc": datatree_to_bytes(dt)}

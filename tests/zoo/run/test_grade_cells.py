@@ -66,7 +66,25 @@ def test_recorded_nested_r_hat_is_arviz_stats_on_the_stored_draws(linear_cell) -
     nested = azs.rhat_nested(draws, superchain_ids=ids, method="rank")
     expected = max(float(nested[v].max()) for v in nested.data_vars)
     assert m["rhat_nested"] == pytest.approx(expected, rel=1e-9)
-    assert "rhat_nested_pred" not in m  # regression: no class probabilities
+
+
+def test_a_regression_cells_prediction_gates_read_the_networks_output(linear_cell) -> None:
+    # a regression has no class probabilities: its prediction diagnostics are those of the
+    # mean of y at each test point, here x_test w + b of every stored draw
+    dt = _tree(linear_cell)
+    x = dt["predictions_constant_data"]["x"].values.astype(float)
+    post = dt["posterior"].to_dataset().astype("float64")
+    w = post["layer0.weight"].values.reshape(CHAINS, -1, 2)
+    b = post["layer0.bias"].values.reshape(CHAINS, -1, 1)
+    f = np.einsum("cdk,nk->cdn", w, x) + b  # (chain, draw, point)
+    ids = np.repeat(np.arange(FITS), CHAINS // FITS).tolist()
+    fx = xr.Dataset({"f": (("chain", "draw", "point"), f)})
+    rhat = azs.rhat(fx, method="rank")["f"].values
+    nested = azs.rhat_nested(fx, superchain_ids=ids, method="rank")["f"].values
+    m = linear_cell.metrics
+    assert m["max_r_hat_pred"] == pytest.approx(rhat.max(), rel=1e-5)
+    assert m["rhat_nested_pred"] == pytest.approx(nested.max(), rel=1e-5)
+    assert m["min_ess_bulk_pred"] >= 400  # so the bronze gates apply and pass
 
 
 def test_a_converged_conjugate_regression_is_graded_gold(linear_cell) -> None:

@@ -39,6 +39,19 @@ CASES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         ],
         {"chees": ["kl_diag_full", "kl_null", "reference_grade", "rhat_nested", "superchains"]},
     ),
+    "overpruning_uci_hmc": (
+        [
+            "sweep.data.name=[boston]",
+            "sweep.split=[0]",
+            "inference.MF.steps=50",
+            "inference.HMC.warmup=20",
+            "inference.HMC.draws=10",
+            "inference.HMC.max_draws=20",
+            "inference.HMC.keep_draws=5",
+            "inference.HMC.predictive_draws=10",
+        ],
+        {"HMC": ["nll", "reference_grade", "max_r_hat_pred", "rhat_nested_pred"]},
+    ),
     "two_moons_laplace_activation": (
         [
             "sweep.seed=[0]",
