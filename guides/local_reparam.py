@@ -50,6 +50,7 @@ __all__ = [
     "Moments",
     "local_reparam",
     "register_independent_gaussian",
+    "sample_linear",
 ]
 
 T = TypeVar("T")
@@ -118,8 +119,26 @@ def _reparameterized_linear(
         )
     if not isinstance(entry, Moments) or weight.dim() not in (1, 2):
         return _original_linear(input, weight, bias)
-    mean = _original_linear(input, entry.loc, bias)
-    var = _original_linear(input * input, entry.variance)
+    return sample_linear(input, entry.loc, entry.variance, bias)
+
+
+def sample_linear(
+    input: torch.Tensor,
+    loc: torch.Tensor,
+    variance: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> torch.Tensor:
+    r"""Pre-activations of a linear layer whose weight entries are independent Gaussians
+    :math:`\mathcal{N}(\text{loc}, \text{variance})`, drawn from their Gaussian marginals:
+    :math:`x\,\text{loc}^\top + b + \sqrt{x^{\circ 2}\,\text{variance}^\top} \circ
+    \varepsilon` (the square root clamped at the dtype's smallest normal number), one
+    ``randn_like`` draw per output. What :class:`LocalReparameterization` puts in place of
+    ``F.linear``, and what a step that does without Pyro's traces calls to draw the same
+    numbers (:mod:`zoo.inference.fused_local`). Uses torch's own ``F.linear``, never the
+    patched one.
+    """
+    mean = _original_linear(input, loc, bias)
+    var = _original_linear(input * input, variance)
     scale = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
     return mean + scale * torch.randn_like(mean)
 

@@ -14,9 +14,10 @@ pre-activations instead of its weights,
     b = x M^\top + \beta + \sqrt{\max(x^{\circ 2} (S^{\circ 2})^\top, \text{tiny})} \circ
     \varepsilon, \qquad \varepsilon_{nj} \sim \mathcal{N}(0, 1),
 
-with :math:`\beta` the sampled bias: :func:`reparameterized_linear`. Pyro's path still draws
-every weight in the guide (the draws are not used, but they advance torch's generator), then
-draws :math:`\varepsilon` layer by layer in the model; the fused step draws the same numbers
+with :math:`\beta` the sampled bias: :func:`guides.local_reparam.sample_linear`, the
+function the Pyro path's ``F.linear`` calls. Pyro's path still draws every weight in the
+guide (the draws are not used, but they advance torch's generator), then draws
+:math:`\varepsilon` layer by layer in the model; the fused step draws the same numbers
 in the same order.
 
 **A learned noise** (:class:`~zoo.models.likelihoods.GaussianLikelihood` with ``noise=None``):
@@ -31,34 +32,12 @@ and :math:`\beta` the KL weight: :class:`NoiseSite`.
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import pyro.distributions as dist
 import torch
-import torch.nn.functional as F
 
-__all__ = ["NoiseDraw", "NoiseSite", "reparameterized_linear"]
-
-#: torch's ``F.linear`` as imported, not the one a LocalReparameterization context swaps in.
-_linear = F.linear
-_HALF_LOG_2PI = math.log(math.sqrt(2 * math.pi))
-
-
-def reparameterized_linear(
-    h: torch.Tensor, loc: torch.Tensor, variance: torch.Tensor, bias: torch.Tensor
-) -> torch.Tensor:
-    """A linear layer's pre-activations sampled from their Gaussian marginals.
-
-    The operations of ``guides.local_reparam._reparameterized_linear`` on a weight with
-    entry means ``loc`` and variances ``variance``: the mean with the (sampled) ``bias``,
-    the variance without it, its square root clamped at the dtype's smallest normal number,
-    one standard-normal draw per output (``randn_like``).
-    """
-    mean = _linear(h, loc, bias)
-    var = _linear(h * h, variance)
-    scale = var.clamp_min(torch.finfo(var.dtype).tiny).sqrt()
-    return mean + scale * torch.randn_like(mean)
+__all__ = ["NoiseDraw", "NoiseSite"]
 
 
 class NoiseDraw(NamedTuple):
@@ -86,8 +65,7 @@ class NoiseSite:
     @staticmethod
     def draw(loc: torch.Tensor, scale: torch.Tensor) -> NoiseDraw:
         """The guide's draw: ``Normal(loc, scale).rsample()`` pushed through ``exp``."""
-        eps = torch.empty(loc.shape, dtype=loc.dtype, device=loc.device).normal_()
-        z = loc + eps * scale
+        z = dist.Normal(loc, scale).rsample()
         return NoiseDraw(z, z.exp(), loc, scale)
 
     def log_prior(self, d: NoiseDraw, weight: float) -> torch.Tensor:
@@ -98,11 +76,7 @@ class NoiseSite:
     @staticmethod
     def log_q(d: NoiseDraw, weight: float) -> torch.Tensor:
         """The guide's entropy term: ``log q(sigma)`` (Jacobian of ``exp`` first, as
-        ``TransformedDistribution.log_prob`` adds it; then the Normal's log-density as
-        ``torch.distributions.Normal.log_prob`` computes it), times ``weight``, summed."""
-        jac = 0.0 - d.z
-        var = d.scale**2
-        log_scale = d.scale.log()
-        base = -((d.z - d.loc) ** 2) / (2 * var) - log_scale - _HALF_LOG_2PI
-        lq = jac + base
+        ``TransformedDistribution.log_prob`` adds it; then the Normal's log-density of the
+        cached ``z``), times ``weight``, summed."""
+        lq = (0.0 - d.z) + dist.Normal(d.loc, d.scale).log_prob(d.z)
         return (lq * weight if weight != 1.0 else lq).sum()

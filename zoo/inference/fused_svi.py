@@ -42,7 +42,8 @@ from torch.distributions import ExpTransform, transform_to
 
 from guides import AutoFixedVarianceNormal, AutoKTiedNormal, AutoMeanField
 from guides.k_tied import is_matrix_site
-from zoo.inference.fused_local import NoiseSite, reparameterized_linear
+from guides.local_reparam import sample_linear
+from zoo.inference.fused_local import NoiseSite
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
@@ -107,7 +108,7 @@ class FusedMeanFieldStep:
     local_reparam : bool, default False
         Sample every layer's pre-activations instead of its weights, as Pyro's step does
         inside :class:`guides.local_reparam.LocalReparameterization`
-        (:func:`~zoo.inference.fused_local.reparameterized_linear`). The step needs no such
+        (:func:`guides.local_reparam.sample_linear`). The step needs no such
         context around it.
     """
 
@@ -208,7 +209,7 @@ class FusedMeanFieldStep:
         h, act, depth = x, model.act, model.depth
         for i, (w_site, b_site) in enumerate(self._layers):
             if w_site in moments:
-                h = reparameterized_linear(h, *moments[w_site], values[b_site])
+                h = sample_linear(h, *moments[w_site], values[b_site])
             else:
                 h = F.linear(h, values[w_site], values[b_site])
             if i < depth:
