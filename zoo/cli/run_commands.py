@@ -14,8 +14,8 @@ from zoo.run.executors import ExecutorStartError, WorkerStartError
 from zoo.run.rundir import RunDir, RunDirError
 from zoo.run.runner import build_report, run_spec, spec_runtime
 from zoo.run.tune import plan as tune_plan
-from zoo.run.tune import tuning_ids
 from zoo.runtime import RuntimeUnavailable
+from zoo.spec.tuning import cells_text
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
 
@@ -34,9 +34,7 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
         except RuntimeUnavailable as e:
             raise UsageError(str(e)) from None
         check_device(spec, runtime)
-        what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
-        if spec.tune is not None:
-            what += f" after {len(tuning_ids(spec))} tuning cells"
+        what = cells_text(spec)
         on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
         print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
         try:  # --fresh deletes only in a run directory, under its lock (checked first)

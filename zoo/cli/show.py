@@ -13,6 +13,7 @@ from zoo.run.runner import spec_runtime
 from zoo.run.store import dump_spec
 from zoo.shipped import resolve_spec
 from zoo.spec import load_spec
+from zoo.spec.tuning import tuning_cells
 
 __all__ = ["cmd_show"]
 
@@ -22,7 +23,15 @@ def cmd_show(a: argparse.Namespace) -> int:
     spec = load_spec(resolve_spec(a.spec), a.overrides)
     print(dump_spec(spec))
     cells = spec.cells()
-    print(f"# {len(cells)} cells")
+    tuning = tuning_cells(spec)
+    if tuning:  # they run first; their ids are not indices of --cell
+        print(f"# {len(tuning)} tuning cells (run first; the main cells take the best values)")
+        for _, _, c in tuning:
+            print(f"  [tune] {c.cell_id}")
+    print(
+        f"# {len(cells)} cells"
+        + (", shown before tuning (each takes its search's values)" if tuning else "")
+    )
     for i, c in enumerate(cells):
         print(f"  [{i}] {c.cell_id}")
     if not 0 <= a.cell < len(cells):

@@ -12,6 +12,7 @@ from zoo.cli.checks import check_data, check_widths
 from zoo.cli.common import UsageError
 from zoo.shipped import DEFAULT_SPEC, resolve_spec, shipped_dir, shipped_specs
 from zoo.spec import Spec, SpecError, load_spec
+from zoo.spec.tuning import cells_text
 
 __all__ = ["cmd_list", "cmd_schema", "cmd_validate"]
 
@@ -24,8 +25,8 @@ def cmd_validate(a: argparse.Namespace) -> int:
             spec = load_spec(resolve_spec(path), a.overrides)
             check_data(spec, missing_ok=True)
             check_widths(spec)
-            what = "a simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
-            print(f"{path}: ok ({what})")
+            what = cells_text(spec)
+            print(f"{path}: ok ({'a simulation' if what == 'simulation' else what})")
         except SpecError as e:
             bad += 1
             print("\n".join(e.messages), file=sys.stderr)
@@ -60,7 +61,7 @@ def cmd_list(a: argparse.Namespace) -> int:
         name = path.name + (" (default)" if path.stem == DEFAULT_SPEC else "")
         try:
             spec = load_spec(path)
-            what = "simulation" if spec.simulation is not None else f"{len(spec.cells())} cells"
+            what = cells_text(spec, short=True)
             desc = " ".join(spec.description.split()) or "(no description)"
         except SpecError:
             what, desc = "INVALID", f"zoo validate {path}"

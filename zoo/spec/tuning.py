@@ -124,6 +124,20 @@ def tuning_cells(spec: Any) -> list[tuple[str, dict[str, Any], Cell]]:
     return out
 
 
+def cells_text(spec: Any, short: bool = False) -> str:
+    """How much a spec runs, as ``zoo validate``, ``zoo list`` and ``zoo run`` say it.
+
+    A simulation says so; a spec with ``tune`` counts its tuning cells beside the main
+    cells, since both run (``"200 cells after 42 tuning cells"``, short: ``"200+42 tuning"``).
+    """
+    if spec.simulation is not None:
+        return "simulation"
+    n, k = len(spec.cells()), len(tuning_cells(spec))
+    if not k:
+        return f"{n} cells"
+    return f"{n}+{k} tuning" if short else f"{n} cells after {k} tuning cells"
+
+
 def tune_problems(spec: Any) -> list[tuple[str, str]]:
     """``(path, message)`` for each problem of ``spec.tune`` (none when it has none).
 

@@ -67,6 +67,27 @@ def test_tuning_cells_are_the_grid_per_method_at_the_at_values(tmp_path: Path) -
     assert not main_ids & {c.cell_id for _, _, c in found}
 
 
+def test_validate_list_and_show_count_the_tuning_cells(tmp_path: Path, capsys) -> None:
+    """A tuned spec runs its tuning cells too: validate, list and show say how many."""
+    spec = specs.load(tmp_path, _tuned())
+    path = tmp_path / "s.yaml"  # where specs.load wrote it
+    assert main(["validate", str(path)]) == 0
+    assert "ok (4 cells after 4 tuning cells)" in capsys.readouterr().out
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "# 4 tuning cells" in out
+    assert out.count("  [tune] ") == 4 and "# 4 cells, shown before tuning" in out
+    assert {c.cell_id for _, _, c in tuning_cells(spec)} <= {
+        line.split("] ", 1)[1] for line in out.splitlines() if line.startswith("  [tune] ")
+    }
+    assert main(["list"]) == 0
+    listed = capsys.readouterr().out
+    shipped = load_spec(SPECS / "overpruning_uci_tuned.yaml")
+    n, k = len(shipped.cells()), len(tuning_cells(shipped))
+    line = next(ln for ln in listed.splitlines() if ln.startswith("overpruning_uci_tuned.yaml"))
+    assert k and f"{n}+{k} tuning" in line
+
+
 def test_uci_validation_part_comes_from_the_training_part_only() -> None:
     x, y, _ = uci_arrays("boston")
     train, test = split_indices(len(x), 0, 0.1)
