@@ -23,7 +23,7 @@ from typing import Any
 from zoo.spec.sections.tune import HIGHER_IS_BETTER
 from zoo.spec.tuning import group_key, tuned_cell, tuned_methods, tuning_cells
 
-__all__ = ["Search", "TunePlan", "plan", "search_lines", "tuning_ids"]
+__all__ = ["Search", "TunePlan", "plan", "search_lines"]
 
 
 @dataclass(frozen=True)
@@ -146,8 +146,3 @@ def search_lines(tp: TunePlan, metric: str) -> list[str]:
         elif s.error:
             out.append(f"zoo: tuning {s.method}{at}: {s.error}; its main cells fail")
     return out
-
-
-def tuning_ids(spec: Any) -> set[str]:
-    """The ids of the tuning cells of ``spec`` (none without ``tune``)."""
-    return {c.cell_id for _, _, c in tuning_cells(spec)}
