@@ -10,6 +10,8 @@ gates of :data:`GATES`, data that the report prints as its table (:func:`gate_ta
   of both where the cell has superchains (Margossian et al. 2024), bulk ESS :math:`\ge 400`
   of both (Vehtari et al.'s 400 per quantity of interest), no divergent transition, at most
   1% of trajectories saturated (NUTS at its maximum tree depth, ChEES at ``max_leapfrog``),
+  ChEES's adapted trajectory length below its cap of ``max_leapfrog`` steps (the jitter
+  hides a clipped :math:`T` from the per-transition count),
   and, where the cell records it, an ESS of the centred squares (``kl_ess_n``, what the
   sampling bias of the plug-in KL depends on) :math:`\ge 400`, and the split and nested
   :math:`\hat R \le 1.01` of the KL itself (:mod:`reports.kl_rhat`: Vehtari et al.'s
@@ -30,7 +32,8 @@ implies the ones below it.
 A gate reads one metric of the cell's record. A value that is not a finite number fails it
 (NaN: some quantity never moved). A missing value means the gate does not apply when the
 gate is optional (nested :math:`\hat R` of a cell with one superchain, saturation of HMC's
-fixed trajectories, ``kl_ess_n`` of a cell without the price-of-mean-field study); for a
+fixed trajectories, the trajectory cap of every sampler but ChEES, ``kl_ess_n`` of a cell
+without the price-of-mean-field study); for a
 required gate a ``None`` (recorded, not measurable: :math:`\hat R` of one chain) fails, and
 a metric the cell does not record at all (prediction diagnostics of a regression cell) is
 not applicable. A grade none of whose gates applies is not reached. Pure Python; the cell
@@ -133,6 +136,14 @@ GATES: tuple[Gate, ...] = (
         {"gold": 0.01},
         False,
         "trajectories at max tree depth / max_leapfrog",
+    ),
+    Gate(
+        "trajectory_cap",
+        "trajectory_at_cap",
+        "<=",
+        {"gold": 0.0},
+        False,
+        "ChEES's adapted trajectory length at max_leapfrog steps (1: it wanted longer)",
     ),
     Gate("kl_ess", "kl_ess_n", ">=", {"gold": 400}, False, "ESS of the centred squares (KL)"),
     Gate("kl_r_hat", "kl_rhat", "<=", _WEIGHTS, False, "split R-hat of the KL itself"),

@@ -108,6 +108,9 @@ class SamplerRecord(NamedTuple):
         ``reference_grade`` (:mod:`reports.grade`); None for a cell recorded before grades.
     grade_failed : tuple of str
         The gates that kept it from the next grade up.
+    trajectory_at_cap : bool or None
+        ChEES: whether the adapted trajectory length sat at ``max_leapfrog`` steps (the
+        adaptation wanted longer); None for the other samplers.
     """
 
     max_r_hat: float | None
@@ -119,6 +122,7 @@ class SamplerRecord(NamedTuple):
     max_tree_depth: int | None = None
     grade: str | None = None
     grade_failed: tuple[str, ...] = ()
+    trajectory_at_cap: bool | None = None
 
     @property
     def stuck(self) -> bool:
@@ -156,6 +160,7 @@ def sampler_record(
         row.get("grade_failed"),
     )
     hits, div = _number(row.get("n_max_tree_depth")), _number(row.get("n_divergent"))
+    at_cap = _number(row.get("trajectory_at_cap"))
     return SamplerRecord(
         max_r_hat=r,
         min_ess_bulk=math.nan if ess is None else ess,
@@ -166,6 +171,7 @@ def sampler_record(
         max_tree_depth=max_tree_depth,
         grade=grade if isinstance(grade, str) and grade else None,
         grade_failed=tuple(g for g in kept.split(",") if g) if isinstance(kept, str) else (),
+        trajectory_at_cap=None if at_cap is None else bool(at_cap),
     )
 
 
@@ -289,6 +295,15 @@ def sampler_advice(records: Sequence[SamplerRecord]) -> list[str]:
             "correlations. Raise max_tree_depth, lengthen warm-up so the step size "
             "and mass matrix adapt, or reparameterize (a dense mass matrix, "
             "mass_matrix: dense, helps with correlations)."
+        )
+    capped = [d for d in records if d.trajectory_at_cap]
+    if capped:
+        out.append(
+            f"{len(capped)} of {n} sampled cells are ChEES cells whose adapted trajectory "
+            "length sits at its cap of max_leapfrog steps: the adaptation wanted longer "
+            "trajectories and was clipped, so the chains move less per draw than ChEES "
+            "would have them (the jitter hides this from the saturation count). Raise "
+            "max_leapfrog; each draw then costs up to that many gradients."
         )
     return out
 

@@ -135,6 +135,11 @@ def test_grades_step_down_gate_by_gate() -> None:
     assert reference_grade(gold) == ("gold", ())
     assert reference_grade({**gold, "kl_ess_n": 399.0}) == ("silver", ("kl_ess",))
     assert reference_grade({**gold, "saturated_frac": 0.02}) == ("silver", ("saturation",))
+    # ChEES's adapted trajectory clipped at max_leapfrog: gold only, like saturation
+    capped = reference_grade({**gold, "trajectory_at_cap": 1.0})
+    assert capped == ("silver", ("trajectory_cap",))
+    assert reference_grade({**gold, "trajectory_at_cap": 0.0}) == ("gold", ())
+    assert reference_grade({**gold, "trajectory_at_cap": None}) == ("gold", ())  # not ChEES
     # the KL's own R-hat: a weight gate, optional (only cells with the price-of-MF study)
     assert reference_grade({**gold, "kl_rhat": 1.02}) == ("silver", ("kl_r_hat",))
     kl_split = reference_grade({**gold, "kl_rhat": 1.2, "kl_rhat_nested": 1.1})

@@ -312,3 +312,18 @@ def test_advice_only_for_the_gates_that_failed() -> None:
     (advice,) = sampler_advice([record(deep)])
     assert advice.startswith("1 of 1 sampled cells hit the maximum tree depth: 1600 of 1600")
     assert "Raise max_tree_depth" in advice
+
+
+def test_advice_for_a_chees_trajectory_clipped_at_max_leapfrog() -> None:
+    """A ChEES cell whose adapted T sat at its cap gets advice; one below it, or a sampler
+    that does not record the metric (NUTS: blank), does not."""
+    base = {"max_r_hat": 1.002, "min_ess_bulk": 900.0, "gates_failed": "", "draws_per_chain": 400}
+    capped = sampler_record({**base, "trajectory_at_cap": 1.0}, chains=16)
+    below = sampler_record({**base, "trajectory_at_cap": 0.0}, chains=16)
+    nuts = sampler_record({**base, "trajectory_at_cap": float("nan")}, chains=16)
+    assert capped.trajectory_at_cap is True and below.trajectory_at_cap is False
+    assert nuts.trajectory_at_cap is None
+    assert sampler_advice([below, nuts]) == []
+    (advice,) = sampler_advice([capped, below, nuts])
+    assert advice.startswith("1 of 3 sampled cells are ChEES cells whose adapted trajectory")
+    assert "Raise max_leapfrog" in advice

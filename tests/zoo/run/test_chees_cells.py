@@ -94,6 +94,9 @@ def test_chees_cell_metrics_exist_and_are_finite(chees_run: Path) -> None:
     # drawn from 30 to the cap (4 x 30) by the ESS rule; KEEP / 2 to KEEP held per chain
     assert 30 <= m["draws_per_chain"] <= 120 and KEEP // 2 <= m["kept_per_chain"] <= KEEP
     assert m["n_eff"] > 0 and m["kl_diag_full"] >= 0
+    # the adapted T against its cap of max_leapfrog steps (a gold gate, reports.grade)
+    at_cap = m["trajectory_length"] / m["step_size"] >= CHEES["max_leapfrog"] * (1 - 1e-9)
+    assert m["trajectory_at_cap"] == float(at_cap)
     assert not [k for k, v in m.items() if isinstance(v, float) and not np.isfinite(v)]
     res = pd.read_csv(chees_run / "results.csv")
     assert set(res["status"]) == {"ok"} and len(res) == 2
@@ -173,3 +176,24 @@ def test_a_compiled_chees_cell_runs_and_times_its_compilation(tmp_path: Path) ->
     m = _record(out, "chees")["metrics"]
     assert m["compile_seconds"] > 0 and np.isfinite(m["max_r_hat_pred"])
     assert 30 <= m["draws_per_chain"] <= 120
+
+
+def test_trajectory_at_cap_reads_the_adapted_length_in_steps() -> None:
+    """T / epsilon at the cap is 1.0 up to rounding (T is clipped to max_leapfrog *
+    epsilon: 1.0020947312785187 / 0.003914432544056714 is 255.99999999999994 in a
+    measured Boston cell); below it 0.0; samplers without max_leapfrog record nothing."""
+    from types import SimpleNamespace
+
+    from zoo.run.evaluate import _trajectory_at_cap
+
+    chees = SimpleNamespace(max_leapfrog=256)
+    eps = 0.003914432544056714
+    assert (
+        _trajectory_at_cap(chees, {"trajectory_length": 1.0020947312785187, "step_size": eps})
+        == 1.0
+    )
+    assert _trajectory_at_cap(chees, {"trajectory_length": 0.5, "step_size": eps}) == 0.0
+    assert (
+        _trajectory_at_cap(SimpleNamespace(), {"trajectory_length": 1.0, "step_size": eps}) is None
+    )
+    assert _trajectory_at_cap(chees, {}) is None
