@@ -26,8 +26,9 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   the weights and of the predictions (``rhat_nested``, ``rhat_nested_pred``; None with one
   superchain: it does not apply), the fractions of divergent and of saturated
   transitions and, for ChEES, whether the adapted trajectory sat at ``max_leapfrog``
-  (``trajectory_at_cap``): the gates of the cell's ``reference_grade`` (:func:`grade_record`, applied
-  by :func:`zoo.run.cell.run_cell` once the studies have added theirs).
+  (``trajectory_at_cap``): the gates of the cell's ``reference_grade``
+  (:func:`grade_record`, applied by :func:`zoo.run.cell.run_cell` once the studies have
+  added theirs).
 
 A metric that does not apply to a cell is None (JSON null, blank in results.csv): r_hat
 with one chain, tree statistics a sampler does not record. NaN always means a numerical
