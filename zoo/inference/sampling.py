@@ -54,6 +54,7 @@ __all__ = [
     "sampler_fit",
     "superchains",
     "thin",
+    "trajectory_at_cap",
 ]
 
 
@@ -301,6 +302,25 @@ def _chees_start(
     return fits[0], {s: v.detach() for s, v in start.items()}
 
 
+def trajectory_at_cap(method: Any, stats: Mapping[str, Any]) -> float | None:
+    r"""ChEES: 1.0 when the adapted trajectory length sits at its cap, ``max_leapfrog``
+    steps of the adapted step size, else 0.0; None for the other samplers.
+
+    NUTS's saturation gate counts transitions stopped by the tree depth, not by a U-turn:
+    the sampler wanted longer. ChEES's jitter draws each transition's length uniformly below
+    the adapted :math:`T`, so only about one transition in ``max_leapfrog`` reaches the cap
+    even when the adaptation wanted a longer :math:`T` and was clipped to
+    :math:`L_{\max}\epsilon` (:mod:`zoo.inference.mcmc.chees_adaptation`); the per-transition
+    count cannot see that, this metric does. Measured on Trippe & Turner's UCI networks
+    (docs/results.md): :math:`T` pinned at 64 and then at 256 steps while the chains failed.
+    """
+    cap = getattr(method, "max_leapfrog", None)
+    t, eps = stats.get("trajectory_length"), stats.get("step_size")
+    if cap is None or t is None or not eps:
+        return None
+    return float(float(t) / float(eps) >= cap * (1 - 1e-9))
+
+
 def fit_chees(
     method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
 ) -> Fit:
@@ -324,7 +344,7 @@ def fit_chees(
         ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per draw),
         ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting),
         ``n_eff`` (median between-chain ESS of the streamed moments, over the whole flat
-        vector), with ``init_from`` ``init_seconds`` and with ``compile`` ``compile_seconds``.
+        vector), ``trajectory_at_cap`` (:func:`trajectory_at_cap`), with ``init_from`` ``init_seconds`` and with ``compile`` ``compile_seconds``.
 
     Raises
     ------
@@ -382,6 +402,7 @@ def fit_chees(
             adapted.inverse_mass_matrix, None if summary is None else np.diag(summary.cov)
         ),
     )
+    stats["trajectory_at_cap"] = trajectory_at_cap(method, stats)  # a gold gate
     posterior = SampledPosterior(
         result.draws,
         ctx.runtime.device,

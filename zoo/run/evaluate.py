@@ -25,8 +25,8 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   blocks, :attr:`~zoo.inference.SampledPosterior.superchain_ids`) also the nested R-hat of
   the weights and of the predictions (``rhat_nested``, ``rhat_nested_pred``; None with one
   superchain: it does not apply), the fractions of divergent and of saturated
-  transitions and, for ChEES, whether the adapted trajectory sat at ``max_leapfrog``
-  (``trajectory_at_cap``): the gates of the cell's ``reference_grade``
+  transitions (with ChEES's ``trajectory_at_cap`` from its fit's stats): the gates of the
+  cell's ``reference_grade``
   (:func:`grade_record`, applied by :func:`zoo.run.cell.run_cell` once the studies have
   added theirs).
 
@@ -416,9 +416,6 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         divergent_frac=_fraction(fit.stats.get("n_divergent"), transitions),
         saturated_frac=_saturated(ctx.cell.method, gates, stats),
     )
-    at_cap = _trajectory_at_cap(ctx.cell.method, fit.stats)
-    if at_cap is not None:  # ChEES only: the other samplers' records keep their columns
-        out["trajectory_at_cap"] = at_cap
     # do the chains agree on the predictions? (class probabilities; a regression's mean)
     outputs = chain_probs if ctx.ds.n_classes > 0 else chain_means
     out.update(predictive_convergence(outputs(model, x_test, post), post.superchain_ids))
@@ -441,25 +438,6 @@ def _saturated(method: Any, gates: Any, stats: Mapping[str, Any]) -> float | Non
         return None
     steps = np.asarray(stats["n_steps"])
     return _fraction(int(np.count_nonzero(steps >= cap)), steps.size)
-
-
-def _trajectory_at_cap(method: Any, stats: Mapping[str, Any]) -> float | None:
-    r"""ChEES: 1.0 when the adapted trajectory length sits at its cap, ``max_leapfrog``
-    steps of the adapted step size, else 0.0; None for the other samplers.
-
-    NUTS's saturation gate counts transitions stopped by the tree depth, not by a U-turn:
-    the sampler wanted longer. ChEES's jitter draws each transition's length uniformly below
-    the adapted :math:`T`, so only about one transition in ``max_leapfrog`` reaches the cap
-    even when the adaptation wanted a longer :math:`T` and was clipped to
-    :math:`L_{\max}\epsilon` (:mod:`zoo.inference.mcmc.chees_adaptation`); the per-transition
-    count cannot see that, this metric does. Measured on Trippe & Turner's UCI networks
-    (docs/results.md): :math:`T` pinned at 64 and then at 256 steps while the chains failed.
-    """
-    cap = getattr(method, "max_leapfrog", None)
-    t, eps = stats.get("trajectory_length"), stats.get("step_size")
-    if cap is None or t is None or not eps:
-        return None
-    return float(float(t) / float(eps) >= cap * (1 - 1e-9))
 
 
 def grade_record(metrics: Mapping[str, Any]) -> dict[str, str]:

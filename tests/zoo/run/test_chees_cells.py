@@ -184,7 +184,7 @@ def test_trajectory_at_cap_reads_the_adapted_length_in_steps() -> None:
     measured Boston cell); below it 0.0; samplers without max_leapfrog record nothing."""
     from types import SimpleNamespace
 
-    from zoo.run.evaluate import _trajectory_at_cap
+    from zoo.inference.sampling import trajectory_at_cap as _trajectory_at_cap
 
     chees = SimpleNamespace(max_leapfrog=256)
     eps = 0.003914432544056714
