@@ -48,6 +48,7 @@ CASES: dict[str, tuple[list[str], dict[str, list[str]]]] = {
             "inference.HMC.draws=10",
             "inference.HMC.max_draws=20",
             "inference.HMC.target_ess=100",
+            "inference.HMC.max_leapfrog=64",
             "inference.HMC.keep_draws=5",
             "inference.HMC.predictive_draws=10",
         ],
