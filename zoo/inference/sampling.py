@@ -344,7 +344,8 @@ def fit_chees(
         ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per draw),
         ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting),
         ``n_eff`` (median between-chain ESS of the streamed moments, over the whole flat
-        vector), ``trajectory_at_cap`` (:func:`trajectory_at_cap`), with ``init_from`` ``init_seconds`` and with ``compile`` ``compile_seconds``.
+        vector), ``trajectory_at_cap`` (:func:`trajectory_at_cap`), with ``init_from``
+        ``init_seconds`` and with ``compile`` ``compile_seconds``.
 
     Raises
     ------

@@ -26,9 +26,8 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   the weights and of the predictions (``rhat_nested``, ``rhat_nested_pred``; None with one
   superchain: it does not apply), the fractions of divergent and of saturated
   transitions (with ChEES's ``trajectory_at_cap`` from its fit's stats): the gates of the
-  cell's ``reference_grade``
-  (:func:`grade_record`, applied by :func:`zoo.run.cell.run_cell` once the studies have
-  added theirs).
+  cell's ``reference_grade`` (:func:`grade_record`, applied by
+  :func:`zoo.run.cell.run_cell` once the studies have added theirs).
 
 A metric that does not apply to a cell is None (JSON null, blank in results.csv): r_hat
 with one chain, tree statistics a sampler does not record. NaN always means a numerical
