@@ -61,6 +61,8 @@ class Stream(IntEnum):
     PRUNING_NULL = 450
     #: Jitter of the Laplace study's extra refinement starts (``refinements > 1``).
     LAPLACE_REFINE = 451
+    #: Gaussian draws of the predictive study's per-chain fits (``per_chain``).
+    PREDICTIVE_CHAINS = 452
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

@@ -45,8 +45,22 @@ a list; ``auto`` on data with a held-out class is ``[holdout_class, noise]``) th
 kind's metrics end in ``_ood`` and each further kind's in ``_ood_<kind>``;
 ``pred_ood_kind`` names the first (``pred_ood_kinds`` lists them all when there are several).
 
+With ``per_chain`` k > 0, the control for pooling: Farquhar et al. (2020, App. B) fit q_full
+to one chain, the study to all of them. Each of k evenly spaced chains gets its own
+Gaussian fit; ``pred_tv_qchain`` and ``pred_agree_qchain`` (and ``_ood``) are the medians
+over those chains of the TV and agreement between that Gaussian's predictive and the
+chain's own draws', ``pred_tv_floor_qchain`` the median of their floors (``inflation`` 1:
+a chain's draws taken as independent, so the floor is low where they are not). Where the
+pooled q_full predicts at chance and the per-chain fits do not, pooling chains that sit in
+different places is the cause; where both fail, the Gaussian family is (a weight-space
+Gaussian pushed through a nonlinear network; Immer et al. 2021, "Improving predictions of
+Bayesian neural nets via local linearization"). A chain needs more held draws than the
+network has weights, else ``pred_qchain_skipped`` says so.
+
 The Gaussian draws and the OOD inputs come from a NumPy generator seeded from
-:attr:`~zoo.seeds.Stream.PREDICTIVE_STUDY`; nothing is drawn from torch's global generator. Classification only.
+:attr:`~zoo.seeds.Stream.PREDICTIVE_STUDY` (the per-chain fits from a generator of their
+own, so that turning them on moves no other number); nothing is drawn from torch's global
+generator. Classification only.
 """
 
 from __future__ import annotations
@@ -176,6 +190,28 @@ def _halves(sites: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], ...
     return ({k: v[:, :cut] for k, v in sites.items()}, {k: v[:, cut:] for k, v in sites.items()})
 
 
+def chain_gaussians(
+    sites: Mapping[str, np.ndarray], k: int, n: int, fit: Any, seed: int, ctx: CellContext
+) -> tuple[list[dict[str, torch.Tensor]], list[dict[str, torch.Tensor]]] | str:
+    """Per-chain control: ``n`` draws of the Gaussian fit to each of ``k`` evenly spaced chains
+    alone, beside that chain's own draws; a reason string when a chain is too short."""
+    chains, held = next(iter(sites.values())).shape[:2]
+    flat = flatten_sites(sites)
+    dim = flat.draws.shape[1]
+    if held <= dim:
+        return f"{held} held draws per chain <= {dim} weights: a chain's covariance is singular"
+    shapes = {name: v.shape[2:] for name, v in sites.items()}
+    rng = np.random.default_rng(seed)
+    own, gauss = [], []
+    for c in np.unique(np.linspace(0, chains - 1, min(k, chains)).round().astype(int)):
+        rows = flat.draws.reshape(chains, held, dim)[c]
+        g = fit_gaussian(rows, cov=fit.cov, jitter=fit.jitter)
+        z = rng.standard_normal((n, dim))
+        gauss.append(_unflatten(g.mean + z @ np.linalg.cholesky(g.cov).T, shapes, ctx))
+        own.append({name: ctx.runtime.tensor(v[c]) for name, v in sites.items()})
+    return own, gauss
+
+
 class PredictiveProbe:
     """The predictive price of mean field of one sampled cell (module docstring)."""
 
@@ -221,6 +257,16 @@ class PredictiveProbe:
                 "pred_skipped": f"{ctx.model.num_params} parameters > max_params {s.max_params}"
             }, {}
         sets = self._draw_sets(fit, post)
+        per_chain: Any = "off"
+        if s.per_chain:
+            per_chain = chain_gaussians(
+                weight_sites(ctx.model, post.draws),
+                s.per_chain,
+                s.draws,
+                s.gaussian_fit,
+                seed_for(ctx.seed, Stream.PREDICTIVE_CHAINS),
+                ctx,
+            )
         kinds = s.ood_kinds(ctx.cell.spec.data, ctx.ds.in_dim)
         inputs = {"": ctx.data.x_test}
         for i, kind in enumerate(kinds):
@@ -257,9 +303,36 @@ class PredictiveProbe:
                 if not sfx:
                     out[f"nll_{k}"] = nll(logp[k], y)
                     out[f"ece_{k}"] = ece(prob[k], y, n_bins=bins)
+            if not isinstance(per_chain, str):
+                out.update(_per_chain_metrics(ctx.model, x, *per_chain, sfx))
             out[f"pred_tv_split{sfx}"] = predictive_tv(prob["half0"], prob["half1"])
             out[f"pred_tv_inflation{sfx}"] = r if np.isfinite(r) else None
+        if s.per_chain and isinstance(per_chain, str):
+            out["pred_qchain_skipped"] = per_chain
         out["pred_ood_kind"] = kinds[0]
         if len(kinds) > 1:
             out["pred_ood_kinds"] = ",".join(kinds)
         return out, {}
+
+
+def _per_chain_metrics(
+    model: Any,
+    x: torch.Tensor,
+    own: list[dict[str, torch.Tensor]],
+    gauss: list[dict[str, torch.Tensor]],
+    sfx: str,
+) -> dict[str, float]:
+    """Medians over the chains of :func:`chain_gaussians`' TV, agreement and TV floor."""
+    tv, agree, floor = [], [], []
+    for o, g in zip(own, gauss, strict=True):
+        mo, mg = predictive_moments(model, x, o), predictive_moments(model, x, g)
+        cmp = compare_predictives(np.exp(mo[0]), np.exp(mg[0]))
+        tv.append(cmp["tv"])
+        agree.append(cmp["agree"])
+        n_o, n_g = (next(iter(d.values())).shape[0] for d in (o, g))
+        floor.append(tv_floor(mg[1], n_g, mo[1], n_o))
+    return {
+        f"pred_tv_qchain{sfx}": float(np.median(tv)),
+        f"pred_agree_qchain{sfx}": float(np.median(agree)),
+        f"pred_tv_floor_qchain{sfx}": float(np.median(floor)),
+    }

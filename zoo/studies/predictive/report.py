@@ -19,7 +19,13 @@ from zoo.studies.predictive.probe import APPROXIMATIONS
 
 __all__ = ["predictive_sections"]
 
-_NAMES = {"qdiag": "q_diag", "qfull": "q_full", "qmarg": "q_marg", "mfvi": "MF-VI"}
+_NAMES = {
+    "qdiag": "q_diag",
+    "qfull": "q_full",
+    "qmarg": "q_marg",
+    "mfvi": "MF-VI",
+    "qchain": "q_full per chain",
+}
 
 
 def _mean_se(part: pd.DataFrame, x: str, col: str):
@@ -64,12 +70,22 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
         "error, about sqrt(2) times their floor for independent draws and more where chains "
         "disagree.",
     ]
+    if "pred_tv_qchain" in rows.columns and rows["pred_tv_qchain"].notna().any():
+        paras.append(
+            "q_full per chain is the control for pooling (the study's per_chain): Farquhar et "
+            "al. (2020) fit q_full to one chain's draws, this study to all chains' at once. "
+            "Each of per_chain chains gets its own Gaussian fit, compared with that chain's "
+            "own draws (not with all of them); the column is the median over the chains. "
+            "Where q_full predicts at chance and q_full per chain does not, chains sitting in "
+            "different places are the cause; where both fail, the Gaussian family is (a "
+            "weight-space Gaussian pushed through the network; Immer et al. 2021)."
+        )
     x = spec.report.x if spec.report.x in rows.columns else "seed"  # unswept x: per seed
     if x not in rows.columns or rows.empty or "method" not in rows.columns:
         return [section("The price of mean field in predictions", paras)]
     present = [
         q
-        for q in APPROXIMATIONS
+        for q in (*APPROXIMATIONS, "qchain")
         if f"pred_tv_{q}" in rows.columns and rows[f"pred_tv_{q}"].notna().any()
     ]
     where = _ood_sets(rows)

@@ -68,6 +68,16 @@ class PredictiveStudy(StudySection):
         description="Range of the 'far' radius, in units of the training inputs' RMS "
         "distance from their mean (uniform in it).",
     )
+    per_chain: int = Field(
+        0,
+        ge=0,
+        le=256,
+        description="Also fit q_full to each of this many chains alone (evenly spaced; 0: "
+        "off), as Farquhar et al. (2020, App. B) fit q_full to one chain's draws: "
+        "pred_tv_qchain and pred_agree_qchain (and _ood) are the medians over those chains "
+        "of the TV and agreement between that Gaussian's predictive and the chain's own "
+        "draws'. A chain needs more held draws than weights (else pred_qchain_skipped).",
+    )
     max_params: int = Field(
         5000,
         gt=0,
