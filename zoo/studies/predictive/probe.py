@@ -191,21 +191,27 @@ def _halves(sites: Mapping[str, np.ndarray]) -> tuple[dict[str, np.ndarray], ...
 
 
 def chain_gaussians(
-    sites: Mapping[str, np.ndarray], k: int, n: int, fit: Any, seed: int, ctx: CellContext
+    sites: Mapping[str, np.ndarray],
+    k: int,
+    n: int,
+    gaussian_fit: Any,
+    seed: int,
+    ctx: CellContext,
 ) -> tuple[list[dict[str, torch.Tensor]], list[dict[str, torch.Tensor]]] | str:
-    """Per-chain control: ``n`` draws of the Gaussian fit to each of ``k`` evenly spaced chains
-    alone, beside that chain's own draws; a reason string when a chain is too short."""
+    """Per-chain control: ``n`` draws of the Gaussian fit (the study's ``gaussian_fit``) to
+    each of ``k`` evenly spaced chains alone, beside that chain's own draws; a reason string
+    when a chain holds no more draws than the network has weights."""
     chains, held = next(iter(sites.values())).shape[:2]
-    flat = flatten_sites(sites)
-    dim = flat.draws.shape[1]
+    flat = flatten_sites(sites).draws
+    dim = flat.shape[1]
     if held <= dim:
         return f"{held} held draws per chain <= {dim} weights: a chain's covariance is singular"
+    per_chain = flat.reshape(chains, held, dim)
     shapes = {name: v.shape[2:] for name, v in sites.items()}
     rng = np.random.default_rng(seed)
     own, gauss = [], []
     for c in np.unique(np.linspace(0, chains - 1, min(k, chains)).round().astype(int)):
-        rows = flat.draws.reshape(chains, held, dim)[c]
-        g = fit_gaussian(rows, cov=fit.cov, jitter=fit.jitter)
+        g = fit_gaussian(per_chain[c], cov=gaussian_fit.cov, jitter=gaussian_fit.jitter)
         z = rng.standard_normal((n, dim))
         gauss.append(_unflatten(g.mean + z @ np.linalg.cholesky(g.cov).T, shapes, ctx))
         own.append({name: ctx.runtime.tensor(v[c]) for name, v in sites.items()})
@@ -257,7 +263,7 @@ class PredictiveProbe:
                 "pred_skipped": f"{ctx.model.num_params} parameters > max_params {s.max_params}"
             }, {}
         sets = self._draw_sets(fit, post)
-        per_chain: Any = "off"
+        per_chain: Any = None  # the chains' draws and fits, or why there are none
         if s.per_chain:
             per_chain = chain_gaussians(
                 weight_sites(ctx.model, post.draws),
@@ -303,11 +309,11 @@ class PredictiveProbe:
                 if not sfx:
                     out[f"nll_{k}"] = nll(logp[k], y)
                     out[f"ece_{k}"] = ece(prob[k], y, n_bins=bins)
-            if not isinstance(per_chain, str):
+            if isinstance(per_chain, tuple):
                 out.update(_per_chain_metrics(ctx.model, x, *per_chain, sfx))
             out[f"pred_tv_split{sfx}"] = predictive_tv(prob["half0"], prob["half1"])
             out[f"pred_tv_inflation{sfx}"] = r if np.isfinite(r) else None
-        if s.per_chain and isinstance(per_chain, str):
+        if isinstance(per_chain, str):
             out["pred_qchain_skipped"] = per_chain
         out["pred_ood_kind"] = kinds[0]
         if len(kinds) > 1:
