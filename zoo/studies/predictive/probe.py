@@ -73,7 +73,7 @@ import torch
 
 from reports.calibration import ece, nll
 from reports.draws import flatten_sites
-from reports.gaussian import closest_diagonal, fit_gaussian
+from reports.gaussian import cholesky_factor, closest_diagonal, fit_gaussian
 from reports.predictive import compare_predictives, predictive_entropy, predictive_tv
 from reports.tv_floor import split_inflation, tv_floor
 from zoo.inference.base import Fit, Hooks
@@ -212,8 +212,12 @@ def chain_gaussians(
     own, gauss = [], []
     for c in np.unique(np.linspace(0, chains - 1, min(k, chains)).round().astype(int)):
         g = fit_gaussian(per_chain[c], cov=gaussian_fit.cov, jitter=gaussian_fit.jitter)
+        try:
+            chol = cholesky_factor(g.cov)
+        except ValueError as err:  # a control, not the cell: say why, record nothing
+            return f"chain {c}: {err}"
         z = rng.standard_normal((n, dim))
-        gauss.append(_unflatten(g.mean + z @ np.linalg.cholesky(g.cov).T, shapes, ctx))
+        gauss.append(_unflatten(g.mean + z @ chol.T, shapes, ctx))
         own.append({name: ctx.runtime.tensor(v[c]) for name, v in sites.items()})
     return own, gauss
 
