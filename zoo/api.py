@@ -127,6 +127,7 @@ def run(
     fresh: bool = False,
     retry_failed: bool = False,
     progress: bool = False,
+    checkpoint_every: float | None = 600.0,
 ) -> Run:
     """Run a spec as ``zoo run`` does and return the run read back.
 
@@ -145,6 +146,9 @@ def run(
     executor, device, fresh, retry_failed, progress
         As ``--executor``, ``--device``, ``--fresh``, ``--retry-failed`` and not
         ``--no-progress`` of ``zoo run``.
+    checkpoint_every : float, optional
+        ``--checkpoint-every``: seconds between two saves of a running ChEES cell's
+        sampler state, from which a later run of ``out`` resumes the cell; None or 0: never.
 
     Returns
     -------
@@ -158,6 +162,11 @@ def run(
     """
     if workers is not None and workers < 1:
         raise UsageError(f"workers={workers}: give at least 1 worker")
+    if checkpoint_every is not None and not checkpoint_every >= 0:
+        raise UsageError(
+            f"checkpoint_every={checkpoint_every}: give the seconds between two saves "
+            "(0 or None: no checkpoints)"
+        )
     overrides = list(overrides)
     if isinstance(spec, Spec):
         if overrides:
@@ -189,6 +198,7 @@ def run(
         progress=progress,
         runtime=runtime,
         fresh=fresh,
+        checkpoint_every=checkpoint_every or None,
     )
     return Run(out_dir, loaded, outcome)
 

@@ -118,6 +118,15 @@ def _parser() -> argparse.ArgumentParser:
         "worker each) or cuda:N; overrides the spec's runtime.device (default cpu)",
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bars")
+    r.add_argument(
+        "--checkpoint-every",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="save a running ChEES cell's sampler state in <out>/checkpoints every SECONDS "
+        "(default 600; 0: never); a stopped run resumes the cell from it with zoo run <out> "
+        "(local executor; bitwise the same chains on the same machine and threads)",
+    )
     with_set(r)
 
     v = sub.add_parser(

@@ -48,6 +48,7 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
                 progress=not a.no_progress,
                 runtime=runtime,
                 fresh=a.fresh,
+                checkpoint_every=a.checkpoint_every or None,
             )
         except RunDirError as e:
             raise UsageError(str(e)) from None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import signal
 import sys
 from collections.abc import Iterator
@@ -46,6 +47,11 @@ def plan_run(a: argparse.Namespace) -> RunPlan:
     """
     if a.workers is not None and a.workers < 1:
         raise UsageError(f"--workers {a.workers}: give at least 1 worker")
+    every = a.checkpoint_every
+    if every is not None and not (math.isfinite(every) and every >= 0):
+        raise UsageError(
+            f"--checkpoint-every {every}: give the seconds between two saves (0: no checkpoints)"
+        )
     if a.address and a.executor != "ray":
         raise UsageError("--address is for --executor ray")
     if a.executor == "ray" and importlib.util.find_spec("ray") is None:

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from zoo.inference.base import Fit, FitContext, Hooks, TrainingData
+from zoo.inference.checkpoint import current_checkpoint_channel
 from zoo.inference.mcmc.functional import potential_for
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
@@ -385,6 +386,8 @@ def fit_chees(
         until=until,
         max_draws=None if until is None else method.draws_cap(),
         max_leapfrog=method.max_leapfrog,
+        checkpoint=current_checkpoint_channel(),  # a resumable cell (zoo.inference.checkpoint)
+        carry={"moments": moments},
     )
     summary = moments.summary() if moments.n >= 2 else None
     adapted = result.adapted

@@ -22,10 +22,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from zoo.inference.checkpoint import CheckpointChannel
 from zoo.run.cell import run_cell
 from zoo.runtime import Runtime
 
 __all__ = [
+    "CellCheckpoints",
     "CellResult",
     "ProgressCallback",
     "execute_cell",
@@ -65,6 +67,38 @@ class CellResult:
 
     record: dict[str, Any]
     artifacts: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CellCheckpoints:
+    """Where the executors keep the sampler state of running cells, by cell id
+    (:mod:`zoo.inference.checkpoint`); the driver's store reads and writes it.
+
+    Attributes
+    ----------
+    load : callable
+        ``load(cell_id) -> bytes | None``: the state an earlier run saved.
+    save : callable
+        ``save(cell_id, data)``: keep the state (the driver writes it; never raises).
+    every_s : float
+        Seconds between two saves inside a cell.
+    say : callable
+        ``say(cell_id, line)``: a resume or an unusable checkpoint, for the run's log.
+    """
+
+    load: Callable[[str], bytes | None]
+    save: Callable[[str, bytes], None]
+    every_s: float
+    say: Callable[[str, str], None]
+
+    def channel(self, cell_id: str) -> CheckpointChannel:
+        """The channel of ``cell_id`` in this process (the in-process executor)."""
+        return CheckpointChannel(
+            lambda: self.load(cell_id),
+            lambda data: self.save(cell_id, data),
+            self.every_s,
+            lambda line: self.say(cell_id, line),
+        )
 
 
 def plan_workers(

@@ -10,6 +10,10 @@ processes) and ``ray`` (:func:`run_ray`).
 GPUs: with a CUDA runtime there is one worker per visible GPU by default. A local worker
 process takes one GPU for its lifetime; a Ray task asks for ``num_gpus=1`` and Ray makes
 its GPU the only visible one.
+
+Checkpoints inside a cell (:mod:`zoo.inference.checkpoint`): the in-process and local
+executors give each cell the state an earlier run saved and bring new states back to the
+driver; Ray tasks do not (a Ray cell stopped halfway starts over).
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from zoo.inference.checkpoint import set_checkpoint_channel
 from zoo.inference.progress import set_progress_sink
 from zoo.run.execute import (
+    CellCheckpoints,
     CellResult,
     ProgressCallback,
     execute_cell,
@@ -35,6 +41,7 @@ from zoo.runtime import Runtime
 #: :mod:`zoo.run.local_pool` is re-exported beside the executors.
 __all__ = [
     "EXECUTORS",
+    "CellCheckpoints",
     "CellResult",
     "ExecutorStartError",
     "ProgressCallback",
@@ -67,20 +74,26 @@ def run_in_process(
     runtime: Runtime,
     progress: bool,
     on_progress: ProgressCallback | None = None,
+    checkpoints: CellCheckpoints | None = None,
     **_: Any,
 ) -> Iterator[CellResult]:
     """Run the cells one after the other in this process.
 
     With ``on_progress``, the fits report to it; else, with ``progress``, they draw
-    their own bars.
+    their own bars. With ``checkpoints``, a sampler saves its state as it goes and resumes
+    from a saved one (:mod:`zoo.inference.checkpoint`).
     """
     runtime = runtime.worker_runtimes()[0]
     for cell in cells:
         before = set_progress_sink(_sink_to(on_progress, cell.cell_id))
+        ck = set_checkpoint_channel(
+            None if checkpoints is None else checkpoints.channel(cell.cell_id)
+        )
         try:
             yield execute_cell(cell, runtime, progress or on_progress is not None)
         finally:
             set_progress_sink(before)
+            set_checkpoint_channel(ck)
 
 
 def _ray():

@@ -5,6 +5,9 @@ Each worker has its own pipe, so the driver always knows which cell each worker 
 - progress inside a cell (optimizer steps, a sampler's warm-up and draws) comes back
   through the pipe (:mod:`zoo.inference.progress`) and goes to ``on_progress(cell_id,
   desc, phase, i, n)``;
+- a sampler's saved state (:mod:`zoo.inference.checkpoint`) comes back as
+  ``("checkpoint", cell_id, bytes)`` for the driver to store, and a cell is sent with the
+  state an earlier run saved, so the worker resumes it;
 - a worker that dies (killed by the kernel when memory runs out, a crash in native code)
   fails only the cell it was running, with a record saying so (``retry: true``: a resume
   runs it again); a new worker takes its place and the other cells go on;
@@ -30,8 +33,10 @@ from typing import Any
 
 import torch
 
+from zoo.inference.checkpoint import CheckpointChannel, set_checkpoint_channel
 from zoo.inference.progress import set_progress_sink
 from zoo.run.execute import (
+    CellCheckpoints,
     CellResult,
     ProgressCallback,
     execute_cell,
@@ -94,8 +99,19 @@ def _pipe_sink(conn: Connection, cell_id: str) -> Callable[[str, str, int, int],
     return sink
 
 
+def _pipe_channel(conn: Connection, cell_id: str, resume: tuple[bytes | None, float]):
+    saved, every_s = resume
+    return CheckpointChannel(
+        lambda: saved,
+        lambda data: conn.send(("checkpoint", cell_id, data)),
+        every_s,
+        lambda line: conn.send(("say", cell_id, line)),
+    )
+
+
 def _worker_main(conn: Connection, threads: int, device: str | None) -> None:
-    """A local worker: take ``(cell, runtime)`` from ``conn``, send back progress and the
+    """A local worker: take ``(cell, runtime, resume)`` from ``conn`` (``resume``: the saved
+    state and the seconds between saves, or None), send back progress, checkpoints and the
     :class:`CellResult`; end on ``None`` or when the driver goes away."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -108,12 +124,15 @@ def _worker_main(conn: Connection, threads: int, device: str | None) -> None:
             return
         if job is None:
             return
-        cell, runtime = job
+        cell, runtime, resume = job
         set_progress_sink(_pipe_sink(conn, cell.cell_id))
+        if resume is not None:
+            set_checkpoint_channel(_pipe_channel(conn, cell.cell_id, resume))
         try:
             res = execute_cell(cell, runtime, True)
         finally:
             set_progress_sink(None)
+            set_checkpoint_channel(None)
         conn.send(("done", res))
 
 
@@ -178,9 +197,13 @@ def run_local_pool(
     workers: int,
     runtime: Runtime,
     on_progress: ProgressCallback | None = None,
+    checkpoints: CellCheckpoints | None = None,
     **_: Any,
 ) -> Iterator[CellResult]:
     """Run the cells in ``workers`` fresh (spawned) worker processes, one cell each at a time.
+
+    With ``checkpoints``, each cell goes with its saved sampler state and the states the
+    workers send back are handed to ``checkpoints.save``.
 
     With CUDA the workers take the visible GPUs in turn (worker ``i`` gets GPU
     ``i mod n``) and keep theirs for their lifetime. A worker that dies fails its cell
@@ -210,8 +233,14 @@ def run_local_pool(
             for w in pool:  # give idle workers a cell
                 if w.ready and w.cell is None and queue and not (w.gone or w.dead):
                     w.cell = queue.popleft()
+                    cid = w.cell.cell_id
+                    resume = (
+                        None
+                        if checkpoints is None
+                        else (checkpoints.load(cid), checkpoints.every_s)
+                    )
                     try:
-                        w.conn.send((w.cell, runtime))
+                        w.conn.send((w.cell, runtime, resume))
                     except (OSError, ValueError):
                         w.gone = True
             live = [w for w in pool if not w.dead]
@@ -225,6 +254,10 @@ def run_local_pool(
                     elif msg[0] == "progress":
                         if on_progress is not None and w.cell is not None:
                             on_progress(*msg[1:])
+                    elif msg[0] == "checkpoint" and checkpoints is not None:
+                        checkpoints.save(msg[1], msg[2])
+                    elif msg[0] == "say" and checkpoints is not None:
+                        checkpoints.say(msg[1], msg[2])
                     elif msg[0] == "done":
                         w.cell = None
                         yield msg[1]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from zoo.run.executors import EXECUTORS
+from zoo.run.executors import EXECUTORS, CellCheckpoints
 from zoo.run.feedback import Feedback
 from zoo.run.saver import Saver
 from zoo.run.signals import Stopper
@@ -89,7 +89,9 @@ class Phases:
         address: str | None,
         progress: bool,
         log: Callable[[str], None],
+        checkpoint_every: float | None = None,
     ) -> None:
+        self.checkpoint_every = checkpoint_every
         self.store, self.executor, self.n_workers, self.threads = (
             store,
             executor,
@@ -103,6 +105,40 @@ class Phases:
         self.skipped = 0  # cells already stored when their phase began
         self.said: set[str] = set()  # damaged files named already
 
+    def checkpoints(self) -> CellCheckpoints | None:
+        """The running cells' sampler states in this run directory (``checkpoints/``), saved
+        every ``checkpoint_every`` seconds; None when off (None or 0)."""
+        if not self.checkpoint_every:
+            return None
+        failed: set[str] = set()
+
+        def save(cell_id: str, data: bytes) -> None:
+            try:
+                self.store.write_checkpoint(cell_id, data)
+            except OSError as e:  # a checkpoint is a convenience: the cell goes on
+                if cell_id not in failed:
+                    failed.add(cell_id)
+                    self.say(
+                        f"zoo: cell {cell_id}: its checkpoint could not be saved "
+                        f"({e.strerror or e}); the cell goes on, but a stop loses it"
+                    )
+
+        return CellCheckpoints(
+            self.store.read_checkpoint,
+            save,
+            self.checkpoint_every,
+            lambda cell_id, line: self.say(f"zoo: cell {cell_id}: {line}"),
+        )
+
+    def _drop_checkpoint(self, rec: dict[str, Any]) -> None:
+        """A stored cell needs no checkpoint (one whose worker died keeps it: it resumes)."""
+        if rec.get("retry"):
+            return
+        try:
+            self.store.remove_checkpoint(rec["cell_id"])
+        except OSError:
+            pass
+
     def save(self, res: Any) -> None:
         """Store a result made without running (a main cell whose tuning all failed)."""
         if self.saver.save(res):
@@ -114,6 +150,8 @@ class Phases:
         records = {c.cell_id: store.record(c.cell_id) for c in cells}
         for cid, r in records.items():
             self.status[cid] = (r or {}).get("status", "pending")
+            if r is not None:  # stored by a run that stopped before it dropped the state
+                self._drop_checkpoint(r)
         for problem in store.problems():
             if problem not in self.said:
                 self.said.add(problem)
@@ -157,6 +195,7 @@ class Phases:
             address=self.address,
             progress=False,
             on_progress=started.on_progress,
+            checkpoints=self.checkpoints(),
         )
         ran = 0
         try:
@@ -165,6 +204,7 @@ class Phases:
                 rec = res.record
                 if self.saver.save(res):
                     self.status[rec["cell_id"]] = rec["status"]
+                    self._drop_checkpoint(rec)
                 started.finished(rec["cell_id"])
                 shown.finished(rec)
                 warn_about(rec, shown.say)

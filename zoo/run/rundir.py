@@ -36,6 +36,7 @@ from zoo.spec.sweep import SPEC_VERSION
 
 __all__ = [
     "CELLS",
+    "CHECKPOINTS",
     "LOCK_FILE",
     "DamagedRunDir",
     "RECORD",
@@ -58,6 +59,8 @@ LOCK_FILE = ".zoo.lock"
 #: list of cell ids); ``zoo status`` tells them from the queued ones.
 RUNNING_FILE = ".zoo.running.json"
 CELLS = "cells"
+#: A running cell's saved sampler state (``checkpoints/<cell id>.pt``), gone once it is stored.
+CHECKPOINTS = "checkpoints"
 RECORD = ".json"
 #: The first line of a stored spec.yaml: ``# bnn-zoo spec_version: N``.
 VERSION_LINE = re.compile(r"^#\s*bnn-zoo spec_version:\s*(\d+)\s*$")
@@ -184,6 +187,21 @@ class RunDir:
     def record_path(self, cell_id: str) -> Path:
         """``cells/<cell id>.json``."""
         return self.cells_dir / f"{cell_id}{RECORD}"
+
+    def checkpoint_path(self, cell_id: str) -> Path:
+        """``checkpoints/<cell id>.pt``: the sampler state of a cell not yet stored."""
+        return self.root / CHECKPOINTS / f"{cell_id}.pt"
+
+    def read_checkpoint(self, cell_id: str) -> bytes | None:
+        """The saved sampler state of ``cell_id`` (:mod:`zoo.inference.checkpoint`), or None;
+        never through a link (a link is not read)."""
+        path = self.checkpoint_path(cell_id)
+        try:
+            if path.is_symlink() or path.parent.is_symlink():
+                return None
+            return path.read_bytes()
+        except OSError:
+            return None
 
     def artifact_path(self, cell_id: str, suffix: str) -> Path:
         """``cells/<cell id><suffix>`` (it may not exist)."""

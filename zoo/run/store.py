@@ -42,6 +42,7 @@ import yaml
 
 from zoo.run.rundir import (
     CELLS,
+    CHECKPOINTS,
     LOCK_FILE,
     RECORD,
     RUNNING_FILE,
@@ -191,8 +192,8 @@ class RunStore(RunDir):
         """Refuse a run directory holding a symbolic link where zoo writes.
 
         Zoo writes the directory's own entries (spec.yaml, the lock, the tables, the
-        report) and those of ``cells/`` and ``figures/``: a link among them would have a
-        write, a truncation or a delete land on its target.
+        report) and those of ``cells/``, ``checkpoints/`` and ``figures/``: a link among
+        them would have a write, a truncation or a delete land on its target.
 
         Raises
         ------
@@ -200,7 +201,7 @@ class RunStore(RunDir):
             Naming the first link found (exit 2 at the command line); nothing was changed.
         """
         try:
-            check_no_links(self.root, (CELLS, "figures"))
+            check_no_links(self.root, (CELLS, CHECKPOINTS, "figures"))
         except LinkedPath as e:
             raise RunDirError(e.strerror) from None
         except OSError as e:
@@ -286,7 +287,8 @@ class RunStore(RunDir):
         Call it holding :meth:`lock`: the temporary files of a running run are not stale.
         """
         inside(self.root, CELLS).mkdir(parents=True, exist_ok=True)
-        for folder in (self.root, inside(self.root, CELLS), inside(self.root, "figures")):
+        folders = (CELLS, CHECKPOINTS, "figures")
+        for folder in (self.root, *(inside(self.root, f) for f in folders)):
             for stale in folder.glob(".*.tmp") if folder.is_dir() else ():
                 if not stale.is_symlink():
                     stale.unlink(missing_ok=True)
@@ -374,6 +376,14 @@ class RunStore(RunDir):
         path = inside(self.root, f"{CELLS}/{record['cell_id']}{RECORD}")
         return write_bytes_atomic(path, text.encode("utf-8"))
 
+    def write_checkpoint(self, cell_id: str, data: bytes) -> Path:
+        """Keep a running cell's sampler state (:meth:`RunDir.read_checkpoint` reads it)."""
+        return write_bytes_atomic(inside(self.root, f"{CHECKPOINTS}/{cell_id}.pt"), data)
+
+    def remove_checkpoint(self, cell_id: str) -> None:
+        """Drop a cell's sampler state once the cell is stored."""
+        self.remove_file(f"{CHECKPOINTS}/{cell_id}.pt")
+
     def write_running(self, ids: set[str] | None) -> None:
         """Record the cells whose fit has started (:meth:`RunDir.running`, an empty list
         while none has); None: the run has ended, the file goes."""
@@ -395,7 +405,9 @@ class RunStore(RunDir):
         return sorted(f"figures/{p.name}" for p in folder.glob("*.png"))
 
     def clear_cells(self) -> None:
-        """Delete every stored cell (``zoo run --fresh``); never through a link."""
-        folder = inside(self.root, CELLS)
-        if folder.is_dir():
-            shutil.rmtree(folder)
+        """Delete every stored cell and saved sampler state (``zoo run --fresh``); never
+        through a link."""
+        for name in (CELLS, CHECKPOINTS):
+            folder = inside(self.root, name)
+            if folder.is_dir():
+                shutil.rmtree(folder)

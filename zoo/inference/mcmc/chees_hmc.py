@@ -74,6 +74,9 @@ class ChEESProgram:
     """
 
     label = "chees"
+    #: Attributes that a checkpoint does not save (:func:`~zoo.inference.mcmc.loop.sample`):
+    #: the potential, the adaptation's functions and the schedule made from ``warmup``.
+    not_state = ("pot", "ad", "schedule")
 
     def __init__(
         self,

@@ -17,7 +17,12 @@ nothing of them). :func:`sample` owns what every sampler shares:
   :data:`EXTEND_EVERY`, ``until(drawn, kept)`` is asked (``drawn`` draws per chain so far,
   ``kept`` the flat kept draws ``(C, k, D)`` as a NumPy view); sampling stops when it
   returns true or at ``max_draws``;
-- the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted`.
+- the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted`;
+- with a :class:`~zoo.inference.checkpoint.CheckpointChannel`, the whole state (the
+  program's attributes but its ``not_state``, those of the ``carry`` objects such as the
+  streamed moments, the kept draws and the counters) every ``every_s`` seconds, and the
+  resume from a saved state of the same call (:func:`fingerprint`): the chains go on from
+  the saved iteration, bitwise as if never stopped on the same machine and threads.
 
 The one-chain Pyro reference path (:mod:`zoo.inference.mcmc.sequential`) has its own loop
 per chain (Pyro's adapter drives it) and returns the same result type.
@@ -33,6 +38,14 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
+from zoo.inference.checkpoint import (
+    CHECKPOINT_VERSION,
+    CheckpointChannel,
+    from_bytes,
+    restore_attributes,
+    state_of,
+    to_bytes,
+)
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import Adapted, MCMCResult, result
 from zoo.inference.progress import progress_bar
@@ -45,6 +58,7 @@ __all__ = [
     "Thinned",
     "Until",
     "chain_rngs",
+    "fingerprint",
     "check_arguments",
     "check_init",
     "check_start",
@@ -95,6 +109,10 @@ class Program(Protocol):
 
     def draw(self, j: int) -> Step:
         """Post-warm-up transition ``j`` (from 0) with the adapted parameters."""
+
+    # A program that a checkpoint can save also has ``not_state``: the names of its
+    # attributes that are not state (the potential, functions, data made from arguments);
+    # every other attribute is saved and restored as it is.
 
 
 class Thinned:
@@ -221,6 +239,48 @@ def check_step_sizes(label: str, eps: np.ndarray, target_accept: float, warmup: 
             )
 
 
+def fingerprint(
+    program: Program, pot: FlatPotential, chains: int, warmup: int, cap: int, keep: int
+) -> dict[str, Any]:
+    """What a saved state must match to be resumed: the sampler, the sizes, the device and
+    dtype of the potential (the cell id, which the run directory keys it by, pins the rest)."""
+    return {
+        "version": CHECKPOINT_VERSION,
+        "label": program.label,
+        "chains": chains,
+        "dim": int(pot.dim),
+        "warmup": warmup,
+        "cap": cap,
+        "keep": keep,
+        "device": str(pot.x.device),
+        "dtype": str(pot.x.dtype),
+    }
+
+
+class _Saved(NamedTuple):
+    """A state read back from a checkpoint."""
+
+    warmup_next: int
+    draw_next: int
+    tree: dict[str, Any]
+
+
+def _resume(ch: CheckpointChannel, fp: dict[str, Any], label: str) -> _Saved | None:
+    """The saved state of this call, or None (none, another call's, or unreadable)."""
+    data = ch.load()
+    if data is None:
+        return None
+    try:
+        tree = from_bytes(data)
+    except Exception as e:  # damaged or not ours: start over, say why
+        ch.say(f"{label}: the checkpoint cannot be read ({type(e).__name__}); starting over")
+        return None
+    if tree.get("fingerprint") != fp:
+        ch.say(f"{label}: the checkpoint is of another sampler setting; starting over")
+        return None
+    return _Saved(int(tree["warmup_next"]), int(tree["draw_next"]), tree)
+
+
 def sample(
     program: Program,
     pot: FlatPotential,
@@ -236,6 +296,8 @@ def sample(
     max_draws: int | None = None,
     progress: bool = False,
     threads: int | None = None,
+    checkpoint: CheckpointChannel | None = None,
+    carry: Mapping[str, Any] | None = None,
 ) -> MCMCResult:
     """Warm up ``chains`` chains of ``program`` on ``pot``, then draw (module docstring).
 
@@ -260,6 +322,12 @@ def sample(
         One bar for all chains.
     threads : int, optional
         torch's CPU threads while sampling (:meth:`Runtime.threads_scope`); None keeps them.
+    checkpoint : CheckpointChannel, optional
+        Save the state every ``checkpoint.every_s`` seconds and resume from a saved one
+        (module docstring); the program must have ``not_state``.
+    carry : dict, optional
+        Objects whose state goes with the loop's (e.g. ``on_draw``'s streamed moments):
+        their attributes are saved and restored with the program's.
     """
     label = program.label
     check_arguments(label, warmup, draws, chains, target_accept)
@@ -274,26 +342,81 @@ def sample(
     buf = Thinned(chains, pot.dim, cap if keep is None else min(keep, cap), draws, dtype)
     t0 = time.perf_counter()
     warm_div, div_total, steps_total, drawn = 0, 0, 0.0, 0
+    before, t_warm = 0.0, 0.0  # seconds of the runs this one resumes; of the warm-up
+    carry = dict(carry or {})
+    fp = fingerprint(program, pot, chains, warmup, cap, buf.z.shape[1])
     bar = (
         progress_bar(warmup + cap, f"{label} {chains} chains", unit="draw", warmup=warmup)
         if progress
         else None
     )
+    last_save = time.perf_counter()
+
+    def save(warmup_next: int, draw_next: int) -> None:
+        nonlocal last_save
+        assert checkpoint is not None
+        not_state = getattr(program, "not_state", None)
+        if not_state is None:
+            raise TypeError(f"{label}: the program has no not_state; it cannot be saved")
+        tree = {
+            "fingerprint": fp,
+            "warmup_next": warmup_next,
+            "draw_next": draw_next,
+            "program": state_of(program, not_state),
+            "carry": {k: state_of(v) for k, v in carry.items()},
+            "loop": {
+                "warm_div": int(warm_div),
+                "div_total": int(div_total),
+                "steps_total": float(steps_total),
+                "drawn": drawn,
+                "seconds": before + time.perf_counter() - t0,
+                "t_warm": t_warm,
+            },
+            "kept": state_of(buf),
+        }
+        checkpoint.save(to_bytes(tree))
+        last_save = time.perf_counter()
+
+    def due() -> bool:
+        return checkpoint is not None and time.perf_counter() - last_save >= checkpoint.every_s
+
     try:
         with Runtime(threads=threads).threads_scope():
             z, how = program.starts(pot, init, chains)
             u, g = pot.value_and_grad_batch(z)
             check_start(pot, z, u, g, "a prior draw (init=None)" if init is None else "init")
             program.start(z, u, g)
-            for t in range(warmup):
+            saved = None if checkpoint is None else _resume(checkpoint, fp, label)
+            t_first, j_first = 0, 0
+            if checkpoint is not None and saved is not None:
+                tree = saved.tree
+                restore_attributes(program, tree["program"])
+                for k, obj in carry.items():
+                    restore_attributes(obj, tree["carry"][k])
+                restore_attributes(buf, tree["kept"])
+                lp = tree["loop"]
+                warm_div, div_total = int(lp["warm_div"]), int(lp["div_total"])
+                steps_total, drawn = float(lp["steps_total"]), int(lp["drawn"])
+                before, t_warm = float(lp["seconds"]), float(lp["t_warm"])
+                t_first, j_first = saved.warmup_next, saved.draw_next
+                checkpoint.say(
+                    f"{label}: resumed from the checkpoint at warm-up {t_first} of {warmup}, "
+                    f"draw {j_first} ({before:.0f} s of sampling kept)"
+                )
+                if bar is not None:
+                    bar.update(t_first + j_first)
+            for t in range(t_first, warmup):
                 st = program.warmup(t)
                 warm_div += int(st.divergences)
                 if bar is not None:
                     bar.update(1)
+                if due():
+                    save(t + 1, 0)
             adapted = program.adapted()
-            t_warm = time.perf_counter() - t0
+            if j_first == 0:
+                t_warm = before + time.perf_counter() - t0
             check_step_sizes(label, adapted.step_size, target_accept, warmup)
-            for j in range(cap):
+            for j in range(j_first, cap):
                 st = program.draw(j)
                 if on_draw is not None:
                     on_draw(st.z)
@@ -307,6 +430,8 @@ def sample(
                 if until is not None and drawn >= draws and (drawn - draws) % EXTEND_EVERY == 0:
                     if drawn == cap or until(drawn, buf.kept().numpy()):
                         break
+                if due() and drawn < cap:
+                    save(warmup, drawn)
     finally:
         if bar is not None:
             bar.close()
@@ -315,7 +440,7 @@ def sample(
         pot,
         flat,
         buf.stacked(),
-        time.perf_counter() - t0,
+        before + time.perf_counter() - t0,
         t_warm,
         adapted=adapted,
         drawn=drawn,

@@ -19,10 +19,12 @@ Why the transitions are ported rather than Pyro's ``NUTS`` subclassed: ``docs/no
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
+from zoo.inference.checkpoint import CheckpointChannel
 from zoo.inference.mcmc.batched import hmc_step_batch, nuts_step_batch
 from zoo.inference.mcmc.chees_adaptation import ADAM_RESTART, LEARNING_RATE
 from zoo.inference.mcmc.chees_hmc import ChEESProgram
@@ -282,12 +284,15 @@ def run_chees(
     trajectory_length: float | None = None,
     learning_rate: float = LEARNING_RATE,
     adam_restart: int | None = ADAM_RESTART,
+    checkpoint: CheckpointChannel | None = None,
+    carry: Mapping[str, Any] | None = None,
 ) -> MCMCResult:
     """Sample ``potential`` with ChEES-HMC, all chains as one batch on its device
     (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`, arguments as there and in
     :func:`~zoo.inference.mcmc.loop.sample`). ``init``: constrained values per site, with
     the site's shape (all chains start there) or a leading dimension of ``chains``; None:
-    each chain its own prior draw."""
+    each chain its own prior draw. ``checkpoint`` and ``carry``: saved and resumed state
+    (:mod:`zoo.inference.checkpoint`)."""
     program = ChEESProgram(
         seed=seed,
         warmup=warmup,
@@ -313,6 +318,8 @@ def run_chees(
         max_draws=max_draws,
         progress=progress,
         threads=threads,
+        checkpoint=checkpoint,
+        carry=carry,
     )
 
 

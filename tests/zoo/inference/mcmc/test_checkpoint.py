@@ -1,0 +1,132 @@
+"""A sampler stopped inside its cell and resumed from its checkpoint is the sampler that was
+never stopped, bitwise (zoo.inference.checkpoint; the loop of zoo.inference.mcmc.loop)."""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections import namedtuple
+
+import numpy as np
+import pytest
+import torch
+
+from tests.zoo.inference.mcmc.test_chees import STATS, _net, run_chees
+from zoo.inference.checkpoint import (
+    CheckpointChannel,
+    decode,
+    encode,
+    from_bytes,
+    to_bytes,
+)
+from zoo.inference.mcmc.chees_adaptation import ChEESState
+from zoo.inference.mcmc.dual_averaging import DualAveragingState
+from zoo.inference.mcmc.streaming import StreamingMoments
+
+KW = dict(seed=3, warmup=40, draws=30, chains=4, max_leapfrog=16, keep=8, max_draws=80)
+
+
+class Stop(Exception):
+    """The process was killed right after a checkpoint was saved."""
+
+
+def _run(channel: CheckpointChannel | None):
+    """ChEES with streamed moments and their own stopping rule, as the chees method runs."""
+    pot = _net(torch.float32)
+    moments = StreamingMoments(pot.dim, KW["chains"], groups=2)
+    res = run_chees(
+        pot,
+        on_draw=moments.update,
+        until=lambda drawn, kept: drawn >= 55,
+        checkpoint=channel,
+        carry={"moments": moments},
+        **KW,
+    )
+    return res, moments.summary()
+
+
+def _same(a, b) -> None:
+    (ra, ma), (rb, mb) = a, b
+    np.testing.assert_array_equal(ra.flat, rb.flat)
+    for k in STATS:
+        np.testing.assert_array_equal(ra.sample_stats[k], rb.sample_stats[k])
+    assert (ra.drawn, ra.kept_index, ra.thin) == (rb.drawn, rb.kept_index, rb.thin)
+    assert (ra.n_divergent, ra.n_steps_mean) == (rb.n_divergent, rb.n_steps_mean)
+    np.testing.assert_array_equal(ra.adapted.step_size, rb.adapted.step_size)
+    np.testing.assert_array_equal(ra.adapted.inverse_mass_matrix, rb.adapted.inverse_mass_matrix)
+    assert ra.adapted.trajectory_length == rb.adapted.trajectory_length
+    np.testing.assert_array_equal(ma.cov, mb.cov)
+    np.testing.assert_array_equal(ma.rhat(), mb.rhat())
+
+
+@pytest.mark.parametrize("stop_after", [1, 25, 41, 70])  # saves: warm-up 1..40, draws 1..
+def test_a_resumed_chain_is_the_chain_never_stopped(stop_after: int) -> None:
+    plain = _run(None)
+    saved: list[bytes] = []
+
+    def save(data: bytes) -> None:
+        saved.append(data)
+        if len(saved) == stop_after:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _run(CheckpointChannel(lambda: None, save, every_s=0.0))
+    said: list[str] = []
+    resumed = _run(CheckpointChannel(lambda: saved[-1], saved.append, 0.0, said.append))
+    _same(plain, resumed)
+    assert len(said) == 1 and "resumed from the checkpoint at warm-up" in said[0]
+    warmup_next = min(stop_after, KW["warmup"])
+    assert f"warm-up {warmup_next} of 40, draw {stop_after - warmup_next}" in said[0]
+
+
+def test_a_checkpoint_of_another_setting_or_damaged_starts_over() -> None:
+    plain = _run(None)
+    saved: list[bytes] = []
+
+    def save(data: bytes) -> None:
+        saved.append(data)
+        raise Stop
+
+    with pytest.raises(Stop):
+        _run(CheckpointChannel(lambda: None, save, 0.0))
+    tree = from_bytes(saved[0])
+    tree["fingerprint"]["chains"] = 5
+    for data, why in [(to_bytes(tree), "another sampler setting"), (b"junk", "cannot be read")]:
+        said: list[str] = []
+        again = _run(CheckpointChannel(lambda d=data: d, lambda d: None, 1e9, said.append))
+        _same(plain, again)
+        assert len(said) == 1 and why in said[0] and "starting over" in said[0]
+
+
+def test_the_state_tree_round_trips_and_runs_no_code() -> None:
+    gen = torch.Generator().manual_seed(5)
+    value = {
+        "state": ChEESState(DualAveragingState(0.1, 0.2, 0.3, 4, 0.5), 1.0, 2.0, 0.0, 3.0, 7),
+        "pair": (torch.arange(3.0), None),
+        "array": np.array([True, False]),
+        "device": torch.device("cpu"),
+        "gen": gen,
+        "list": [np.float64(1.5), 2, "x"],
+    }
+    back = decode(from_bytes(to_bytes({"v": encode(value)}))["v"])
+    assert back["state"] == value["state"] and type(back["state"].da) is DualAveragingState
+    assert torch.equal(back["pair"][0], value["pair"][0]) and back["pair"][1] is None
+    assert back["array"].dtype == bool and back["array"].tolist() == [True, False]
+    assert back["device"] == torch.device("cpu") and back["list"] == [1.5, 2, "x"]
+    assert torch.equal(
+        torch.randn(4, generator=back["gen"]), torch.randn(4, generator=gen)
+    )  # the same stream from where it was saved
+    with pytest.raises(TypeError, match="state.f: a function cannot be saved"):
+        encode({"f": lambda: 0})
+    with pytest.raises(TypeError, match="not a zoo class"):
+        encode(namedtuple("Foreign", "a")(1))
+    # a pickle that would run code on load is refused (torch.load weights_only)
+    buf = io.BytesIO()
+    pickle.dump({"x": _Evil()}, buf)
+    with pytest.raises(Exception, match="(?i)weights.only|unsupported|global"):
+        from_bytes(buf.getvalue())
+
+
+class _Evil:
+    def __reduce__(self):
+        return (print, ("this must not run",))
