@@ -147,7 +147,7 @@ def run(
         As ``--executor``, ``--device``, ``--fresh``, ``--retry-failed`` and not
         ``--no-progress`` of ``zoo run``.
     checkpoint_every : float, optional
-        ``--checkpoint-every``: seconds between two saves of a running ChEES cell's
+        ``--checkpoint-every``: seconds between two saves of a running sampled cell's
         sampler state, from which a later run of ``out`` resumes the cell; None or 0: never.
 
     Returns

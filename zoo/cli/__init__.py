@@ -123,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
         type=float,
         default=600.0,
         metavar="SECONDS",
-        help="save a running ChEES cell's sampler state in <out>/checkpoints every SECONDS "
+        help="save a running sampled cell's sampler state in <out>/checkpoints every SECONDS "
         "(default 600; 0: never); a stopped run resumes the cell from it with zoo run <out> "
         "(local executor; bitwise the same chains on the same machine and threads)",
     )

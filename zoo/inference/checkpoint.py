@@ -2,9 +2,11 @@
 
 A ChEES cell of Trippe & Turner's concrete network takes 2.5 hours of one core
 (docs/results.md); a run stopped in the middle lost all of it. With a checkpoint channel,
-:func:`zoo.inference.mcmc.loop.sample` saves its whole state every ``every_s`` seconds
-(the program's kernel and adaptation state with its random generators, the thinned draws,
-the streamed moments, the counters) and a later run of the same cell resumes from it.
+:func:`zoo.inference.mcmc.loop.sample` (every batched sampler: ChEES, NUTS and HMC with
+``vectorize_chains``, MCLMC, MAMS) saves its whole state every ``every_s`` seconds (the
+program's kernel and adaptation state with its random generators, the thinned draws, the
+streamed moments, the counters) and a later run of the same cell resumes from it. The
+one-chain Pyro path has no such state and starts over.
 
 The inference layer knows nothing of run directories: whoever runs the cell sets a
 :class:`CheckpointChannel` (:func:`set_checkpoint_channel`), as it sets the progress sink
@@ -13,8 +15,9 @@ one whose ``load`` returns the bytes stored for the cell and whose ``save`` send
 to the process that owns the run directory (the only writer).
 
 A resumed chain is bitwise the chain that was not stopped when it runs on the same machine
-and thread count (``tests/zoo/inference/mcmc/test_checkpoint.py``): the state is the
-program's attributes, which are all the state it has, including its ``torch.Generator``.
+and thread count (``tests/zoo/inference/mcmc/test_checkpoint.py``, for every program of
+the loop): the state is the program's attributes, which are all the state it has,
+including its ``torch.Generator`` and NumPy generators.
 
 The bytes are :func:`torch.save` of a tree of dicts, lists, Python scalars and tensors, read
 back with ``torch.load(weights_only=True)``, so a checkpoint from an untrusted run directory
@@ -65,6 +68,9 @@ class CheckpointChannel(NamedTuple):
 
 _channel: CheckpointChannel | None = None
 
+#: The NumPy bit generators a checkpoint may rebuild (by name, never by import).
+_BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
 
 def set_checkpoint_channel(channel: CheckpointChannel | None) -> CheckpointChannel | None:
     """Give the samplers of this process ``channel`` (None: no checkpoints); returns the one
@@ -97,6 +103,9 @@ def encode(value: Any, where: str = "state") -> Any:
         return {"__tensor__": value.detach().to("cpu").clone(), "device": str(value.device)}
     if isinstance(value, torch.Generator):
         return {"__generator__": value.get_state(), "device": str(value.device)}
+    if isinstance(value, np.random.Generator):
+        state = value.bit_generator.state
+        return {"__np_generator__": encode(state, f"{where}.bit_generator")}
     if isinstance(value, torch.device):
         return {"__device__": str(value)}
     if isinstance(value, torch.dtype):
@@ -132,6 +141,14 @@ def decode(tree: Any) -> Any:
         gen = torch.Generator(device=tree["device"])
         gen.set_state(tree["__generator__"])
         return gen
+    if "__np_generator__" in tree:
+        state = decode(tree["__np_generator__"])
+        name = state.get("bit_generator") if isinstance(state, dict) else None
+        if name not in _BIT_GENERATORS:
+            raise ValueError(f"unknown NumPy bit generator {name!r}")
+        bits = getattr(np.random, name)()
+        bits.state = state
+        return np.random.Generator(bits)
     if "__device__" in tree:
         return torch.device(tree["__device__"])
     if "__dtype__" in tree:

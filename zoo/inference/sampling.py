@@ -247,6 +247,7 @@ def _fit_sampler(
         init=init,
         progress=ctx.progress,
         vectorize_chains=method.vectorize_chains,
+        checkpoint=current_checkpoint_channel(),  # batched samplers resume inside a cell
         **_stopping(pot, hooks),
     )
     stats.update(

@@ -143,7 +143,7 @@ def run_spec(
     fresh : bool
         Delete the cells already stored (only in a run directory, holding its lock).
     checkpoint_every : float, optional
-        Seconds between two saves of a running ChEES cell's sampler state in
+        Seconds between two saves of a running sampled cell's sampler state in
         ``checkpoints/`` (:mod:`zoo.inference.checkpoint`; the in-process and local
         executors), from which the next run of the directory resumes the cell; None or 0:
         none.

@@ -112,7 +112,8 @@ class Program(Protocol):
 
     # A program that a checkpoint can save also has ``not_state``: the names of its
     # attributes that are not state (the potential, functions, data made from arguments);
-    # every other attribute is saved and restored as it is.
+    # every other attribute is saved and restored as it is, and then its ``restored()``,
+    # where it has one, rebuilds what it derives from them.
 
 
 class Thinned:
@@ -391,6 +392,8 @@ def sample(
             if checkpoint is not None and saved is not None:
                 tree = saved.tree
                 restore_attributes(program, tree["program"])
+                if hasattr(program, "restored"):
+                    program.restored()
                 for k, obj in carry.items():
                     restore_attributes(obj, tree["carry"][k])
                 restore_attributes(buf, tree["kept"])

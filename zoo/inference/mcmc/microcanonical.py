@@ -81,6 +81,8 @@ class MCLMCProgram:
     """
 
     label = "mclmc"
+    #: Not saved by a checkpoint: the potential and the schedule made from ``warmup``.
+    not_state = ("pot", "windows")
 
     def __init__(
         self,
@@ -227,6 +229,8 @@ class MAMSProgram:
     """
 
     label = "mams"
+    #: Not saved by a checkpoint: the potential, the schedule and dual averaging's functions.
+    not_state = ("pot", "windows", "da")
 
     def __init__(
         self,

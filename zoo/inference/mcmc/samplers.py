@@ -90,6 +90,7 @@ def run_batched(
     threads: int | None = 1,
     until: Until | None = None,
     max_draws: int | None = None,
+    checkpoint: CheckpointChannel | None = None,
     **options,
 ) -> MCMCResult:
     """All ``chains`` of the kernel ``BATCHED[name](**options)`` as one batch, each with its
@@ -120,6 +121,7 @@ def run_batched(
         max_draws=max_draws,
         progress=progress,
         threads=threads,
+        checkpoint=checkpoint,
     )
 
 
@@ -148,6 +150,7 @@ def _run(
     if vectorize_chains and chains > 1:
         return run_batched(name, potential, chains=chains, until=until, **kw, **options)
     kw.pop("max_draws", None)
+    kw.pop("checkpoint", None)  # the one-chain Pyro path saves no state: it starts over
     return run_sequential(
         potential, transition(**options), name, chains=chains, mass_matrix=mass_matrix, **kw
     )
@@ -170,6 +173,7 @@ def run_nuts(
     threads: int | None = 1,
     max_draws: int | None = None,
     until: Until | None = None,
+    checkpoint: CheckpointChannel | None = None,
 ) -> MCMCResult:
     """Sample ``potential`` with NUTS (Pyro's multinomial variant, Hoffman & Gelman 2014).
 
@@ -207,6 +211,7 @@ def run_nuts(
         progress=progress,
         threads=threads,
         max_draws=max_draws,
+        checkpoint=checkpoint,
         options=options,
     )
 
@@ -229,6 +234,7 @@ def run_hmc(
     threads: int | None = 1,
     max_draws: int | None = None,
     until: Until | None = None,
+    checkpoint: CheckpointChannel | None = None,
 ) -> MCMCResult:
     """Sample ``potential`` with HMC: ``num_steps`` leapfrog steps per draw (hamiltorch's
     fixed number of steps), dual-averaging step size, the mass matrix when
@@ -259,6 +265,7 @@ def run_hmc(
         progress=progress,
         threads=threads,
         max_draws=max_draws,
+        checkpoint=checkpoint,
         options={"num_steps": num_steps},
     )
 
@@ -341,6 +348,7 @@ def run_mclmc(
     desired_energy_var: float = DESIRED_ENERGY_VAR,
     target_accept: float = 0.5,
     vectorize_chains: bool = True,
+    checkpoint: CheckpointChannel | None = None,
 ) -> MCMCResult:
     """Sample ``potential`` with MCLMC, all chains as one batch, each tuned on its own
     (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`, arguments as there and in
@@ -367,6 +375,7 @@ def run_mclmc(
         max_draws=max_draws,
         progress=progress,
         threads=threads,
+        checkpoint=checkpoint,
     )
 
 
@@ -388,6 +397,7 @@ def run_mams(
     adapt_mass_matrix: bool = True,
     max_steps: int = MAX_STEPS,
     vectorize_chains: bool = True,
+    checkpoint: CheckpointChannel | None = None,
 ) -> MCMCResult:
     """Sample ``potential`` with adjusted MCLMC (MAMS), all chains as one batch, each tuned
     on its own (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, arguments as there and in
@@ -413,4 +423,5 @@ def run_mams(
         max_draws=max_draws,
         progress=progress,
         threads=threads,
+        checkpoint=checkpoint,
     )

@@ -59,6 +59,14 @@ class WindowedProgram:
         Estimate each chain's diagonal inverse mass matrix in Stan's windows.
     """
 
+    #: Not saved by a checkpoint (:func:`~zoo.inference.mcmc.loop.sample`): the potential,
+    #: the kernel and the adaptation's functions, and the metric :meth:`restored` rebuilds.
+    not_state = ("pot", "transition", "ad", "metric")
+
+    def restored(self) -> None:
+        """After a checkpoint's state was set: the metric of the restored mass matrix."""
+        self.metric = BatchMetric(self.minv)
+
     def __init__(
         self,
         transition: Transition,

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tests.zoo.inference.mcmc.test_chees import STATS, _net, run_chees
+from tests.zoo.inference.mcmc.test_sequential import run_hmc, run_nuts
 from zoo.inference.checkpoint import (
     CheckpointChannel,
     decode,
@@ -21,6 +22,7 @@ from zoo.inference.checkpoint import (
 )
 from zoo.inference.mcmc.chees_adaptation import ChEESState
 from zoo.inference.mcmc.dual_averaging import DualAveragingState
+from zoo.inference.mcmc.samplers import run_mams, run_mclmc
 from zoo.inference.mcmc.streaming import StreamingMoments
 
 KW = dict(seed=3, warmup=40, draws=30, chains=4, max_leapfrog=16, keep=8, max_draws=80)
@@ -130,3 +132,43 @@ def test_the_state_tree_round_trips_and_runs_no_code() -> None:
 class _Evil:
     def __reduce__(self):
         return (print, ("this must not run",))
+
+
+#: Every batched program of the loop, as its sampler runs it (3 chains, all kept).
+BATCHED = {
+    "nuts": lambda pot, **kw: run_nuts(pot, vectorize_chains=True, max_tree_depth=4, **kw),
+    "hmc": lambda pot, **kw: run_hmc(pot, vectorize_chains=True, num_steps=4, **kw),
+    "mclmc": lambda pot, **kw: run_mclmc(pot, step_size=None, **kw),
+    "mams": lambda pot, **kw: run_mams(pot, step_size=None, **kw),
+    "chees": lambda pot, **kw: run_chees(pot, max_leapfrog=8, **kw),
+}
+
+
+@pytest.mark.parametrize("stop_after", [7, 28])  # in the warm-up of 20, in the draws
+@pytest.mark.parametrize("name", sorted(BATCHED))
+def test_every_batched_sampler_resumes_bitwise(name: str, stop_after: int) -> None:
+    """The loop's conformance: a program it runs is saved and resumed whole (its
+    ``not_state`` names all that is not state, its ``restored`` rebuilds the rest)."""
+    kw = dict(seed=4, warmup=20, draws=15, chains=3)
+
+    def run(channel):
+        return BATCHED[name](_net(torch.float32), checkpoint=channel, **kw)
+
+    plain = run(None)
+    saved: list[bytes] = []
+
+    def save(data: bytes) -> None:
+        saved.append(data)
+        if len(saved) == stop_after:
+            raise Stop
+
+    with pytest.raises(Stop):
+        run(CheckpointChannel(lambda: None, save, 0.0))
+    said: list[str] = []
+    again = run(CheckpointChannel(lambda: saved[-1], lambda d: None, 0.0, said.append))
+    assert len(said) == 1 and "resumed" in said[0], said
+    np.testing.assert_array_equal(plain.flat, again.flat)
+    for k in plain.sample_stats:
+        np.testing.assert_array_equal(plain.sample_stats[k], again.sample_stats[k])
+    np.testing.assert_array_equal(plain.adapted.step_size, again.adapted.step_size)
+    assert plain.n_divergent == again.n_divergent
