@@ -41,6 +41,8 @@ import torch
 from zoo.inference.checkpoint import (
     CHECKPOINT_VERSION,
     CheckpointChannel,
+    decode,
+    encode,
     from_bytes,
     restore_attributes,
     state_of,
@@ -352,6 +354,7 @@ def sample(
         else None
     )
     last_save = time.perf_counter()
+    adapted: Adapted | None = None
 
     def save(warmup_next: int, draw_next: int) -> None:
         nonlocal last_save
@@ -374,6 +377,7 @@ def sample(
                 "t_warm": t_warm,
             },
             "kept": state_of(buf),
+            "adapted": encode(adapted),  # None in the warm-up
         }
         checkpoint.save(to_bytes(tree))
         last_save = time.perf_counter()
@@ -415,7 +419,11 @@ def sample(
                     bar.update(1)
                 if due():
                     save(t + 1, 0)
-            adapted = program.adapted()
+            was = None if saved is None else saved.tree.get("adapted")
+            if j_first == 0 or was is None:  # (checkpoints of session 21's first hour)
+                adapted = program.adapted()
+            else:  # the warm-up ended before the save: its end is not run twice
+                adapted = decode(was)
             if j_first == 0:
                 t_warm = before + time.perf_counter() - t0
             check_step_sizes(label, adapted.step_size, target_accept, warmup)
