@@ -81,6 +81,42 @@ def test_linked_entry_in_cells_is_refused(tmp_path):
         store.check_target()
 
 
+def test_checkpoints_are_read_written_and_cleared_never_through_a_link(tmp_path):
+    victim = _victim(tmp_path)
+    store = RunStore(tmp_path / "run")
+    store.prepare()
+    store.write_spec_text("name: x\n")
+    assert store.read_checkpoint("c_1") is None
+    store.write_checkpoint("c_1", b"state")
+    assert store.read_checkpoint("c_1") == b"state"
+    store.remove_checkpoint("c_1")
+    assert store.read_checkpoint("c_1") is None
+    store.write_checkpoint("c_2", b"state")
+    store.clear_cells()  # zoo run --fresh: the saved states go with the cells
+    assert not (store.root / "checkpoints").exists()
+    # a link in checkpoints/ (or checkpoints/ itself a link) is refused, never read or written
+    (store.root / "checkpoints").mkdir()
+    (store.root / "checkpoints" / "c_1.pt").symlink_to(victim)
+    with pytest.raises(RunDirError, match="c_1.pt is a symbolic link"):
+        store.check_target()
+    assert store.read_checkpoint("c_1") is None
+    with pytest.raises(LinkedPath):
+        store.write_checkpoint("c_1", b"state")
+    with pytest.raises(LinkedPath):
+        store.remove_checkpoint("c_1")
+    os.unlink(store.root / "checkpoints" / "c_1.pt")
+    os.rmdir(store.root / "checkpoints")
+    (store.root / "checkpoints").symlink_to(victim.parent, target_is_directory=True)
+    with pytest.raises(RunDirError, match="checkpoints is a symbolic link"):
+        store.check_target()
+    with pytest.raises(LinkedPath):
+        store.write_checkpoint("c_1", b"state")
+    with pytest.raises(LinkedPath):
+        store.clear_cells()
+    assert sorted(os.listdir(victim.parent)) == ["precious.txt"]
+    assert victim.read_text() == "keep me\n"
+
+
 def test_cli_refuses_a_run_directory_with_a_lock_link(tiny_spec, tmp_path, capsys):
     victim = _victim(tmp_path)
     out = tmp_path / "out"
