@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, datetime
 
 from reports.sampler_report import grade_lines, sampler_record
 from zoo.cli.checks import check_device
@@ -116,6 +117,18 @@ def _print_grades(run: RunDir, spec) -> None:
         print(line)
 
 
+def _checkpoint_note(run: RunDir, cell_id: str) -> str:
+    """``  (sampler checkpoint of <UTC time>: ...)`` when the cell has a saved state."""
+    path = run.checkpoint_path(cell_id)
+    try:
+        if path.is_symlink():
+            return ""
+        when = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
+    except OSError:
+        return ""
+    return f"  (sampler checkpoint of {when:%Y-%m-%d %H:%M} UTC: a resume continues from it)"
+
+
 def cmd_status(a: argparse.Namespace) -> int:
     """``zoo status DIR``: the counts of done, running, queued, failed and pending cells of a
     run directory, then the cells not done (failed first).
@@ -146,6 +159,7 @@ def cmd_status(a: argparse.Namespace) -> int:
         counts[st] = counts.get(st, 0) + 1
         if st != "ok":
             note = "  (its worker died; a resume runs it again)" if (rec or {}).get("retry") else ""
+            note += _checkpoint_note(run, c.cell_id) if rec is None or rec.get("retry") else ""
             lines.setdefault(st, []).append(f"{st:<8} {c.cell_id}{note}")
     going = (
         ""

@@ -17,6 +17,7 @@ import xarray as xr
 from tests import specs
 from tests.zoo.run.test_chees_cells import CHEES, MFVI, PRICE
 from tests.zoo.run.test_faults import ZOO, _group_gone, _wait_for
+from zoo.cli import main
 from zoo.run import runner
 from zoo.run.store import RunStore
 from zoo.spec import load_spec
@@ -97,7 +98,7 @@ class _Killed(BaseException):
 
 
 def test_the_in_process_executor_resumes_and_ignores_a_damaged_checkpoint(
-    tmp_path: Path, reference: Path, monkeypatch
+    tmp_path: Path, reference: Path, monkeypatch, capsys
 ) -> None:
     spec = load_spec(specs.write_spec(tmp_path, SPEC))
     quiet = dict(workers=1, progress=False, log=lambda m: None)
@@ -117,6 +118,8 @@ def test_the_in_process_executor_resumes_and_ignores_a_damaged_checkpoint(
         runner.run_spec(spec, out, checkpoint_every=1e-9, **quiet)
     monkeypatch.setattr(RunStore, "write_checkpoint", write)
     (saved,) = (out / "checkpoints").glob("*.pt")
+    assert main(["status", str(out)]) == 0
+    assert "(sampler checkpoint of " in capsys.readouterr().out
     lines: list[str] = []
     runner.run_spec(spec, out, workers=1, progress=False, log=lines.append)
     assert any("resumed from the checkpoint at warm-up 250 of 400, draw 0" in x for x in lines)
