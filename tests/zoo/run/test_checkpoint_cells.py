@@ -61,6 +61,7 @@ def _same_cell(a: Path, b: Path) -> None:
     xr.testing.assert_equal(pa, pb)  # the draws; the attributes hold a creation time
 
 
+@pytest.mark.slow  # about 70 s: two spawned workers twice; the in-process test below is fast
 def test_a_run_killed_inside_a_chees_cell_resumes_it_bitwise(
     tmp_path: Path, reference: Path
 ) -> None:
