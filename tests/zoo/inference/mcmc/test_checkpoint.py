@@ -61,9 +61,9 @@ def _same(a, b) -> None:
     np.testing.assert_array_equal(ma.rhat(), mb.rhat())
 
 
-@pytest.mark.parametrize("stop_after", [1, 25, 41, 70])  # saves: warm-up 1..40, draws 1..
-def test_a_resumed_chain_is_the_chain_never_stopped(stop_after: int) -> None:
-    plain = _run(None)
+def _stopped_then_resumed(run, stop_after: int):
+    """``run(channel)`` killed right after its ``stop_after``-th save (a save after every
+    iteration), then run again from that save: its result and the lines it said."""
     saved: list[bytes] = []
 
     def save(data: bytes) -> None:
@@ -72,9 +72,15 @@ def test_a_resumed_chain_is_the_chain_never_stopped(stop_after: int) -> None:
             raise Stop
 
     with pytest.raises(Stop):
-        _run(CheckpointChannel(lambda: None, save, every_s=0.0))
+        run(CheckpointChannel(lambda: None, save, 0.0))
     said: list[str] = []
-    resumed = _run(CheckpointChannel(lambda: saved[-1], saved.append, 0.0, said.append))
+    return run(CheckpointChannel(lambda: saved[-1], lambda d: None, 0.0, said.append)), said
+
+
+@pytest.mark.parametrize("stop_after", [1, 25, 41, 70])  # saves: warm-up 1..40, draws 1..
+def test_a_resumed_chain_is_the_chain_never_stopped(stop_after: int) -> None:
+    plain = _run(None)
+    resumed, said = _stopped_then_resumed(_run, stop_after)
     _same(plain, resumed)
     assert len(said) == 1 and "resumed from the checkpoint at warm-up" in said[0]
     warmup_next = min(stop_after, KW["warmup"])
@@ -155,17 +161,7 @@ def test_every_batched_sampler_resumes_bitwise(name: str, stop_after: int) -> No
         return BATCHED[name](_net(torch.float32), checkpoint=channel, **kw)
 
     plain = run(None)
-    saved: list[bytes] = []
-
-    def save(data: bytes) -> None:
-        saved.append(data)
-        if len(saved) == stop_after:
-            raise Stop
-
-    with pytest.raises(Stop):
-        run(CheckpointChannel(lambda: None, save, 0.0))
-    said: list[str] = []
-    again = run(CheckpointChannel(lambda: saved[-1], lambda d: None, 0.0, said.append))
+    again, said = _stopped_then_resumed(run, stop_after)
     assert len(said) == 1 and "resumed" in said[0], said
     np.testing.assert_array_equal(plain.flat, again.flat)
     for k in plain.sample_stats:
