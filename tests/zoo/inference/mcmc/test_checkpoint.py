@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.zoo.inference.mcmc.test_chees import STATS, _net, run_chees
-from tests.zoo.inference.mcmc.test_sequential import run_hmc, run_nuts
+from tests.zoo.inference.mcmc.test_sequential import _small, run_hmc, run_nuts
 from zoo.inference.checkpoint import (
     CheckpointChannel,
     decode,
@@ -22,8 +22,11 @@ from zoo.inference.checkpoint import (
 )
 from zoo.inference.mcmc.chees_adaptation import ChEESState
 from zoo.inference.mcmc.dual_averaging import DualAveragingState
+from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.samplers import run_mams, run_mclmc
 from zoo.inference.mcmc.streaming import StreamingMoments
+from zoo.models.likelihoods import CategoricalLikelihood
+from zoo.models.mlp import BayesianMLP
 
 KW = dict(seed=3, warmup=40, draws=30, chains=4, max_leapfrog=16, keep=8, max_draws=80)
 
@@ -32,10 +35,15 @@ class Stop(Exception):
     """The process was killed right after a checkpoint was saved."""
 
 
-def _run(channel: CheckpointChannel | None):
+def _run(channel: CheckpointChannel | None, device: str = "cpu"):
     """ChEES with streamed moments and their own stopping rule, as the chees method runs."""
-    pot = _net(torch.float32)
-    moments = StreamingMoments(pot.dim, KW["chains"], groups=2)
+    if device == "cpu":
+        pot = _net(torch.float32)
+    else:  # a classifier with N(0, 1) priors, as test_chees runs on CUDA
+        _, x, y = _small("classification")
+        model = BayesianMLP(3, [4, 5], CategoricalLikelihood(3), act="tanh")
+        pot = FlatPotential(model, x.to(device, torch.float32), y.to(device))
+    moments = StreamingMoments(pot.dim, KW["chains"], groups=2, device=device)
     res = run_chees(
         pot,
         on_draw=moments.update,
@@ -85,6 +93,21 @@ def test_a_resumed_chain_is_the_chain_never_stopped(stop_after: int) -> None:
     assert len(said) == 1 and "resumed from the checkpoint at warm-up" in said[0]
     warmup_next = min(stop_after, KW["warmup"])
     assert f"warm-up {warmup_next} of 40, draw {stop_after - warmup_next}" in said[0]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("stop_after", [25, 55])
+def test_a_cuda_chain_resumes_bitwise_on_its_device(stop_after: int) -> None:
+    """On a GPU the saved state holds CUDA tensors and the CUDA generator's state; the
+    resumed run continues on the device, bitwise the run never stopped."""
+
+    def run(channel):
+        return _run(channel, "cuda")
+
+    plain = run(None)
+    resumed, said = _stopped_then_resumed(run, stop_after)
+    _same(plain, resumed)
+    assert len(said) == 1 and "resumed from the checkpoint" in said[0]
 
 
 def test_a_checkpoint_of_another_setting_or_damaged_starts_over() -> None:
