@@ -162,3 +162,30 @@ def test_the_cli_refuses_another_projects_guides_or_reports(tmp_path, monkeypatc
     assert "Traceback" not in err
     monkeypatch.setattr(iu, "find_spec", real)
     assert main(["list"]) == 0
+
+
+def test_the_dependency_check_names_what_pyproject_requires() -> None:
+    """zoo.cli.common.DEPENDENCIES is pyproject's ``dependencies`` for this Python."""
+    from packaging.requirements import Requirement
+
+    from zoo.cli.common import DEPENDENCIES
+
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    reqs = [Requirement(d) for d in deps]
+    wanted = {r.name for r in reqs if r.marker is None or r.marker.evaluate()}
+    assert set(DEPENDENCIES.values()) == wanted
+
+
+def test_a_missing_library_is_named_with_its_install(monkeypatch, capsys) -> None:
+    """A Python without h5netcdf (the library that writes the ArviZ files, imported only when
+    a cell stores them): exit 2 before any cell runs, naming it and the fix."""
+    import importlib.util as iu
+
+    real = iu.find_spec
+    monkeypatch.setattr(
+        iu, "find_spec", lambda name, *a, **k: None if name == "h5netcdf" else real(name, *a, **k)
+    )
+    assert main(["run", DEFAULT_SPEC]) == 2
+    err = capsys.readouterr().err
+    assert "bnn-zoo needs h5netcdf" in err and "pip install h5netcdf" in err
+    assert "Traceback" not in err

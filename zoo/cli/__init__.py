@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.cli import export_args
-from zoo.cli.common import UsageError, check_import_names
+from zoo.cli.common import UsageError, check_dependencies, check_import_names
 
 __all__ = ["main"]
 
@@ -219,11 +219,16 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``zoo`` script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    try:  # before anything imports them: a missing library is a message, not a traceback
+        check_import_names()
+        check_dependencies()
+    except UsageError as e:
+        print(f"zoo: {e}", file=sys.stderr)
+        return 2
     from zoo.spec import SpecError
 
-    args = _parser().parse_args(argv)
     try:
-        check_import_names()
         return _command(args.command)(args)
     except SpecError as e:
         print("\n".join(e.messages), file=sys.stderr)

@@ -1,15 +1,42 @@
-"""What every ``zoo`` command shares: bad input (:class:`UsageError`) and the check that the
-import names the distribution installs are its own (:func:`check_import_names`)."""
+"""What every ``zoo`` command shares: bad input (:class:`UsageError`), the check that the
+import names the distribution installs are its own (:func:`check_import_names`) and that the
+libraries it needs are there (:func:`check_dependencies`)."""
 
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
-__all__ = ["OUR_PACKAGES", "UsageError", "check_import_names"]
+__all__ = ["DEPENDENCIES", "OUR_PACKAGES", "UsageError", "check_dependencies", "check_import_names"]
 
 #: The import packages the ``bnn-zoo`` distribution installs, side by side.
 OUR_PACKAGES = ("zoo", "guides", "reports")
+
+
+#: The distributions of pyproject.toml's ``dependencies`` by their import names (the
+#: packaging test keeps the two equal, markers evaluated for this Python). Some are imported
+#: only when a cell writes its files (h5netcdf: the ArviZ file), so without this check a
+#: Python that lacks one fails every cell after its work is done.
+DEPENDENCIES = {
+    "torch": "torch",
+    "pyro": "pyro-ppl",
+    "pydantic": "pydantic",
+    "yaml": "pyyaml",
+    "numpy": "numpy",
+    "scipy": "scipy",
+    "pandas": "pandas",
+    "sklearn": "scikit-learn",
+    "threadpoolctl": "threadpoolctl",
+    "matplotlib": "matplotlib",
+    "xarray": "xarray",
+    "arviz_base": "arviz-base",
+    "arviz_stats": "arviz-stats",
+    "xarray_einstats": "xarray-einstats",
+    "h5netcdf": "h5netcdf",
+    "h5py": "h5py",
+    "tqdm": "tqdm",
+}
 
 
 class UsageError(Exception):
@@ -46,3 +73,20 @@ def check_import_names() -> None:
                 f"bnn-zoo's (which installs zoo, guides and reports side by side in {home}): "
                 "uninstall that project or install bnn-zoo in its own virtual environment"
             )
+
+
+def check_dependencies() -> None:
+    """Refuse to start when a library bnn-zoo needs cannot be found (nothing is imported:
+    :func:`importlib.util.find_spec`), naming it and the ``pip install`` that adds it.
+
+    Raises
+    ------
+    UsageError
+        Naming every missing distribution.
+    """
+    missing = [pip for name, pip in DEPENDENCIES.items() if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(
+            f"bnn-zoo needs {', '.join(missing)}, which this Python ({sys.executable}) does "
+            f"not have: pip install {' '.join(missing)} (a pip install of bnn-zoo brings them)"
+        )
