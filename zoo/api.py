@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 
 from zoo.cli.checks import check_data, check_device, check_widths
-from zoo.cli.common import UsageError
+from zoo.cli.common import UsageError, check_dependencies
 from zoo.run.netcdf import datatree_from_bytes
 from zoo.run.rundir import RunDir, check_version
 from zoo.run.runner import RunOutcome, default_out_dir, run_spec, spec_runtime
@@ -160,6 +160,7 @@ def run(
     SpecError, UsageError, RunDirError
         Bad input, before any cell runs (nothing stored is lost).
     """
+    check_dependencies()  # h5netcdf, say, is imported only when a cell writes its file
     if workers is not None and workers < 1:
         raise UsageError(f"workers={workers}: give at least 1 worker")
     if checkpoint_every is not None and not checkpoint_every >= 0:
