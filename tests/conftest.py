@@ -22,6 +22,18 @@ def _clean_pyro():
 
 
 @pytest.fixture
+def without_h5netcdf(monkeypatch) -> None:
+    """A Python that cannot find h5netcdf (the library that writes the ArviZ files):
+    :func:`importlib.util.find_spec` answers None for it, as for a missing package."""
+    import importlib.util as iu
+
+    real = iu.find_spec
+    monkeypatch.setattr(
+        iu, "find_spec", lambda name, *a, **k: None if name == "h5netcdf" else real(name, *a, **k)
+    )
+
+
+@pytest.fixture
 def tiny_spec(tmp_path: Path) -> Path:
     """A spec small enough to run end to end in seconds (4 cells: depth 1, 2 x seed 0, 1)."""
     return specs.write_spec(

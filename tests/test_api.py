@@ -41,14 +41,8 @@ def test_open_run_and_datatree_refuse_what_is_not_there(tmp_path: Path) -> None:
         zoo.run(zoo.load_spec(ROOT / "specs" / "two_moons_depth.yaml"), overrides=["seed=1"])
 
 
-def test_run_refuses_a_python_without_a_dependency(tmp_path: Path, monkeypatch) -> None:
+def test_run_refuses_a_python_without_a_dependency(tmp_path: Path, without_h5netcdf) -> None:
     """h5netcdf is imported only when a cell writes its ArviZ file: zoo.run checks first."""
-    import importlib.util as iu
-
-    real = iu.find_spec
-    monkeypatch.setattr(
-        iu, "find_spec", lambda name, *a, **k: None if name == "h5netcdf" else real(name, *a, **k)
-    )
     with pytest.raises(UsageError, match="pip install h5netcdf"):
         zoo.run("two_moons_depth", out=tmp_path / "r")
     assert not (tmp_path / "r").exists()

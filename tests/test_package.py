@@ -176,15 +176,9 @@ def test_the_dependency_check_names_what_pyproject_requires() -> None:
     assert set(DEPENDENCIES.values()) == wanted
 
 
-def test_a_missing_library_is_named_with_its_install(monkeypatch, capsys) -> None:
-    """A Python without h5netcdf (the library that writes the ArviZ files, imported only when
-    a cell stores them): exit 2 before any cell runs, naming it and the fix."""
-    import importlib.util as iu
-
-    real = iu.find_spec
-    monkeypatch.setattr(
-        iu, "find_spec", lambda name, *a, **k: None if name == "h5netcdf" else real(name, *a, **k)
-    )
+def test_a_missing_library_is_named_with_its_install(without_h5netcdf, capsys) -> None:
+    """A Python without h5netcdf (imported only when a cell stores its ArviZ file): exit 2
+    before any cell runs, naming it and the fix."""
     assert main(["run", DEFAULT_SPEC]) == 2
     err = capsys.readouterr().err
     assert "bnn-zoo needs h5netcdf" in err and "pip install h5netcdf" in err
