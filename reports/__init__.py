@@ -9,7 +9,8 @@ One concept per module:
 
 - numbers: :mod:`~reports.calibration` (test metrics), :mod:`~reports.predictive`
   (function-space comparisons, predictive convergence), :mod:`~reports.draws` (flat draws),
-  :mod:`~reports.gaussian` (Gaussian fits, KL), :mod:`~reports.wasserstein`,
+  :mod:`~reports.gaussian` (Gaussian fits, KL), :mod:`~reports.alignment` (draws modulo
+  hidden-unit permutations), :mod:`~reports.wasserstein`,
   :mod:`~reports.price_of_mf` (the study's records), :mod:`~reports.kl_null`,
   :mod:`~reports.kl_reference` (the KL's bias at its own n), :mod:`~reports.laplace`,
   :mod:`~reports.ground_truth`, :mod:`~reports.spectrum`, :mod:`~reports.pruning`,
