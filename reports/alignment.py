@@ -56,6 +56,7 @@ __all__ = [
     "kl_by_labelling",
     "label_switches",
     "permute_units",
+    "pivot_from_draws",
     "relabel_randomly",
     "unit_signatures",
 ]
@@ -237,6 +238,30 @@ def align_to_pivot(sites: Sites, pivot: Sites, *, sample_ndim: int = 2) -> Align
         out = permute_units(out, layer, perm, sample_ndim=sample_ndim)
         perms[layer] = perm
     return Alignment(out, perms)
+
+
+def pivot_from_draws(sites: Sites, *, iterations: int = 5, sample_ndim: int = 2) -> dict:
+    """A pivot for draws whose own start is unknown: Stephens' (2000) relabelling iteration.
+
+    Starts from the first draw of the first chain, then alternates aligning every draw to
+    the pivot and taking the aligned draws' mean as the next pivot, until no draw's
+    labelling changes (at most ``iterations`` times).
+
+    Returns
+    -------
+    dict of str to np.ndarray
+        One network (no sample axes).
+    """
+    axes = tuple(range(sample_ndim))
+    pivot = {k: np.asarray(v)[(0,) * sample_ndim] for k, v in sites.items()}
+    perms: dict[int, np.ndarray] | None = None
+    for _ in range(iterations):
+        out = align_to_pivot(sites, pivot, sample_ndim=sample_ndim)
+        pivot = {k: v.mean(axis=axes) for k, v in out.sites.items()}
+        if perms is not None and all(np.array_equal(perms[k], out.perms[k]) for k in perms):
+            break
+        perms = out.perms
+    return pivot
 
 
 def relabel_randomly(

@@ -63,6 +63,8 @@ class Stream(IntEnum):
     LAPLACE_REFINE = 451
     #: Gaussian draws of the predictive study's per-chain fits (``per_chain``).
     PREDICTIVE_CHAINS = 452
+    #: Random relabelling and null draws of the price of mean field modulo unit permutations.
+    UNIT_ALIGNMENT = 453
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

@@ -11,6 +11,7 @@ from reports.alignment import (
     kl_by_labelling,
     label_switches,
     permute_units,
+    pivot_from_draws,
     relabel_randomly,
 )
 from reports.gaussian import fit_gaussian, kl_diag_full, kl_sampling_bias
@@ -148,3 +149,21 @@ def test_alignment_null_measures_what_aligning_adds_for_near_identical_units():
         added.append(res.aligned - res.raw)
     assert min(nulls) > 0 and min(added) > 0
     assert sum(nulls) / sum(added) == pytest.approx(1.0, abs=0.3)
+
+
+def test_pivot_from_draws_finds_the_labelling_of_the_majority():
+    """Draws of one network, each relabelled: the pivot is that network in one labelling."""
+    rng = np.random.default_rng(7)
+    net = _net(rng)
+    truth = _draws(net, rng, chains=2, draws=40)
+    pivot = pivot_from_draws(relabel_randomly(truth, rng))
+    aligned = align_to_pivot(truth, pivot).sites
+    # the pivot is the truth's mean up to one relabelling of each layer
+    again = align_to_pivot({k: v[None, None] for k, v in pivot.items()}, net).sites
+    for name in net:
+        np.testing.assert_allclose(again[name][0, 0], truth[name].mean(axis=(0, 1)), atol=1e-12)
+    assert all(
+        len(np.unique(p.reshape(-1, p.shape[-1]), axis=0)) == 1
+        for p in align_to_pivot(truth, pivot).perms.values()
+    )
+    assert aligned["layer0.weight"].shape == truth["layer0.weight"].shape

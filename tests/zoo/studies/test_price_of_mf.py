@@ -135,11 +135,41 @@ def test_sampled_cell_records_the_price_of_mean_field(tmp_path):
         "tv_vi",
         "max_r_hat",
         "min_ess_bulk",
+        "kl_aligned",
+        "kl_relabelled",
+        "kl_alignment_null",
+        "kl_aligned_debiased",
+        "weights_rhat_raw",
+        "weights_rhat_aligned",
+        "label_switches",
     ):
         assert k in m, k
     # the target is out of reach: the chains drew up to the cap, in rounds of 25 past draws
     assert m["draws_per_chain"] == 35
     assert set(out.artifacts) == {".nc"}
+
+
+def test_unit_alignment_sees_through_chains_in_other_labellings(tmp_path, cell_context):
+    """Half the chains in another labelling of the same posterior: the raw weights' R-hat
+    fails, the aligned one passes, and the aligned KL is the KL of the draws before the
+    chains were relabelled (exactly: the units are far apart, so the match is exact)."""
+    from reports.alignment import permute_units
+
+    ctx = cell_context(_cell(tmp_path))
+    rng = np.random.default_rng(21)
+    net = {k: rng.normal(size=shape) for k, (shape, _) in ctx.model.site_info().items()}
+    draws = {k: v + 0.05 * rng.normal(size=(4, 200, *v.shape)) for k, v in net.items()}
+    swapped = {k: v.copy() for k, v in draws.items()}
+    half = permute_units({k: v[2:] for k, v in draws.items()}, 0, np.array([2, 0, 1]))
+    for k in swapped:
+        swapped[k][2:] = half[k]
+    out = pmf.unit_alignment(ctx.model, swapped, None, seed=0, jitter=1e-6)
+    ref = pmf.unit_alignment(ctx.model, draws, None, seed=0, jitter=1e-6)
+    assert out["weights_rhat_raw"] > 1.5 and out["weights_rhat_aligned"] < 1.02
+    assert out["kl_aligned"] == pytest.approx(ref["kl_aligned"], rel=1e-12)
+    assert out["kl_relabelled"] > 10 * out["kl_aligned"]
+    assert out["label_switches"] == 0.0  # no chain changes labelling within itself
+    assert out["weights_rhat_nested_aligned"] is None  # no superchains
 
 
 # --------------------------------------------------------------------------- streamed moments

@@ -22,6 +22,17 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "kl_squares_n": ("centred squares' pooled ESS (per-coordinate reference)", "draws"),
     "kl_debiased": ("KL(q_diag ‖ q_full) less its exact sampling bias", "nats"),
     "kl_debiased_se": ("chain-group (jackknife) standard error of the debiased KL", "nats"),
+    "kl_relabelled": ("KL(q_diag ‖ q_full) with every draw's hidden units relabelled", "nats"),
+    "kl_aligned": ("KL(q_diag ‖ q_full) with every draw's hidden units aligned to a pivot", "nats"),
+    "kl_alignment_null": ("KL the alignment adds to independent draws (alignment null)", "nats"),
+    "kl_aligned_debiased": (
+        "aligned KL less its sampling bias and its alignment null",
+        "nats",
+    ),
+    "weights_rhat_raw": ("largest split R-hat of the weights as sampled", None),
+    "weights_rhat_aligned": ("largest split R-hat of the weights aligned to the pivot", None),
+    "weights_rhat_nested_aligned": ("largest nested R-hat of the aligned weights", None),
+    "label_switches": ("draws per chain whose hidden-unit labelling changed", "draws"),
     "ess_mean_n": ("median ESS of the weights' means (not the KL's n)", "draws"),
     "w2_diag_full": ("W2(q_diag, q_full) of the Gaussian fits, closed form", "parameter units"),
     "w2sq_debiased": (

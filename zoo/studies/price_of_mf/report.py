@@ -38,6 +38,10 @@ _KL_COLUMNS = (
     ("kl_null", "shift null (kl_null)"),
     ("kl_excess", "excess over the shift null (kl_excess)"),
     ("kl_null_draws", "kl_null_draws (n that makes the closed form equal kl_null)"),
+    ("kl_aligned", "hidden units aligned to a pivot (kl_aligned)"),
+    ("kl_alignment_null", "what aligning adds to independent draws (kl_alignment_null)"),
+    ("kl_aligned_debiased", "aligned, less bias and alignment null (kl_aligned_debiased)"),
+    ("kl_relabelled", "hidden units randomly relabelled (kl_relabelled)"),
 )
 #: Columns that are a within-cell standard error: a row shows the error of the seeds' mean,
 #: sqrt(sum se^2) / k, not a mean and its spread.
