@@ -10,6 +10,7 @@ import sys
 
 import zoo.data
 from zoo.cli.common import UsageError
+from zoo.spec.tuning import tuning_cells
 
 __all__ = ["CPU_ONLY_KINDS", "check_data", "check_device", "check_widths"]
 
@@ -23,11 +24,14 @@ def check_data(spec, *, missing_ok: bool = False) -> None:
     """Data that cannot be trained on is bad input (exit 2), found before any cell runs.
 
     Loads each distinct data section once (with its first cell's seed) through the checks
-    of ``zoo.data.load``. With ``missing_ok`` (``zoo validate``) files that are not on this
-    machine only give a note: they are checked again when the run starts.
+    of ``zoo.data.load``: the main cells' and the tuning cells' (whose validation part must
+    leave enough rows to train on and to score). With ``missing_ok`` (``zoo validate``)
+    files that are not on this machine only give a note: they are checked again when the
+    run starts.
     """
     seen = set()
-    for cell in spec.cells() if spec.simulation is None else []:
+    cells = [] if spec.simulation is not None else spec.cells()
+    for cell in [*cells, *(c for _, _, c in tuning_cells(spec))]:
         section = cell.spec.data
         if repr(section) not in seen:
             seen.add(repr(section))
