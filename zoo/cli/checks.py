@@ -10,9 +10,10 @@ import sys
 
 import zoo.data
 from zoo.cli.common import UsageError
+from zoo.spec.memory import WARN_FRACTION, DataShape, estimate, machine_memory, size_text
 from zoo.spec.tuning import tuning_cells
 
-__all__ = ["CPU_ONLY_KINDS", "check_data", "check_device", "check_widths"]
+__all__ = ["CPU_ONLY_KINDS", "check_data", "check_device", "check_memory", "check_widths"]
 
 #: Methods whose samplers run on the CPU only: batched NUTS builds its trees on the host
 #: (per-chain Python lists and masks) and ``hmc`` is Pyro's one-chain kernel. On a GPU the
@@ -60,33 +61,76 @@ def check_device(spec, runtime) -> None:
             )
 
 
-def check_widths(spec) -> None:
+def check_widths(spec, memory: int | None = None) -> None:
     """Warn (stderr) about degenerate networks; a network that cannot be built is exit 2.
 
     One line per distinct network and data set, for its first cell. The widths are the
     spec's arithmetic (``MLPModel.network_warnings``, as in ``zoo.models.width_warnings``),
-    so ``zoo validate`` still imports no torch.
+    so ``zoo validate`` still imports no torch. Then the memory of every cell
+    (:func:`check_memory`, against ``memory`` bytes: this machine's by default).
     """
     groups: dict[tuple[str, str], list] = {}
     for cell in spec.cells() if spec.simulation is None else []:
         groups.setdefault((repr(cell.spec.data), repr(cell.spec.model)), []).append(cell)
-    shapes: dict[str, tuple[int, int] | None] = {}
+    shapes: dict[str, DataShape | None] = {}
     for (data_key, _), group in groups.items():
         cell = group[0]
         if data_key not in shapes:
-            try:
-                ds = zoo.data.load(cell.spec.data, cell.spec.seed)
-                shapes[data_key] = (ds.in_dim, ds.n_classes)
-            except (zoo.data.DataFilesMissing, OSError, ValueError):
-                shapes[data_key] = None  # _check_data has said what is wrong with the data
+            shapes[data_key] = _data_shape(cell)
         if shapes[data_key] is None:
             continue
+        shape = shapes[data_key]
         try:
-            out_dim = getattr(cell.spec.likelihood, "out_dim", None)  # one logit: bernoulli
-            lines = cell.spec.model.network_warnings(*shapes[data_key], out_dim)
+            lines = cell.spec.model.network_warnings(shape.in_dim, shape.n_classes, shape.out_dim)
         except ValueError as e:
             raise UsageError(f"cell {cell.cell_id}: {e}") from None
         n = len(group) - 1
         more = f" (and {n} more cell{'s' if n > 1 else ''} with this network)" if n else ""
         for line in lines:
             print(f"warning: cell {cell.cell_id}: {line}{more}", file=sys.stderr)
+    check_memory([g for group in groups.values() for g in group], shapes, memory)
+
+
+def _data_shape(cell) -> DataShape | None:
+    """The sizes of a cell's data set (None if it cannot be loaded: check_data said why)."""
+    try:
+        ds = zoo.data.load(cell.spec.data, cell.spec.seed)
+    except (zoo.data.DataFilesMissing, OSError, ValueError):
+        return None
+    out_dim = getattr(cell.spec.likelihood, "out_dim", None)  # one logit: bernoulli
+    k = out_dim or (ds.n_classes if ds.n_classes > 0 else 1)
+    return DataShape(len(ds.x_train), len(ds.x_test), ds.in_dim, k, ds.n_classes)
+
+
+def check_memory(cells, shapes: dict[str, DataShape | None], memory: int | None = None) -> None:
+    """A cell that needs more memory than the machine has is bad input (exit 2); past
+    :data:`~zoo.spec.memory.WARN_FRACTION` of it, a warning (:mod:`zoo.spec.memory`).
+
+    ``shapes`` maps ``repr(cell.spec.data)`` to its data set's sizes; ``memory`` is the
+    machine's memory in bytes (default: :func:`~zoo.spec.memory.machine_memory`).
+    """
+    memory = memory or machine_memory()
+    found = []
+    for cell in cells:
+        shape = shapes.get(repr(cell.spec.data))
+        if shape is not None and memory:
+            found.append((estimate(cell.spec, cell.method, cell.studies, shape), cell))
+    if not found:
+        return
+    over = [(e, c) for e, c in found if e.total > memory]
+    high = [(e, c) for e, c in found if e.total > WARN_FRACTION * memory]
+    worst, cell = max(over or high or found, key=lambda ec: ec[0].total)
+    others = len(over or high) - 1
+    more = f" (and {others} more cell{'s' * (others > 1)})" if others > 0 else ""
+    says = f"cell {cell.cell_id}{more} needs at least {worst.text()} of memory"
+    if over:
+        raise UsageError(
+            f"{says}; this machine has {size_text(memory)}: shrink {', '.join(worst.fields)}"
+        )
+    if high:
+        print(
+            f"warning: {says}, more than {WARN_FRACTION:.0%} of this machine's "
+            f"{size_text(memory)}; with several workers, run fewer (--workers) or shrink "
+            f"{', '.join(worst.fields)}",
+            file=sys.stderr,
+        )
