@@ -43,8 +43,9 @@ def test_a_cell_that_needs_terabytes_is_refused_naming_the_fields(tmp_path: Path
 
 
 def test_pointwise_values_of_a_large_test_set_are_counted(tmp_path: Path) -> None:
-    """An svi cell saving 1000 draws on a million points: 8 pointwise values (4 bytes each)
-    per draw and point, and the predictive probabilities."""
+    """An svi cell saving 1000 draws on a million training and test points: 4 pointwise
+    groups (4 bytes a value, each value held twice), the chains' and the predictive
+    probabilities."""
     data = specs.teacher(n_train=1000, n_test=10)
     spec = specs.load(
         tmp_path,
@@ -54,7 +55,7 @@ def test_pointwise_values_of_a_large_test_set_are_counted(tmp_path: Path) -> Non
     )
     cell = spec.cells()[0]
     e = estimate(spec, cell.method, cell.studies, DataShape(10**6, 10**6, 5, 1))
-    assert e.terms["pointwise values"] == 1000 * 2 * 10**6 * 4 * 4 + 1000 * 10**6 * 4
+    assert e.terms["pointwise values"] == 2 * 1000 * 2 * 10**6 * 4 * 4 + 1000 * 10**6 * 4
     assert e.terms["predictive"] == 1000 * 10**6 * 4
     assert "inference.mf.predictive_samples" in e.fields
 
