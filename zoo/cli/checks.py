@@ -66,8 +66,8 @@ def check_widths(spec, memory: int | None = None) -> None:
 
     One line per distinct network and data set, for its first cell. The widths are the
     spec's arithmetic (``MLPModel.network_warnings``, as in ``zoo.models.width_warnings``),
-    so ``zoo validate`` still imports no torch. Then the memory of every cell
-    (:func:`check_memory`, against ``memory`` bytes: this machine's by default).
+    so ``zoo validate`` still imports no torch. Then the memory of every cell, the tuning
+    cells too (:func:`check_memory`, against ``memory`` bytes: this machine's by default).
     """
     groups: dict[tuple[str, str], list] = {}
     for cell in spec.cells() if spec.simulation is None else []:
@@ -88,7 +88,11 @@ def check_widths(spec, memory: int | None = None) -> None:
         more = f" (and {n} more cell{'s' if n > 1 else ''} with this network)" if n else ""
         for line in lines:
             print(f"warning: cell {cell.cell_id}: {line}{more}", file=sys.stderr)
-    check_memory([g for group in groups.values() for g in group], shapes, memory)
+    tuning = [c for _, _, c in tuning_cells(spec)]  # grid values may be the largest
+    for cell in tuning:
+        if repr(cell.spec.data) not in shapes:
+            shapes[repr(cell.spec.data)] = _data_shape(cell)
+    check_memory([*(g for group in groups.values() for g in group), *tuning], shapes, memory)
 
 
 def _data_shape(cell) -> DataShape | None:

@@ -81,3 +81,16 @@ def test_the_shipped_specs_fit_a_16_gb_machine(capsys) -> None:
                 n_train = d.n_train or 60_000 - d.validation
                 shape = DataShape(n_train, min(d.n_test or 10_000, 10_000), 784, 10, 10)
                 assert estimate(cell.spec, cell.method, cell.studies, shape).total < 8 * GB
+
+
+def test_a_tune_grid_value_is_estimated_too(tmp_path: Path) -> None:
+    """The main cells keep the spec's width until tuned; the tuning cells have the grid's."""
+    spec = specs.load(
+        tmp_path,
+        data=specs.two_moons(n_train=40, n_test=20),
+        model=specs.mlp(depth=1, width=8),
+        inference=[specs.chees("chees", warmup=10, draws=10, keep_draws=10)],
+        tune={"grid": {"model.width": [8, 100_000]}},
+    )
+    with pytest.raises(UsageError, match=r"cell chees_tune=0.2_width=100000_.* 36.0 TB"):
+        check_widths(spec, memory=64 * GB)
