@@ -163,8 +163,17 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
     t = spec.tune
     if t is None:
         return []
-    out: list[tuple[str, str]] = []
     names = [m.name for m in spec.inference]
+    out = _grid_problems(spec, names)
+    out += _method_problems(spec, names, sound=not out)
+    out += _at_and_metric_problems(spec)
+    return out or _cell_problems(spec)
+
+
+def _grid_problems(spec: Any, names: list[str]) -> list[tuple[str, str]]:
+    """Each grid path names one setting, not the validation part, a method of the spec,
+    nor a sweep axis."""
+    t, out = spec.tune, []
     if not t.grid:
         out.append(("tune.grid", "empty; give at least one path, e.g. prior.scale: [0.1, 1.0]"))
     for key, values in t.grid.items():
@@ -196,6 +205,14 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                     "from one of them",
                 )
             )
+    return out
+
+
+def _method_problems(spec: Any, names: list[str], sound: bool) -> list[tuple[str, str]]:
+    """``methods`` is left out or names methods of the spec, each with a grid path that
+    applies (asked only when the grid is ``sound``); a method's own grid path names a tuned
+    method."""
+    t, out = spec.tune, []
     if t.methods == []:
         out.append(
             (
@@ -209,7 +226,7 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
             out.append(
                 (f"tune.methods[{j}]", f"{name!r} is not an inference method; methods: {names}")
             )
-        elif not out and not grid_keys(spec, spec.method(name)):
+        elif sound and not out and not grid_keys(spec, spec.method(name)):
             out.append(
                 (
                     f"tune.methods[{j}]",
@@ -218,7 +235,7 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                     "leave it out of tune.methods",
                 )
             )
-    if t.methods is None and not out and t.grid and not tuned_methods(spec):
+    if t.methods is None and sound and t.grid and not tuned_methods(spec):
         out.append(("tune.grid", "no grid path applies to any method of this spec"))
     for key in t.grid:
         parts = key.split(".")
@@ -231,6 +248,12 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                         "there or remove the path",
                     )
                 )
+    return out
+
+
+def _at_and_metric_problems(spec: Any) -> list[tuple[str, str]]:
+    """``at`` names sweep axes and one of their values; ``metric`` is one the cells compute."""
+    t, out = spec.tune, []
     for key, value in t.at.items():
         if key not in spec.sweep:
             out.append(
@@ -252,8 +275,13 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                 f"{t.metric!r} is not a metric these cells compute; choose from {computed}",
             )
         )
-    if out:
-        return out
+    return out
+
+
+def _cell_problems(spec: Any) -> list[tuple[str, str]]:
+    """The grid's values are distinct settings, its tuning cells at most
+    :data:`~zoo.spec.sections.bounds.MAX_CELLS`, and each of them validates."""
+    t, out = spec.tune, []
     for key, values in t.grid.items():  # 3 and 3.0: the same tuning cell twice
         problem = same_setting_problem(spec, key, values)
         if problem:
