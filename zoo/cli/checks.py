@@ -118,7 +118,10 @@ def check_memory(cells, shapes: dict[str, DataShape | None], memory: int | None 
     for cell in cells:
         shape = shapes.get(repr(cell.spec.data))
         if shape is not None and memory:
-            found.append((estimate(cell.spec, cell.method, cell.studies, shape), cell))
+            try:
+                found.append((estimate(cell.spec, cell.method, cell.studies, shape), cell))
+            except ValueError as e:  # a network that cannot be built (a tune grid value)
+                raise UsageError(f"cell {cell.cell_id}: {e}") from None
     if not found:
         return
     over = [(e, c) for e, c in found if e.total > memory]

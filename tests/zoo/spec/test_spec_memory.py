@@ -94,3 +94,16 @@ def test_a_tune_grid_value_is_estimated_too(tmp_path: Path) -> None:
     )
     with pytest.raises(UsageError, match=r"cell chees_tune=0.2_width=100000_.* 36.0 TB"):
         check_widths(spec, memory=64 * GB)
+
+
+def test_a_grid_value_whose_network_cannot_be_built_is_named(tmp_path: Path, capsys) -> None:
+    spec = specs.write_spec(
+        tmp_path,
+        data=specs.two_moons(n_train=40, n_test=20),
+        model=specs.mlp(depth=2, param_budget=500),
+        tune={"grid": {"model.param_budget": [500, 3]}},
+    )
+    assert main(["validate", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "param_budget=3_" in err and "param_budget 3 is too small" in err
+    assert "Traceback" not in err
