@@ -71,7 +71,7 @@ def test_a_gzip_bomb_is_refused_past_the_ceiling(tmp_path: Path) -> None:
 
 def test_a_data_error_names_the_position_not_the_content(tmp_path: Path, capsys) -> None:
     """A file the spec should not have named (a secret) is not echoed by the messages."""
-    secret = "root:x:0:0:SECRET-LINE:/root:/bin/bash\nuser:x:1000:1000::/home/u:/bin/sh\n"
+    secret = "admin:x:0:0:SECRET-LINE:/home/admin:/bin/bash\nuser:x:1000:1000::/home/u:/bin/sh\n"
     p = tmp_path / "passwd"
     p.write_text(secret)
     spec = specs.write_spec(tmp_path, data=specs.csv("passwd", "y"), **REGRESS)
