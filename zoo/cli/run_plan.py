@@ -21,6 +21,7 @@ from pathlib import Path
 
 from zoo.cli.checks import check_data, check_widths
 from zoo.cli.common import UsageError
+from zoo.run.ray_address import RayAddressError, check_ray_address
 from zoo.run.rundir import DamagedRunDir, OutdatedRunDir, RunDir, check_version, default_run_dir
 from zoo.run.signals import RunInterrupted
 from zoo.shipped import resolve_spec
@@ -56,6 +57,11 @@ def plan_run(a: argparse.Namespace) -> RunPlan:
         raise UsageError("--address is for --executor ray")
     if a.executor == "ray" and importlib.util.find_spec("ray") is None:
         raise UsageError('--executor ray needs Ray: pip install "bnn-zoo[ray]"')
+    if a.address:  # Ray itself retries a dead address for many minutes
+        try:
+            check_ray_address(a.address)
+        except RayAddressError as e:
+            raise UsageError(f"--address {a.address}: {e}") from None
     source = Path(a.spec)
     if source.is_dir():  # resume a run directory from its stored spec
         if a.out and a.out.resolve() != source.resolve():

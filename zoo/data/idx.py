@@ -10,8 +10,8 @@ use unsigned bytes (code 0x08): images ``(n, 28, 28)`` and labels ``(n,)``.
 
 from __future__ import annotations
 
-import gzip
-import zlib
+import math
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from zoo.data.checks import MIN_TRAIN_ROWS, class_count, list_items
 from zoo.data.dataset import Dataset
 from zoo.data.errors import DataError, DataFilesMissing
+from zoo.data.files import MAX_DATA_BYTES, READ_ERRORS, open_data, read_at_most
 from zoo.spec.sections.data import IDX_FILES, IdxData
 
 __all__ = [
@@ -34,47 +35,66 @@ __all__ = [
 _DTYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
-def read_idx(path: str | Path) -> np.ndarray:
+def read_idx(path: str | Path, limit: int = MAX_DATA_BYTES) -> np.ndarray:
     """Read one IDX file (``.gz`` is decompressed) into an array of its stored shape.
+
+    The header is read first: the size it declares (an exact product, which cannot
+    overflow) must be at most ``limit`` bytes before the data are read, and the data must
+    be exactly that size, so a header of absurd sizes or a decompression bomb is refused
+    without allocating it.
 
     Raises
     ------
     DataError
         If the file does not decompress, its header is not IDX (the magic number) or is cut
-        short, or its size does not match the header (a truncated file).
+        short, declares more than ``limit`` bytes, or its size does not match the header (a
+        truncated file); the message names the file and the byte, not its content.
     """
     path = Path(path)
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rb") as fh:
-                raw = fh.read()
-        else:
-            raw = path.read_bytes()
-    except (OSError, EOFError, zlib.error) as e:
+        with open_data(path) as fh:
+            head = read_at_most(fh, 4)
+            if (
+                len(head) < 4
+                or head[0] != 0
+                or head[1] != 0
+                or head[2] not in _DTYPES
+                or not head[3]
+            ):
+                raise DataError(
+                    f"{path}: not an IDX file (bytes 0-3 are not an IDX magic number; IDX "
+                    "files start with 0, 0, a type code and the number of dimensions)"
+                )
+            ndim, dtype = head[3], np.dtype(_DTYPES[head[2]])
+            raw_dims = read_at_most(fh, 4 * ndim)
+            if len(raw_dims) < 4 * ndim:
+                raise DataError(
+                    f"{path}: the IDX header is cut short ({4 + len(raw_dims)} bytes, a header "
+                    f"of {ndim} dimensions needs {4 + 4 * ndim}); the file is truncated"
+                )
+            dims = struct.unpack(f">{ndim}I", raw_dims)
+            n = math.prod(dims)
+            if n * dtype.itemsize > limit:
+                raise DataError(
+                    f"{path}: the header declares shape {dims}, {n * dtype.itemsize:,} bytes "
+                    f"of data; an IDX file may hold at most {limit:,}: the header is corrupt, "
+                    "or the file too large to read"
+                )
+            raw = read_at_most(fh, n * dtype.itemsize + 1)
+    except DataError:
+        raise
+    except READ_ERRORS as e:
         raise DataError(
-            f"{path}: cannot be read ({e}); the file is truncated or corrupt: get it again"
+            f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}); the file is "
+            "truncated or corrupt: get it again"
         ) from None
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _DTYPES or raw[3] == 0:
-        raise DataError(
-            f"{path}: not an IDX file (bad magic number {raw[:4]!r}; IDX files "
-            "start with 0, 0, a type code and the number of dimensions)"
-        )
-    ndim = raw[3]
-    offset = 4 + 4 * ndim
-    if len(raw) < offset:
-        raise DataError(
-            f"{path}: the IDX header is cut short ({len(raw)} bytes, a header of "
-            f"{ndim} dimensions needs {offset}); the file is truncated"
-        )
-    dims = tuple(int(d) for d in np.frombuffer(raw, ">u4", count=ndim, offset=4))
-    dtype = np.dtype(_DTYPES[raw[2]])
-    n = int(np.prod(dims, dtype=np.int64))
-    if len(raw) - offset != n * dtype.itemsize:
+    if len(raw) != n * dtype.itemsize:
+        has = "more" if len(raw) > n * dtype.itemsize else len(raw)
         raise DataError(
             f"{path}: header says shape {dims} ({n * dtype.itemsize} bytes of data) but the "
-            f"file has {len(raw) - offset}; the file is truncated or corrupt"
+            f"file has {has}; the file is truncated or corrupt"
         )
-    return np.frombuffer(raw, dtype, count=n, offset=offset).reshape(dims)
+    return np.frombuffer(raw, dtype, count=n).reshape(dims)
 
 
 def _how_to_get(directory: Path) -> str:

@@ -16,11 +16,17 @@ from zoo.data.errors import DataError
 __all__ = [
     "check_split_sizes",
     "hold_out_validation",
+    "MIN_VALIDATION_ROWS",
     "n_test_rows",
     "split_indices",
     "standardize_split",
     "validation_indices",
 ]
+
+
+#: The fewest validation rows a tuning cell scores on: one row's score is that row's noise, and
+#: no spread of it tells the grid values apart.
+MIN_VALIDATION_ROWS = 2
 
 
 def n_test_rows(n: int, test_fraction: float) -> int:
@@ -57,7 +63,7 @@ def split_indices(n: int, split: int, test_fraction: float = 0.1) -> tuple[np.nd
 
 
 def validation_indices(
-    train: np.ndarray, fraction: float, where: str = "data.validation_fraction"
+    train: np.ndarray, fraction: float, where: str = "tune.validation_fraction"
 ) -> tuple[np.ndarray, np.ndarray]:
     """Split the training indices ``train`` into kept-training and validation indices.
 
@@ -70,10 +76,18 @@ def validation_indices(
     ------
     DataError
         Starting with ``where``, if fewer than :data:`~zoo.data.checks.MIN_TRAIN_ROWS`
-        rows are left to train on.
+        rows are left to train on, or fewer than :data:`MIN_VALIDATION_ROWS` are held out.
     """
     train = np.asarray(train)
-    n_kept = len(train) - n_test_rows(len(train), fraction)
+    n_val = n_test_rows(len(train), fraction)
+    if n_val < MIN_VALIDATION_ROWS:
+        raise DataError(
+            f"{where}: {fraction} of the {len(train)} training rows holds out {n_val} for "
+            f"validation; at least {MIN_VALIDATION_ROWS} are needed to compare the grid "
+            "values (on one row the choice is that row's noise): use a larger fraction or "
+            "more training data"
+        )
+    n_kept = len(train) - n_val
     if n_kept < MIN_TRAIN_ROWS:
         raise DataError(
             f"{where}: {fraction} of the {len(train)} training rows held out for validation "
@@ -82,7 +96,6 @@ def validation_indices(
         )
     seed = [len(train), int(train.sum()) % (2**31), 1]
     perm = np.random.default_rng(seed).permutation(len(train))
-    n_val = n_test_rows(len(train), fraction)
     return np.sort(train[perm[n_val:]]), np.sort(train[perm[:n_val]])
 
 

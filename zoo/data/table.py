@@ -5,8 +5,9 @@ every other column an input. :func:`read_table` refuses what pandas would let th
 silently or turn into a raw error at run time, each with a message naming the file, the
 line and the column (the first offending rows, and how many there are):
 
-- a file that is missing, empty, binary (a NUL byte), not UTF-8, or a ``.gz`` / ``.bz2`` /
-  ``.xz`` file that does not decompress;
+- a file that is missing, empty, binary (a NUL byte), not UTF-8, a ``.gz`` / ``.bz2`` /
+  ``.xz`` file that does not decompress, or one over the ceiling of
+  :data:`~zoo.data.files.MAX_DATA_BYTES` (decompressed);
 - a row with more fields than the header (pandas' tokenizer error, with its line);
 - a header with an unnamed or a duplicate column (pandas would rename ``a`` to ``a.1``), or
   without the target column;
@@ -17,17 +18,16 @@ line and the column (the first offending rows, and how many there are):
   class. Labels written as ``2.0`` are read as 2; no other mapping is made, so class ``k``
   of a result is the label ``k`` of the file.
 
-Blank lines are skipped; line numbers are the file's own (the header is line 1).
+Blank lines are skipped; line numbers are the file's own (the header is line 1). A message
+names the file, the line and the column, never a cell's content; column names appear only
+once the header holds the target column (a file that is not the table the spec meant, a
+system file say, is not echoed by the error that refuses it).
 """
 
 from __future__ import annotations
 
-import bz2
-import gzip
 import io
-import lzma
 import re
-import zlib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,10 +35,11 @@ import numpy as np
 
 from zoo.data.checks import class_count, list_items
 from zoo.data.errors import DataError, DataFilesMissing
+from zoo.data.files import MAX_DATA_BYTES, read_data_file
+from zoo.spec.errors import did_you_mean
 
 __all__ = ["Table", "read_table", "read_text"]
 
-_OPENERS = {".gz": gzip.decompress, ".bz2": bz2.decompress, ".xz": lzma.decompress}
 _DELIMITERS = (",", ";", "\t", "|")
 #: Networks compute in float32 (or float64): a larger value is infinite there, and squaring
 #: it in the training standard deviation overflows even float64.
@@ -74,32 +75,23 @@ class Table(NamedTuple):
     n_classes: int
 
 
-def read_text(path: str | Path, field: str = "data.path") -> str:
+def read_text(path: str | Path, field: str = "data.path", limit: int = MAX_DATA_BYTES) -> str:
     """The text of ``path`` (decompressed by its suffix), refusing what is not a text table.
+
+    At most ``limit`` bytes (decompressed) are read (:func:`zoo.data.files.read_data_file`).
 
     Raises
     ------
     DataFilesMissing
         If there is no such file.
     DataError
-        If it cannot be read, does not decompress, is empty, binary, or not UTF-8.
+        If it cannot be read, does not decompress, holds more than ``limit`` bytes, is
+        empty, binary, or not UTF-8.
     """
     path = Path(path)
     if not path.is_file():
         raise DataFilesMissing(f"{field}: {path} does not exist (or is not a file)")
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise DataError(f"{field}: {path} cannot be read: {e.strerror}") from None
-    unpack = _OPENERS.get(path.suffix.lower())
-    if unpack is not None:
-        try:
-            raw = unpack(raw)
-        except (OSError, EOFError, ValueError, zlib.error, lzma.LZMAError) as e:
-            raise DataError(
-                f"{field}: {path} is not a readable {path.suffix} file ({e}); it is "
-                "truncated or corrupt"
-            ) from None
+    raw = read_data_file(path, f"{field}: ", limit)
     if not raw.strip():
         raise DataError(f"{field}: {path} is empty; give a table with a header row")
     nul = raw.find(b"\x00")
@@ -157,25 +149,22 @@ def _numbers(cells: np.ndarray) -> np.ndarray:
 
 
 def _describe(raw: str, value: float, label: bool) -> str:
+    """What is wrong with a cell, without its content (the line and column say where)."""
     if raw == "":
-        return "is empty"
+        return "empty"
     if np.isnan(value):
-        return (
-            f"{raw!r} is NaN"
-            if raw.lower() in ("nan", "-nan", "+nan")
-            else (f"{raw!r} is not a number")
-        )
+        return "NaN" if raw.lower() in ("nan", "-nan", "+nan") else "not a number"
     if np.isinf(value):
-        return f"{raw!r} is infinite"
+        return "infinite"
     if abs(value) > _FLOAT32_MAX:
-        return f"{raw!r} is beyond the float32 range"
+        return "beyond the float32 range"
     if label and value != np.round(value):
-        return f"{raw!r} is not an integer class label"
+        return "not an integer class label"
     if label and value < 0:
-        return f"{raw!r} is a negative class label"
+        return "a negative class label"
     if label and value > _MAX_LABEL:
-        return f"{raw!r} is too large for a class label"
-    return f"{raw!r}"  # pragma: no cover - only bad values are described
+        return "too large for a class label"
+    return "not usable"  # pragma: no cover - only bad values are described
 
 
 def read_table(
@@ -229,15 +218,19 @@ def read_table(
         )
     dups = {n: [j + 1 for j, m in enumerate(names) if m == n] for n in names if names.count(n) > 1}
     if dups:
-        what = "; ".join(f"{n!r} (columns {', '.join(map(str, js))})" for n, js in dups.items())
-        raise DataError(f"{where}: duplicate column names {what}; column names must be unique")
+        what = "; ".join(" and ".join(map(str, js)) for js in dups.values())
+        raise DataError(
+            f"{where}: columns {what} of the header have the same name; column names must be unique"
+        )
     if target not in names:
         hint = ""
         if len(names) == 1:
             seps = [d for d in _DELIMITERS if d != delimiter and d in names[0]]
             hint = f" (one column: is the delimiter {seps[0]!r}?)" if seps else ""
         raise DataError(
-            f"data.target: {path} has no column {target!r}; columns: {', '.join(names)}{hint}"
+            f"data.target: {path}:{hline}: has no column {target!r} ({len(names)} "
+            f"column{'s' * (len(names) != 1)} in the header, delimiter {delimiter!r})"
+            f"{hint}{did_you_mean(target, names)}"
         )
     if len(names) < 2:
         raise DataError(f"{where}: the only column is the target {target!r}; no inputs")

@@ -35,6 +35,7 @@ from zoo.run.execute import (
     with_threads,
 )
 from zoo.run.local_pool import WorkerStartError, run_local_pool
+from zoo.run.ray_address import RayAddressError, check_ray_address
 from zoo.runtime import Runtime
 
 #: What the runner and the command line use of :mod:`zoo.run.execute` and
@@ -124,7 +125,9 @@ def run_ray(
     Raises
     ------
     ExecutorStartError
-        Ray did not start or the cluster could not be reached (before any cell ran).
+        Ray did not start or the cluster could not be reached (before any cell ran); an
+        address where nothing listens is found in seconds
+        (:func:`~zoo.run.ray_address.check_ray_address`).
     """
     ray = _ray()
     threads = runtime.threads
@@ -134,6 +137,7 @@ def run_ray(
     if started_here:
         try:
             if address:
+                check_ray_address(address)  # in seconds, where Ray would retry for minutes
                 ray.init(address=address, log_to_driver=False)
             else:
                 ray.init(
@@ -142,6 +146,8 @@ def run_ray(
                     include_dashboard=False,
                     log_to_driver=False,
                 )
+        except RayAddressError as e:
+            raise ExecutorStartError(f"could not reach the Ray cluster at {address}: {e}") from None
         except Exception as e:  # Ray's own errors vary: timeouts, connection, resources
             _shutdown_quietly(ray)
             where = f"the Ray cluster at {address}" if address else "a local Ray instance"

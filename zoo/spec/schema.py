@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from zoo.spec.base import Section, kind_of, union_members
 from zoo.spec.sections.bounds import MAX_NAME, MAX_SEED
@@ -32,7 +32,7 @@ from zoo.spec.sections.report import MetricsSpec, ReportSpec
 from zoo.spec.sections.runtime import RuntimeSection
 from zoo.spec.sections.simulation import SimulationSpec
 from zoo.spec.sections.studies import StudySpec
-from zoo.spec.sections.tune import TuneSpec
+from zoo.spec.sections.tune import TUNING_CELL, TuneSpec
 from zoo.spec.sweep import Cell, axis_problem, cells, sweep_problems
 from zoo.spec.tuning import tune_problems
 
@@ -127,7 +127,7 @@ class Spec(Section):
         return v
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> Spec:
+    def _cross_checks(self, info: ValidationInfo) -> Spec:
         if self.simulation is not None:
             extra = [
                 k
@@ -147,6 +147,7 @@ class Spec(Section):
                 "inference method; see specs/two_moons_depth.yaml)"
             )
         problems = [
+            *self._validation_problems(info.context or {}),
             *self._task_problems(),
             *self._method_problems(),
             *self._study_problems(),
@@ -157,6 +158,23 @@ class Spec(Section):
         if problems:  # one line each, "PATH: message"; the loader reports them at PATH
             raise ValueError("\n".join(f"{path}: {msg}" for path, msg in problems))
         return self
+
+    def _validation_problems(self, context: dict[str, Any]) -> list[tuple[str, str]]:
+        """``data.validation_fraction`` outside a tuning cell: its cells would score on held-out
+        training rows and report them as test metrics, so only a tuning cell's spec (validated
+        with :data:`~zoo.spec.sections.tune.TUNING_CELL`) may set it."""
+        tuning = all(context.get(k) == v for k, v in TUNING_CELL.items())
+        if self.data.validation_fraction is None or tuning:
+            return []
+        return [
+            (
+                "data.validation_fraction",
+                "is set only in the tuning cells of a tune section: a cell that holds "
+                "out part of its training rows scores on them, and its results would call "
+                "them test metrics; remove it (to choose hyper-parameters on a validation "
+                "part, use tune: {grid: ..., validation_fraction: ...})",
+            )
+        ]
 
     def _task_problems(self) -> list[tuple[str, str]]:
         task, lik = self.data.task, self.likelihood

@@ -12,23 +12,21 @@ and a hash of the cell's configuration written without defaults, together with
 :data:`SPEC_VERSION`: a field added later at its default leaves every id unchanged, and a
 change of what the ids mean bumps the version (recorded in a run's ``spec.yaml``). Data read
 from files of the user (a CSV, a directory of IDX files) enters the hash as the SHA-256 of
-the files' bytes, not their path (:func:`_id_config`), so a moved checkout keeps its ids.
-No torch import here.
+the files' bytes, not their path, so a moved checkout keeps its ids (both in
+:mod:`zoo.spec.cell_ids`, re-exported here). No torch import here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import math
-import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, get_origin
 
 from pydantic import BaseModel, ValidationError
 
 from zoo.spec.base import union_members
+from zoo.spec.cell_ids import MAX_ID, MAX_SLUG, SPEC_VERSION, cell_id, id_config
 from zoo.spec.paths import models_at, parse_path, path_in_schema, set_path, suggest_path
 from zoo.spec.sections.bounds import MAX_AXIS_VALUES, MAX_CELLS
 
@@ -44,17 +42,10 @@ __all__ = [
     "axis_problem",
     "cell_id",
     "cells",
+    "same_setting_problem",
+    "set_setting",
     "sweep_problems",
 ]
-
-#: Version of the cell-id rule, hashed into every cell id.
-SPEC_VERSION = 2
-
-#: Most characters of the readable part of a cell id (the hash follows it).
-MAX_SLUG = 80
-
-#: Most bytes (= characters: ids are ASCII) of a cell id: slug, ``_`` and 12 hex digits.
-MAX_ID = MAX_SLUG + 1 + 12
 
 #: Sweep axes that stand for a deeper field (the column keeps the short name):
 #: ``split`` is the UCI train/test split index of the data (``data.split``).
@@ -205,29 +196,39 @@ def sweep_problems(spec: Spec) -> list[tuple[str, str]]:
         )
     if out:
         return out
-    base = _written(spec)
     for key, values in spec.sweep.items():
-        seen: dict[str, Any] = {}
-        for value in values:
-            d = json.loads(json.dumps(base))
-            try:  # a method the spec does not have: _method_problems names it
-                set_path(d, axis_path(key), value)
-                cell = type(spec).model_validate(d)
-            except (ValidationError, KeyError):
-                continue  # the loader reports the value where it stands
-            # as the ids see it: two data files of the same bytes are the same data
-            resolved = json.dumps(_id_config(cell.model_dump(mode="json"), cell.data))
-            if resolved in seen:
-                out.append(
-                    (
-                        f"sweep.{key}",
-                        f"values {seen[resolved]!r} and {value!r} are the "
-                        "same setting (the same cell twice); remove one",
-                    )
-                )
-                break
-            seen[resolved] = value
+        problem = same_setting_problem(spec, key, values)
+        if problem:
+            out.append((f"sweep.{key}", problem))
     return out
+
+
+def same_setting_problem(spec: Spec, key: str, values: list[Any]) -> str | None:
+    """Two of ``values`` of the axis (or tune grid path) ``key`` that validate to the same
+    setting of ``spec`` (``1`` and ``1.0``, ``1`` and ``true``, two data files of the same
+    bytes), which would give the same cell twice; None if there are none.
+
+    Each value is set in the spec as written (:func:`_written`) and compared as the cell
+    ids see it; a value that does not validate is skipped (the loader reports it).
+    """
+    base = _written(spec)
+    seen: dict[str, Any] = {}
+    for value in values:
+        d = json.loads(json.dumps(base))
+        try:  # a method the spec does not have: _method_problems names it
+            set_setting(d, spec, key, value)
+            cell = type(spec).model_validate(d)
+        except (ValidationError, KeyError):
+            continue  # the loader reports the value where it stands
+        # as the ids see it: two data files of the same bytes are the same data
+        resolved = json.dumps(id_config(cell.model_dump(mode="json"), cell.data))
+        if resolved in seen:
+            return (
+                f"values {seen[resolved]!r} and {value!r} are the same setting (the same "
+                "cell twice); remove one"
+            )
+        seen[resolved] = value
+    return None
 
 
 def _written(spec: Spec) -> dict[str, Any]:
@@ -237,6 +238,17 @@ def _written(spec: Spec) -> dict[str, Any]:
     d.pop("sweep", None)
     d.pop("tune", None)  # its checks are of the whole sweep (zoo.spec.tuning)
     return d
+
+
+def set_setting(d: dict[str, Any], spec: Spec, key: str, value: Any) -> None:
+    """Set the axis or grid path ``key`` of spec data ``d`` (as written, of ``spec``) to
+    ``value``; a section ``d`` leaves at its default is written out first (its kind is
+    needed beside the value: ``prior.scale`` of a spec without a ``prior`` section)."""
+    top = axis_path(key)[0]
+    section = getattr(spec, top, None)
+    if top not in d and hasattr(section, "model_dump"):
+        d[top] = section.model_dump(mode="json")
+    set_path(d, axis_path(key), value)
 
 
 def axis_path(key: str) -> list[str]:
@@ -304,7 +316,7 @@ class Cell:
         self.method = method
         self.axes = axes
         self.studies = spec.studies_for(method)
-        self.cell_id = cell_id(_id_config(self.config(), spec.data), axes)
+        self.cell_id = cell_id(id_config(self.config(), spec.data), axes)
 
     def config(self) -> dict[str, Any]:
         """What changes this cell's numbers, as JSON-able data without default values.
@@ -328,71 +340,3 @@ class Cell:
 
     def __repr__(self) -> str:
         return f"Cell({self.cell_id})"
-
-
-def _id_config(config: dict[str, Any], data: Any) -> dict[str, Any]:
-    """What a cell id hashes: :meth:`Cell.config`, with data files named by their contents.
-
-    A data section read from files of the user (``content_file``: ``csv``'s ``path``,
-    ``idx``'s ``dir``) enters as the SHA-256 of the files' bytes instead of their absolute
-    path, so a moved checkout keeps its cell ids and changed data gets new ones. Files that
-    cannot be read keep the path (the data checks then say what is wrong with them).
-    """
-    field = getattr(type(data), "content_file", None)
-    section = config.get("data")
-    if field is None or not isinstance(section, dict) or field not in section:
-        return config
-    paths = data.content_paths()
-    digests = [_file_sha256(str(p)) for p in paths]
-    if not paths or None in digests:
-        return config
-    joined = "\n".join(digests)  # one file (CSV): its own digest, so CSV ids stay as they were
-    digest = joined if len(digests) == 1 else hashlib.sha256(joined.encode()).hexdigest()
-    rest = {k: v for k, v in section.items() if k != field}
-    return {**config, "data": {**rest, f"{field}_sha256": digest}}
-
-
-#: (path, size, mtime in ns) -> SHA-256 of the file: a sweep hashes its data file once.
-_DIGESTS: dict[tuple[str, int, int], str] = {}
-
-
-def _file_sha256(path: str) -> str | None:
-    """The SHA-256 of the file at ``path`` (cached by size and modification time)."""
-    try:
-        st = os.stat(path)
-        key = (path, st.st_size, st.st_mtime_ns)
-        if key not in _DIGESTS:
-            digest = hashlib.sha256()
-            with open(path, "rb") as fh:
-                while block := fh.read(1 << 20):
-                    digest.update(block)
-            _DIGESTS[key] = digest.hexdigest()
-    except (OSError, ValueError):
-        return None
-    return _DIGESTS[key]
-
-
-def _slug(axes: Mapping[str, Any]) -> str:
-    """The method and ``field=value`` of each axis; ``+`` is dropped (``1e+30`` reads
-    ``1e30``, not ``1e-30``) and other characters than ASCII letters, digits and ``=-_.``
-    become ``-``."""
-    parts = [str(axes["method"])]
-    for k, v in axes.items():
-        if k != "method":
-            parts.append(f"{k.split('.')[-1]}={v}")
-    slug = "_".join(parts).replace("+", "")
-    return "".join(c if c.isascii() and (c.isalnum() or c in "=-_.") else "-" for c in slug)
-
-
-def cell_id(config: Mapping[str, Any], axes: Mapping[str, Any]) -> str:
-    """The id of a cell with this :meth:`Cell.config` and these axes.
-
-    ``<slug>_<hash>``: the slug is the method and the axis values in ASCII (cut at
-    :data:`MAX_SLUG` characters), the hash the first 12 hex digits of the SHA-256 of the
-    configuration and :data:`SPEC_VERSION`. An id is ASCII and at most :data:`MAX_ID`
-    bytes, so a cell's files (``<id>.json``, ``<id>.posterior.nc``, the store's temporary
-    ``.<id><suffix>.<random>.tmp``) stay far below the 255 bytes of a file name.
-    """
-    payload = json.dumps({"spec_version": SPEC_VERSION, "config": config}, sort_keys=True)
-    digest = hashlib.sha256(payload.encode()).hexdigest()[:12]
-    return f"{_slug(axes)[:MAX_SLUG]}_{digest}"

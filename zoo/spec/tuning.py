@@ -24,9 +24,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from zoo.spec.paths import set_path
 from zoo.spec.sections.bounds import MAX_CELLS
-from zoo.spec.sweep import Cell, axis_path, axis_problem, cells
+from zoo.spec.sections.tune import TUNING_CELL
+from zoo.spec.sweep import (
+    Cell,
+    axis_path,
+    axis_problem,
+    cells,
+    same_setting_problem,
+    set_setting,
+)
 
 __all__ = [
     "grid_keys",
@@ -36,6 +43,10 @@ __all__ = [
     "tuned_methods",
     "tuning_cells",
 ]
+
+
+#: The path of the data's validation part: a tuning cell's own, never a grid path.
+_VALIDATION_PATH = ["data", "validation_fraction"]
 
 
 def grid_keys(spec: Any, method: Any) -> list[str]:
@@ -73,18 +84,18 @@ def group_key(spec: Any, cell: Cell) -> str:
 
 
 def _derived(cell: Cell, values: dict[str, Any], axes: dict[str, Any], vf: float | None) -> Cell:
-    """``cell`` with the spec paths ``values`` set (and the data's validation fraction)."""
+    """``cell`` with the spec paths ``values`` set (and the data's validation fraction).
+
+    Only a tuning cell (``vf`` given) is validated as one (:data:`TUNING_CELL`): a main cell
+    with a held-out validation part is refused, so it always scores on the test part.
+    """
     d = cell.spec.model_dump(mode="json", exclude_unset=True)
     d.pop("tune", None)
     for key, value in values.items():
-        top = axis_path(key)[0]
-        section = getattr(cell.spec, top, None)
-        if top not in d and hasattr(section, "model_dump"):  # a section left at its default
-            d[top] = section.model_dump(mode="json")  # (its kind is needed beside the value)
-        set_path(d, axis_path(key), value)
+        set_setting(d, cell.spec, key, value)
     if vf is not None:
         d["data"]["validation_fraction"] = vf
-    resolved = type(cell.spec).model_validate(d)
+    resolved = type(cell.spec).model_validate(d, context=TUNING_CELL if vf is not None else None)
     return Cell(resolved, resolved.method(cell.method.name), axes)
 
 
@@ -141,22 +152,43 @@ def cells_text(spec: Any, short: bool = False) -> str:
 def tune_problems(spec: Any) -> list[tuple[str, str]]:
     """``(path, message)`` for each problem of ``spec.tune`` (none when it has none).
 
-    A grid path must name one setting (as a sweep axis would), must not be a sweep axis,
-    and its values must validate; ``methods`` must name methods of the spec, each with a
-    grid path that applies to it; ``at`` must name sweep axes and one of their values;
+    A grid path must name one setting (as a sweep axis would), must not be a sweep axis nor
+    ``data.validation_fraction`` (the main cells would score on held-out training rows),
+    and its values must validate and be distinct settings (the sweep's own checks,
+    :func:`~zoo.spec.sweep.axis_problem` and :func:`~zoo.spec.sweep.same_setting_problem`);
+    ``methods`` must be left out or name methods of the spec, each with a grid path that
+    applies to it; ``at`` must name sweep axes and one of their values;
     ``metric`` must be one the cells compute.
     """
     t = spec.tune
     if t is None:
         return []
-    out: list[tuple[str, str]] = []
     names = [m.name for m in spec.inference]
+    out = _grid_problems(spec, names)
+    out += _method_problems(spec, names, sound=not out)
+    out += _at_and_metric_problems(spec)
+    return out or _cell_problems(spec)
+
+
+def _grid_problems(spec: Any, names: list[str]) -> list[tuple[str, str]]:
+    """Each grid path names one setting, not the validation part, a method of the spec,
+    nor a sweep axis."""
+    t, out = spec.tune, []
     if not t.grid:
         out.append(("tune.grid", "empty; give at least one path, e.g. prior.scale: [0.1, 1.0]"))
     for key, values in t.grid.items():
         problem = axis_problem(type(spec), key, values)
         if problem:
             out.append((f"tune.grid.{key}", problem.replace("sweep axis", "grid path")))
+        elif axis_path(key) == _VALIDATION_PATH:
+            out.append(
+                (
+                    f"tune.grid.{key}",
+                    "cannot be tuned: the main cells take the chosen grid values and would "
+                    "then score on held-out training rows instead of the test part; remove "
+                    "the path (tune.validation_fraction sets the tuning cells' validation part)",
+                )
+            )
         elif key.startswith("inference.") and key.split(".")[1] not in names:
             out.append(
                 (
@@ -173,12 +205,28 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                     "from one of them",
                 )
             )
+    return out
+
+
+def _method_problems(spec: Any, names: list[str], sound: bool) -> list[tuple[str, str]]:
+    """``methods`` is left out or names methods of the spec, each with a grid path that
+    applies (asked only when the grid is ``sound``); a method's own grid path names a tuned
+    method."""
+    t, out = spec.tune, []
+    if t.methods == []:
+        out.append(
+            (
+                "tune.methods",
+                "empty: no method would be tuned; name the methods to tune, or leave "
+                "methods out (every method some grid path applies to)",
+            )
+        )
     for j, name in enumerate(t.methods or []):
         if name not in names:
             out.append(
                 (f"tune.methods[{j}]", f"{name!r} is not an inference method; methods: {names}")
             )
-        elif not out and not grid_keys(spec, spec.method(name)):
+        elif sound and not out and not grid_keys(spec, spec.method(name)):
             out.append(
                 (
                     f"tune.methods[{j}]",
@@ -187,7 +235,7 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                     "leave it out of tune.methods",
                 )
             )
-    if t.methods is None and not out and t.grid and not tuned_methods(spec):
+    if t.methods is None and sound and t.grid and not tuned_methods(spec):
         out.append(("tune.grid", "no grid path applies to any method of this spec"))
     for key in t.grid:
         parts = key.split(".")
@@ -200,6 +248,12 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                         "there or remove the path",
                     )
                 )
+    return out
+
+
+def _at_and_metric_problems(spec: Any) -> list[tuple[str, str]]:
+    """``at`` names sweep axes and one of their values; ``metric`` is one the cells compute."""
+    t, out = spec.tune, []
     for key, value in t.at.items():
         if key not in spec.sweep:
             out.append(
@@ -221,6 +275,17 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
                 f"{t.metric!r} is not a metric these cells compute; choose from {computed}",
             )
         )
+    return out
+
+
+def _cell_problems(spec: Any) -> list[tuple[str, str]]:
+    """The grid's values are distinct settings, its tuning cells at most
+    :data:`~zoo.spec.sections.bounds.MAX_CELLS`, and each of them validates."""
+    t, out = spec.tune, []
+    for key, values in t.grid.items():  # 3 and 3.0: the same tuning cell twice
+        problem = same_setting_problem(spec, key, values)
+        if problem:
+            out.append((f"tune.grid.{key}", problem))
     if out:
         return out
     searches = math.prod(len(v) for k, v in spec.sweep.items() if k not in t.at)
@@ -240,9 +305,20 @@ def tune_problems(spec: Any) -> list[tuple[str, str]]:
     try:
         tuning_cells(spec)
     except ValidationError as e:
+        if _sweep_invalid(spec):  # a sweep value: the loader reports it where it stands
+            return out
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
         out.append(("tune.grid", f"a grid value does not validate: {where}: {err['msg']}"))
     except KeyError as e:
         out.append(("tune.grid", f"{e.args[0]}"))
     return out
+
+
+def _sweep_invalid(spec: Any) -> bool:
+    """Whether a cell of the sweep itself does not validate (not a grid value's fault)."""
+    try:
+        cells(spec)
+    except ValidationError:
+        return True
+    return False

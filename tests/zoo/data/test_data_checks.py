@@ -91,7 +91,8 @@ def test_missing_target_column_fails_at_validate(tmp_path, capsys) -> None:
         ["validate", str(specs.write_spec(tmp_path, data=specs.csv("d.csv", "price"), **REGRESS))],
         capsys,
     )
-    assert "data.target" in err and "no column 'price'" in err and "columns: a, b, y" in err
+    assert "data.target" in err and "no column 'price' (3 columns in the header" in err
+    assert "a, b" not in err  # the header's content is not echoed (the file may be any file)
     # a wrong delimiter reads as one column: the message says which delimiter it may be
     p = _csv(tmp_path, GOOD.replace(",", ";"), "semi.csv")
     with pytest.raises(DataError, match="is the delimiter ';'"):
@@ -100,7 +101,9 @@ def test_missing_target_column_fails_at_validate(tmp_path, capsys) -> None:
 
 def test_duplicate_and_unnamed_columns_are_refused_not_renamed(tmp_path) -> None:
     p = _csv(tmp_path, "a,b,a,y\n" + "1,2,3,4\n" * 6)
-    with pytest.raises(DataError, match=r"d.csv:1: duplicate column names 'a' \(columns 1, 3\)"):
+    with pytest.raises(
+        DataError, match=r"d.csv:1: columns 1 and 3 of the header have the same name"
+    ):
         zoo.data.load(_section(p), 0)
     p = _csv(tmp_path, ",a,y\n" + "".join(f"{i},{i},{i}\n" for i in range(6)), "idx.csv")
     with pytest.raises(DataError, match="idx.csv:1: column 1 of the header has no name"):
@@ -128,35 +131,35 @@ def test_nonfinite_and_non_numeric_values_name_column_and_lines(tmp_path, capsys
         zoo.data.load(_section(p), 0)
     msg = str(e.value)
     assert f"{p}: 4 of 12 rows cannot be used" in msg
-    assert "column 'a': line 5: 'nan' is NaN; line 7: 'cat' is not a number; line 9: 'inf'" in msg
-    assert "column 'b': line 9: is empty" in msg
-    assert "column 'y': line 11: '-inf' is infinite" in msg
+    assert "column 'a': line 5: NaN; line 7: not a number; line 9: infinite" in msg
+    assert "column 'b': line 9: empty" in msg
+    assert "column 'y': line 11: infinite" in msg
     # a short row leaves empty fields; a value beyond float32 would be inf in the network
     p = _csv(tmp_path, GOOD.replace("4,3,0\n", "4\n").replace("6,2,0\n", "1e39,2,0\n"))
-    with pytest.raises(DataError, match=r"column 'a': line 8: '1e39' is beyond the float32"):
+    with pytest.raises(DataError, match=r"column 'a': line 8: beyond the float32"):
         zoo.data.load(_section(p), 0)
     err = _bad_input(
         ["validate", str(specs.write_spec(tmp_path, data=specs.csv("d.csv", "y"), **REGRESS))],
         capsys,
     )
-    assert "column 'b': line 6: is empty" in err
+    assert "column 'b': line 6: empty" in err
 
 
 def test_many_bad_rows_are_counted_after_the_first_five(tmp_path) -> None:
     p = _csv(tmp_path, "a,y\n" + "x,1\n" * 8 + "".join(f"{i},{i}\n" for i in range(6)))
-    with pytest.raises(DataError, match=r"line 6: 'x' is not a number; and 3 more"):
+    with pytest.raises(DataError, match=r"line 6: not a number; and 3 more"):
         zoo.data.load(_section(p), 0)
 
 
 @pytest.mark.parametrize(
     ("label", "says"),
     [
-        ("nan", "'nan' is NaN"),
-        ("cat", "'cat' is not a number"),
-        ("0.5", "'0.5' is not an integer class label"),
-        ("-1", "'-1' is a negative class label"),
-        ("", "is empty"),
-        ("1e12", "'1e12' is too large for a class label"),
+        ("nan", "NaN"),
+        ("cat", "not a number"),
+        ("0.5", "not an integer class label"),
+        ("-1", "a negative class label"),
+        ("", "empty"),
+        ("1e12", "too large for a class label"),
     ],
 )
 def test_class_labels_must_be_integers(tmp_path, capsys, label: str, says: str) -> None:
@@ -239,7 +242,7 @@ def test_zoo_run_refuses_bad_data_before_any_cell(tmp_path, capsys) -> None:
     spec = specs.write_spec(tmp_path, data=specs.csv("d.csv", "y"), **REGRESS)
     out = tmp_path / "out"
     err = _bad_input(["run", str(spec), "--out", str(out), "--no-progress"], capsys)
-    assert "column 'b': line 5: 'nan' is NaN" in err
+    assert "column 'b': line 5: NaN" in err
     assert not (out / "cells").exists()
     err = _bad_input(["show", str(spec)], capsys)
     assert "column 'b'" in err
@@ -278,7 +281,7 @@ def _idx_section(d: Path, **kw) -> IdxData:
 @pytest.mark.parametrize(
     ("stem", "data", "says"),
     [
-        ("train-images-idx3-ubyte", b"PK\x03\x04zipfile", "not an IDX file (bad magic number"),
+        ("train-images-idx3-ubyte", b"PK\x03\x04zipfile", "not an IDX file (bytes 0-3 are not"),
         ("train-images-idx3-ubyte", b"", "not an IDX file"),
         ("train-labels-idx1-ubyte", b"\x00\x00\x08\x03\x00\x00", "header is cut short"),
         ("t10k-images-idx3-ubyte", _idx_bytes(np.zeros((6, 3, 3)))[:-5], "truncated or corrupt"),

@@ -252,6 +252,17 @@ def test_run_tunes_then_runs_main_cells_and_resumes(tmp_path: Path) -> None:
         ),
         ({"grid": {"prior.scale": [1.0]}, "at": {"split": 7}}, None, "tune.at.split", "not one of"),
         ({"grid": {"prior.scale": [-1.0]}}, None, "tune.grid", "does not validate"),
+        # the main cells would take the chosen fraction and score on validation rows
+        (
+            {"grid": {"data.validation_fraction": [0.2, 0.5]}},
+            None,
+            "tune.grid.data.validation_fraction",
+            "cannot be tuned",
+        ),
+        # what the sweep refuses, with its words: the same setting twice, no method
+        ({"grid": {"prior.scale": [3, 3.0]}}, None, "tune.grid.prior.scale", "same setting"),
+        ({"grid": {"model.width": [1, 1.0, True]}}, None, "tune.grid.model.width", "same setting"),
+        ({"grid": {"prior.scale": [1.0]}, "methods": []}, None, "tune.methods", "empty"),
     ],
 )
 def test_bad_tune_sections_are_named(tmp_path: Path, tune, sweep, field, says, capsys) -> None:
@@ -265,6 +276,42 @@ def test_bad_tune_sections_are_named(tmp_path: Path, tune, sweep, field, says, c
     text = str(e.value)
     assert field in text and says in text, text
     assert main(["validate", str(path)]) == 2
+
+
+def test_no_cell_scores_validation_rows_as_test_metrics(tmp_path: Path) -> None:
+    """Only a tuning cell holds out a validation part: a spec, a sweep axis or a main cell
+    with one is refused, so every main cell scores on the test part."""
+    written = _tuned(data=specs.uci("boston", validation_fraction=0.2))
+    with pytest.raises(SpecError, match="data.validation_fraction: is set only in the tuning"):
+        load_spec(specs.write_spec(tmp_path, written))
+    swept = _tuned(sweep={"split": [0, 1], "data.validation_fraction": [0.1, 0.2]})
+    with pytest.raises(SpecError, match="sweep.data.validation_fraction"):
+        load_spec(specs.write_spec(tmp_path, swept))
+    spec = specs.load(tmp_path, _tuned())
+    recs = {c.cell_id: _rec(nll=1.0) for _, _, c in tuning_cells(spec)}
+    tp = plan(spec, recs.get)
+    assert all(c.spec.data.validation_fraction is None for c in tp.main)
+    assert all(c.spec.data.validation_fraction == 0.2 for c in tp.tuning)
+
+
+@pytest.mark.parametrize(
+    ("fraction", "says"),
+    [(0.05, "holds out 1 for validation; at least 2"), (0.95, "leaves 1 to train on")],
+)
+def test_a_validation_part_too_small_to_score_or_train_is_refused(
+    tmp_path: Path, fraction: float, says: str, capsys
+) -> None:
+    data = specs.spec(
+        "tiny",
+        data=specs.two_moons(n_train=20, n_test=20),
+        inference=[specs.svi("mfvi", steps=3)],
+        tune={"grid": {"prior.scale": [0.5, 1.0]}, "validation_fraction": fraction},
+    )
+    path = specs.write_spec(tmp_path, data)
+    assert main(["validate", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"tune.validation_fraction: {fraction} of the 20 training rows" in err and says in err
+    assert "Traceback" not in err
 
 
 def test_the_shipped_tuned_spec_runs_shrunk(tmp_path: Path) -> None:
@@ -288,13 +335,13 @@ def test_the_shipped_tuned_spec_runs_shrunk(tmp_path: Path) -> None:
 def test_all_tuning_cells_failed_fails_the_main_cells_with_the_reason(
     tmp_path: Path, capsys
 ) -> None:
-    # 95% of 20 training rows held out leaves 1 to train on: every tuning cell fails
+    # a learning rate of 1e30 makes the loss non-finite at once: every tuning cell fails
     data = specs.spec(
         "allfail",
         data=specs.two_moons(n_train=20, n_test=20),
         inference=[specs.svi("mfvi", steps=3)],
         sweep={"seed": [0, 1]},
-        tune={"grid": {"prior.scale": [0.5, 1.0]}, "validation_fraction": 0.95},
+        tune={"grid": {"inference.mfvi.lr": [1e30, 1e32]}},
     )
     path = specs.write_spec(tmp_path, data)
     out = tmp_path / "run"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-import zoo.spec.sweep as sweep
+import zoo.spec.cell_ids as cell_ids
 from tests.conftest import SPECS
 from tests.zoo.spec._helpers import GOOD as _GOOD
 from tests.zoo.spec._helpers import errors
@@ -79,7 +79,7 @@ def test_studies_enter_the_ids_of_their_methods_only(tmp_path: Path) -> None:
 
 def test_spec_version_enters_the_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     a = _ids(tmp_path, GOOD)
-    monkeypatch.setattr(sweep, "SPEC_VERSION", SPEC_VERSION + 1)
+    monkeypatch.setattr(cell_ids, "SPEC_VERSION", SPEC_VERSION + 1)
     b = _ids(tmp_path, GOOD)
     assert [i.rsplit("_", 1)[0] for i in a] == [i.rsplit("_", 1)[0] for i in b]
     assert not set(a) & set(b)

@@ -48,9 +48,10 @@ class _Data(Section):
         gt=0,
         lt=1,
         description="Hold this fraction of the training part out (a seeded split) and "
-        "score on it in place of the test part, which is then never read: what the tuning "
-        "cells of a spec's `tune` section set. null: train on the whole training part and "
-        "score on the test part.",
+        "score on it in place of the test part, which is then never read. Set only by the "
+        "tuning cells of a spec's `tune` section (tune.validation_fraction): a spec, sweep "
+        "axis or tune grid path that sets it is refused, so no cell reports validation rows "
+        "as test metrics. null: train on the whole training part and score on the test part.",
     )
 
     def content_paths(self) -> tuple[str, ...]:

@@ -109,6 +109,11 @@ class MatrixNormalGuide(_Guide):
 class FullRankGuide(_Guide):
     """Full-covariance Gaussian per layer (site) or over all weights (global)."""
 
+    #: Dense D x D matrices held while it trains (its factor, the gradient, two Adam
+    #: moments), counted over all weights by :mod:`zoo.spec.memory` (an upper bound with
+    #: per-site blocks).
+    dense_matrices: ClassVar[int] = 4
+
     kind: Literal["full_rank"] = Field(description="Guide kind.")
     blocks: Literal["site", "global"] = Field(
         "site", description="One full covariance per layer (site) or one over all (global)."

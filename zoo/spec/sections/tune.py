@@ -18,10 +18,16 @@ from pydantic import Field
 
 from zoo.spec.base import Section
 
-__all__ = ["HIGHER_IS_BETTER", "TuneSpec"]
+__all__ = ["HIGHER_IS_BETTER", "TUNING_CELL", "TuneSpec"]
 
 #: Metrics for which a higher value is better; every other metric is a loss (lower wins).
 HIGHER_IS_BETTER = frozenset({"accuracy"})
+
+#: The validation context of a tuning cell's spec (:func:`zoo.spec.tuning.tuning_cells`): the
+#: one spec that may have ``data.validation_fraction``. Any other spec (a spec file, a sweep
+#: or main cell) is refused with it, since its cells would score on held-out training rows
+#: and report them as test metrics.
+TUNING_CELL = {"tuning_cell": True}
 
 
 class TuneSpec(Section):

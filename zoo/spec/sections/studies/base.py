@@ -26,6 +26,9 @@ class StudySection(Section):
     """
 
     families: ClassVar[frozenset[str]]
+    #: Dense D x D float64 matrices over all weights the study holds at once (D the weights
+    #: and biases): what :mod:`zoo.spec.memory` counts for it.
+    dense_matrices: ClassVar[int] = 0
 
     methods: list[str] | None = Field(
         None,

@@ -29,6 +29,8 @@ class LaplaceStudy(StudySection):
     """
 
     families: ClassVar[frozenset[str]] = frozenset({"point", "svi"})
+    #: The curvature, its eigendecomposition and the covariance.
+    dense_matrices: ClassVar[int] = 3
 
     kind: Literal["laplace"] = Field(description="Study kind.")
     curvature: Literal["ggn", "hessian"] = Field(

@@ -23,6 +23,8 @@ class PriceOfMeanFieldStudy(StudySection):
     """
 
     families: ClassVar[frozenset[str]] = frozenset({"sampler"})
+    #: The draws' covariance, its factor and the two Gaussians compared.
+    dense_matrices: ClassVar[int] = 4
 
     kind: Literal["price_of_mean_field"] = Field(description="Study kind.")
     gaussian_fit: GaussianFitSpec = Field(
