@@ -32,6 +32,8 @@ from typing import Any
 
 import yaml
 
+from zoo.run.checkpoint_file import UnusableCheckpoint, open_checkpoint, read_checkpoint_file
+from zoo.run.store_links import LinkedPath, inside
 from zoo.spec.sweep import SPEC_VERSION
 
 __all__ = [
@@ -192,16 +194,31 @@ class RunDir:
         """``checkpoints/<cell id>.pt``: the sampler state of a cell not yet stored."""
         return self.root / CHECKPOINTS / f"{cell_id}.pt"
 
-    def read_checkpoint(self, cell_id: str) -> bytes | None:
-        """The saved sampler state of ``cell_id`` (:mod:`zoo.inference.checkpoint`), or None;
-        never through a link (a link is not read)."""
-        path = self.checkpoint_path(cell_id)
+    def read_checkpoint(self, cell_id: str, config_digest: str) -> bytes | None:
+        """The saved sampler state of ``cell_id`` (:mod:`zoo.inference.checkpoint`), or None
+        when it has none; never through a link, only from a regular file of a bounded size
+        (:mod:`zoo.run.checkpoint_file`).
+
+        Parameters
+        ----------
+        cell_id, config_digest : str
+            The cell and the SHA-256 of its configuration
+            (:func:`~zoo.run.checkpoint_file.config_sha256`), which the file must name.
+
+        Raises
+        ------
+        UnusableCheckpoint
+            Naming the file and why it is not resumed (the cell starts over).
+        """
+        rel = f"{CHECKPOINTS}/{cell_id}.pt"
         try:
-            if path.is_symlink() or path.parent.is_symlink():
-                return None
-            return path.read_bytes()
-        except OSError:
-            return None
+            inside(self.root, rel)
+            data = read_checkpoint_file(self.checkpoint_path(cell_id))
+            return None if data is None else open_checkpoint(data, cell_id, config_digest)
+        except LinkedPath as e:
+            raise UnusableCheckpoint(f"{rel}: {e.strerror}") from None
+        except UnusableCheckpoint as e:
+            raise UnusableCheckpoint(f"{rel}: {e}") from None
 
     def artifact_path(self, cell_id: str, suffix: str) -> Path:
         """``cells/<cell id><suffix>`` (it may not exist)."""

@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from zoo.run.checkpoint_file import seal_checkpoint
 from zoo.run.rundir import (
     CELLS,
     CHECKPOINTS,
@@ -376,13 +377,28 @@ class RunStore(RunDir):
         path = inside(self.root, f"{CELLS}/{record['cell_id']}{RECORD}")
         return write_bytes_atomic(path, text.encode("utf-8"))
 
-    def write_checkpoint(self, cell_id: str, data: bytes) -> Path:
-        """Keep a running cell's sampler state (:meth:`RunDir.read_checkpoint` reads it)."""
-        return write_bytes_atomic(inside(self.root, f"{CHECKPOINTS}/{cell_id}.pt"), data)
+    def write_checkpoint(self, cell_id: str, data: bytes, config_digest: str) -> Path:
+        """Keep a running cell's sampler state in its envelope naming the cell and its
+        configuration's SHA-256 (:meth:`RunDir.read_checkpoint` reads it).
+
+        Raises
+        ------
+        UnusableCheckpoint
+            Larger than a resume would read (nothing is written).
+        OSError
+            The file cannot be written (the caller says so; the cell goes on).
+        """
+        sealed = seal_checkpoint(data, cell_id, config_digest)
+        return write_bytes_atomic(inside(self.root, f"{CHECKPOINTS}/{cell_id}.pt"), sealed)
 
     def remove_checkpoint(self, cell_id: str) -> None:
-        """Drop a cell's sampler state once the cell is stored."""
+        """Drop a cell's sampler state once the cell is stored, and ``checkpoints/`` with
+        the last one (a finished run keeps no empty folder)."""
         self.remove_file(f"{CHECKPOINTS}/{cell_id}.pt")
+        try:
+            inside(self.root, CHECKPOINTS).rmdir()
+        except OSError:  # other cells' states are there, or it is gone already
+            pass
 
     def write_running(self, ids: set[str] | None) -> None:
         """Record the cells whose fit has started (:meth:`RunDir.running`, an empty list
