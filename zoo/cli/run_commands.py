@@ -10,12 +10,13 @@ from typing import Any
 from reports.sampler_report import grade_lines, sampler_record
 from zoo.cli.checks import check_device
 from zoo.cli.common import UsageError
-from zoo.cli.run_plan import RunPlan, not_started, plan_run, run_dir_spec
+from zoo.cli.run_plan import REPORT_WAIT, RunPlan, not_started, plan_run, run_dir_spec
 from zoo.cli.summary import print_summary, run_holder
 from zoo.run.checkpoint_file import UnusableCheckpoint, config_sha256
 from zoo.run.executors import ExecutorStartError, WorkerStartError
 from zoo.run.rundir import RunDir, RunDirError
 from zoo.run.runner import build_report, run_spec, spec_runtime
+from zoo.run.store import RunStore
 from zoo.run.tune import plan as tune_plan
 from zoo.runtime import RuntimeUnavailable
 from zoo.spec.tuning import cells_text
@@ -92,10 +93,19 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    """``zoo report DIR``: rebuild the tables and the report from the stored cells."""
+    """``zoo report DIR``: rebuild the tables and the report from the stored cells.
+
+    It holds the run directory's lock while it writes, so a report and a run never write
+    the same files: a run going there refuses it (exit 2), and a run started meanwhile
+    waits for nothing, it is refused.
+    """
     spec = run_dir_spec(a.run_dir)
+    store = RunStore(a.run_dir)
     try:
-        build_report(a.run_dir, spec, log=lambda msg: print(msg, file=sys.stderr))
+        with store.lock(then=REPORT_WAIT):
+            build_report(store, spec, log=lambda msg: print(msg, file=sys.stderr))
+    except RunDirError as e:
+        raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(f"cannot write the report in {a.run_dir}: {e.strerror or e}") from None
     print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
