@@ -6,36 +6,19 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import tiny_spec as _tiny_spec
 from zoo.cli import main
 from zoo.cli.common import UsageError
 from zoo.run.rundir import LOCK_FILE, RunDir
 from zoo.run.store import RunDirBusy, RunStore
 
-ONE_CELL = ["--set", "sweep.seed=[0]", "--set", "sweep.model.depth=[1]", "--no-progress"]
 #: What a finished run directory of the tiny spec holds, and nothing else.
 FINISHED = {"cells", "figures", "report.html", "report.md", "results.csv", "spec.yaml"}
-
-
-@pytest.fixture(scope="module")
-def one_run(tmp_path_factory) -> tuple[Path, Path]:
-    """A tiny spec and its one-cell run directory, made once for the module."""
-    base = tmp_path_factory.mktemp("lock")
-    spec = _tiny_spec.__wrapped__(base)
-    assert main(["run", str(spec), "--out", str(base / "run"), *ONE_CELL]) == 0
-    return spec, base / "run"
-
-
-@pytest.fixture
-def run_dir(one_run, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(one_run[1], tmp_path / "run"))
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:
