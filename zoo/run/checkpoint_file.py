@@ -111,8 +111,11 @@ def open_checkpoint(data: bytes, cell_id: str, config_digest: str) -> bytes:
         header = None
     if not isinstance(header, dict):
         raise UnusableCheckpoint("its header is damaged")
-    if header.get("cell_id") != cell_id:
-        raise UnusableCheckpoint(f"it is the checkpoint of another cell ({header.get('cell_id')})")
+    other = header.get("cell_id")
+    if other != cell_id:
+        plain = isinstance(other, str) and other.isascii() and other.isprintable()
+        shown = other if plain and len(other) <= 200 else "a name not shown"
+        raise UnusableCheckpoint(f"it is the checkpoint of another cell ({shown})")
     if header.get("config_sha256") != config_digest:
         raise UnusableCheckpoint("it was saved for another configuration of this cell")
     payload = data[end + 1 :]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 from pathlib import Path
@@ -173,3 +174,18 @@ def _outcome(path: Path) -> object:
         return read_checkpoint_file(path)
     except UnusableCheckpoint as e:
         return str(e)
+
+
+def test_a_checkpoint_header_is_checked_and_never_echoed_raw() -> None:
+    data = seal_checkpoint(b"state", "c_1", "cfg")
+    assert open_checkpoint(data, "c_1", "cfg") == b"state"
+    cases = {
+        data[:-1]: "holds 4 bytes where its header says 5 (truncated?)",
+        data.replace(b'"cfg"', b'"CFG"'): "saved for another configuration",
+        data[:30]: "its header is damaged",
+        b"PK\x03\x04 a zip of torch.save": "not a checkpoint of this bnn-zoo",
+        seal_checkpoint(b"state", "\x1b[2J", "cfg"): "another cell (a name not shown)",
+    }
+    for bad, why in cases.items():
+        with pytest.raises(UnusableCheckpoint, match=re.escape(why)):
+            open_checkpoint(bad, "c_1", "cfg")
