@@ -199,7 +199,14 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
             return cmd_run(a, plan)
 
     elif name == "report":
-        from zoo.cli.run_commands import cmd_report as fn
+        from zoo.cli.run_plan import REPORT_WAIT, check_free
+
+        def fn(a: argparse.Namespace) -> int:
+            check_free(a.run_dir, REPORT_WAIT)  # before torch
+            from zoo.cli.run_commands import cmd_report
+
+            return cmd_report(a)
+
     elif name == "status":
         from zoo.cli.run_commands import cmd_status as fn
     elif name == "export":

@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
+from typing import Any
 
 from reports.sampler_report import grade_lines, sampler_record
 from zoo.cli.checks import check_device
 from zoo.cli.common import UsageError
-from zoo.cli.run_plan import RunPlan, not_started, plan_run, run_dir_spec
+from zoo.cli.run_plan import REPORT_WAIT, RunPlan, not_started, plan_run, run_dir_spec
 from zoo.cli.summary import print_summary, run_holder
+from zoo.run.checkpoint_file import UnusableCheckpoint, config_sha256
 from zoo.run.executors import ExecutorStartError, WorkerStartError
 from zoo.run.rundir import RunDir, RunDirError
 from zoo.run.runner import build_report, run_spec, spec_runtime
+from zoo.run.store import RunStore
 from zoo.run.tune import plan as tune_plan
 from zoo.runtime import RuntimeUnavailable
 from zoo.spec.tuning import cells_text
@@ -90,10 +93,19 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    """``zoo report DIR``: rebuild the tables and the report from the stored cells."""
+    """``zoo report DIR``: rebuild the tables and the report from the stored cells.
+
+    It holds the run directory's lock while it writes, so a report and a run never write
+    the same files: a run going there refuses it (exit 2), and a run started meanwhile
+    waits for nothing, it is refused.
+    """
     spec = run_dir_spec(a.run_dir)
+    store = RunStore(a.run_dir)
     try:
-        build_report(a.run_dir, spec, log=lambda msg: print(msg, file=sys.stderr))
+        with store.lock(then=REPORT_WAIT):
+            build_report(store, spec, log=lambda msg: print(msg, file=sys.stderr))
+    except RunDirError as e:
+        raise UsageError(str(e)) from None
     except OSError as e:
         raise UsageError(f"cannot write the report in {a.run_dir}: {e.strerror or e}") from None
     print(f"report: {a.run_dir / 'report.md'}  (html: {a.run_dir / 'report.html'})")
@@ -117,14 +129,18 @@ def _print_grades(run: RunDir, spec) -> None:
         print(line)
 
 
-def _checkpoint_note(run: RunDir, cell_id: str) -> str:
-    """``  (sampler checkpoint of <UTC time>: ...)`` when the cell has a saved state."""
-    path = run.checkpoint_path(cell_id)
+def _checkpoint_note(run: RunDir, cell: Any) -> str:
+    """``  (sampler checkpoint of <UTC time>: ...)`` when the cell has a saved state that a
+    resume takes (the test a run makes: :meth:`RunDir.read_checkpoint`); the file and why
+    not when it has one that a resume does not take."""
     try:
-        if path.is_symlink():
+        data = run.read_checkpoint(cell.cell_id, config_sha256(cell.config()))
+        if data is None:
             return ""
-        when = datetime.fromtimestamp(path.stat().st_mtime, tz=UTC)
-    except OSError:
+        when = datetime.fromtimestamp(run.checkpoint_path(cell.cell_id).stat().st_mtime, tz=UTC)
+    except UnusableCheckpoint as e:
+        return f"  ({e}: a resume starts the cell over)"
+    except OSError:  # gone since it was read: the run stored its cell
         return ""
     return f"  (sampler checkpoint of {when:%Y-%m-%d %H:%M} UTC: a resume continues from it)"
 
@@ -159,7 +175,7 @@ def cmd_status(a: argparse.Namespace) -> int:
         counts[st] = counts.get(st, 0) + 1
         if st != "ok":
             note = "  (its worker died; a resume runs it again)" if (rec or {}).get("retry") else ""
-            note += _checkpoint_note(run, c.cell_id) if rec is None or rec.get("retry") else ""
+            note += _checkpoint_note(run, c) if rec is None or rec.get("retry") else ""
             lines.setdefault(st, []).append(f"{st:<8} {c.cell_id}{note}")
     going = (
         ""

@@ -22,12 +22,31 @@ from pathlib import Path
 from zoo.cli.checks import check_data, check_widths
 from zoo.cli.common import UsageError
 from zoo.run.ray_address import RayAddressError, check_ray_address
-from zoo.run.rundir import DamagedRunDir, OutdatedRunDir, RunDir, check_version, default_run_dir
+from zoo.run.rundir import (
+    DamagedRunDir,
+    OutdatedRunDir,
+    RunDir,
+    busy_message,
+    check_version,
+    default_run_dir,
+)
 from zoo.run.signals import RunInterrupted
 from zoo.shipped import resolve_spec
 from zoo.spec import Spec, SpecError, load_spec
 
-__all__ = ["RunPlan", "check_run_dir_version", "not_started", "plan_run", "run_dir_spec"]
+__all__ = [
+    "REPORT_WAIT",
+    "RunPlan",
+    "check_free",
+    "check_run_dir_version",
+    "not_started",
+    "plan_run",
+    "run_dir_spec",
+]
+
+
+#: What ``zoo report`` says after "wait for it to end" when a run holds the directory.
+REPORT_WAIT = "; it writes the report itself as it ends"
 
 
 @dataclass(frozen=True)
@@ -66,18 +85,35 @@ def plan_run(a: argparse.Namespace) -> RunPlan:
     if source.is_dir():  # resume a run directory from its stored spec
         if a.out and a.out.resolve() != source.resolve():
             raise UsageError(f"{source} is a run directory; drop --out (it runs in place)")
+        check_free(source)
         spec = run_dir_spec(source)
         if a.overrides:
             spec = load_spec(str(source / "spec.yaml"), a.overrides)
         out = source
     else:
         if a.out is not None:
+            check_free(a.out)
             check_run_dir_version(a.out, damaged_ok=True)
         spec = load_spec(resolve_spec(a.spec), a.overrides)
         out = a.out or default_run_dir(spec.name)
     check_data(spec)
     check_widths(spec)
     return RunPlan(spec, out)
+
+
+def check_free(run_dir: Path, then: str = "or give another --out") -> None:
+    """Refuse a run directory that another zoo process holds now (:meth:`RunDir.holder`),
+    before torch is imported: a second run is told at once (the lock itself, taken later,
+    settles a race between two that both passed here).
+
+    Raises
+    ------
+    UsageError
+        "another zoo run (pid N) is using DIR; wait for it to end ..." and ``then``.
+    """
+    pid = RunDir(run_dir).holder()
+    if pid is not None:
+        raise UsageError(busy_message(run_dir, pid, then))
 
 
 def check_run_dir_version(run_dir: Path, *, damaged_ok: bool = False) -> None:

@@ -4,60 +4,21 @@ status``)."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import stat
 from pathlib import Path
 
 import pandas as pd
 
-from zoo.run.rundir import LOCK_FILE, RunDir
+from zoo.run.rundir import RunDir
 from zoo.studies import STUDIES
 
 __all__ = ["print_summary", "run_holder"]
 
-#: The kernel's table of file locks (Linux): one line per lock, ``N: FLOCK ADVISORY WRITE
-#: PID MAJ:MIN:INODE START END``.
-PROC_LOCKS = Path("/proc/locks")
-
 
 def run_holder(run_dir: Path) -> int | None:
-    """The pid of the ``zoo run`` that holds ``run_dir`` now, or None when none does.
-
-    A run holds an exclusive ``flock`` on ``.zoo.lock`` for its whole length (the kernel
-    drops it when the process dies, even by SIGKILL), and the file keeps its pid. The lock
-    is looked up in :data:`PROC_LOCKS` rather than probed, so that asking can never make a
-    starting run find the directory busy. Where that table is missing (not Linux) the
-    answer is None: ``zoo status`` then calls every cell not stored pending, as before.
-    Returns 0 when the lock is held but the file names no pid.
-    """
-    try:
-        fd = os.open(run_dir / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    if not stat.S_ISREG(st.st_mode):
-        return None
-    want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
-    try:
-        table = PROC_LOCKS.read_text().splitlines()
-    except OSError:
-        return None
-    for line in table:
-        fields = line.split()
-        if len(fields) < 6 or fields[1] != "FLOCK":  # "->" marks a waiter, not a holder
-            continue
-        try:
-            major, minor, inode = fields[5].split(":")
-            held = (int(major, 16), int(minor, 16), int(inode))
-        except ValueError:
-            continue
-        if held == want:
-            return RunDir(run_dir).lock_owner() or 0
-    return None
+    """The pid of the ``zoo run`` that holds ``run_dir`` now, or None when none does
+    (:meth:`RunDir.holder`: where the kernel's lock table is missing, not Linux, None)."""
+    return RunDir(run_dir).holder()
 
 
 #: Metrics every cell records that the terminal summary shows first; each study's own

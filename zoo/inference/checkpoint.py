@@ -21,7 +21,11 @@ including its ``torch.Generator`` and NumPy generators.
 
 The bytes are :func:`torch.save` of a tree of dicts, lists, Python scalars and tensors, read
 back with ``torch.load(weights_only=True)``, so a checkpoint from an untrusted run directory
-cannot run code; named tuples are rebuilt only from classes of the ``zoo`` package.
+cannot run code. Nothing is imported by a name read from a file: a named tuple is stored by
+its name and rebuilt only from the fixed table :data:`STATE_TYPES` (the sampler states'
+classes), NumPy bit generators only from :data:`_BIT_GENERATORS`. :func:`from_bytes` checks
+that the whole tree decodes, so a checkpoint that loads but could not be restored is refused
+there (the loop then starts the cell over with a line) rather than failing the cell.
 
 Dependency rule: this module imports torch, NumPy and the standard library only.
 """
@@ -38,6 +42,7 @@ import torch
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "STATE_TYPES",
     "CheckpointChannel",
     "current_checkpoint_channel",
     "decode",
@@ -70,6 +75,30 @@ _channel: CheckpointChannel | None = None
 
 #: The NumPy bit generators a checkpoint may rebuild (by name, never by import).
 _BIT_GENERATORS = ("PCG64", "PCG64DXSM", "Philox", "SFC64", "MT19937")
+
+#: The named tuples a checkpoint may hold: the stored name (``module:class``) to the module
+#: and class rebuilt. A name read from a checkpoint is only looked up here; a named tuple
+#: whose class is not listed cannot be saved (a program that keeps a new one in its state
+#: adds it here).
+STATE_TYPES: dict[str, tuple[str, str]] = {
+    f"zoo.inference.mcmc.{module}:{name}": (f"zoo.inference.mcmc.{module}", name)
+    for module, name in [
+        ("result", "Adapted"),
+        ("loop", "Step"),
+        ("welford", "Welford"),
+        ("dual_averaging", "DualAveragingState"),
+        ("window_adaptation", "Window"),
+        ("window_adaptation", "AdaptationState"),
+        ("chees", "ChEESInfo"),
+        ("chees_adaptation", "ChEESState"),
+        ("mclmc", "IsokineticState"),
+        ("mclmc", "MCLMCInfo"),
+        ("mclmc_adaptation", "Predictor"),
+        ("mams", "MAMSInfo"),
+        ("kernel", "Point"),
+        ("batched", "BatchPoint"),
+    ]
+}
 
 
 def set_checkpoint_channel(channel: CheckpointChannel | None) -> CheckpointChannel | None:
@@ -114,10 +143,14 @@ def encode(value: Any, where: str = "state") -> Any:
         return {"__ndarray__": torch.from_numpy(np.ascontiguousarray(value).copy())}
     if isinstance(value, tuple) and hasattr(value, "_fields"):
         cls = type(value)
-        if not cls.__module__.startswith("zoo."):
-            raise TypeError(f"{where}: named tuple {cls.__qualname__} is not a zoo class")
+        name = f"{cls.__module__}:{cls.__qualname__}"
+        if name not in STATE_TYPES:
+            raise TypeError(
+                f"{where}: named tuple {name} is not a zoo class that a checkpoint may hold "
+                "(zoo.inference.checkpoint.STATE_TYPES)"
+            )
         return {
-            "__namedtuple__": f"{cls.__module__}:{cls.__qualname__}",
+            "__namedtuple__": name,
             "items": [encode(v, f"{where}.{f}") for f, v in zip(value._fields, value, strict=True)],
         }
     if isinstance(value, tuple):
@@ -129,20 +162,38 @@ def encode(value: Any, where: str = "state") -> Any:
     raise TypeError(f"{where}: a {type(value).__name__} cannot be saved in a checkpoint")
 
 
-def decode(tree: Any) -> Any:
-    """The value :func:`encode` made ``tree`` from (tensors back on their device)."""
+def decode(tree: Any, *, check: bool = False) -> Any:
+    """The value :func:`encode` made ``tree`` from (tensors back on their device).
+
+    With ``check``, tensors stay where they are (only their device is checked to exist):
+    :func:`from_bytes` decodes a whole tree so to refuse one that could not be restored.
+
+    Raises
+    ------
+    ValueError
+        A node that :func:`encode` does not make, a class not in :data:`STATE_TYPES`, an
+        unknown dtype, bit generator or device, or a state a generator does not take.
+    """
     if isinstance(tree, list):
-        return [decode(v) for v in tree]
+        return [decode(v, check=check) for v in tree]
     if not isinstance(tree, dict):
         return tree
+    try:
+        return _decode_node(tree, check)
+    except (KeyError, TypeError, IndexError, AttributeError, RuntimeError) as e:
+        raise ValueError(f"a damaged node in a checkpoint ({type(e).__name__}: {e})") from None
+
+
+def _decode_node(tree: dict[str, Any], check: bool) -> Any:
     if "__tensor__" in tree:
-        return tree["__tensor__"].to(tree["device"])
+        device = _device(tree["device"])
+        return tree["__tensor__"] if check else tree["__tensor__"].to(device)
     if "__generator__" in tree:
-        gen = torch.Generator(device=tree["device"])
+        gen = torch.Generator(device=_device(tree["device"]))
         gen.set_state(tree["__generator__"])
         return gen
     if "__np_generator__" in tree:
-        state = decode(tree["__np_generator__"])
+        state = decode(tree["__np_generator__"], check=check)
         name = state.get("bit_generator") if isinstance(state, dict) else None
         if name not in _BIT_GENERATORS:
             raise ValueError(f"unknown NumPy bit generator {name!r}")
@@ -150,29 +201,39 @@ def decode(tree: Any) -> Any:
         bits.state = state
         return np.random.Generator(bits)
     if "__device__" in tree:
-        return torch.device(tree["__device__"])
+        return _device(tree["__device__"])
     if "__dtype__" in tree:
-        dtype = getattr(torch, tree["__dtype__"], None)
+        dtype = getattr(torch, str(tree["__dtype__"]), None)
         if not isinstance(dtype, torch.dtype):
             raise ValueError(f"unknown dtype {tree['__dtype__']!r}")
         return dtype
     if "__ndarray__" in tree:
         return tree["__ndarray__"].numpy()
     if "__tuple__" in tree:
-        return tuple(decode(v) for v in tree["__tuple__"])
+        return tuple(decode(v, check=check) for v in tree["__tuple__"])
     if "__namedtuple__" in tree:
-        module, _, name = tree["__namedtuple__"].partition(":")
-        if not module.startswith("zoo."):
-            raise ValueError(f"named tuple {tree['__namedtuple__']!r} is not a zoo class")
-        cls = importlib.import_module(module)
-        for part in name.split("."):
-            cls = getattr(cls, part)
-        if not (isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")):
-            raise ValueError(f"{tree['__namedtuple__']!r} is not a named tuple")
-        return cls(*[decode(v) for v in tree["items"]])
+        where = STATE_TYPES.get(tree["__namedtuple__"])
+        if where is None:  # never imported: only the table's classes are rebuilt
+            raise ValueError(
+                f"named tuple {tree['__namedtuple__']!r} is not a zoo class that a "
+                "checkpoint may hold"
+            )
+        cls = getattr(importlib.import_module(where[0]), where[1])
+        return cls(*[decode(v, check=check) for v in tree["items"]])
     if "__dict__" in tree:
-        return {k: decode(v) for k, v in tree["__dict__"].items()}
-    raise ValueError(f"unknown node in a checkpoint: {sorted(tree)}")
+        return {k: decode(v, check=check) for k, v in tree["__dict__"].items()}
+    raise ValueError(f"unknown node in a checkpoint: {sorted(map(str, tree))}")
+
+
+def _device(name: Any) -> torch.device:
+    """The device named in a checkpoint; a CUDA device this machine does not have is a
+    ValueError (the tensors could not be put back there)."""
+    device = torch.device(str(name))
+    if device.type == "cuda" and (device.index or 0) >= torch.cuda.device_count():
+        raise ValueError(f"the device {name!r} is not on this machine")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"the device {name!r} is not one zoo samples on")
+    return device
 
 
 def state_of(obj: Any, not_state: Iterable[str] = ()) -> dict[str, Any]:
@@ -196,8 +257,37 @@ def to_bytes(tree: Mapping[str, Any]) -> bytes:
 
 
 def from_bytes(data: bytes) -> dict[str, Any]:
-    """An encoded tree from :func:`to_bytes`'s bytes; ``weights_only``: no code runs."""
+    """An encoded tree from :func:`to_bytes`'s bytes; ``weights_only``: no code runs.
+
+    The whole tree is decoded once (:func:`decode` with ``check``), so that a tree that
+    loads but holds a node that cannot be restored is refused here, before anything of it
+    is set.
+
+    Raises
+    ------
+    ValueError
+        Not a dict, or a node that cannot be decoded (torch's own errors for bytes that are
+        not a checkpoint pass through).
+    """
     tree = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    if not isinstance(tree, dict):
+    if not isinstance(tree, dict) or not all(isinstance(k, str) for k in tree):
         raise ValueError("a checkpoint holds a dict")
+    _check_tree(tree)
     return tree
+
+
+def _check_tree(tree: Any) -> None:
+    """Decode every node of a saved tree; raises ValueError for the first that cannot be.
+
+    A node is a dict with a ``__marker__`` key (:func:`encode`'s); any other dict, such as
+    a program's attributes by name, is a container of nodes and scalars.
+    """
+    if isinstance(tree, list):
+        for v in tree:
+            _check_tree(v)
+    elif isinstance(tree, dict):
+        if any(str(k).startswith("__") and str(k).endswith("__") for k in tree):
+            decode(tree, check=True)  # a node (an unknown marker is refused there)
+        else:
+            for v in tree.values():
+                _check_tree(v)

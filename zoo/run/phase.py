@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from zoo.run.checkpoint_file import UnusableCheckpoint, config_sha256
 from zoo.run.executors import EXECUTORS, CellCheckpoints
 from zoo.run.feedback import Feedback
 from zoo.run.saver import Saver
@@ -105,26 +106,36 @@ class Phases:
         self.skipped = 0  # cells already stored when their phase began
         self.said: set[str] = set()  # damaged files named already
 
-    def checkpoints(self) -> CellCheckpoints | None:
-        """The running cells' sampler states in this run directory (``checkpoints/``), saved
-        every ``checkpoint_every`` seconds; None when off (None or 0)."""
+    def checkpoints(self, cells: list[Any]) -> CellCheckpoints | None:
+        """The sampler states of ``cells`` in this run directory (``checkpoints/``), saved
+        every ``checkpoint_every`` seconds; None when off (None or 0). A file that is not
+        resumed is named with why, and its cell starts over (:mod:`zoo.run.checkpoint_file`)."""
         if not self.checkpoint_every:
             return None
+        digests = {c.cell_id: config_sha256(c.config()) for c in cells}
         failed: set[str] = set()
+
+        def load(cell_id: str) -> bytes | None:
+            try:
+                return self.store.read_checkpoint(cell_id, digests[cell_id])
+            except UnusableCheckpoint as e:
+                self.say(f"zoo: cell {cell_id}: {e}; it is not resumed, the cell starts over")
+                return None
 
         def save(cell_id: str, data: bytes) -> None:
             try:
-                self.store.write_checkpoint(cell_id, data)
-            except OSError as e:  # a checkpoint is a convenience: the cell goes on
+                self.store.write_checkpoint(cell_id, data, digests[cell_id])
+            except (OSError, UnusableCheckpoint) as e:  # a convenience: the cell goes on
                 if cell_id not in failed:
                     failed.add(cell_id)
+                    why = (e.strerror or e) if isinstance(e, OSError) else e
                     self.say(
                         f"zoo: cell {cell_id}: its checkpoint could not be saved "
-                        f"({e.strerror or e}); the cell goes on, but a stop loses it"
+                        f"({why}); the cell goes on, but a stop loses it"
                     )
 
         return CellCheckpoints(
-            self.store.read_checkpoint,
+            load,
             save,
             self.checkpoint_every,
             lambda cell_id, line: self.say(f"zoo: cell {cell_id}: {line}"),
@@ -195,7 +206,7 @@ class Phases:
             address=self.address,
             progress=False,
             on_progress=started.on_progress,
-            checkpoints=self.checkpoints(),
+            checkpoints=self.checkpoints(todo),
         )
         ran = 0
         try:

@@ -26,12 +26,15 @@ import hashlib
 import json
 import os
 import re
+import stat
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from zoo.run.checkpoint_file import UnusableCheckpoint, open_checkpoint, read_checkpoint_file
+from zoo.run.store_links import LinkedPath, inside
 from zoo.spec.sweep import SPEC_VERSION
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "RunDirBusy",
     "RunDirError",
     "artifact_digest",
+    "busy_message",
     "check_version",
     "default_run_dir",
 ]
@@ -62,6 +66,9 @@ CELLS = "cells"
 #: A running cell's saved sampler state (``checkpoints/<cell id>.pt``), gone once it is stored.
 CHECKPOINTS = "checkpoints"
 RECORD = ".json"
+#: The kernel's table of file locks (Linux): one line per lock, ``N: FLOCK ADVISORY WRITE
+#: PID MAJ:MIN:INODE START END``.
+PROC_LOCKS = Path("/proc/locks")
 #: The first line of a stored spec.yaml: ``# bnn-zoo spec_version: N``.
 VERSION_LINE = re.compile(r"^#\s*bnn-zoo spec_version:\s*(\d+)\s*$")
 
@@ -192,16 +199,31 @@ class RunDir:
         """``checkpoints/<cell id>.pt``: the sampler state of a cell not yet stored."""
         return self.root / CHECKPOINTS / f"{cell_id}.pt"
 
-    def read_checkpoint(self, cell_id: str) -> bytes | None:
-        """The saved sampler state of ``cell_id`` (:mod:`zoo.inference.checkpoint`), or None;
-        never through a link (a link is not read)."""
-        path = self.checkpoint_path(cell_id)
+    def read_checkpoint(self, cell_id: str, config_digest: str) -> bytes | None:
+        """The saved sampler state of ``cell_id`` (:mod:`zoo.inference.checkpoint`), or None
+        when it has none; never through a link, only from a regular file of a bounded size
+        (:mod:`zoo.run.checkpoint_file`).
+
+        Parameters
+        ----------
+        cell_id, config_digest : str
+            The cell and the SHA-256 of its configuration
+            (:func:`~zoo.run.checkpoint_file.config_sha256`), which the file must name.
+
+        Raises
+        ------
+        UnusableCheckpoint
+            Naming the file and why it is not resumed (the cell starts over).
+        """
+        rel = f"{CHECKPOINTS}/{cell_id}.pt"
         try:
-            if path.is_symlink() or path.parent.is_symlink():
-                return None
-            return path.read_bytes()
-        except OSError:
-            return None
+            inside(self.root, rel)
+            data = read_checkpoint_file(self.checkpoint_path(cell_id))
+            return None if data is None else open_checkpoint(data, cell_id, config_digest)
+        except LinkedPath as e:
+            raise UnusableCheckpoint(f"{rel}: {e.strerror}") from None
+        except UnusableCheckpoint as e:
+            raise UnusableCheckpoint(f"{rel}: {e}") from None
 
     def artifact_path(self, cell_id: str, suffix: str) -> Path:
         """``cells/<cell id><suffix>`` (it may not exist)."""
@@ -347,6 +369,44 @@ class RunDir:
         except (OSError, ValueError, IndexError):
             return None
 
+    def holder(self) -> int | None:
+        """The pid of the zoo process that holds this directory's lock now, or None.
+
+        A ``zoo run`` (or ``zoo report``) holds an exclusive ``flock`` on ``.zoo.lock``
+        (the kernel drops it when the process dies, even by SIGKILL), and the file keeps its
+        pid. The lock is looked up in :data:`PROC_LOCKS` rather than probed, so that asking
+        can never make a starting run find the directory busy; where that table is missing
+        (not Linux) the answer is None. Returns 0 when the lock is held but the file names
+        no pid.
+        """
+        try:
+            fd = os.open(self.root / LOCK_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        want = (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino)
+        try:
+            table = PROC_LOCKS.read_text().splitlines()
+        except OSError:
+            return None
+        for line in table:
+            fields = line.split()
+            if len(fields) < 6 or fields[1] != "FLOCK":  # "->" marks a waiter, not a holder
+                continue
+            try:
+                major, minor, inode = fields[5].split(":")
+                held = (int(major, 16), int(minor, 16), int(inode))
+            except ValueError:
+                continue
+            if held == want:
+                return self.lock_owner() or 0
+        return None
+
     def looks_like_run_dir(self) -> bool:
         """A spec.yaml written by zoo: with its spec_version line, or beside ``cells/``."""
         if not self.spec_path.is_file():
@@ -366,6 +426,15 @@ class RunDirError(ValueError):
 
 class RunDirBusy(RunDirError):
     """Another zoo run holds the run directory's lock."""
+
+
+def busy_message(root: Path, pid: int | None, then: str = "or give another --out") -> str:
+    """What a command refused because another zoo process (``pid``) holds ``root`` says;
+    ``then`` is the way on after waiting."""
+    who = f"another zoo run (pid {pid})" if pid else "another zoo run"
+    return (
+        f"{who} is using {root}; wait for it to end (`zoo status {root}` shows its progress) {then}"
+    )
 
 
 class OutdatedRunDir(RunDirError):

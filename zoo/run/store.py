@@ -7,10 +7,10 @@ Every file is written atomically: the bytes go to a temporary file beside the ta
 so a run killed at any moment (even by SIGKILL) leaves whole files only. A cell's record is
 written after its artifacts: a record on disk means the cell is complete.
 
-Files get the usual permissions (``0666 & ~umask``). A run holds an exclusive
-:func:`fcntl.flock` on ``.zoo.lock`` in the directory (:meth:`RunStore.lock`), so a second
-run of the same directory is refused while reading it (``zoo status``, ``zoo report``)
-stays possible.
+Files get the usual permissions (``0666 & ~umask``). A run (and ``zoo report``) holds an
+exclusive :func:`fcntl.flock` on ``.zoo.lock`` in the directory (:meth:`RunStore.lock`),
+so a second run of the same directory, or a report, is refused while reading it (``zoo
+status``) stays possible; the file goes as the holder ends.
 
 Nothing is written, truncated or deleted through a symbolic link inside the run directory:
 a run directory received from someone else, or one under a shared directory, may hold
@@ -40,6 +40,7 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from zoo.run.checkpoint_file import seal_checkpoint
 from zoo.run.rundir import (
     CELLS,
     CHECKPOINTS,
@@ -54,6 +55,7 @@ from zoo.run.rundir import (
     RunDirBusy,
     RunDirError,
     artifact_digest,
+    busy_message,
     check_version,
 )
 from zoo.run.store_links import LinkedPath, check_no_links, inside, link_message
@@ -134,6 +136,15 @@ def dump_spec(spec: Any) -> str:
 # --------------------------------------------------------------------------- writing
 
 
+def _same_file(path: Path, st: os.stat_result) -> bool:
+    """Whether ``path`` (not followed) is the file of ``st``."""
+    try:
+        now = os.lstat(path)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
 def _ours_at_start(p: Path) -> bool:
     """zoo's lock file, or the empty ``cells/`` of a run stopped before its first write."""
     if p.name == LOCK_FILE:
@@ -141,8 +152,11 @@ def _ours_at_start(p: Path) -> bool:
     return p.name == CELLS and p.is_dir() and not any(p.iterdir())
 
 
-#: Where the store keeps the SHA-256 of the tables it wrote, to tell a hand edit.
-TABLES_WRITTEN = ".zoo.tables.json"
+#: Where the store keeps the SHA-256 of the tables it wrote, to tell a hand edit: beside
+#: the cells, so that the run directory's own listing holds only what it documents.
+TABLES_WRITTEN = f"{CELLS}/.tables.sha256"
+#: Where bnn-zoo kept it before (read, then removed when the tables are written again).
+_OLD_TABLES_WRITTEN = ".zoo.tables.json"
 
 
 class RunStore(RunDir):
@@ -181,6 +195,9 @@ class RunStore(RunDir):
         except OSError as e:
             raise RunDirError(f"cannot read {root}: {e.strerror or e}") from None
         if names:
+            pid = self.holder()  # a run that started here a moment ago: its files, not ours
+            if pid is not None:
+                raise RunDirBusy(busy_message(root, pid))
             shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
             raise RunDirError(
                 f"{root} is not empty ({shown}) and is not a zoo run directory (no "
@@ -208,7 +225,7 @@ class RunStore(RunDir):
             raise RunDirError(f"cannot read {self.root}: {e.strerror or e}") from None
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
+    def lock(self, then: str = "or give another --out") -> Iterator[None]:
         """Hold the run directory for this process (creating the directory).
 
         An exclusive, non-blocking :func:`fcntl.flock` on ``.zoo.lock``, released when the
@@ -216,46 +233,68 @@ class RunStore(RunDir):
         It is opened with ``O_NOFOLLOW`` and must be a regular file: a link there would
         have its target truncated.
 
+        The file is removed when the block ends, while still locked, so a finished run
+        leaves none. A process that opened it before and locks it after the removal holds
+        a lock on a file no longer there: so after locking, the path must still name the
+        file locked, or it is opened again (:meth:`_take_lock`).
+
         Raises
         ------
         RunDirBusy
-            Another process holds it ("another zoo run (pid N) is using DIR").
+            Another process holds it ("another zoo run (pid N) is using DIR; wait for it
+            to end ..." and ``then``).
         RunDirError
             The directory cannot be created or written, or the lock file is a link or not
             a regular file.
         """
         path = self.root / LOCK_FILE
-        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
             self.root.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, flags, 0o666)
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise RunDirError(link_message(path)) from None
             raise RunDirError(f"cannot write in {self.root}: {e.strerror or e}") from None
+        fd = self._take_lock(path, then)
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise RunDirError(
-                    f"{path} is not a regular file; zoo keeps its lock there. Remove it, or "
-                    "give another --out (a new directory)"
-                )
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as e:
-                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                    raise RunDirError(f"cannot lock {self.root}: {e.strerror or e}") from None
-                pid = self.lock_owner()
-                who = f"another zoo run (pid {pid})" if pid else "another zoo run"
-                raise RunDirBusy(
-                    f"{who} is using {self.root}; wait for it to end (`zoo "
-                    f"status {self.root}` shows its progress) or give another "
-                    "--out"
-                ) from None
             os.ftruncate(fd, 0)
             os.write(fd, f"{os.getpid()}\n".encode())
             yield
         finally:
+            try:
+                if _same_file(path, os.fstat(fd)):
+                    path.unlink()  # a link's own entry at most, never its target
+            except OSError:
+                pass
             os.close(fd)
+
+    def _take_lock(self, path: Path, then: str) -> int:
+        """The descriptor of ``path`` open and locked, the path still naming that file."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        for _ in range(100):
+            try:
+                fd = os.open(path, flags, 0o666)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise RunDirError(link_message(path)) from None
+                raise RunDirError(f"cannot write in {self.root}: {e.strerror or e}") from None
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    raise RunDirError(
+                        f"{path} is not a regular file; zoo keeps its lock there. Remove it, "
+                        "or give another --out (a new directory)"
+                    )
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise RunDirError(f"cannot lock {self.root}: {e.strerror or e}") from None
+                raise RunDirBusy(busy_message(self.root, self.lock_owner(), then)) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            if _same_file(path, st):
+                return fd
+            os.close(fd)  # its holder removed it as it ended: lock the file there now
+        raise RunDirError(f"cannot lock {self.root}: its lock file keeps being replaced")
 
     def check_writable(self) -> None:
         """Write, sync and delete a small probe file in the directory and in ``cells/``.
@@ -322,7 +361,8 @@ class RunStore(RunDir):
 
         The tables are made from the cells, so a table edited by hand since zoo wrote it
         is replaced: :meth:`notes` says so (zoo keeps the SHA-256 of what it wrote in
-        ``.zoo.tables.json``).
+        ``cells/.tables.sha256``, as ``sha256sum`` writes it: ``sha256sum -c
+        cells/.tables.sha256`` in the run directory checks the tables).
         """
         data = df.to_csv(index=False).encode("utf-8")
         written = self._tables_written()
@@ -338,12 +378,20 @@ class RunStore(RunDir):
             )
         path = self.write_file(name, data)
         written[name] = hashlib.sha256(data).hexdigest()
-        self.write_file(TABLES_WRITTEN, json.dumps(written, indent=1, sort_keys=True).encode())
+        lines = "".join(f"{digest}  {table}\n" for table, digest in sorted(written.items()))
+        self.write_file(TABLES_WRITTEN, lines.encode("utf-8"))
+        self.remove_file(_OLD_TABLES_WRITTEN)
         return path
 
     def _tables_written(self) -> dict[str, str]:
+        """Table name -> the SHA-256 of what zoo last wrote (empty when unknown)."""
         try:
-            data = json.loads(inside(self.root, TABLES_WRITTEN).read_text(encoding="utf-8"))
+            text = inside(self.root, TABLES_WRITTEN).read_text(encoding="utf-8")
+            return dict(reversed(ln.split("  ", 1)) for ln in text.splitlines() if "  " in ln)
+        except (OSError, ValueError):
+            pass
+        try:  # where bnn-zoo kept them before
+            data = json.loads(inside(self.root, _OLD_TABLES_WRITTEN).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
@@ -376,13 +424,28 @@ class RunStore(RunDir):
         path = inside(self.root, f"{CELLS}/{record['cell_id']}{RECORD}")
         return write_bytes_atomic(path, text.encode("utf-8"))
 
-    def write_checkpoint(self, cell_id: str, data: bytes) -> Path:
-        """Keep a running cell's sampler state (:meth:`RunDir.read_checkpoint` reads it)."""
-        return write_bytes_atomic(inside(self.root, f"{CHECKPOINTS}/{cell_id}.pt"), data)
+    def write_checkpoint(self, cell_id: str, data: bytes, config_digest: str) -> Path:
+        """Keep a running cell's sampler state in its envelope naming the cell and its
+        configuration's SHA-256 (:meth:`RunDir.read_checkpoint` reads it).
+
+        Raises
+        ------
+        UnusableCheckpoint
+            Larger than a resume would read (nothing is written).
+        OSError
+            The file cannot be written (the caller says so; the cell goes on).
+        """
+        sealed = seal_checkpoint(data, cell_id, config_digest)
+        return write_bytes_atomic(inside(self.root, f"{CHECKPOINTS}/{cell_id}.pt"), sealed)
 
     def remove_checkpoint(self, cell_id: str) -> None:
-        """Drop a cell's sampler state once the cell is stored."""
+        """Drop a cell's sampler state once the cell is stored, and ``checkpoints/`` with
+        the last one (a finished run keeps no empty folder)."""
         self.remove_file(f"{CHECKPOINTS}/{cell_id}.pt")
+        try:
+            inside(self.root, CHECKPOINTS).rmdir()
+        except OSError:  # other cells' states are there, or it is gone already
+            pass
 
     def write_running(self, ids: set[str] | None) -> None:
         """Record the cells whose fit has started (:meth:`RunDir.running`, an empty list

@@ -94,7 +94,8 @@ def test_tables_files_and_clear(tmp_path):
     with pytest.raises(ValueError, match="inside"):
         store.write_file("../escape.txt", b"")
     store.write_cell({"cell_id": "old_1", "status": "ok"}, {".nc": b"NC"})
-    assert sorted(os.listdir(store.cells_dir)) == ["old_1.json", "old_1.nc"]
+    # the tables' digests (to tell a hand edit) are kept beside the cells
+    assert sorted(os.listdir(store.cells_dir)) == [".tables.sha256", "old_1.json", "old_1.nc"]
     store.clear_cells()
     assert not store.cells_dir.exists()
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from zoo.cli import main
+from zoo.run.checkpoint_file import UnusableCheckpoint
 from zoo.run.store import LinkedPath, RunDirError, RunStore
 
 
@@ -86,12 +87,12 @@ def test_checkpoints_are_read_written_and_cleared_never_through_a_link(tmp_path)
     store = RunStore(tmp_path / "run")
     store.prepare()
     store.write_spec_text("name: x\n")
-    assert store.read_checkpoint("c_1") is None
-    store.write_checkpoint("c_1", b"state")
-    assert store.read_checkpoint("c_1") == b"state"
+    assert store.read_checkpoint("c_1", "cfg") is None
+    store.write_checkpoint("c_1", b"state", "cfg")
+    assert store.read_checkpoint("c_1", "cfg") == b"state"
     store.remove_checkpoint("c_1")
-    assert store.read_checkpoint("c_1") is None
-    store.write_checkpoint("c_2", b"state")
+    assert store.read_checkpoint("c_1", "cfg") is None
+    store.write_checkpoint("c_2", b"state", "cfg")
     store.clear_cells()  # zoo run --fresh: the saved states go with the cells
     assert not (store.root / "checkpoints").exists()
     # a link in checkpoints/ (or checkpoints/ itself a link) is refused, never read or written
@@ -99,9 +100,10 @@ def test_checkpoints_are_read_written_and_cleared_never_through_a_link(tmp_path)
     (store.root / "checkpoints" / "c_1.pt").symlink_to(victim)
     with pytest.raises(RunDirError, match="c_1.pt is a symbolic link"):
         store.check_target()
-    assert store.read_checkpoint("c_1") is None
+    with pytest.raises(UnusableCheckpoint, match="c_1.pt is a symbolic link"):
+        store.read_checkpoint("c_1", "cfg")
     with pytest.raises(LinkedPath):
-        store.write_checkpoint("c_1", b"state")
+        store.write_checkpoint("c_1", b"state", "cfg")
     with pytest.raises(LinkedPath):
         store.remove_checkpoint("c_1")
     os.unlink(store.root / "checkpoints" / "c_1.pt")
@@ -110,7 +112,7 @@ def test_checkpoints_are_read_written_and_cleared_never_through_a_link(tmp_path)
     with pytest.raises(RunDirError, match="checkpoints is a symbolic link"):
         store.check_target()
     with pytest.raises(LinkedPath):
-        store.write_checkpoint("c_1", b"state")
+        store.write_checkpoint("c_1", b"state", "cfg")
     with pytest.raises(LinkedPath):
         store.clear_cells()
     assert sorted(os.listdir(victim.parent)) == ["precious.txt"]
