@@ -121,7 +121,7 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     spec, spread, monkeypatch
 ):
     from zoo.inference.base import FitContext
-    from zoo.inference.sampling import _chees_start
+    from zoo.inference.sampling import _start
     from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
 
     method = spec.method("chees").model_copy(update={"init_fits": 2, "init_spread": spread})
@@ -136,7 +136,7 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
         return fits[-1]
 
     stats = {}
-    first, start = _chees_start(method, FitContext(spec.seed, rt, refit=refit), stats)
+    first, start = _start(method, method.plan(), FitContext(spec.seed, rt, refit=refit), stats)
     # the ensemble's other fit first, the cell's own last: Pyro's guides read the global
     # param store, so the returned fit must be the last one made
     assert seeds == [spec.seed + INIT_FIT_STRIDE, spec.seed] and first is fits[-1]
@@ -160,13 +160,13 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     import zoo.inference.sampling as sampling
 
     seen = {}
-    real = sampling.run_chees
+    real = sampling.run_method
 
-    def spy(pot, **kw):
+    def spy(method, pot, **kw):
         seen.update(kw["init"])
-        return real(pot, **kw)
+        return real(method, pot, **kw)
 
-    monkeypatch.setattr(sampling, "run_chees", spy)
+    monkeypatch.setattr(sampling, "run_method", spy)
     res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
     assert res.posterior.chains == 4 and res.stats["init_fits"] == 2
     for site, v in start.items():

@@ -26,7 +26,7 @@ import torch
 from zoo.inference.mcmc.dual_averaging import dual_averaging
 from zoo.inference.mcmc.ess import moment_variances
 from zoo.inference.mcmc.loop import Step, given_starts
-from zoo.inference.mcmc.mams import MAX_STEPS, MAMSInfo, mams_transition, steps_mean_rescale
+from zoo.inference.mcmc.mams import MAMSInfo, mams_transition, steps_mean_rescale
 from zoo.inference.mcmc.mams_adaptation import (
     INITIAL_STEP,
     clamped_dual_average,
@@ -41,7 +41,6 @@ from zoo.inference.mcmc.mclmc import (
     unit_vectors,
 )
 from zoo.inference.mcmc.mclmc_adaptation import (
-    DESIRED_ENERGY_VAR,
     length_from_ess,
     mclmc_windows,
     predictor_init,
@@ -91,7 +90,7 @@ class MCLMCProgram:
         warmup: int,
         step_size: float | None,
         adapt_mass_matrix: bool,
-        desired_energy_var: float = DESIRED_ENERGY_VAR,
+        desired_energy_var: float,
     ) -> None:
         if step_size is not None and not (math.isfinite(step_size) and step_size > 0):
             raise ValueError(f"mclmc: step_size must be a positive number, got {step_size}")
@@ -240,7 +239,7 @@ class MAMSProgram:
         target_accept: float,
         step_size: float | None,
         adapt_mass_matrix: bool,
-        max_steps: int = MAX_STEPS,
+        max_steps: int,
     ) -> None:
         if step_size is not None and not (math.isfinite(step_size) and step_size > 0):
             raise ValueError(f"mams: step_size must be a positive number, got {step_size}")

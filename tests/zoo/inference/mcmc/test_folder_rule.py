@@ -40,8 +40,9 @@ FLOORS = {
     "chees_hmc": 5,
     "sequential": 5,
     "microcanonical": 5,
-    "samplers": 6,
-    "user": 7,
+    "programs": 6,
+    "samplers": 7,
+    "user": 8,
 }
 ADAPTATIONS = ("window_adaptation", "chees_adaptation", "mclmc_adaptation", "mams_adaptation")
 KERNELS = ("kernel", "batched", "chees", "mclmc", "mams")
