@@ -46,6 +46,7 @@ __all__ = [
     "superchains",
     "thin",
     "trajectory_at_cap",
+    "trajectory_facts",
 ]
 
 
@@ -179,9 +180,10 @@ def fit_sampler(
         ``kept_per_chain`` (held: between ``held / 2`` and ``held`` once the stream outgrew
         them), ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per
         draw), ``n_eff`` (median between-chain ESS of the streamed moments),
-        ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting) and
-        ``trajectory_at_cap`` (:func:`trajectory_at_cap`); ``sample_stats``; ``init``, the
-        starting fit.
+        ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting); for every
+        sampler the facts of :func:`trajectory_facts` (``trajectory_cap``,
+        ``saturated_frac``, ``trajectory_at_cap``); ``sample_stats``; ``init``, the starting
+        fit.
 
     Raises
     ------
@@ -267,13 +269,14 @@ def _sampler_stats(
     moments: StreamingMoments | None,
     summary: Moments | None,
 ) -> dict[str, Any]:
-    """What the fit records of a run: divergences, draws, warm-up seconds, the mass ratio
-    (against the streamed moments' variance, else the held draws'), and with streamed
-    moments what they and the adapted trajectory say."""
+    """What the fit records of a run: divergences, draws, warm-up seconds, the trajectory
+    facts, the mass ratio (against the streamed moments' variance, else the held draws'),
+    and with streamed moments what they and the adapted trajectory say."""
     stats: dict[str, Any] = {
         "n_divergent": int(result.n_divergent),
         "draws_per_chain": result.drawn,
         "warmup_seconds": result.warmup_seconds,
+        **trajectory_facts(result),  # gold gates (reports.grade)
     }
     adapted = result.adapted
     if moments is None:
@@ -292,7 +295,6 @@ def _sampler_stats(
             adapted.inverse_mass_matrix, None if summary is None else np.diag(summary.cov)
         ),
     )
-    stats["trajectory_at_cap"] = trajectory_at_cap(method, stats)  # a gold gate
     return stats
 
 
@@ -336,23 +338,46 @@ def _start(
     return fits[0], {s: v.detach() for s, v in start.items()}
 
 
-def trajectory_at_cap(method: Any, stats: Mapping[str, Any]) -> float | None:
-    r"""ChEES: 1.0 when the adapted trajectory length sits at its cap, ``max_leapfrog``
-    steps of the adapted step size, else 0.0; None for the other samplers.
+def trajectory_at_cap(steps: np.ndarray | None, cap: int | None) -> float | None:
+    r"""The fraction of chains whose adapted mean trajectory sits at its cap: ChEES's
+    :math:`T/\epsilon` (one value for all chains: 1.0 or 0.0) against ``max_leapfrog``,
+    MAMS's :math:`L/\epsilon` per chain against ``max_steps``; None where the sampler adapts
+    no trajectory length (NUTS, HMC, MCLMC).
 
-    NUTS's saturation gate counts transitions stopped by the tree depth, not by a U-turn:
-    the sampler wanted longer. ChEES's jitter draws each transition's length uniformly below
-    the adapted :math:`T`, so only about one transition in ``max_leapfrog`` reaches the cap
-    even when the adaptation wanted a longer :math:`T` and was clipped to
-    :math:`L_{\max}\epsilon` (:mod:`zoo.inference.mcmc.chees_adaptation`); the per-transition
-    count cannot see that, this metric does. Measured on Trippe & Turner's UCI networks
-    (docs/results.md): :math:`T` pinned at 64 and then at 256 steps while the chains failed.
+    The per-transition count (:func:`trajectory_facts`' ``saturated_frac``) cannot see a
+    clipped adaptation: ChEES's jitter draws each transition's length uniformly below the
+    adapted :math:`T`, so only about one transition in ``max_leapfrog`` reaches the cap even
+    when the adaptation wanted a longer :math:`T` and was clipped to :math:`L_{\max}\epsilon`
+    (:mod:`zoo.inference.mcmc.chees_adaptation`); MAMS draws each length uniformly below
+    about twice :math:`L/\epsilon`. Measured on Trippe & Turner's UCI networks
+    (docs/results.md): ChEES's :math:`T` pinned at 64 and then at 256 steps while the chains
+    failed. The comparison allows a relative rounding of 1e-9 (a :math:`T` clipped to
+    :math:`L_{\max}\epsilon` reads back as :math:`L_{\max}` only up to rounding).
     """
-    cap = getattr(method, "max_leapfrog", None)
-    t, eps = stats.get("trajectory_length"), stats.get("step_size")
-    if cap is None or t is None or not eps:
+    if cap is None or steps is None:
         return None
-    return float(float(t) / float(eps) >= cap * (1 - 1e-9))
+    return float(np.mean(np.asarray(steps, dtype=float) >= cap * (1 - 1e-9)))
+
+
+def trajectory_facts(result: MCMCResult) -> dict[str, float | int | None]:
+    """What a report needs of a run's trajectories, for every sampler.
+
+    Returns
+    -------
+    dict
+        ``trajectory_cap`` (the kernel's cap on one trajectory in its own unit: NUTS's
+        ``max_tree_depth``, ChEES's ``max_leapfrog``, MAMS's ``max_steps``; None for HMC's
+        fixed steps and MCLMC's one step per draw), ``saturated_frac`` (the post-warm-up
+        transitions of all chains cut at the cap, over all drawn; NUTS: trees that reached
+        ``max_tree_depth`` instead of a U-turn) and ``trajectory_at_cap``
+        (:func:`trajectory_at_cap`).
+    """
+    cap, n = result.trajectory_cap, result.chains * result.drawn
+    return {
+        "trajectory_cap": cap,
+        "saturated_frac": None if cap is None or n <= 0 else result.saturated / n,
+        "trajectory_at_cap": trajectory_at_cap(result.adapted.steps(), cap),
+    }
 
 
 def mass_ratio(

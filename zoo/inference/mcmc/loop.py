@@ -102,6 +102,10 @@ class Program(Protocol):
     label: str
     """The bar's and the messages' name (``"nuts"``, ``"chees"``, ...)."""
 
+    trajectory_cap: int | None
+    """The cap on one trajectory in the kernel's own unit (NUTS's tree depth, ChEES's
+    leapfrog steps, MAMS's integration steps), which :attr:`Step.at_cap` counts; None: none."""
+
     def starts(
         self, pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: int
     ) -> tuple[torch.Tensor, str]:
@@ -488,6 +492,8 @@ def sample(
         warmup_divergences=ls.warm_div,
         n_steps_mean=ls.steps_total / ls.drawn,
         init=how,
+        trajectory_cap=program.trajectory_cap,
+        saturated=int(ls.saturated),
     )
 
 

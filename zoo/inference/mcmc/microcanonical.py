@@ -80,6 +80,8 @@ class MCLMCProgram:
     """
 
     label = "mclmc"
+    #: One integration step per draw: no trajectory to cap.
+    trajectory_cap = None
     #: Not saved by a checkpoint: the potential and the schedule made from ``warmup``.
     not_state = ("pot", "windows")
 
@@ -342,7 +344,13 @@ class MAMSProgram:
             self.eps = torch.exp(self.da.final(self.da_state))
         self.eps_host = self.eps.numpy().copy()
         self.length_host = self.length.numpy().copy()
-        return Adapted(self.eps_host, self.minv.to("cpu", torch.float64).numpy())
+        minv = self.minv.to("cpu", torch.float64).numpy()
+        return Adapted(self.eps_host, minv, None, self.length_host / self.eps_host)
+
+    @property
+    def trajectory_cap(self) -> int:
+        """``max_steps``: a trajectory of that many steps was cut by it."""
+        return self.max_steps
 
     def draw(self, j: int) -> Step:
         n, info = self._transition()
@@ -362,4 +370,7 @@ class MAMSProgram:
                 "trajectory_length": self.length_host,
             }
 
-        return Step(self.state.z, float(GRADS_PER_STEP * n.mean()), info.diverging.sum(), stats)
+        at_cap = int(np.count_nonzero(n >= self.max_steps))
+        return Step(
+            self.state.z, float(GRADS_PER_STEP * n.mean()), info.diverging.sum(), stats, at_cap
+        )

@@ -13,8 +13,9 @@ the keyword functions of :mod:`~zoo.inference.mcmc.samplers`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -31,7 +32,15 @@ from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.sequential import run_sequential
 from zoo.inference.mcmc.windowed import Transition, WindowedProgram
 
-__all__ = ["BATCHED", "PROGRAMS", "default_of", "program_for", "run_method"]
+__all__ = [
+    "BATCHED",
+    "PROGRAMS",
+    "BatchedKernel",
+    "chees_program",
+    "default_of",
+    "program_for",
+    "run_method",
+]
 
 
 def default_of(section: type, field: str) -> Any:
@@ -39,7 +48,15 @@ def default_of(section: type, field: str) -> Any:
     return section.model_fields[field].default
 
 
-def _nuts(max_tree_depth: int) -> Transition:
+class BatchedKernel(NamedTuple):
+    """A batched transition and its cap, as :class:`WindowedProgram` runs them."""
+
+    transition: Transition
+    trajectory_cap: int | None
+    """NUTS's ``max_tree_depth`` (its transitions flag ``reached_max_treedepth``); None."""
+
+
+def _nuts(max_tree_depth: int) -> BatchedKernel:
     if max_tree_depth < 1:
         raise ValueError(f"max_tree_depth={max_tree_depth} must be >= 1")
 
@@ -47,7 +64,7 @@ def _nuts(max_tree_depth: int) -> Transition:
         q, stats = nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
         return q, _flag_max_depth(stats, max_tree_depth)
 
-    return transition
+    return BatchedKernel(transition, max_tree_depth)
 
 
 def _flag_max_depth(stats: dict, max_tree_depth: int) -> dict:
@@ -57,29 +74,30 @@ def _flag_max_depth(stats: dict, max_tree_depth: int) -> dict:
     return stats
 
 
-def _hmc(num_steps: int) -> Transition:
+def _hmc(num_steps: int) -> BatchedKernel:
     if num_steps < 1:
         raise ValueError(f"num_steps={num_steps} must be >= 1")
 
     def transition(pot, metric, p, eps, rngs):
         return hmc_step_batch(pot, metric, p, eps, num_steps, rngs)
 
-    return transition
+    return BatchedKernel(transition, None)  # a fixed number of steps: nothing is cut
 
 
-#: Batched kernels under the window adaptation: ``name -> factory(**options) -> transition``.
-BATCHED: dict[str, Callable[..., Transition]] = {"nuts": _nuts, "hmc": _hmc}
+#: Batched kernels under the window adaptation: ``name -> factory(**options) -> kernel``.
+BATCHED: dict[str, Callable[..., BatchedKernel]] = {"nuts": _nuts, "hmc": _hmc}
 
 
 def _windowed(method: Any, seed: int) -> WindowedProgram:
     """NUTS or HMC (``method.kind``) under the window adaptation, from its section."""
     if method.kind == "nuts":
-        transition, adapt_mass_matrix = _nuts(method.max_tree_depth), True
+        kernel, adapt_mass_matrix = _nuts(method.max_tree_depth), True
     else:
-        transition, adapt_mass_matrix = _hmc(method.num_steps), method.adapt_mass_matrix
+        kernel, adapt_mass_matrix = _hmc(method.num_steps), method.adapt_mass_matrix
     return WindowedProgram(
-        transition,
+        kernel.transition,
         method.kind,
+        trajectory_cap=kernel.trajectory_cap,
         seed=seed,
         warmup=method.warmup,
         target_accept=method.target_accept,
@@ -88,19 +106,29 @@ def _windowed(method: Any, seed: int) -> WindowedProgram:
     )
 
 
-def _chees(method: Any, seed: int) -> ChEESProgram:
-    """ChEES-HMC from its section: a diagonal mass matrix, :math:`T` from one step, Adam's
-    rate and restart of :mod:`~zoo.inference.mcmc.chees_adaptation`."""
+def chees_program(
+    method: Any,
+    seed: int,
+    *,
+    adapt_mass_matrix: bool = True,
+    trajectory_length: float | None = None,
+    learning_rate: float = LEARNING_RATE,
+    adam_restart: int | None = ADAM_RESTART,
+) -> ChEESProgram:
+    """ChEES-HMC from its section; the keywords, not settings of the spec, are for
+    experiments (:func:`~zoo.inference.mcmc.samplers.run_chees`): by default a diagonal mass
+    matrix, :math:`T` from one step, Adam's rate and restart of
+    :mod:`~zoo.inference.mcmc.chees_adaptation`."""
     return ChEESProgram(
         seed=seed,
         warmup=method.warmup,
         target_accept=method.target_accept,
         step_size=method.step_size,
         max_leapfrog=method.max_leapfrog,
-        adapt_mass_matrix=True,
-        trajectory_length=None,
-        learning_rate=LEARNING_RATE,
-        adam_restart=ADAM_RESTART,
+        adapt_mass_matrix=adapt_mass_matrix,
+        trajectory_length=trajectory_length,
+        learning_rate=learning_rate,
+        adam_restart=adam_restart,
     )
 
 
@@ -132,7 +160,7 @@ def _mams(method: Any, seed: int) -> MAMSProgram:
 PROGRAMS: dict[str, Callable[[Any, int], Program]] = {
     "nuts": _windowed,
     "hmc": _windowed,
-    "chees": _chees,
+    "chees": chees_program,
     "mclmc": _mclmc,
     "mams": _mams,
 }
@@ -159,7 +187,7 @@ def _sequential(method: Any, potential: FlatPotential, seed: int, **kw) -> MCMCR
             q, stats = nuts_step(pot, metric, p, eps, depth, rng)
             return q, _flag_max_depth(stats, depth)
 
-        mass_matrix, adapt = method.mass_matrix, True
+        mass_matrix, adapt, cap = method.mass_matrix, True, depth
     else:
         steps = method.num_steps
 
@@ -168,7 +196,8 @@ def _sequential(method: Any, potential: FlatPotential, seed: int, **kw) -> MCMCR
 
         # the hmc section adapts a diagonal matrix; the keyword run_hmc may name another
         mass_matrix, adapt = getattr(method, "mass_matrix", "diag"), method.adapt_mass_matrix
-    return run_sequential(
+        cap = None
+    res = run_sequential(
         potential,
         transition,
         method.kind,
@@ -182,6 +211,8 @@ def _sequential(method: Any, potential: FlatPotential, seed: int, **kw) -> MCMCR
         adapt_mass_matrix=adapt,
         **kw,
     )
+    cut = 0 if cap is None else int(np.count_nonzero(res.sample_stats["reached_max_treedepth"]))
+    return dataclasses.replace(res, trajectory_cap=cap, saturated=cut)
 
 
 def run_method(
@@ -198,13 +229,15 @@ def run_method(
     max_draws: int | None = None,
     checkpoint: CheckpointChannel | None = None,
     carry: Mapping[str, Any] | None = None,
+    program: Program | None = None,
 ) -> MCMCResult:
     """Sample ``potential`` with the sampler of section ``method`` (:func:`program_for`).
 
     The section's settings are the sampler's; the other arguments are the loop's
     (:func:`~zoo.inference.mcmc.loop.sample`). NUTS and HMC without ``vectorize_chains`` (or
     with one chain) take the one-chain Pyro path, which saves no checkpoint (it starts over)
-    and has no stopping rule.
+    and has no stopping rule. ``program``: one built with settings beyond the section's
+    (:func:`chees_program`'s experiments); None: :func:`program_for`'s.
     """
     if _one_chain_path(method):
         if until is not None:
@@ -215,7 +248,7 @@ def run_method(
             )
         return _sequential(method, potential, seed, init=init, progress=progress, threads=threads)
     return sample(
-        program_for(method, seed),
+        program_for(method, seed) if program is None else program,
         potential,
         warmup=method.warmup,
         draws=method.draws,

@@ -24,19 +24,19 @@ the schema.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 
 from zoo.inference.checkpoint import CheckpointChannel
 from zoo.inference.mcmc.chees_adaptation import ADAM_RESTART, LEARNING_RATE
-from zoo.inference.mcmc.chees_hmc import ChEESProgram
 from zoo.inference.mcmc.loop import Until, sample
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.programs import (
     BATCHED,
     PROGRAMS,
+    chees_program,
     default_of,
     program_for,
     run_method,
@@ -95,9 +95,11 @@ def run_batched(
     a few chains); the stopping rule and the other arguments as in
     :func:`~zoo.inference.mcmc.loop.sample`.
     """
+    kernel = BATCHED[name](**options)
     program = WindowedProgram(
-        BATCHED[name](**options),
+        kernel.transition,
         name,
+        trajectory_cap=kernel.trajectory_cap,
         seed=seed,
         warmup=warmup,
         target_accept=target_accept,
@@ -250,56 +252,39 @@ def run_chees(
     target_accept: float = default_of(ChEESMethod, "target_accept"),
     max_leapfrog: int = default_of(ChEESMethod, "max_leapfrog"),
     step_size: float | None = default_of(ChEESMethod, "step_size"),
-    init: Mapping[str, torch.Tensor] | None = None,
-    progress: bool = False,
-    threads: int | None = 1,
-    keep: int | None = None,
-    on_draw: Callable[[torch.Tensor], None] | None = None,
-    until: Until | None = None,
-    max_draws: int | None = None,
     adapt_mass_matrix: bool = True,
     trajectory_length: float | None = None,
     learning_rate: float = LEARNING_RATE,
     adam_restart: int | None = ADAM_RESTART,
-    checkpoint: CheckpointChannel | None = None,
-    carry: Mapping[str, Any] | None = None,
+    **loop: Any,
 ) -> MCMCResult:
     """Sample ``potential`` with ChEES-HMC, all chains as one batch on its device
-    (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`, arguments as there and in
-    :func:`~zoo.inference.mcmc.loop.sample`; the section's settings default as the schema's
-    ``chees``). ``init``: constrained values per site, with the site's shape (all chains
-    start there) or a leading dimension of ``chains``; None: each chain its own prior draw.
-    ``adapt_mass_matrix``, ``trajectory_length``, ``learning_rate`` and ``adam_restart``
-    (not settings of the spec) are for experiments. ``checkpoint`` and ``carry``: saved and
-    resumed state (:mod:`zoo.inference.checkpoint`)."""
-    program = ChEESProgram(
-        seed=seed,
+    (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`; the settings default as the
+    schema's ``chees``, ``loop`` as :func:`run_method`'s: ``init`` constrained values per
+    site, with the site's shape (all chains start there) or a leading dimension of
+    ``chains``, None each chain its own prior draw; ``keep``, ``on_draw``, ``until``,
+    ``max_draws``; ``checkpoint`` and ``carry``, saved and resumed state,
+    :mod:`zoo.inference.checkpoint`). ``adapt_mass_matrix``, ``trajectory_length``,
+    ``learning_rate`` and ``adam_restart`` (not settings of the spec) are for experiments
+    (:func:`~zoo.inference.mcmc.programs.chees_program`)."""
+    method = _Settings(
+        "chees",
         warmup=warmup,
+        draws=draws,
+        chains=chains,
         target_accept=target_accept,
         step_size=step_size,
         max_leapfrog=max_leapfrog,
+    )
+    program = chees_program(
+        method,
+        seed,
         adapt_mass_matrix=adapt_mass_matrix,
         trajectory_length=trajectory_length,
         learning_rate=learning_rate,
         adam_restart=adam_restart,
     )
-    return sample(
-        program,
-        potential,
-        warmup=warmup,
-        draws=draws,
-        chains=chains,
-        target_accept=target_accept,
-        init=init,
-        keep=keep,
-        on_draw=on_draw,
-        until=until,
-        max_draws=max_draws,
-        progress=progress,
-        threads=threads,
-        checkpoint=checkpoint,
-        carry=carry,
-    )
+    return run_method(method, potential, seed=seed, program=program, **loop)
 
 
 def run_mclmc(
