@@ -158,32 +158,21 @@ def fit_sampler(
     """Every sampler method (``nuts``, ``hmc``, ``chees``, ``mclmc``, ``mams``): start,
     sample, and the facts a report needs.
 
-    The section is the sampler's settings: its program is built from it
-    (:func:`~zoo.inference.mcmc.samplers.run_method`), and how its chains start, are held and
-    watched is its :meth:`~zoo.spec.sections.samplers.ChainPlan` (``method.plan()``): the
-    starts of :func:`_start`; with ``moment_groups`` every post-warm-up draw of every chain
-    streams into a :class:`~zoo.inference.mcmc.streaming.StreamingMoments` on the runtime's
-    device and ``held`` per chain, thinned evenly over all drawn, are the posterior's draws.
-    The stopping rule is the method's own (``stopping_rule``: ChEES's ``target_ess`` on the
-    streamed moments' median between-chain ESS, in rounds after ``draws`` up to
-    ``max_draws``) or a study's (``hooks.stop_when``, up to ``hooks.max_draws``).
+    The section is the sampler's settings (its program:
+    :func:`~zoo.inference.mcmc.programs.program_for`); its
+    :class:`~zoo.spec.sections.samplers.ChainPlan` says how the chains start (:func:`_start`),
+    how many draws are held and whether every draw streams into
+    :class:`~zoo.inference.mcmc.streaming.StreamingMoments`. The stopping rule is the
+    method's own (ChEES's ``target_ess`` on the streamed moments) or a study's
+    (``hooks.stop_when``).
 
     Returns
     -------
     Fit
         :class:`SampledPosterior` (with ``moments`` and ``site_slices`` when streamed);
-        ``stats`` with ``n_divergent`` (over all post-warm-up transitions),
-        ``draws_per_chain`` (drawn: more than ``draws`` under a stopping rule),
-        ``warmup_seconds``, ``mass_ratio_q05`` and ``mass_ratio_median``
-        (:func:`mass_ratio`), with ``init_from`` ``init_seconds`` (and ``init_fits`` with
-        more than one), with ``compile`` ``compile_seconds``; with streamed moments also
-        ``kept_per_chain`` (held: between ``held / 2`` and ``held`` once the stream outgrew
-        them), ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per
-        draw), ``n_eff`` (median between-chain ESS of the streamed moments),
-        ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting); for every
-        sampler the facts of :func:`trajectory_facts` (``trajectory_cap``,
-        ``saturated_frac``, ``trajectory_at_cap``); ``sample_stats``; ``init``, the starting
-        fit.
+        ``stats`` (:func:`_sampler_stats`; with ``init_from`` ``init_seconds`` and, with
+        more than one fit, ``init_fits``; with ``compile`` ``compile_seconds``);
+        ``sample_stats``; ``init``, the starting fit.
 
     Raises
     ------
@@ -269,9 +258,15 @@ def _sampler_stats(
     moments: StreamingMoments | None,
     summary: Moments | None,
 ) -> dict[str, Any]:
-    """What the fit records of a run: divergences, draws, warm-up seconds, the trajectory
-    facts, the mass ratio (against the streamed moments' variance, else the held draws'),
-    and with streamed moments what they and the adapted trajectory say."""
+    """What the fit records of a run, for every sampler: ``n_divergent`` (over all
+    post-warm-up transitions), ``draws_per_chain`` (drawn: more than ``draws`` under a
+    stopping rule), ``warmup_seconds``, the facts of :func:`trajectory_facts`
+    (``trajectory_cap``, ``saturated_frac``, ``trajectory_at_cap``) and :func:`mass_ratio`'s
+    (against the streamed moments' variance, else the held draws'); with streamed moments
+    also ``kept_per_chain`` (held: between ``held / 2`` and ``held`` once the stream
+    outgrew them), ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps
+    per draw), ``n_eff`` (median between-chain ESS of the streamed moments) and
+    ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting)."""
     stats: dict[str, Any] = {
         "n_divergent": int(result.n_divergent),
         "draws_per_chain": result.drawn,

@@ -25,6 +25,7 @@ FLOORS = {
     "result": 1,
     "streaming": 1,
     "ess": 1,
+    "thinning": 1,
     "kernel": 2,
     "batched": 2,
     "chees": 2,
