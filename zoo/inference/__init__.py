@@ -30,14 +30,7 @@ from zoo.inference.base import (
     combine_hooks,
 )
 from zoo.inference.point import PointPosterior, fit_map, fit_mle
-from zoo.inference.sampling import (
-    SampledPosterior,
-    fit_chees,
-    fit_hmc,
-    fit_mams,
-    fit_mclmc,
-    fit_nuts,
-)
+from zoo.inference.sampling import SampledPosterior, fit_sampler
 from zoo.inference.svi import VIPosterior, fit_svi_method
 from zoo.models.base import BayesianNet
 from zoo.runtime import Runtime
@@ -75,11 +68,11 @@ METHODS: dict[type, MethodFit] = {
     SVIMethod: fit_svi_method,
     MAPMethod: fit_map,
     MLEMethod: fit_mle,
-    NUTSMethod: fit_nuts,
-    HMCMethod: fit_hmc,
-    ChEESMethod: fit_chees,
-    MCLMCMethod: fit_mclmc,
-    MAMSMethod: fit_mams,
+    NUTSMethod: fit_sampler,
+    HMCMethod: fit_sampler,
+    ChEESMethod: fit_sampler,
+    MCLMCMethod: fit_sampler,
+    MAMSMethod: fit_sampler,
 }
 
 

@@ -1,26 +1,27 @@
-"""NUTS, HMC and ChEES-HMC as inference methods: the spec's sampler sections around the samplers.
+"""Every sampler as an inference method: one fit, :func:`fit_sampler`, for the spec's sampler
+sections (``nuts``, ``hmc``, ``chees``, ``mclmc``, ``mams``).
 
-The chains start at a prior draw or at the posterior median of a variational method of the
-same spec (``init_from``), as Farquhar et al. (2020) start NUTS at the MF-VI solution. That
-method is refitted here with the cell's seed, which gives the same posterior as its own
-cell (same configuration, same seed) while keeping cells independent of each other. The
-sampling itself is :func:`zoo.inference.mcmc.samplers.run_nuts` / ``run_hmc`` on the
-model's potential (:func:`~zoo.inference.mcmc.functional.potential_for`: the hand-written
+The frozen section is the sampler's settings, as :func:`zoo.inference.svi.fit_svi` takes its
+method: the kernel's program is built from it
+(:func:`zoo.inference.mcmc.samplers.program_for`) and how the chains start, are held and
+watched is the section's :class:`~zoo.spec.sections.samplers.ChainPlan`. The chains start
+at a prior draw or at the posterior of a variational method of the same spec
+(``init_from``), as Farquhar et al. (2020) start NUTS at the MF-VI solution: its median for
+all chains, or (ChEES, ``init_spread`` and ``init_fits``) each chain at its own draw of one
+of several independent fits. That method is refitted here with the cell's seed, which gives
+the same posterior as its own cell (same configuration, same seed) while keeping cells
+independent of each other. The potential is the model's
+(:func:`~zoo.inference.mcmc.functional.potential_for`: the hand-written
 :class:`~zoo.inference.mcmc.potential.FlatPotential` of an MLP, the ``torch.func`` one of
-any other network); a stopping rule in
-``hooks.stop_when`` extends the chains until it holds.
-
-ChEES-HMC (:func:`fit_chees`, :func:`zoo.inference.mcmc.samplers.run_chees`) runs many chains
-as one batch on the runtime's device: every chain can start at its own draw of the
-``init_from`` posterior (``init_spread``), every post-warm-up draw streams into
-:class:`~zoo.inference.mcmc.streaming.StreamingMoments` and only ``keep_draws`` per chain
-are held; its stopping rule is its own ``target_ess`` on the streamed moments.
+any other network). A stopping rule extends the chains until it holds: a study's
+(``hooks.stop_when``) or the method's own (ChEES's ``target_ess`` on the moments into which
+every post-warm-up draw streams, :class:`~zoo.inference.mcmc.streaming.StreamingMoments`,
+while only ``keep_draws`` per chain are held).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,30 +33,20 @@ from zoo.inference.checkpoint import current_checkpoint_channel
 from zoo.inference.mcmc.functional import potential_for
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
-from zoo.inference.mcmc.samplers import run_chees, run_hmc, run_mams, run_mclmc, run_nuts
+from zoo.inference.mcmc.samplers import run_method
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes
 from zoo.models.base import BayesianNet
 from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
-from zoo.spec.sections.inference import (
-    ChEESMethod,
-    HMCMethod,
-    MAMSMethod,
-    MCLMCMethod,
-    NUTSMethod,
-)
+from zoo.spec.sections.samplers import ChainPlan
 
 __all__ = [
     "SampledPosterior",
-    "fit_chees",
-    "fit_hmc",
-    "fit_mams",
-    "fit_mclmc",
-    "fit_nuts",
+    "fit_sampler",
     "mass_ratio",
-    "sampler_fit",
     "superchains",
     "thin",
     "trajectory_at_cap",
+    "trajectory_facts",
 ]
 
 
@@ -161,261 +152,73 @@ def _stopping(pot: FlatPotential, hooks: Hooks) -> dict[str, Any]:
     return {"until": until, "max_draws": hooks.max_draws}
 
 
-def _nuts(method: NUTSMethod) -> Callable[..., MCMCResult]:
-    """NUTS with adapted step size and mass matrix."""
-    return functools.partial(
-        run_nuts, max_tree_depth=method.max_tree_depth, mass_matrix=method.mass_matrix
-    )
-
-
-def _hmc(method: HMCMethod) -> Callable[..., MCMCResult]:
-    """HMC: a fixed number of leapfrog steps per draw, adapted step size."""
-    return functools.partial(
-        run_hmc,
-        num_steps=method.num_steps,
-        adapt_mass_matrix=method.adapt_mass_matrix,
-        mass_matrix="diag",
-    )
-
-
-def _mclmc(method: MCLMCMethod) -> Callable[..., MCMCResult]:
-    """MCLMC with BlackJAX's tuning of the step size and L, each chain on its own."""
-    return functools.partial(
-        run_mclmc,
-        adapt_mass_matrix=method.adapt_mass_matrix,
-        desired_energy_var=method.desired_energy_var,
-    )
-
-
-def _mams(method: MAMSMethod) -> Callable[..., MCMCResult]:
-    """Adjusted MCLMC (MAMS) with BlackJAX's tuning, each chain on its own."""
-    return functools.partial(
-        run_mams, adapt_mass_matrix=method.adapt_mass_matrix, max_steps=method.max_steps
-    )
-
-
-def sampler_fit(kernel: Callable[[Any], Callable[..., MCMCResult]]) -> Callable[..., Fit]:
-    """The fit function of a sampler whose driver call with its own settings bound is
-    ``kernel(method)`` (e.g. :func:`run_nuts` with the method's tree depth): one entry of
-    :data:`zoo.inference.METHODS` registers a sampler, kernel included.
-
-    The driver call takes ``(potential, *, seed, warmup, draws, chains, target_accept,
-    step_size, init, progress, vectorize_chains[, until, max_draws])`` and returns an
-    :class:`~zoo.inference.mcmc.loop.MCMCResult`.
-    """
-
-    def fit(
-        method: Any, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
-    ) -> Fit:
-        return _fit_sampler(kernel(method), method, model, data, ctx, hooks)
-
-    fit.__doc__ = f"Sample with the kernel of :func:`{kernel.__name__}`."
-    return fit
-
-
-def _fit_sampler(
-    run: Callable[..., MCMCResult],
-    method: Any,
-    model: BayesianNet,
-    data: TrainingData,
-    ctx: FitContext,
-    hooks: Hooks,
+def fit_sampler(
+    method: Any, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
 ) -> Fit:
-    """A sampler method: start (refitting ``init_from`` if asked), sample with ``run``.
+    """Every sampler method (``nuts``, ``hmc``, ``chees``, ``mclmc``, ``mams``): start,
+    sample, and the facts a report needs.
+
+    The section is the sampler's settings (its program:
+    :func:`~zoo.inference.mcmc.programs.program_for`); its
+    :class:`~zoo.spec.sections.samplers.ChainPlan` says how the chains start (:func:`_start`),
+    how many draws are held and whether every draw streams into
+    :class:`~zoo.inference.mcmc.streaming.StreamingMoments`. The stopping rule is the
+    method's own (ChEES's ``target_ess`` on the streamed moments) or a study's
+    (``hooks.stop_when``).
 
     Returns
     -------
     Fit
-        ``SampledPosterior`` posterior; ``stats`` with ``n_divergent``, ``draws_per_chain``
-        (more than ``draws`` under a stopping rule), ``warmup_seconds`` and, with
-        ``init_from``, ``init_seconds``; ``sample_stats``; ``init``, the starting fit.
-    """
-    init_fit, init, stats = None, None, {}
-    if method.init_from != "prior":
-        init_fit = ctx.refit(method.init_from, f"{method.init_from} (init)")
-        init = {k: v.detach() for k, v in init_fit.posterior.median().items()}
-        stats["init_seconds"] = init_fit.seconds
-    pot = potential_for(model, data.x_train, data.y_train)
-    result = run(
-        pot,
-        seed=ctx.seed,
-        warmup=method.warmup,
-        draws=method.draws,
-        chains=method.chains,
-        target_accept=method.target_accept,
-        step_size=method.step_size,
-        init=init,
-        progress=ctx.progress,
-        vectorize_chains=method.vectorize_chains,
-        checkpoint=current_checkpoint_channel(),  # batched samplers resume inside a cell
-        **_stopping(pot, hooks),
-    )
-    stats.update(
-        n_divergent=int(result.n_divergent),
-        draws_per_chain=result.drawn,
-        warmup_seconds=result.warmup_seconds,
-    )
-    flat = pot.ravel(result.draws).detach()  # (C, S, D), unconstrained as the mass is
-    variance = flat.reshape(-1, flat.shape[-1]).double().var(0).cpu().numpy()
-    stats.update(mass_ratio(result.adapted.inverse_mass_matrix, variance))
-    return Fit(
-        SampledPosterior(result.draws, ctx.runtime.device),
-        result.seconds,
-        stats=stats,
-        predictive_draws=method.predictive_draws,
-        save_draws=True,
-        sample_stats=result.sample_stats,
-        init=init_fit,
-    )
-
-
-def _chees_start(
-    method: ChEESMethod, ctx: FitContext, stats: dict[str, Any]
-) -> tuple[Fit | None, dict[str, torch.Tensor] | None]:
-    """The starting fit and the chains' starts: one draw each of the ``init_from``
-    posterior (stream :attr:`~zoo.seeds.Stream.INIT_DRAWS`), its median for all
-    (``init_spread: mode``), or None (each chain its own prior draw). With ``init_fits``
-    K > 1 the chains are split into K contiguous blocks
-    (:func:`~zoo.inference.mcmc.streaming.group_sizes`), block k started from the fit with
-    seed ``seed + k *`` :data:`zoo.seeds.INIT_FIT_STRIDE`; the first fit (the cell's seed) is
-    the one returned (the agreement with the sampler is measured against it)."""
-    if method.init_from == "prior":
-        return None, None
-    sizes = group_sizes(method.chains, method.init_fits)
-    # Pyro's guides read their parameters from the global param store by name, so a fit's
-    # posterior shows the values of the LAST fit of the same method: the starts are drawn
-    # right after each fit, and the cell's own fit (k = 0, returned) comes last
-    fits: dict[int, Fit] = {}
-    starts: dict[int, dict[str, torch.Tensor]] = {}
-    for k in [*range(1, len(sizes)), 0]:
-        label = f"{method.init_from} (init{'' if len(sizes) == 1 else f' {k + 1}'})"
-        f = fits[k] = ctx.refit(method.init_from, label, ctx.seed + k * INIT_FIT_STRIDE)
-        post = f.posterior
-        if method.init_spread == "mode":
-            starts[k] = {s: v.expand(sizes[k], *v.shape) for s, v in post.median().items()}
-        else:
-            starts[k] = post.sample(sizes[k], seed_for(ctx.seed, Stream.INIT_DRAWS))
-    stats["init_seconds"] = sum(f.seconds for f in fits.values())
-    if len(sizes) == 1:
-        start = starts[0] if method.init_spread != "mode" else fits[0].posterior.median()
-    else:
-        stats["init_fits"] = len(sizes)
-        start = {s: torch.cat([starts[k][s] for k in range(len(sizes))]) for s in starts[0]}
-    return fits[0], {s: v.detach() for s, v in start.items()}
-
-
-def trajectory_at_cap(method: Any, stats: Mapping[str, Any]) -> float | None:
-    r"""ChEES: 1.0 when the adapted trajectory length sits at its cap, ``max_leapfrog``
-    steps of the adapted step size, else 0.0; None for the other samplers.
-
-    NUTS's saturation gate counts transitions stopped by the tree depth, not by a U-turn:
-    the sampler wanted longer. ChEES's jitter draws each transition's length uniformly below
-    the adapted :math:`T`, so only about one transition in ``max_leapfrog`` reaches the cap
-    even when the adaptation wanted a longer :math:`T` and was clipped to
-    :math:`L_{\max}\epsilon` (:mod:`zoo.inference.mcmc.chees_adaptation`); the per-transition
-    count cannot see that, this metric does. Measured on Trippe & Turner's UCI networks
-    (docs/results.md): :math:`T` pinned at 64 and then at 256 steps while the chains failed.
-    """
-    cap = getattr(method, "max_leapfrog", None)
-    t, eps = stats.get("trajectory_length"), stats.get("step_size")
-    if cap is None or t is None or not eps:
-        return None
-    return float(float(t) / float(eps) >= cap * (1 - 1e-9))
-
-
-def fit_chees(
-    method: ChEESMethod, model: BayesianNet, data: TrainingData, ctx: FitContext, hooks: Hooks
-) -> Fit:
-    """The ``chees`` method: ChEES-HMC on all chains as one batch, draws streamed.
-
-    Every post-warm-up draw of every chain goes into a
-    :class:`~zoo.inference.mcmc.streaming.StreamingMoments` on the runtime's device
-    (``stream_groups`` groups); with ``target_ess`` the chains draw on (in rounds, after
-    ``draws``) until the moments' median between-chain ESS reaches it or ``max_draws``.
-    ``keep_draws`` per chain, thinned evenly over all drawn, are the posterior's draws.
-    Torch's thread setting is the cell's (a batch of chains uses them, unlike NUTS's small
-    one-chain operations).
-
-    Returns
-    -------
-    Fit
-        :class:`SampledPosterior` with ``moments`` and ``site_slices``; ``stats`` with
-        ``draws_per_chain`` (drawn), ``kept_per_chain`` (held: between ``keep_draws / 2`` and
-        ``keep_draws`` once the stream outgrew them, see :func:`run_chees`), ``n_divergent``
-        (over all post-warm-up transitions, not only the kept ones), ``warmup_seconds``,
-        ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps per draw),
-        ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting),
-        ``n_eff`` (median between-chain ESS of the streamed moments, over the whole flat
-        vector), ``trajectory_at_cap`` (:func:`trajectory_at_cap`), with ``init_from``
-        ``init_seconds`` and with ``compile`` ``compile_seconds``.
+        :class:`SampledPosterior` (with ``moments`` and ``site_slices`` when streamed);
+        ``stats`` (:func:`_sampler_stats`; with ``init_from`` ``init_seconds`` and, with
+        more than one fit, ``init_fits``; with ``compile`` ``compile_seconds``);
+        ``sample_stats``; ``init``, the starting fit.
 
     Raises
     ------
     ValueError
-        If ``hooks`` carry a stopping rule (a study's ``kl_target_draws``): ChEES stops by
-        its own ``target_ess``; the spec's validation refuses the combination first.
+        If the method has its own stopping rule and ``hooks`` carry one too (a study's
+        ``kl_target_draws``); the spec's validation refuses the combination first.
     """
-    if hooks.stop_when is not None:
+    if method.stopping_rule is not None and hooks.stop_when is not None:
         raise ValueError(
-            f"{method.name}: chees stops on its streamed moments (target_ess), not on a "
-            "study's rule over held draws: remove the price_of_mean_field study's "
-            "kl_target_draws and set the method's target_ess"
+            f"{method.name}: {method.kind} stops on its streamed moments "
+            f"({method.stopping_rule}), not on a study's rule over held draws: remove the "
+            "price_of_mean_field study's kl_target_draws and set the method's "
+            f"{method.stopping_rule}"
         )
+    plan = method.plan()
     stats: dict[str, Any] = {}
-    init_fit, init = _chees_start(method, ctx, stats)
+    init_fit, init = _start(method, plan, ctx, stats)
     pot = potential_for(model, data.x_train, data.y_train)
-    if method.compile:  # compiled for the chains' batch now, so sampling times only sampling
+    if plan.compile:  # compiled for the chains' batch now, so sampling times only sampling
         stats["compile_seconds"] = pot.compile(rows=method.chains)
-    moments = StreamingMoments(
-        pot.dim, method.chains, groups=method.stream_groups, device=ctx.runtime.device
-    )
-    target = method.target_ess
-    until = None if target is None else (lambda drawn, kept: moments.n_eff() >= target)
-    result = run_chees(
+    moments = None
+    if plan.moment_groups is not None:
+        moments = StreamingMoments(
+            pot.dim, method.chains, groups=plan.moment_groups, device=ctx.runtime.device
+        )
+    result = run_method(
+        method,
         pot,
         seed=ctx.seed,
-        warmup=method.warmup,
-        draws=method.draws,
-        chains=method.chains,
-        target_accept=method.target_accept,
-        step_size=method.step_size,
         init=init,
         progress=ctx.progress,
-        threads=None,
-        keep=method.keep_draws,
-        on_draw=moments.update,
-        until=until,
-        max_draws=None if until is None else method.draws_cap(),
-        max_leapfrog=method.max_leapfrog,
+        threads=None if plan.cell_threads else 1,
+        keep=plan.held,
         checkpoint=current_checkpoint_channel(),  # a resumable cell (zoo.inference.checkpoint)
-        carry={"moments": moments},
+        **_watch(method, pot, hooks, moments),
     )
-    summary = moments.summary() if moments.n >= 2 else None
-    adapted = result.adapted
-    stats.update(
-        n_divergent=result.divergences,
-        draws_per_chain=result.drawn,
-        kept_per_chain=result.kept,
-        warmup_seconds=result.warmup_seconds,
-        step_size=float(adapted.step_size[0]),
-        trajectory_length=float(adapted.trajectory_length),
-        n_steps_mean=float(result.n_steps_mean),
-        n_eff=None if summary is None else float(summary.n_eff),  # NaN: a coordinate never moved
-        # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
-        max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
-        **mass_ratio(
-            adapted.inverse_mass_matrix, None if summary is None else np.diag(summary.cov)
-        ),
-    )
-    stats["trajectory_at_cap"] = trajectory_at_cap(method, stats)  # a gold gate
+    summary = None if moments is None or moments.n < 2 else moments.summary()
+    stats.update(_sampler_stats(method, pot, result, moments, summary))
     posterior = SampledPosterior(
         result.draws,
         ctx.runtime.device,
         moments=summary,
-        site_slices=dict(pot.site_slices),
+        site_slices=None if moments is None else dict(pot.site_slices),
         # the init_fits blocks; with init_from: prior every chain starts at its own prior
         # draw, but not from a fit: one superchain (the spec refuses init_fits > 1 there)
-        superchain_ids=superchains(method.chains, method.init_fits) if init is not None else None,
+        superchain_ids=superchains(method.chains, plan.fits) if init is not None else None,
     )
     return Fit(
         posterior,
@@ -426,6 +229,150 @@ def fit_chees(
         sample_stats=result.sample_stats,
         init=init_fit,
     )
+
+
+def _watch(
+    method: Any, pot: FlatPotential, hooks: Hooks, moments: StreamingMoments | None
+) -> dict[str, Any]:
+    """The loop's ``on_draw``, ``carry`` and stopping rule: the streamed moments (saved with
+    the loop's state), then the method's own rule or a study's."""
+    out: dict[str, Any] = {}
+    if moments is not None:
+        out.update(on_draw=moments.update, carry={"moments": moments})
+    if method.stopping_rule is None:
+        return {**out, **_stopping(pot, hooks)}
+    target = getattr(method, method.stopping_rule)  # the field the section names
+    if target is None or moments is None:
+        return out
+    return {
+        **out,
+        "until": lambda drawn, kept: moments.n_eff() >= target,
+        "max_draws": method.draws_cap(),
+    }
+
+
+def _sampler_stats(
+    method: Any,
+    pot: FlatPotential,
+    result: MCMCResult,
+    moments: StreamingMoments | None,
+    summary: Moments | None,
+) -> dict[str, Any]:
+    """What the fit records of a run, for every sampler: ``n_divergent`` (over all
+    post-warm-up transitions), ``draws_per_chain`` (drawn: more than ``draws`` under a
+    stopping rule), ``warmup_seconds``, the facts of :func:`trajectory_facts`
+    (``trajectory_cap``, ``saturated_frac``, ``trajectory_at_cap``) and :func:`mass_ratio`'s
+    (against the streamed moments' variance, else the held draws'); with streamed moments
+    also ``kept_per_chain`` (held: between ``held / 2`` and ``held`` once the stream
+    outgrew them), ``step_size``, ``trajectory_length``, ``n_steps_mean`` (leapfrog steps
+    per draw), ``n_eff`` (median between-chain ESS of the streamed moments) and
+    ``max_r_hat_stream`` (Gelman-Rubin of all streamed draws, no splitting)."""
+    stats: dict[str, Any] = {
+        "n_divergent": int(result.n_divergent),
+        "draws_per_chain": result.drawn,
+        "warmup_seconds": result.warmup_seconds,
+        **trajectory_facts(result),  # gold gates (reports.grade)
+    }
+    adapted = result.adapted
+    if moments is None:
+        flat = pot.ravel(result.draws).detach()  # (C, S, D), unconstrained as the mass is
+        variance = flat.reshape(-1, flat.shape[-1]).double().var(0).cpu().numpy()
+        return {**stats, **mass_ratio(adapted.inverse_mass_matrix, variance)}
+    stats.update(
+        kept_per_chain=result.kept,
+        step_size=float(adapted.step_size[0]),
+        trajectory_length=float(adapted.trajectory_length),
+        n_steps_mean=float(result.n_steps_mean),
+        n_eff=None if summary is None else float(summary.n_eff),  # NaN: a coordinate never moved
+        # Gelman-Rubin of every streamed draw (not only the kept ones the ArviZ file holds)
+        max_r_hat_stream=_max_finite(None if summary is None else summary.rhat()),
+        **mass_ratio(
+            adapted.inverse_mass_matrix, None if summary is None else np.diag(summary.cov)
+        ),
+    )
+    return stats
+
+
+def _start(
+    method: Any, plan: ChainPlan, ctx: FitContext, stats: dict[str, Any]
+) -> tuple[Fit | None, dict[str, torch.Tensor] | None]:
+    """The starting fit and the chains' starts: one draw each of the ``init_from``
+    posterior (stream :attr:`~zoo.seeds.Stream.INIT_DRAWS`, ``spread: posterior``), its
+    median for all (``mode``), or None (each chain its own prior draw). With ``plan.fits``
+    K > 1 the chains are split into K contiguous blocks
+    (:func:`~zoo.inference.mcmc.streaming.group_sizes`), block k started from the fit with
+    seed ``seed + k *`` :data:`zoo.seeds.INIT_FIT_STRIDE`; the first fit (the cell's seed) is
+    the one returned (the agreement with the sampler is measured against it)."""
+    if method.init_from == "prior":
+        return None, None
+    sizes = group_sizes(method.chains, plan.fits)
+    # Pyro's guides read their parameters from the global param store by name, so a fit's
+    # posterior shows the values of the LAST fit of the same method: the starts are drawn
+    # right after each fit, and the cell's own fit (k = 0, returned) comes last
+    fits: dict[int, Fit] = {}
+    starts: dict[int, dict[str, torch.Tensor]] = {}
+    for k in [*range(1, len(sizes)), 0]:
+        label = f"{method.init_from} (init{'' if len(sizes) == 1 else f' {k + 1}'})"
+        f = fits[k] = ctx.refit(method.init_from, label, ctx.seed + k * INIT_FIT_STRIDE)
+        post = f.posterior
+        if plan.spread == "mode":  # the median: shared by all chains with one fit
+            med = post.median()
+            starts[k] = (
+                med
+                if len(sizes) == 1
+                else {s: v.expand(sizes[k], *v.shape) for s, v in med.items()}
+            )
+        else:
+            starts[k] = post.sample(sizes[k], seed_for(ctx.seed, Stream.INIT_DRAWS))
+    stats["init_seconds"] = sum(f.seconds for f in fits.values())
+    if len(sizes) == 1:
+        start = starts[0]
+    else:
+        stats["init_fits"] = len(sizes)
+        start = {s: torch.cat([starts[k][s] for k in range(len(sizes))]) for s in starts[0]}
+    return fits[0], {s: v.detach() for s, v in start.items()}
+
+
+def trajectory_at_cap(steps: np.ndarray | None, cap: int | None) -> float | None:
+    r"""The fraction of chains whose adapted mean trajectory sits at its cap: ChEES's
+    :math:`T/\epsilon` (one value for all chains: 1.0 or 0.0) against ``max_leapfrog``,
+    MAMS's :math:`L/\epsilon` per chain against ``max_steps``; None where the sampler adapts
+    no trajectory length (NUTS, HMC, MCLMC).
+
+    The per-transition count (:func:`trajectory_facts`' ``saturated_frac``) cannot see a
+    clipped adaptation: ChEES's jitter draws each transition's length uniformly below the
+    adapted :math:`T`, so only about one transition in ``max_leapfrog`` reaches the cap even
+    when the adaptation wanted a longer :math:`T` and was clipped to :math:`L_{\max}\epsilon`
+    (:mod:`zoo.inference.mcmc.chees_adaptation`); MAMS draws each length uniformly below
+    about twice :math:`L/\epsilon`. Measured on Trippe & Turner's UCI networks
+    (docs/results.md): ChEES's :math:`T` pinned at 64 and then at 256 steps while the chains
+    failed. The comparison allows a relative rounding of 1e-9 (a :math:`T` clipped to
+    :math:`L_{\max}\epsilon` reads back as :math:`L_{\max}` only up to rounding).
+    """
+    if cap is None or steps is None:
+        return None
+    return float(np.mean(np.asarray(steps, dtype=float) >= cap * (1 - 1e-9)))
+
+
+def trajectory_facts(result: MCMCResult) -> dict[str, float | int | None]:
+    """What a report needs of a run's trajectories, for every sampler.
+
+    Returns
+    -------
+    dict
+        ``trajectory_cap`` (the kernel's cap on one trajectory in its own unit: NUTS's
+        ``max_tree_depth``, ChEES's ``max_leapfrog``, MAMS's ``max_steps``; None for HMC's
+        fixed steps and MCLMC's one step per draw), ``saturated_frac`` (the post-warm-up
+        transitions of all chains cut at the cap, over all drawn; NUTS: trees that reached
+        ``max_tree_depth`` instead of a U-turn) and ``trajectory_at_cap``
+        (:func:`trajectory_at_cap`).
+    """
+    cap, n = result.trajectory_cap, result.chains * result.drawn
+    return {
+        "trajectory_cap": cap,
+        "saturated_frac": None if cap is None or n <= 0 else result.saturated / n,
+        "trajectory_at_cap": trajectory_at_cap(result.adapted.steps(), cap),
+    }
 
 
 def mass_ratio(
@@ -476,13 +423,3 @@ def _max_finite(values: np.ndarray | None) -> float | None:
     if values is None or not np.isfinite(values).any():
         return None
     return float(values[np.isfinite(values)].max())
-
-
-#: The ``nuts`` method: NUTS with adapted step size and mass matrix.
-fit_nuts = sampler_fit(_nuts)
-#: The ``hmc`` method: a fixed number of leapfrog steps per draw, adapted step size.
-fit_hmc = sampler_fit(_hmc)
-#: The ``mclmc`` method: microcanonical Langevin Monte Carlo, BlackJAX's tuning.
-fit_mclmc = sampler_fit(_mclmc)
-#: The ``mams`` method: Metropolis-adjusted microcanonical HMC, BlackJAX's tuning.
-fit_mams = sampler_fit(_mams)

@@ -25,7 +25,8 @@ calls for (:data:`OUTPUTS`, keyed by posterior class):
   blocks, :attr:`~zoo.inference.SampledPosterior.superchain_ids`) also the nested R-hat of
   the weights and of the predictions (``rhat_nested``, ``rhat_nested_pred``; None with one
   superchain: it does not apply), the fractions of divergent and of saturated
-  transitions (with ChEES's ``trajectory_at_cap`` from its fit's stats): the gates of the
+  transitions (the saturated ones, ``trajectory_cap`` and ``trajectory_at_cap`` as every
+  sampler's fit measured them): the gates of the
   cell's ``reference_grade`` (:func:`grade_record`, applied by
   :func:`zoo.run.cell.run_cell` once the studies have added theirs).
 
@@ -413,7 +414,10 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
         superchains=len(set(post.superchain_ids or (0,))),
         rhat_nested=posterior_rhat_nested(dt, post.superchain_ids),
         divergent_frac=_fraction(fit.stats.get("n_divergent"), transitions),
-        saturated_frac=_saturated(ctx.cell.method, gates, stats),
+        # the sampler's own count over all drawn transitions (zoo.inference.sampling's
+        # trajectory_facts: NUTS at max_tree_depth, ChEES at max_leapfrog, MAMS at
+        # max_steps; None without a cap)
+        saturated_frac=fit.stats.get("saturated_frac"),
     )
     # do the chains agree on the predictions? (class probabilities; a regression's mean)
     outputs = chain_probs if ctx.ds.n_classes > 0 else chain_means
@@ -425,18 +429,6 @@ def _sampled(ctx: CellContext, fit: Fit, draws: Draws) -> Outputs:
 
 def _fraction(k: Any, n: int) -> float | None:
     return None if k is None or n <= 0 else float(k) / n
-
-
-def _saturated(method: Any, gates: Any, stats: Mapping[str, Any]) -> float | None:
-    """Fraction of the file's transitions whose trajectory hit its cap: NUTS at
-    ``max_tree_depth``, ChEES at ``max_leapfrog``; None for HMC (fixed steps)."""
-    if gates.n_max_tree_depth is not None:
-        return _fraction(gates.n_max_tree_depth, gates.n_transitions)
-    cap = getattr(method, "max_leapfrog", None)
-    if cap is None or "n_steps" not in stats:
-        return None
-    steps = np.asarray(stats["n_steps"])
-    return _fraction(int(np.count_nonzero(steps >= cap)), steps.size)
 
 
 def grade_record(metrics: Mapping[str, Any]) -> dict[str, str]:
@@ -454,7 +446,8 @@ HIDDEN_COLUMNS: frozenset[str] = frozenset(
     "n_train n_test final_loss best_step ess_bulk_q05 ess_bulk_q50 min_ess_tail mean_tree_steps "
     "step_size max_r_hat min_ess_bulk n_divergent n_max_tree_depth max_r_hat_pred "
     "median_r_hat_pred min_ess_bulk_pred median_ess_bulk_pred n_pred_constant superchains "
-    "rhat_nested rhat_nested_pred divergent_frac saturated_frac trajectory_at_cap".split()
+    "rhat_nested rhat_nested_pred divergent_frac saturated_frac trajectory_at_cap "
+    "trajectory_cap".split()
 )
 
 

@@ -121,7 +121,7 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     spec, spread, monkeypatch
 ):
     from zoo.inference.base import FitContext
-    from zoo.inference.sampling import _chees_start
+    from zoo.inference.sampling import _start
     from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
 
     method = spec.method("chees").model_copy(update={"init_fits": 2, "init_spread": spread})
@@ -136,7 +136,7 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
         return fits[-1]
 
     stats = {}
-    first, start = _chees_start(method, FitContext(spec.seed, rt, refit=refit), stats)
+    first, start = _start(method, method.plan(), FitContext(spec.seed, rt, refit=refit), stats)
     # the ensemble's other fit first, the cell's own last: Pyro's guides read the global
     # param store, so the returned fit must be the last one made
     assert seeds == [spec.seed + INIT_FIT_STRIDE, spec.seed] and first is fits[-1]
@@ -160,13 +160,13 @@ def test_chees_ensemble_of_starts_splits_the_chains_among_independent_fits(
     import zoo.inference.sampling as sampling
 
     seen = {}
-    real = sampling.run_chees
+    real = sampling.run_method
 
-    def spy(pot, **kw):
+    def spy(method, pot, **kw):
         seen.update(kw["init"])
-        return real(pot, **kw)
+        return real(method, pot, **kw)
 
-    monkeypatch.setattr(sampling, "run_chees", spy)
+    monkeypatch.setattr(sampling, "run_method", spy)
     res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
     assert res.posterior.chains == 4 and res.stats["init_fits"] == 2
     for site, v in start.items():
@@ -231,3 +231,50 @@ def test_guide_builds_declares_std_params_and_trains(spec, guide):
 
 def _guide_section(guide):
     return SVIMethod(name="x", kind="svi", guide=guide, steps=1).guide
+
+
+#: The trajectory facts every sampler's fit records (zoo.inference.sampling.trajectory_facts).
+FACTS = ("trajectory_cap", "saturated_frac", "trajectory_at_cap", "mass_ratio_q05")
+
+
+@pytest.mark.parametrize("kind", ["nuts", "hmc", "chees", "mclmc", "mams"])
+def test_every_sampler_records_the_facts_a_report_needs(spec, kind):
+    """Every sampler's fit has the trajectory facts, measured where its kernel has a cap
+    (NUTS's tree depth, ChEES's leapfrog steps, MAMS's integration steps) and None where
+    it has none; the saturated count agrees with the kept draws' own statistics."""
+    method = spec.method(kind)
+    model, data, rt = _setup(spec)
+    others = {m.name: m for m in spec.inference}
+    res = fit(method, model, data, seed=spec.seed, runtime=rt, others=others)
+    st, ss = res.stats, res.sample_stats
+    assert set(FACTS) <= set(st)
+    cap = {"nuts": "max_tree_depth", "chees": "max_leapfrog", "mams": "max_steps"}.get(kind)
+    if cap is None:  # HMC's fixed steps, MCLMC's one step per draw: nothing to cut
+        assert st["trajectory_cap"] is st["saturated_frac"] is st["trajectory_at_cap"] is None
+        return
+    assert st["trajectory_cap"] == getattr(method, cap)
+    assert 0.0 <= st["saturated_frac"] <= 1.0
+    if kind == "nuts":  # every draw kept: the count is the file's
+        assert st["saturated_frac"] == np.mean(ss["reached_max_treedepth"])
+        assert st["trajectory_at_cap"] is None  # no adapted length (saturation covers it)
+    if kind == "mams":  # every draw kept; two gradients per integration step
+        assert st["saturated_frac"] == np.mean(ss["n_steps"] >= 2 * method.max_steps)
+        assert st["trajectory_at_cap"] in (0.0, 0.5, 1.0)  # two chains
+    if kind == "chees":
+        assert st["trajectory_at_cap"] in (0.0, 1.0)
+
+
+@pytest.mark.parametrize("max_steps", [1, 1024])
+def test_mams_measures_its_saturation(spec, max_steps):
+    """MAMS's trajectories are cut at ``max_steps``: at a cap of one step every transition
+    is (and every chain's adapted L / epsilon is past it), at 1024 none of this short run's."""
+    method = spec.method("mams").model_copy(update={"max_steps": max_steps})
+    model, data, rt = _setup(spec)
+    res = fit(method, model, data, seed=spec.seed, runtime=rt)
+    st = res.stats
+    assert st["trajectory_cap"] == max_steps
+    if max_steps == 1:
+        assert st["saturated_frac"] == 1.0 and st["trajectory_at_cap"] == 1.0
+        assert np.all(res.sample_stats["n_steps"] == 2)
+    else:
+        assert st["saturated_frac"] == 0.0 and st["trajectory_at_cap"] == 0.0

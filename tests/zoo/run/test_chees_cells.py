@@ -181,19 +181,12 @@ def test_a_compiled_chees_cell_runs_and_times_its_compilation(tmp_path: Path) ->
 def test_trajectory_at_cap_reads_the_adapted_length_in_steps() -> None:
     """T / epsilon at the cap is 1.0 up to rounding (T is clipped to max_leapfrog *
     epsilon: 1.0020947312785187 / 0.003914432544056714 is 255.99999999999994 in a
-    measured Boston cell); below it 0.0; samplers without max_leapfrog record nothing."""
-    from types import SimpleNamespace
+    measured Boston cell); below it 0.0; MAMS's chains each their own L / epsilon (the
+    fraction at the cap); samplers without a cap or an adapted length record nothing."""
+    from zoo.inference.sampling import trajectory_at_cap
 
-    from zoo.inference.sampling import trajectory_at_cap as _trajectory_at_cap
-
-    chees = SimpleNamespace(max_leapfrog=256)
-    eps = 0.003914432544056714
-    assert (
-        _trajectory_at_cap(chees, {"trajectory_length": 1.0020947312785187, "step_size": eps})
-        == 1.0
-    )
-    assert _trajectory_at_cap(chees, {"trajectory_length": 0.5, "step_size": eps}) == 0.0
-    assert (
-        _trajectory_at_cap(SimpleNamespace(), {"trajectory_length": 1.0, "step_size": eps}) is None
-    )
-    assert _trajectory_at_cap(chees, {}) is None
+    steps = np.full(4, 1.0020947312785187 / 0.003914432544056714)
+    assert trajectory_at_cap(steps, 256) == 1.0
+    assert trajectory_at_cap(np.full(4, 0.5 / 0.003914432544056714), 256) == 0.0
+    assert trajectory_at_cap(np.array([3.0, 9.0, 12.0, 1.0]), 9) == 0.5
+    assert trajectory_at_cap(steps, None) is None and trajectory_at_cap(None, 256) is None

@@ -54,6 +54,10 @@ def test_cell_is_graded_and_recovers_the_posterior(cell) -> None:
     assert m["reference_grade"] == g.grade and m["grade_failed"] == ",".join(g.failed)
     assert m["reference_grade"] in ("gold", "silver"), (kind, m["grade_failed"])
     assert m["max_r_hat"] <= 1.05 and m["divergent_frac"] == 0.0
+    # MAMS's trajectories have a cap (max_steps), measured like any other sampler's; MCLMC
+    # takes one step a draw: nothing to cut
+    assert (m["saturated_frac"] is None) == (kind == "mclmc")
+    assert m["trajectory_cap"] == (None if kind == "mclmc" else 1024)
     dt = xr.open_datatree(io.BytesIO(out.artifacts[".nc"]), engine="h5netcdf").load()
     x = dt["constant_data"]["x"].values.astype(float)
     y = dt["observed_data"]["y"].values.astype(float)

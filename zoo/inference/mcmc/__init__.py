@@ -7,7 +7,7 @@ One concept per module, in floors; a module imports only from the floors below i
    :mod:`~.potential` (the model's flat batched log density, hand-written for MLPs),
    :mod:`~.functional` (the same for any network, through ``torch.func``), :mod:`~.gaussian` (a
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
-   result), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
+   result), :mod:`~.thinning` (the kept draws), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
    chain's effective sample size, weighted moments).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
    (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C
@@ -27,15 +27,18 @@ One concept per module, in floors; a module imports only from the floors below i
    kernel with the window adaptation), :mod:`~.chees_hmc`, :mod:`~.microcanonical` (MCLMC
    and MAMS); and the one-chain Pyro reference
    path :mod:`~.sequential`, which has its own loop per chain.
-6. **The table and entry points**, :mod:`~.samplers`: :data:`~.samplers.BATCHED`,
+6. **The spec's sections as programs**, :mod:`~.programs`: :data:`~.programs.BATCHED`,
+   :data:`~.programs.PROGRAMS` (where a sampler section's fields become its program, the
+   one place), :func:`~.programs.run_method`.
+7. **The keyword entry points** for code without a spec, :mod:`~.samplers`:
    :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`,
-   :func:`~.samplers.run_mclmc`, :func:`~.samplers.run_mams`.
-7. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
+   :func:`~.samplers.run_mclmc`, :func:`~.samplers.run_mams` (their defaults the schema's).
+8. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
    :func:`~.user.sample_chees` on any Pyro model (its potential:
    :mod:`~.pyro_potential`, floor 1), an ArviZ DataTree out (``docs/samplers.md``).
 
 A new batched kernel is one module in floor 2 (a ``transition(pot, metric, p, eps, rngs)``)
-plus one entry in :data:`~.samplers.BATCHED`; it runs with the window adaptation in the loop.
+plus one entry in :data:`~.programs.BATCHED`; it runs with the window adaptation in the loop.
 """
 
 from zoo.inference.mcmc.functional import ModulePotential, module_forward, potential_for

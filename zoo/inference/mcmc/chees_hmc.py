@@ -100,6 +100,11 @@ class ChEESProgram:
         self.adapt_mass_matrix, self.trajectory_length = adapt_mass_matrix, trajectory_length
         self.learning_rate, self.adam_restart = learning_rate, adam_restart
 
+    @property
+    def trajectory_cap(self) -> int:
+        """``max_leapfrog``: a transition of that many steps was cut by it."""
+        return self.max_leapfrog
+
     def starts(
         self, pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: int
     ) -> tuple[torch.Tensor, str]:
@@ -181,7 +186,7 @@ class ChEESProgram:
         eps, traj = self.ad.final(self.state)
         self.eps, self.traj = eps, traj  # the loop checks eps before the first draw
         minv = self.minv.to("cpu", torch.float64).numpy()
-        return Adapted(np.full(self.chains, eps), minv, traj)
+        return Adapted(np.full(self.chains, eps), minv, traj, np.full(self.chains, traj / eps))
 
     def draw(self, j: int) -> Step:
         if j == 0:
@@ -208,4 +213,6 @@ class ChEESProgram:
                 "acceptance_rate": st[2].copy(),
             }
 
-        return Step(self.z, n, info.diverging.sum(), stats)
+        return Step(
+            self.z, n, info.diverging.sum(), stats, self.chains if n >= self.max_leapfrog else 0
+        )

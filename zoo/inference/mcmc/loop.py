@@ -18,9 +18,11 @@ nothing of them). :func:`sample` owns what every sampler shares:
   ``kept`` the flat kept draws ``(C, k, D)`` as a NumPy view); sampling stops when it
   returns true or at ``max_draws``;
 - the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted`;
+- the loop's own state, one typed object (:class:`LoopState`: where the chains are, the
+  counters, the seconds);
 - with a :class:`~zoo.inference.checkpoint.CheckpointChannel`, the whole state (the
   program's attributes but its ``not_state``, those of the ``carry`` objects such as the
-  streamed moments, the kept draws and the counters) every ``every_s`` seconds, and the
+  streamed moments, the kept draws and the :class:`LoopState`) every ``every_s`` seconds, and the
   resume from a saved state of the same call (:func:`fingerprint`): the chains go on from
   the saved iteration, bitwise as if never stopped on the same machine and threads.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
@@ -50,11 +53,13 @@ from zoo.inference.checkpoint import (
 )
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import Adapted, MCMCResult, result
+from zoo.inference.mcmc.thinning import Thinned
 from zoo.inference.progress import progress_bar
 from zoo.runtime import Runtime
 
 __all__ = [
     "EXTEND_EVERY",
+    "LoopState",
     "Program",
     "Step",
     "Thinned",
@@ -87,6 +92,9 @@ class Step(NamedTuple):
     """Divergent chains: an int or a 0-d tensor (summed on the device, read once)."""
     stats: Callable[[], dict[str, np.ndarray]]
     """The per-chain statistics of the transition, ``(C,)`` each, built only when kept."""
+    at_cap: Any = 0
+    """Chains whose trajectory was cut at the program's ``trajectory_cap`` (an int or a 0-d
+    tensor, summed on the device); 0 where the kernel has no cap."""
 
 
 class Program(Protocol):
@@ -94,6 +102,10 @@ class Program(Protocol):
 
     label: str
     """The bar's and the messages' name (``"nuts"``, ``"chees"``, ...)."""
+
+    trajectory_cap: int | None
+    """The cap on one trajectory in the kernel's own unit (NUTS's tree depth, ChEES's
+    leapfrog steps, MAMS's integration steps), which :attr:`Step.at_cap` counts; None: none."""
 
     def starts(
         self, pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: int
@@ -116,53 +128,6 @@ class Program(Protocol):
     # attributes that are not state (the potential, functions, data made from arguments);
     # every other attribute is saved and restored as it is, and then its ``restored()``,
     # where it has one, rebuilds what it derives from them.
-
-
-class Thinned:
-    """At most ``capacity`` draws of a stream, evenly thinned over all of it.
-
-    Draw ``j`` (from 0) is kept when ``j`` is a multiple of the stride ``k`` (initially
-    ``ceil(expected / capacity)``). When a draw is due and the buffer is full, ``k`` doubles
-    and every other kept draw is dropped, so the kept draws are always draws ``0, k, 2k,
-    ...``: between half of ``capacity`` and ``capacity`` of them once the buffer has filled.
-    Buffers live on the CPU.
-    """
-
-    def __init__(
-        self, chains: int, dim: int, capacity: int, expected: int, dtype: torch.dtype
-    ) -> None:
-        self.z = torch.empty(chains, capacity, dim, dtype=dtype, device="cpu")
-        self.stats: list[dict[str, np.ndarray]] = []
-        self.index: list[int] = []
-        self.stride = max(1, math.ceil(expected / capacity))
-
-    def due(self, j: int) -> bool:
-        """Whether draw ``j`` is to be kept (making room first when the buffer is full)."""
-        if j % self.stride:
-            return False
-        m = len(self.index)
-        if m == self.z.shape[1]:
-            self.stride *= 2
-            half = (m + 1) // 2
-            self.z[:, :half] = self.z[:, 0:m:2].clone()
-            self.index, self.stats = self.index[::2], self.stats[::2]
-        return j % self.stride == 0
-
-    def add(self, j: int, z: torch.Tensor, stats: dict[str, np.ndarray]) -> None:
-        """Keep draw ``j``: states ``(C, D)`` and per-chain statistics."""
-        self.z[:, len(self.index)] = z.to("cpu")
-        self.index.append(j)
-        self.stats.append(stats)
-
-    def kept(self) -> torch.Tensor:
-        """The kept states, ``(C, k, D)`` (a view)."""
-        return self.z[:, : len(self.index)]
-
-    def stacked(self) -> dict[str, np.ndarray]:
-        """The kept statistics, ``(C, k)`` each."""
-        if not self.stats:
-            return {}
-        return {k: np.stack([s[k] for s in self.stats], 1) for k in self.stats[0]}
 
 
 def chain_rngs(seed: int, chain: int) -> tuple[np.random.Generator, torch.Generator]:
@@ -260,11 +225,56 @@ def fingerprint(
     }
 
 
+@dataclass
+class LoopState:
+    """The loop's own state between two iterations: what a checkpoint saves of it, whole.
+
+    The program's state, the ``carry`` objects' and the kept draws (:class:`Thinned`) are
+    saved beside it; this is the rest, so that a resumed run goes on from
+    ``(warmup_next, draw_next)`` with the same counts and clocks.
+    """
+
+    warmup_next: int = 0
+    """The next warm-up iteration (``warmup`` once the warm-up is over)."""
+    draw_next: int = 0
+    """The next post-warm-up draw (0 in the warm-up)."""
+    warm_div: int = 0
+    """Divergent transitions in the warm-up, all chains."""
+    div_total: Any = 0
+    """Divergent transitions after the warm-up (an int, or a 0-d tensor summed on the device)."""
+    steps_total: float = 0.0
+    """Leapfrog steps per transition (mean over chains), summed over the draws."""
+    saturated: Any = 0
+    """Post-warm-up transitions whose trajectory was cut at the program's
+    ``trajectory_cap``, all chains (an int or a 0-d tensor)."""
+    drawn: int = 0
+    """Draws per chain so far."""
+    seconds: float = 0.0
+    """Seconds of sampling of the runs this one resumes."""
+    t_warm: float = 0.0
+    """Seconds of the warm-up (set when it ends)."""
+
+    def tree(self) -> dict[str, Any]:
+        """Plain numbers for a checkpoint (device counts read once)."""
+        out = asdict(self)
+        out["div_total"], out["saturated"] = int(self.div_total), int(self.saturated)
+        return out
+
+    @classmethod
+    def of_tree(cls, tree: Mapping[str, Any]) -> LoopState:
+        """The state of a checkpoint's tree (one saved before the loop's state was one object
+        holds the counters under ``loop`` and the position beside them)."""
+        loop = dict(tree["loop"])
+        loop.setdefault("warmup_next", tree.get("warmup_next", 0))
+        loop.setdefault("draw_next", tree.get("draw_next", 0))
+        fields = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in loop.items() if k in fields})
+
+
 class _Saved(NamedTuple):
     """A state read back from a checkpoint."""
 
-    warmup_next: int
-    draw_next: int
+    loop: LoopState
     tree: dict[str, Any]
 
 
@@ -281,7 +291,12 @@ def _resume(ch: CheckpointChannel, fp: dict[str, Any], label: str) -> _Saved | N
     if tree.get("fingerprint") != fp:
         ch.say(f"{label}: the checkpoint is of another sampler setting; starting over")
         return None
-    return _Saved(int(tree["warmup_next"]), int(tree["draw_next"]), tree)
+    try:
+        loop = LoopState.of_tree(tree)
+    except (KeyError, TypeError, ValueError) as e:
+        ch.say(f"{label}: the checkpoint cannot be read ({type(e).__name__}); starting over")
+        return None
+    return _Saved(loop, tree)
 
 
 def sample(
@@ -341,11 +356,9 @@ def sample(
             f"{label}: with a stopping rule max_draws must be >= draws ({draws}), got {max_draws}"
         )
     cap = draws if until is None else int(max_draws)
-    dtype = pot.x.dtype
-    buf = Thinned(chains, pot.dim, cap if keep is None else min(keep, cap), draws, dtype)
+    buf = Thinned(chains, pot.dim, cap if keep is None else min(keep, cap), draws, pot.x.dtype)
     t0 = time.perf_counter()
-    warm_div, div_total, steps_total, drawn = 0, 0, 0.0, 0
-    before, t_warm = 0.0, 0.0  # seconds of the runs this one resumes; of the warm-up
+    ls = LoopState()
     carry = dict(carry or {})
     fp = fingerprint(program, pot, chains, warmup, cap, buf.z.shape[1])
     bar = (
@@ -359,27 +372,9 @@ def sample(
     def save(warmup_next: int, draw_next: int) -> None:
         nonlocal last_save
         assert checkpoint is not None
-        not_state = getattr(program, "not_state", None)
-        if not_state is None:
-            raise TypeError(f"{label}: the program has no not_state; it cannot be saved")
-        tree = {
-            "fingerprint": fp,
-            "warmup_next": warmup_next,
-            "draw_next": draw_next,
-            "program": state_of(program, not_state),
-            "carry": {k: state_of(v) for k, v in carry.items()},
-            "loop": {
-                "warm_div": int(warm_div),
-                "div_total": int(div_total),
-                "steps_total": float(steps_total),
-                "drawn": drawn,
-                "seconds": before + time.perf_counter() - t0,
-                "t_warm": t_warm,
-            },
-            "kept": state_of(buf),
-            "adapted": encode(adapted),  # None in the warm-up
-        }
-        checkpoint.save(to_bytes(tree))
+        ls.warmup_next, ls.draw_next = warmup_next, draw_next
+        ls_now = LoopState(**{**ls.__dict__, "seconds": ls.seconds + time.perf_counter() - t0})
+        checkpoint.save(to_bytes(_tree(program, fp, ls_now, carry, buf, adapted)))
         last_save = time.perf_counter()
 
     def due() -> bool:
@@ -392,29 +387,14 @@ def sample(
             check_start(pot, z, u, g, "a prior draw (init=None)" if init is None else "init")
             program.start(z, u, g)
             saved = None if checkpoint is None else _resume(checkpoint, fp, label)
-            t_first, j_first = 0, 0
             if checkpoint is not None and saved is not None:
-                tree = saved.tree
-                restore_attributes(program, tree["program"])
-                if hasattr(program, "restored"):
-                    program.restored()
-                for k, obj in carry.items():
-                    restore_attributes(obj, tree["carry"][k])
-                restore_attributes(buf, tree["kept"])
-                lp = tree["loop"]
-                warm_div, div_total = int(lp["warm_div"]), int(lp["div_total"])
-                steps_total, drawn = float(lp["steps_total"]), int(lp["drawn"])
-                before, t_warm = float(lp["seconds"]), float(lp["t_warm"])
-                t_first, j_first = saved.warmup_next, saved.draw_next
-                checkpoint.say(
-                    f"{label}: resumed from the checkpoint at warm-up {t_first} of {warmup}, "
-                    f"draw {j_first} ({before:.0f} s of sampling kept)"
-                )
+                ls = _restore(program, carry, buf, saved, checkpoint, label, warmup)
                 if bar is not None:
-                    bar.update(t_first + j_first)
+                    bar.update(ls.warmup_next + ls.draw_next)
+            t_first, j_first = ls.warmup_next, ls.draw_next
             for t in range(t_first, warmup):
                 st = program.warmup(t)
-                warm_div += int(st.divergences)
+                ls.warm_div += int(st.divergences)
                 if bar is not None:
                     bar.update(1)
                 if due():
@@ -425,24 +405,29 @@ def sample(
             else:  # the warm-up ended before the save: its end is not run twice
                 adapted = decode(was)
             if j_first == 0:
-                t_warm = before + time.perf_counter() - t0
+                ls.t_warm = ls.seconds + time.perf_counter() - t0
             check_step_sizes(label, adapted.step_size, target_accept, warmup)
             for j in range(j_first, cap):
                 st = program.draw(j)
                 if on_draw is not None:
                     on_draw(st.z)
-                div_total = div_total + st.divergences
-                steps_total += st.n_steps
+                ls.div_total = ls.div_total + st.divergences
+                ls.saturated = ls.saturated + st.at_cap
+                ls.steps_total += st.n_steps
                 if buf.due(j):
                     buf.add(j, st.z, st.stats())
                 if bar is not None:
                     bar.update(1)
-                drawn = j + 1
-                if until is not None and drawn >= draws and (drawn - draws) % EXTEND_EVERY == 0:
-                    if drawn == cap or until(drawn, buf.kept().numpy()):
+                ls.drawn = j + 1
+                if (
+                    until is not None
+                    and ls.drawn >= draws
+                    and (ls.drawn - draws) % EXTEND_EVERY == 0
+                ):
+                    if ls.drawn == cap or until(ls.drawn, buf.kept().numpy()):
                         break
-                if due() and drawn < cap:
-                    save(warmup, drawn)
+                if due() and ls.drawn < cap:
+                    save(warmup, ls.drawn)
     finally:
         if bar is not None:
             bar.close()
@@ -451,14 +436,65 @@ def sample(
         pot,
         flat,
         buf.stacked(),
-        before + time.perf_counter() - t0,
-        t_warm,
+        ls.seconds + time.perf_counter() - t0,
+        ls.t_warm,
         adapted=adapted,
-        drawn=drawn,
+        drawn=ls.drawn,
         kept_index=tuple(buf.index),
         thin=buf.stride,
-        divergences=int(div_total),
-        warmup_divergences=warm_div,
-        n_steps_mean=steps_total / drawn,
+        divergences=int(ls.div_total),
+        warmup_divergences=ls.warm_div,
+        n_steps_mean=ls.steps_total / ls.drawn,
         init=how,
+        trajectory_cap=program.trajectory_cap,
+        saturated=int(ls.saturated),
     )
+
+
+def _tree(
+    program: Program,
+    fp: dict[str, Any],
+    ls: LoopState,
+    carry: Mapping[str, Any],
+    buf: Thinned,
+    adapted: Adapted | None,
+) -> dict[str, Any]:
+    """The whole state a checkpoint saves: the loop's, the program's but its ``not_state``,
+    the ``carry`` objects', the kept draws and (after the warm-up) what was adapted."""
+    not_state = getattr(program, "not_state", None)
+    if not_state is None:
+        raise TypeError(f"{program.label}: the program has no not_state; it cannot be saved")
+    return {
+        "fingerprint": fp,
+        "loop": ls.tree(),
+        "program": state_of(program, not_state),
+        "carry": {k: state_of(v) for k, v in carry.items()},
+        "kept": state_of(buf),
+        "adapted": encode(adapted),  # None in the warm-up
+    }
+
+
+def _restore(
+    program: Program,
+    carry: Mapping[str, Any],
+    buf: Thinned,
+    saved: _Saved,
+    checkpoint: CheckpointChannel,
+    label: str,
+    warmup: int,
+) -> LoopState:
+    """Set the program, the ``carry`` objects and the kept draws from a saved state; its
+    :class:`LoopState`."""
+    tree = saved.tree
+    restore_attributes(program, tree["program"])
+    if hasattr(program, "restored"):
+        program.restored()
+    for k, obj in carry.items():
+        restore_attributes(obj, tree["carry"][k])
+    restore_attributes(buf, tree["kept"])
+    ls = saved.loop
+    checkpoint.say(
+        f"{label}: resumed from the checkpoint at warm-up {ls.warmup_next} of {warmup}, "
+        f"draw {ls.draw_next} ({ls.seconds:.0f} s of sampling kept)"
+    )
+    return ls

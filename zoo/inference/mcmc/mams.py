@@ -49,10 +49,7 @@ from zoo.inference.mcmc.mclmc import (
     unit_vectors,
 )
 
-__all__ = ["MAX_STEPS", "MAMSInfo", "mams_transition", "steps_mean_rescale"]
-
-#: The zoo's cap on the integration steps of one trajectory.
-MAX_STEPS = 1024
+__all__ = ["MAMSInfo", "mams_transition", "steps_mean_rescale"]
 
 
 class MAMSInfo(NamedTuple):

@@ -41,15 +41,12 @@ from zoo.inference.mcmc.ess import ess_per_chain
 
 __all__ = [
     "INITIAL_STEP",
-    "MAMS_TARGET_ACCEPT",
     "clamped_dual_average",
     "length_from_ess",
     "mams_windows",
     "moments_rescale",
 ]
 
-#: The paper's target acceptance rate for MAMS.
-MAMS_TARGET_ACCEPT = 0.9
 #: BlackJAX's ``tuning_factor``, ``Lratio_upperbound``, ``_AVG_FLOOR`` and ``l_factor``.
 TUNING_FACTOR, L_RATIO_MAX, AVG_FLOOR, L_FACTOR = 1.3, 2.0, 1.1, 0.5
 #: BlackJAX's initial :math:`\epsilon = 0.2\sqrt d` (with :math:`L = \sqrt d`).

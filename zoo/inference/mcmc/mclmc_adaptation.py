@@ -54,7 +54,6 @@ import torch
 from zoo.inference.mcmc.ess import ess_per_chain
 
 __all__ = [
-    "DESIRED_ENERGY_VAR",
     "L_FACTOR",
     "Predictor",
     "length_from_ess",
@@ -63,8 +62,6 @@ __all__ = [
     "predictor_update",
 ]
 
-#: BlackJAX's ``desired_energy_var``: the target energy error variance per dimension.
-DESIRED_ENERGY_VAR = 5e-4
 #: BlackJAX's ``trust_in_estimate``, ``num_effective_samples`` and ``l_factor``.
 TRUST_IN_ESTIMATE, NUM_EFFECTIVE_SAMPLES, L_FACTOR = 1.5, 150, 0.4
 
@@ -101,7 +98,7 @@ def predictor_update(
     energy_change: torch.Tensor,
     ok: torch.Tensor,
     dim: int,
-    desired_energy_var: float = DESIRED_ENERGY_VAR,
+    desired_energy_var: float,
 ) -> tuple[Predictor, torch.Tensor]:
     """BlackJAX's predictor after one step (module docstring, 1): the new state and step
     sizes ``(C,)`` from the step's energy change (0 where the step was undone, ``ok`` false:

@@ -26,7 +26,7 @@ import torch
 from zoo.inference.mcmc.dual_averaging import dual_averaging
 from zoo.inference.mcmc.ess import moment_variances
 from zoo.inference.mcmc.loop import Step, given_starts
-from zoo.inference.mcmc.mams import MAX_STEPS, MAMSInfo, mams_transition, steps_mean_rescale
+from zoo.inference.mcmc.mams import MAMSInfo, mams_transition, steps_mean_rescale
 from zoo.inference.mcmc.mams_adaptation import (
     INITIAL_STEP,
     clamped_dual_average,
@@ -41,7 +41,6 @@ from zoo.inference.mcmc.mclmc import (
     unit_vectors,
 )
 from zoo.inference.mcmc.mclmc_adaptation import (
-    DESIRED_ENERGY_VAR,
     length_from_ess,
     mclmc_windows,
     predictor_init,
@@ -81,6 +80,8 @@ class MCLMCProgram:
     """
 
     label = "mclmc"
+    #: One integration step per draw: no trajectory to cap.
+    trajectory_cap = None
     #: Not saved by a checkpoint: the potential and the schedule made from ``warmup``.
     not_state = ("pot", "windows")
 
@@ -91,7 +92,7 @@ class MCLMCProgram:
         warmup: int,
         step_size: float | None,
         adapt_mass_matrix: bool,
-        desired_energy_var: float = DESIRED_ENERGY_VAR,
+        desired_energy_var: float,
     ) -> None:
         if step_size is not None and not (math.isfinite(step_size) and step_size > 0):
             raise ValueError(f"mclmc: step_size must be a positive number, got {step_size}")
@@ -240,7 +241,7 @@ class MAMSProgram:
         target_accept: float,
         step_size: float | None,
         adapt_mass_matrix: bool,
-        max_steps: int = MAX_STEPS,
+        max_steps: int,
     ) -> None:
         if step_size is not None and not (math.isfinite(step_size) and step_size > 0):
             raise ValueError(f"mams: step_size must be a positive number, got {step_size}")
@@ -343,7 +344,13 @@ class MAMSProgram:
             self.eps = torch.exp(self.da.final(self.da_state))
         self.eps_host = self.eps.numpy().copy()
         self.length_host = self.length.numpy().copy()
-        return Adapted(self.eps_host, self.minv.to("cpu", torch.float64).numpy())
+        minv = self.minv.to("cpu", torch.float64).numpy()
+        return Adapted(self.eps_host, minv, None, self.length_host / self.eps_host)
+
+    @property
+    def trajectory_cap(self) -> int:
+        """``max_steps``: a trajectory of that many steps was cut by it."""
+        return self.max_steps
 
     def draw(self, j: int) -> Step:
         n, info = self._transition()
@@ -363,4 +370,7 @@ class MAMSProgram:
                 "trajectory_length": self.length_host,
             }
 
-        return Step(self.state.z, float(GRADS_PER_STEP * n.mean()), info.diverging.sum(), stats)
+        at_cap = int(np.count_nonzero(n >= self.max_steps))
+        return Step(
+            self.state.z, float(GRADS_PER_STEP * n.mean()), info.diverging.sum(), stats, at_cap
+        )

@@ -22,6 +22,18 @@ class Adapted(NamedTuple):
     does not report it (the one-chain path's dense and block matrices)."""
     trajectory_length: float | None = None
     """ChEES's adapted trajectory length :math:`T`; None for the other samplers."""
+    trajectory_steps: np.ndarray | None = None
+    r"""(C,) the adapted mean trajectory in the kernel's own steps, what its cap bounds:
+    ChEES's :math:`T/\epsilon` (one value, repeated), MAMS's :math:`L/\epsilon` per chain;
+    None where no trajectory length is adapted (NUTS, HMC, MCLMC)."""
+
+    def steps(self) -> np.ndarray | None:
+        r""":attr:`trajectory_steps`, or ChEES's :math:`T/\epsilon` from a checkpoint saved
+        before the field was (only :math:`T` and :math:`\epsilon` there)."""
+        if self.trajectory_steps is not None or self.trajectory_length is None:
+            return self.trajectory_steps
+        eps = float(self.step_size[0])
+        return np.full(len(self.step_size), float(self.trajectory_length) / eps)
 
 
 @dataclass(frozen=True)
@@ -60,6 +72,12 @@ class MCMCResult:
         Leapfrog steps per transition after warm-up, over all drawn.
     init : str
         How the chains started: ``"prior"``, ``"shared"`` or ``"per chain"``.
+    trajectory_cap : int, optional
+        The cap on one trajectory, in the kernel's own unit: NUTS's ``max_tree_depth``,
+        ChEES's ``max_leapfrog`` steps, MAMS's ``max_steps``; None where a trajectory has no
+        cap it could want past (HMC's fixed steps, MCLMC's one step per draw).
+    saturated : int
+        Post-warm-up transitions of all chains (all drawn) cut at ``trajectory_cap``.
     """
 
     draws: dict[str, np.ndarray]
@@ -76,6 +94,13 @@ class MCMCResult:
     warmup_divergences: int = 0
     n_steps_mean: float = math.nan
     init: str = "prior"
+    trajectory_cap: int | None = None
+    saturated: int = 0
+
+    @property
+    def chains(self) -> int:
+        """Number of chains."""
+        return int(self.flat.shape[0])
 
     @property
     def kept(self) -> int:

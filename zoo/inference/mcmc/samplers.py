@@ -14,64 +14,59 @@ and adjusted MCLMC (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, :fu
 matrix). That path stays separate on purpose: for a diagonal mass matrix its numbers differ
 from a batch of one chain by the rounding of ``value_and_grad`` against its batched version.
 Why the transitions are ported rather than Pyro's ``NUTS`` subclassed: ``docs/notes/samplers.md``.
+
+A spec's sampler section is its settings (:mod:`~zoo.inference.mcmc.programs`:
+:func:`program_for` and :func:`run_method`, re-exported here). The keyword functions here
+(``run_nuts`` ...) serve code without a spec (tests, benchmarks, the ground-truth
+simulation); a setting they leave out takes the schema's default, so every default lives in
+the schema.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import torch
 
 from zoo.inference.checkpoint import CheckpointChannel
-from zoo.inference.mcmc.batched import hmc_step_batch, nuts_step_batch
 from zoo.inference.mcmc.chees_adaptation import ADAM_RESTART, LEARNING_RATE
-from zoo.inference.mcmc.chees_hmc import ChEESProgram
-from zoo.inference.mcmc.kernel import hmc_step, nuts_step
 from zoo.inference.mcmc.loop import Until, sample
-from zoo.inference.mcmc.mams import MAX_STEPS
-from zoo.inference.mcmc.mams_adaptation import MAMS_TARGET_ACCEPT
-from zoo.inference.mcmc.mclmc_adaptation import DESIRED_ENERGY_VAR
-from zoo.inference.mcmc.microcanonical import MAMSProgram, MCLMCProgram
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.programs import (
+    BATCHED,
+    PROGRAMS,
+    chees_program,
+    default_of,
+    program_for,
+    run_method,
+)
 from zoo.inference.mcmc.result import MCMCResult
-from zoo.inference.mcmc.sequential import run_sequential
-from zoo.inference.mcmc.windowed import Transition, WindowedProgram
+from zoo.inference.mcmc.windowed import WindowedProgram
+from zoo.spec.sections.samplers import ChEESMethod, MAMSMethod, MCLMCMethod
 
-__all__ = ["BATCHED", "run_batched", "run_chees", "run_hmc", "run_mams", "run_mclmc", "run_nuts"]
-
-
-def _nuts(max_tree_depth: int) -> Transition:
-    if max_tree_depth < 1:
-        raise ValueError(f"max_tree_depth={max_tree_depth} must be >= 1")
-
-    def transition(pot, metric, p, eps, rngs):
-        q, stats = nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
-        return q, _flag_max_depth(stats, max_tree_depth)
-
-    return transition
-
-
-def _flag_max_depth(stats: dict, max_tree_depth: int) -> dict:
-    """Add ``reached_max_treedepth`` (the name ArviZ 1.x's ``diagnose`` reads): the
-    transitions whose trajectory was cut by the cap, not ended by a U-turn."""
-    stats["reached_max_treedepth"] = np.asarray(stats["tree_depth"]) >= max_tree_depth
-    return stats
+__all__ = [
+    "BATCHED",
+    "PROGRAMS",
+    "default_of",
+    "program_for",
+    "run_batched",
+    "run_chees",
+    "run_hmc",
+    "run_mams",
+    "run_mclmc",
+    "run_method",
+    "run_nuts",
+]
 
 
-def _hmc(num_steps: int) -> Transition:
-    if num_steps < 1:
-        raise ValueError(f"num_steps={num_steps} must be >= 1")
+class _Settings:
+    """A sampler's settings given as keywords (code without a spec): the fields
+    :func:`program_for` reads."""
 
-    def transition(pot, metric, p, eps, rngs):
-        return hmc_step_batch(pot, metric, p, eps, num_steps, rngs)
-
-    return transition
-
-
-#: Batched kernels under the window adaptation: ``name -> factory(**options) -> transition``.
-BATCHED: dict[str, Callable[..., Transition]] = {"nuts": _nuts, "hmc": _hmc}
+    def __init__(self, kind: str, **fields: Any) -> None:
+        self.kind = kind
+        self.__dict__.update(fields)
 
 
 def run_batched(
@@ -100,9 +95,11 @@ def run_batched(
     a few chains); the stopping rule and the other arguments as in
     :func:`~zoo.inference.mcmc.loop.sample`.
     """
+    kernel = BATCHED[name](**options)
     program = WindowedProgram(
-        BATCHED[name](**options),
+        kernel.transition,
         name,
+        trajectory_cap=kernel.trajectory_cap,
         seed=seed,
         warmup=warmup,
         target_accept=target_accept,
@@ -125,35 +122,25 @@ def run_batched(
     )
 
 
-def _run(
-    name: str,
-    transition: Callable,
+def _per_chain(
+    kind: str,
     potential: FlatPotential,
+    settings: dict[str, Any],
     *,
-    vectorize_chains: bool,
     mass_matrix: str,
-    chains: int,
-    until: Until | None,
-    **kw,
+    vectorize_chains: bool,
+    seed: int,
+    **loop: Any,
 ) -> MCMCResult:
+    """NUTS or HMC of keyword ``settings`` through :func:`run_method`, after the checks of
+    the keywords a section's validation makes."""
     if vectorize_chains and mass_matrix != "diag":
         raise ValueError(
-            f"{name}: vectorize_chains=True supports only mass_matrix='diag', got "
+            f"{kind}: vectorize_chains=True supports only mass_matrix='diag', got "
             f"mass_matrix={mass_matrix!r}; use mass_matrix='diag' or vectorize_chains=False"
         )
-    if until is not None and not (vectorize_chains and chains > 1):
-        raise ValueError(
-            f"{name}: a stopping rule (until=) extends all chains together; it needs "
-            f"vectorize_chains=True and chains >= 2, got {vectorize_chains} and {chains}"
-        )
-    options = kw.pop("options")
-    if vectorize_chains and chains > 1:
-        return run_batched(name, potential, chains=chains, until=until, **kw, **options)
-    kw.pop("max_draws", None)
-    kw.pop("checkpoint", None)  # the one-chain Pyro path saves no state: it starts over
-    return run_sequential(
-        potential, transition(**options), name, chains=chains, mass_matrix=mass_matrix, **kw
-    )
+    method = _Settings(kind, mass_matrix=mass_matrix, vectorize_chains=vectorize_chains, **settings)
+    return run_method(method, potential, seed=seed, **loop)
 
 
 def run_nuts(
@@ -183,36 +170,27 @@ def run_nuts(
     one-chain Pyro reference path. ``until``/``max_draws``: the stopping rule of
     :func:`~zoo.inference.mcmc.loop.sample` (batched only).
     """
-
-    def transition(max_tree_depth):
-        def step(pot, metric, p, eps, rng):
-            q, stats = nuts_step(pot, metric, p, eps, max_tree_depth, rng)
-            return q, _flag_max_depth(stats, max_tree_depth)
-
-        return step
-
-    options = {"max_tree_depth": max_tree_depth}
-    _nuts(max_tree_depth)  # checks the option
-    return _run(
+    BATCHED["nuts"](max_tree_depth)  # checks the option
+    return _per_chain(
         "nuts",
-        transition,
         potential,
-        vectorize_chains=vectorize_chains,
+        dict(
+            warmup=warmup,
+            draws=draws,
+            chains=chains,
+            target_accept=target_accept,
+            step_size=step_size,
+            max_tree_depth=max_tree_depth,
+        ),
         mass_matrix=mass_matrix,
-        chains=chains,
-        until=until,
+        vectorize_chains=vectorize_chains,
         seed=seed,
-        warmup=warmup,
-        draws=draws,
-        target_accept=target_accept,
-        step_size=step_size,
-        adapt_mass_matrix=True,
         init=init,
         progress=progress,
         threads=threads,
         max_draws=max_draws,
+        until=until,
         checkpoint=checkpoint,
-        options=options,
     )
 
 
@@ -239,34 +217,28 @@ def run_hmc(
     """Sample ``potential`` with HMC: ``num_steps`` leapfrog steps per draw (hamiltorch's
     fixed number of steps), dual-averaging step size, the mass matrix when
     ``adapt_mass_matrix``. Other arguments as in :func:`run_nuts`; no ``tree_depth``."""
-
-    def transition(num_steps):
-        def step(pot, metric, p, eps, rng):
-            return hmc_step(pot, metric, p, eps, num_steps, rng)
-
-        return step
-
-    _hmc(num_steps)
-    return _run(
+    BATCHED["hmc"](num_steps)  # checks the option
+    return _per_chain(
         "hmc",
-        transition,
         potential,
-        vectorize_chains=vectorize_chains,
+        dict(
+            warmup=warmup,
+            draws=draws,
+            chains=chains,
+            target_accept=target_accept,
+            step_size=step_size,
+            num_steps=num_steps,
+            adapt_mass_matrix=adapt_mass_matrix,
+        ),
         mass_matrix=mass_matrix,
-        chains=chains,
-        until=until,
+        vectorize_chains=vectorize_chains,
         seed=seed,
-        warmup=warmup,
-        draws=draws,
-        target_accept=target_accept,
-        step_size=step_size,
-        adapt_mass_matrix=adapt_mass_matrix,
         init=init,
         progress=progress,
         threads=threads,
         max_draws=max_draws,
+        until=until,
         checkpoint=checkpoint,
-        options={"num_steps": num_steps},
     )
 
 
@@ -277,57 +249,42 @@ def run_chees(
     warmup: int,
     draws: int,
     chains: int,
-    target_accept: float,
-    max_leapfrog: int,
-    step_size: float | None,
-    init: Mapping[str, torch.Tensor] | None = None,
-    progress: bool = False,
-    threads: int | None = 1,
-    keep: int | None = None,
-    on_draw: Callable[[torch.Tensor], None] | None = None,
-    until: Until | None = None,
-    max_draws: int | None = None,
+    target_accept: float = default_of(ChEESMethod, "target_accept"),
+    max_leapfrog: int = default_of(ChEESMethod, "max_leapfrog"),
+    step_size: float | None = default_of(ChEESMethod, "step_size"),
     adapt_mass_matrix: bool = True,
     trajectory_length: float | None = None,
     learning_rate: float = LEARNING_RATE,
     adam_restart: int | None = ADAM_RESTART,
-    checkpoint: CheckpointChannel | None = None,
-    carry: Mapping[str, Any] | None = None,
+    **loop: Any,
 ) -> MCMCResult:
     """Sample ``potential`` with ChEES-HMC, all chains as one batch on its device
-    (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`, arguments as there and in
-    :func:`~zoo.inference.mcmc.loop.sample`). ``init``: constrained values per site, with
-    the site's shape (all chains start there) or a leading dimension of ``chains``; None:
-    each chain its own prior draw. ``checkpoint`` and ``carry``: saved and resumed state
-    (:mod:`zoo.inference.checkpoint`)."""
-    program = ChEESProgram(
-        seed=seed,
+    (:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`; the settings default as the
+    schema's ``chees``, ``loop`` as :func:`run_method`'s: ``init`` constrained values per
+    site, with the site's shape (all chains start there) or a leading dimension of
+    ``chains``, None each chain its own prior draw; ``keep``, ``on_draw``, ``until``,
+    ``max_draws``; ``checkpoint`` and ``carry``, saved and resumed state,
+    :mod:`zoo.inference.checkpoint`). ``adapt_mass_matrix``, ``trajectory_length``,
+    ``learning_rate`` and ``adam_restart`` (not settings of the spec) are for experiments
+    (:func:`~zoo.inference.mcmc.programs.chees_program`)."""
+    method = _Settings(
+        "chees",
         warmup=warmup,
+        draws=draws,
+        chains=chains,
         target_accept=target_accept,
         step_size=step_size,
         max_leapfrog=max_leapfrog,
+    )
+    program = chees_program(
+        method,
+        seed,
         adapt_mass_matrix=adapt_mass_matrix,
         trajectory_length=trajectory_length,
         learning_rate=learning_rate,
         adam_restart=adam_restart,
     )
-    return sample(
-        program,
-        potential,
-        warmup=warmup,
-        draws=draws,
-        chains=chains,
-        target_accept=target_accept,
-        init=init,
-        keep=keep,
-        on_draw=on_draw,
-        until=until,
-        max_draws=max_draws,
-        progress=progress,
-        threads=threads,
-        checkpoint=checkpoint,
-        carry=carry,
-    )
+    return run_method(method, potential, seed=seed, program=program, **loop)
 
 
 def run_mclmc(
@@ -337,46 +294,25 @@ def run_mclmc(
     warmup: int,
     draws: int,
     chains: int,
-    step_size: float | None,
-    init: Mapping[str, torch.Tensor] | None = None,
-    progress: bool = False,
-    threads: int | None = 1,
-    keep: int | None = None,
-    until: Until | None = None,
-    max_draws: int | None = None,
-    adapt_mass_matrix: bool = True,
-    desired_energy_var: float = DESIRED_ENERGY_VAR,
-    target_accept: float = 0.5,
-    vectorize_chains: bool = True,
-    checkpoint: CheckpointChannel | None = None,
+    step_size: float | None = default_of(MCLMCMethod, "step_size"),
+    adapt_mass_matrix: bool = default_of(MCLMCMethod, "adapt_mass_matrix"),
+    desired_energy_var: float = default_of(MCLMCMethod, "desired_energy_var"),
+    **loop: Any,
 ) -> MCMCResult:
     """Sample ``potential`` with MCLMC, all chains as one batch, each tuned on its own
-    (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`, arguments as there and in
-    :func:`~zoo.inference.mcmc.loop.sample`). MCLMC has no Metropolis test:
-    ``target_accept`` is only the loop's argument check; ``vectorize_chains`` is accepted for
-    the sampler methods' common call and always true."""
-    program = MCLMCProgram(
-        seed=seed,
-        warmup=warmup,
-        step_size=step_size,
-        adapt_mass_matrix=adapt_mass_matrix,
-        desired_energy_var=desired_energy_var,
-    )
-    return sample(
-        program,
-        potential,
+    (:class:`~zoo.inference.mcmc.microcanonical.MCLMCProgram`; the settings default as the
+    schema's ``mclmc``, ``loop`` as :func:`run_method`'s)."""
+    method = _Settings(
+        "mclmc",
         warmup=warmup,
         draws=draws,
         chains=chains,
-        target_accept=target_accept,
-        init=init,
-        keep=keep,
-        until=until,
-        max_draws=max_draws,
-        progress=progress,
-        threads=threads,
-        checkpoint=checkpoint,
+        step_size=step_size,
+        adapt_mass_matrix=adapt_mass_matrix,
+        desired_energy_var=desired_energy_var,
+        target_accept=MCLMCMethod.target_accept,  # no Metropolis test: the loop's check only
     )
+    return run_method(method, potential, seed=seed, **loop)
 
 
 def run_mams(
@@ -386,42 +322,23 @@ def run_mams(
     warmup: int,
     draws: int,
     chains: int,
-    step_size: float | None,
-    target_accept: float = MAMS_TARGET_ACCEPT,
-    init: Mapping[str, torch.Tensor] | None = None,
-    progress: bool = False,
-    threads: int | None = 1,
-    keep: int | None = None,
-    until: Until | None = None,
-    max_draws: int | None = None,
-    adapt_mass_matrix: bool = True,
-    max_steps: int = MAX_STEPS,
-    vectorize_chains: bool = True,
-    checkpoint: CheckpointChannel | None = None,
+    step_size: float | None = default_of(MAMSMethod, "step_size"),
+    target_accept: float = default_of(MAMSMethod, "target_accept"),
+    adapt_mass_matrix: bool = default_of(MAMSMethod, "adapt_mass_matrix"),
+    max_steps: int = default_of(MAMSMethod, "max_steps"),
+    **loop: Any,
 ) -> MCMCResult:
     """Sample ``potential`` with adjusted MCLMC (MAMS), all chains as one batch, each tuned
-    on its own (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`, arguments as there and in
-    :func:`~zoo.inference.mcmc.loop.sample`); ``vectorize_chains`` as in :func:`run_mclmc`."""
-    program = MAMSProgram(
-        seed=seed,
-        warmup=warmup,
-        target_accept=target_accept,
-        step_size=step_size,
-        adapt_mass_matrix=adapt_mass_matrix,
-        max_steps=max_steps,
-    )
-    return sample(
-        program,
-        potential,
+    on its own (:class:`~zoo.inference.mcmc.microcanonical.MAMSProgram`; the settings
+    default as the schema's ``mams``, ``loop`` as :func:`run_method`'s)."""
+    method = _Settings(
+        "mams",
         warmup=warmup,
         draws=draws,
         chains=chains,
+        step_size=step_size,
         target_accept=target_accept,
-        init=init,
-        keep=keep,
-        until=until,
-        max_draws=max_draws,
-        progress=progress,
-        threads=threads,
-        checkpoint=checkpoint,
+        adapt_mass_matrix=adapt_mass_matrix,
+        max_steps=max_steps,
     )
+    return run_method(method, potential, seed=seed, **loop)

@@ -12,8 +12,9 @@ chains, Hoffman et al. 2021). The draws come back as an ArviZ ``DataTree`` with 
 (arviz-base's NumPyro names: ``lp``, ``step_size``, ``n_steps``, ``diverging``, ``energy``,
 ``acceptance_rate``, NUTS's ``tree_depth``), ready for ``arviz_stats`` (R-hat, ESS).
 
-It lives in the inference layer because it needs only the samplers and Pyro: no spec, data
-set, run directory or report (``docs/samplers.md`` has the example).
+It lives in the inference layer because it needs only the samplers, Pyro and the defaults of
+the spec's sampler sections: no data set, run directory or report (``docs/samplers.md`` has
+the example).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from arviz_base import from_dict
 
 from zoo.inference.mcmc.pyro_potential import PyroPotential
 from zoo.inference.mcmc.result import MCMCResult
-from zoo.inference.mcmc.samplers import run_batched, run_chees
+from zoo.inference.mcmc.samplers import default_of, run_batched, run_chees
+from zoo.spec.sections.samplers import ChEESMethod, NUTSMethod
 
 __all__ = ["sample_chees", "sample_nuts", "to_datatree"]
 
@@ -56,8 +58,8 @@ def sample_nuts(
     warmup: int = 500,
     draws: int = 500,
     seed: int = 0,
-    target_accept: float = 0.8,
-    max_tree_depth: int = 10,
+    target_accept: float = default_of(NUTSMethod, "target_accept"),
+    max_tree_depth: int = default_of(NUTSMethod, "max_tree_depth"),
     model_kwargs: Mapping[str, Any] | None = None,
     init: Mapping[str, Any] | None = None,
     progress: bool = False,
@@ -115,8 +117,8 @@ def sample_chees(
     warmup: int = 500,
     draws: int = 500,
     seed: int = 0,
-    target_accept: float = 0.651,
-    max_leapfrog: int = 1024,
+    target_accept: float = default_of(ChEESMethod, "target_accept"),
+    max_leapfrog: int = default_of(ChEESMethod, "max_leapfrog"),
     model_kwargs: Mapping[str, Any] | None = None,
     init: Mapping[str, Any] | None = None,
     progress: bool = False,

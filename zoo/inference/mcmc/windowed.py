@@ -45,6 +45,9 @@ class WindowedProgram:
     Parameters
     ----------
     transition : Transition
+    trajectory_cap : int, optional
+        The transition's cap (NUTS's ``max_tree_depth``): a transition cut by it flags
+        ``reached_max_treedepth`` in its statistics; None: no cap (HMC).
     label : str
         The method's name, for the bar and the messages.
     seed : int
@@ -61,7 +64,7 @@ class WindowedProgram:
 
     #: Not saved by a checkpoint (:func:`~zoo.inference.mcmc.loop.sample`): the potential,
     #: the kernel and the adaptation's functions, and the metric :meth:`restored` rebuilds.
-    not_state = ("pot", "transition", "ad", "metric")
+    not_state = ("pot", "transition", "ad", "metric", "trajectory_cap")
 
     def restored(self) -> None:
         """After a checkpoint's state was set: the metric of the restored mass matrix."""
@@ -72,6 +75,7 @@ class WindowedProgram:
         transition: Transition,
         label: str,
         *,
+        trajectory_cap: int | None,
         seed: int,
         warmup: int,
         target_accept: float,
@@ -79,6 +83,7 @@ class WindowedProgram:
         adapt_mass_matrix: bool,
     ) -> None:
         self.transition, self.label, self.seed = transition, label, seed
+        self.trajectory_cap = trajectory_cap
         self.step_size = step_size
         self.ad = window_adaptation(
             warmup, target_accept=target_accept, adapt_mass_matrix=adapt_mass_matrix
@@ -132,7 +137,8 @@ class WindowedProgram:
                 **st,
             }
 
-        return Step(q.z, float(np.mean(st["n_steps"])), int(np.sum(st["diverging"])), stats)
+        at_cap = int(np.count_nonzero(st["reached_max_treedepth"])) if self.trajectory_cap else 0
+        return Step(q.z, float(np.mean(st["n_steps"])), int(np.sum(st["diverging"])), stats, at_cap)
 
     def warmup(self, t: int) -> Step:
         step = self._step()

@@ -19,7 +19,7 @@ Every sampler can start at the posterior of an earlier variational method of the
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
@@ -34,10 +34,28 @@ from zoo.spec.sections.bounds import (
     Real,
 )
 
-__all__ = ["ChEESMethod", "HMCMethod", "MAMSMethod", "MCLMCMethod", "NUTSMethod"]
+__all__ = ["ChEESMethod", "ChainPlan", "HMCMethod", "MAMSMethod", "MCLMCMethod", "NUTSMethod"]
 
 #: Most independent fits of init_from that start one chees cell's chains (init_fits).
 MAX_INIT_FITS = 64
+
+
+class ChainPlan(NamedTuple):
+    """How the one fit of every sampler (:func:`zoo.inference.sampling.fit_sampler`) starts,
+    holds and watches a method's chains (each section's :meth:`_Sampler.plan`): ``fits``
+    independent fits of ``init_from`` the chains are split among, each chain at its own draw
+    of its fit (``spread: posterior``) or all at its median (``mode``); ``held`` draws per
+    chain, thinned evenly (None: all); every draw streamed into moments kept apart in
+    ``moment_groups`` groups (None: none); ``compile`` the batched potential first; sample
+    with the cell's torch threads (``cell_threads``) or one (a few chains' small operations).
+    """
+
+    fits: int = 1
+    spread: Literal["posterior", "mode"] = "mode"
+    held: int | None = None
+    moment_groups: int | None = None
+    compile: bool = False
+    cell_threads: bool = False
 
 
 class _Sampler(Section):
@@ -80,6 +98,10 @@ class _Sampler(Section):
     def kept_per_chain(self) -> tuple[str, int]:
         """``(field, draws held per chain)``: what the draws bound multiplies by chains."""
         return "draws", self.draws
+
+    def plan(self) -> ChainPlan:
+        """One fit's median starts all chains, every draw held, one thread."""
+        return ChainPlan()
 
     @model_validator(mode="after")
     def _kept_draws(self):
@@ -240,6 +262,11 @@ class ChEESMethod(_Sampler):
 
     def kept_per_chain(self) -> tuple[str, int]:
         return "keep_draws", self.keep_draws
+
+    def plan(self) -> ChainPlan:
+        """Its fields' (``init_fits``, ``init_spread``, ``keep_draws``, ...); cell threads."""
+        own = self.init_fits, self.init_spread, self.keep_draws, self.stream_groups
+        return ChainPlan(*own, self.compile, True)
 
     def draws_cap(self) -> int:
         """Most draws per chain: ``max_draws`` (or 4 x ``draws``) with ``target_ess``, else

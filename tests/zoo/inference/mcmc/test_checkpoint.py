@@ -22,7 +22,9 @@ from zoo.inference.checkpoint import (
 )
 from zoo.inference.mcmc.chees_adaptation import ChEESState
 from zoo.inference.mcmc.dual_averaging import DualAveragingState
+from zoo.inference.mcmc.loop import LoopState
 from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.result import Adapted
 from zoo.inference.mcmc.samplers import run_mams, run_mclmc
 from zoo.inference.mcmc.streaming import StreamingMoments
 from zoo.models.likelihoods import CategoricalLikelihood
@@ -191,3 +193,47 @@ def test_every_batched_sampler_resumes_bitwise(name: str, stop_after: int) -> No
         np.testing.assert_array_equal(plain.sample_stats[k], again.sample_stats[k])
     np.testing.assert_array_equal(plain.adapted.step_size, again.adapted.step_size)
     assert plain.n_divergent == again.n_divergent
+    # the trajectory facts: the cap and the transitions cut at it (the loop's state, saved)
+    assert (plain.trajectory_cap, plain.saturated) == (again.trajectory_cap, again.saturated)
+
+
+def test_the_loop_state_is_saved_whole_and_the_earlier_layout_resumes() -> None:
+    """The loop's state is one typed object in the tree (``LoopState``); a checkpoint of the
+    layout before it (the position beside the counters, no saturation count) resumes
+    bitwise too."""
+    plain = _run(None)
+    saved: list[bytes] = []
+
+    def save(data: bytes) -> None:
+        saved.append(data)
+        if len(saved) == 50:
+            raise Stop
+
+    with pytest.raises(Stop):
+        _run(CheckpointChannel(lambda: None, save, 0.0))
+    tree = from_bytes(saved[-1])
+    state = LoopState.of_tree(tree)
+    assert (state.warmup_next, state.draw_next, state.drawn) == (40, 10, 10)
+    assert LoopState(**tree["loop"]) == state  # every field saved, nothing else
+    old = dict(tree)
+    old["loop"] = {k: v for k, v in tree["loop"].items() if k not in LOOP_POSITION}
+    old.update({k: tree["loop"][k] for k in ("warmup_next", "draw_next")})
+    said: list[str] = []
+    data = to_bytes(old)
+    again = _run(CheckpointChannel(lambda: data, lambda d: None, 1e9, said.append))
+    _same(plain, again)
+    assert len(said) == 1 and "warm-up 40 of 40, draw 10" in said[0]
+
+
+#: What the earlier layout did not hold in its ``loop`` entry.
+LOOP_POSITION = ("warmup_next", "draw_next", "saturated")
+
+
+def test_an_earlier_checkpoints_adapted_length_still_reads_in_steps() -> None:
+    """A checkpoint saved after the warm-up before ``Adapted`` held the trajectory in steps
+    holds ChEES's T and step size only: T / epsilon is read from them."""
+    old = Adapted(np.full(3, 0.25), None, 4.0)  # what decode makes of the three saved items
+    np.testing.assert_array_equal(old.steps(), np.full(3, 16.0))
+    assert Adapted(np.full(3, 0.25), None).steps() is None  # no adapted length (NUTS)
+    new = Adapted(np.full(2, 0.5), None, None, np.array([3.0, 7.0]))  # MAMS: L / eps per chain
+    np.testing.assert_array_equal(new.steps(), [3.0, 7.0])

@@ -25,6 +25,7 @@ FLOORS = {
     "result": 1,
     "streaming": 1,
     "ess": 1,
+    "thinning": 1,
     "kernel": 2,
     "batched": 2,
     "chees": 2,
@@ -40,8 +41,9 @@ FLOORS = {
     "chees_hmc": 5,
     "sequential": 5,
     "microcanonical": 5,
-    "samplers": 6,
-    "user": 7,
+    "programs": 6,
+    "samplers": 7,
+    "user": 8,
 }
 ADAPTATIONS = ("window_adaptation", "chees_adaptation", "mclmc_adaptation", "mams_adaptation")
 KERNELS = ("kernel", "batched", "chees", "mclmc", "mams")
