@@ -69,6 +69,7 @@ __all__ = [
     "BOOKKEEPING",
     "TIMINGS",
     "build_report",
+    "is_timing",
     "report_axes",
     "report_labels",
     "results_table",
@@ -77,10 +78,18 @@ __all__ = [
 
 #: Columns of results.csv that are not sweep axes or metrics.
 BOOKKEEPING = ["cell_id", "status", "error", "nonfinite"]
-#: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
+#: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run); any
+#: other ``*_seconds`` metric is a timing too (:func:`is_timing`).
 TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds", "compile_seconds"]
 #: Headline sentences: one per figure metric, for the first this many.
 MAX_HEADLINES = 2
+
+
+def is_timing(name: str) -> bool:
+    """Whether cell value ``name`` is a wall-clock time (:data:`TIMINGS` or ``*_seconds``):
+    it stays in the cell's record (``cells/<id>.json``) and out of results.csv, so two runs
+    of a spec on one machine write the same tables."""
+    return name in TIMINGS or name.endswith("_seconds")
 
 
 def report_labels() -> tuple[Labels, frozenset[str], dict[str, str]]:
@@ -162,7 +171,7 @@ def _nonfinite_names(rec: dict[str, Any]) -> str:
     bad = [
         k
         for k, v in (rec.get("metrics") or {}).items()
-        if isinstance(v, float) and not math.isfinite(v) and k not in TIMINGS
+        if isinstance(v, float) and not math.isfinite(v) and not is_timing(k)
     ]
     return ",".join(bad)
 
@@ -180,7 +189,7 @@ def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
         chosen = {k: v for k, v in cell.axes.items() if k.startswith("tuned.")}
         tuned += [k for k in chosen if k not in tuned]
         row.update(chosen)  # the values a tune section chose for this cell
-        row.update({k: v for k, v in rec["metrics"].items() if k not in TIMINGS})
+        row.update({k: v for k, v in rec["metrics"].items() if not is_timing(k)})
         row.update(
             cell_id=rec["cell_id"],
             status=rec["status"],
