@@ -228,12 +228,14 @@ def _flat(doc: Document) -> list[Block]:
 _MD_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
 
 
-def _md_escape(text: str) -> str:
-    """Escape text for a Markdown paragraph or table cell: plain text where it cannot be
-    read as raw HTML (``<=``, ``a & b`` stay as they are; ``<b>`` becomes ``\\<b>``), and
-    table pipes."""
+def _md_escape(text: str, cell: bool = False) -> str:
+    """Escape text for a Markdown paragraph or, with ``cell``, a table cell: plain text
+    where it cannot be read as raw HTML (``<=``, ``a & b`` stay as they are; ``<b>`` becomes
+    ``\\<b>``), and in a cell its pipes (elsewhere a ``|`` is text, and a backslash before
+    it would show in the file: ``KL(q_diag || q_full)`` stays as written)."""
     text = _MD_MARKUP.sub(lambda m: "\\" + m.group(0), str(text))
-    text = text.replace("|", "\\|")
+    if cell:
+        text = text.replace("|", "\\|")
     return " ".join(text.split())
 
 
@@ -266,10 +268,11 @@ def _(b: Bullets) -> list[str]:
 @_md.register
 def _(b: Table) -> list[str]:
     lines = [
-        "| " + " | ".join(_md_escape(h) for h in b.header) + " |",
+        "| " + " | ".join(_md_escape(h, cell=True) for h in b.header) + " |",
         "|" + "|".join("---" for _ in b.header) + "|",
     ]
-    return lines + ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in b.rows]
+    rows = ["| " + " | ".join(_md_escape(c, cell=True) for c in row) + " |" for row in b.rows]
+    return lines + rows
 
 
 @_md.register

@@ -1,0 +1,31 @@
+"""The report's words as a reader sees them in report.md: no doubled punctuation, no escapes
+shown where Markdown needs none."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from zoo.run.report_settings import run_settings
+from zoo.spec import load_spec
+
+CSV_SPEC = """\
+name: csv_settings
+data: {{kind: csv, path: {path}, target: y, delimiter: "{delimiter}"}}
+model: {{kind: mlp, depth: 1, width: 4}}
+likelihood: {{kind: gaussian, noise: learned}}
+inference:
+  - {{name: m, kind: svi, guide: {{kind: mean_field}}, steps: 2}}
+studies: []
+"""
+
+
+def test_a_punctuation_value_is_quoted_in_the_settings(tmp_path) -> None:
+    for delimiter, shown in ((",", "delimiter ','"), (";", "delimiter ';'")):
+        csv = tmp_path / "d.csv"
+        csv.write_text(f"a{delimiter}y\n1{delimiter}2\n3{delimiter}4\n")
+        spec_file = tmp_path / "s.yaml"
+        spec_file.write_text(CSV_SPEC.format(path=csv, delimiter=delimiter))
+        (data, *_) = run_settings(load_spec(spec_file), pd.DataFrame())
+        assert shown in data and f"delimiter {delimiter}," not in data, data
+        assert "kind csv" not in data and data.startswith("Data: csv, path ")
+        assert "target y," in data  # a word stays bare
