@@ -29,3 +29,23 @@ def test_a_punctuation_value_is_quoted_in_the_settings(tmp_path) -> None:
         assert shown in data and f"delimiter {delimiter}," not in data, data
         assert "kind csv" not in data and data.startswith("Data: csv, path ")
         assert "target y," in data  # a word stays bare
+
+
+def test_the_console_summary_shows_no_nan_grade(tmp_path, capsys) -> None:
+    from zoo.cli.summary import print_summary
+
+    pd.DataFrame(
+        {
+            "method": ["mfvi", "nuts"],
+            "model.depth": [1, 1],
+            "n": [3, 3],
+            "nll_mean": [0.3, 0.2],
+            "kl_diag_full_mean": [float("nan"), 8.35],
+            "grade": [None, "bronze"],
+            "n_grade_failed": [0, 1],
+        }
+    ).to_csv(tmp_path / "summary.csv", index=False)
+    print_summary(tmp_path)
+    mfvi, nuts = capsys.readouterr().out.split("\n\n")
+    assert "NaN" not in mfvi + nuts and "grade" not in mfvi  # MF-VI cells are not graded
+    assert "bronze; 1 failed left out" in nuts and "n_grade_failed" not in nuts
