@@ -49,3 +49,25 @@ def test_the_console_summary_shows_no_nan_grade(tmp_path, capsys) -> None:
     mfvi, nuts = capsys.readouterr().out.split("\n\n")
     assert "NaN" not in mfvi + nuts and "grade" not in mfvi  # MF-VI cells are not graded
     assert "bronze; 1 failed left out" in nuts and "n_grade_failed" not in nuts
+
+
+def test_a_failed_cell_sets_the_exit_status_when_stdout_is_a_closed_pipe(
+    tiny_spec, tmp_path
+) -> None:
+    """``zoo run SPEC | head``: the summary cannot be printed, the status still says 1."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    sets = ["sweep.seed=[0]", "sweep.model.depth=[1]", "inference.mfvi.lr=1e30"]
+    sets += ["inference.mfvi.steps=2", "inference.mfvi.pretrain_epochs=0"]
+    args = [sys.executable, "-m", "zoo.cli", "run", str(tiny_spec), "--out", str(tmp_path / "r")]
+    args += ["--no-progress", "--workers", "1", *(a for s in sets for a in ("--set", s))]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env) as proc:
+        proc.stdout.close()  # the reader is gone before anything is printed
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=300) == 1, err
+    assert "1 of 1 cells failed" in err and "Traceback" not in err
