@@ -16,6 +16,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import yaml
 
 from zoo.spec import SpecError, load_spec
 
@@ -90,3 +91,16 @@ def test_a_documented_set_example_validates(spec: Path, items: list[str]) -> Non
         load_spec(spec, items)
     except SpecError as e:
         pytest.fail(f"{spec.name} {items}: " + "; ".join(e.messages))
+
+
+def test_the_spec_pages_example_validates_under_a_name_of_its_own(tmp_path: Path) -> None:
+    """docs/spec.md's first example is a spec of its own: it validates, and its name is no
+    shipped spec's (a run directory is named after the spec: runs/<name>/...)."""
+    page = (ROOT / "docs" / "spec.md").read_text()
+    example = re.search(r"```yaml\n(.*?)```", page, flags=re.S).group(1)
+    (tmp_path / "example.yaml").write_text(example)
+    spec = load_spec(tmp_path / "example.yaml")
+    shipped = {yaml.safe_load(p.read_text())["name"] for p in (ROOT / "specs").glob("*.yaml")}
+    assert spec.name not in shipped, (
+        f"docs/spec.md's example is named like a shipped spec: {spec.name}"
+    )
