@@ -31,6 +31,7 @@ __all__ = [
     "Block",
     "Bullets",
     "Code",
+    "Details",
     "Document",
     "Figure",
     "Heading",
@@ -122,7 +123,16 @@ class Code(NamedTuple):
     language: str = ""
 
 
-Block = Heading | Paragraph | Bullets | Table | Figure | Code
+class Details(NamedTuple):
+    """Text and tables behind a title: folded (``<details>``) in HTML, a titled section of
+    its own in Markdown. For what a reader may want but need not read first (every metric
+    of the summary); it holds no figures."""
+
+    title: str
+    blocks: Sequence[Paragraph | Bullets | Table] = ()
+
+
+Block = Heading | Paragraph | Bullets | Table | Figure | Code | Details
 
 
 class Section(NamedTuple):
@@ -288,6 +298,14 @@ def _(b: Code) -> list[str]:
     return [f"{fence}{b.language}", b.text.rstrip("\n"), fence]
 
 
+@_md.register
+def _(b: Details) -> list[str]:
+    lines = _md(Heading(b.title))
+    for inner in b.blocks:
+        lines += ["", *_md(inner)]
+    return lines
+
+
 def to_markdown(doc: Document) -> str:
     """The document as GitHub-flavoured Markdown: each block, then a blank line."""
     lines: list[str] = []
@@ -355,6 +373,19 @@ def _(b: Figure) -> str:
 @_html.register
 def _(b: Code) -> str:
     return f"<pre><code>{html.escape(b.text)}</code></pre>"
+
+
+@_html.register
+def _(b: Details) -> str:
+    inner = [_html(x) for x in b.blocks]
+    return "\n".join(
+        [
+            "<details>",
+            f"<summary><strong>{html.escape(b.title)}</strong></summary>",
+            *inner,
+            "</details>",
+        ]
+    )
 
 
 def to_html(doc: Document) -> str:

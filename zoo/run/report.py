@@ -47,18 +47,16 @@ from reports.document import (
 )
 from reports.figures.metric_vs import figure_name, metric_figure
 from reports.headline import headline
-from reports.labels import METRIC_LABELS, PSIS_NOTE, Labels, plural, repeat_word
+from reports.labels import METRIC_LABELS, Labels
 from reports.tables import (
-    GRADE_NOTE,
     failed_table,
-    key_columns,
     nonfinite_values,
     summarize,
-    summary_tables,
 )
 from zoo.run.evaluate import HIDDEN_COLUMNS
 from zoo.run.report_sampler import sampler_section
 from zoo.run.report_settings import relative_paths, run_settings
+from zoo.run.report_summary import summary_blocks
 from zoo.run.report_tune import tune_section
 from zoo.run.store import RunDir, RunStore, dump_spec
 from zoo.run.tune import plan as tune_plan
@@ -318,20 +316,10 @@ def run_document(
         Heading("Summary"),
     ]
     have_summary = not summary.empty
+    full = None
     if have_summary:
-        word = plural(repeat_word(over), 2)
-        blocks.append(
-            Paragraph(
-                f"Each entry is the mean ± the half-width of its 95% Student-t interval over "
-                f"{word} (n: {word} per row; 4.3 standard errors with 3, 12.7 with 2); "
-                f"[k/n] marks a mean over only the k finite values of the row's n (the "
-                f"others are NaN or infinite: see the notes); - means no value."
-            )
-        )
-        blocks += [Paragraph(GRADE_NOTE)] if "grade" in summary.columns else []
-        blocks += [Paragraph(PSIS_NOTE)] if "psis_khat" in table_metrics else []
-        n_keys = len(key_columns(summary))
-        blocks += [Table(h, r, n_text=n_keys) for h, r in summary_tables(summary, table_metrics)]
+        lead, full = summary_blocks(spec, summary, table_metrics, labels, over, weight_space)
+        blocks += lead
     else:
         blocks.append(
             Paragraph("No cell finished successfully, so there is no summary and no figure.")
@@ -356,6 +344,7 @@ def run_document(
             blocks.append(Figure(f"figures/{figure_name(m, x)}", png, caption))
     blocks += tune_section(spec, {r["cell_id"]: r for r in store.records()})
     blocks += _study_sections(store, results, spec) if have_rows else []
+    blocks += [full] if full is not None and full.blocks else []
     if len(failed):
         blocks += [Heading("Failed cells"), Table(*failed_table(failed), cls="failed")]
     spec_text = relative_paths(dump_spec(spec), spec, store.root)

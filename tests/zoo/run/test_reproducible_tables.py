@@ -41,3 +41,18 @@ def test_two_runs_write_byte_identical_tables(tmp_path: Path) -> None:
     (record,) = [json.loads(p.read_text()) for p in (a / "cells").glob("*.json")]
     assert record["metrics"]["laplace_seconds"] > 0
     assert "laplace_seconds" not in (a / "report.md").read_text()
+
+
+def test_the_summary_leads_with_the_studys_headline_numbers(tmp_path: Path) -> None:
+    """The Summary is the study's headline metric under its label; every metric of every
+    row follows behind it (a later section in Markdown, folded in HTML)."""
+    _run(tmp_path / "a")
+    md = (tmp_path / "a" / "report.md").read_text()
+    lead = md.split("## Summary\n", 1)[1].split("\n## ", 1)[0]
+    assert "| KL(q_diag ‖ q_full) of the Laplace Gaussian at the mode [nats] |" in lead
+    assert "laplace_grad_norm" not in lead and len(lead.splitlines()) < 20
+    full = md.split("\n## All metrics", 1)[1]
+    assert "| laplace_kl |" in full and "laplace_grad_norm" in full
+    assert md.index("## Summary") < md.index("## Figures") < md.index("## All metrics")
+    html = (tmp_path / "a" / "report.html").read_text()
+    assert "<details>\n<summary><strong>All metrics" in html
