@@ -31,6 +31,7 @@ __all__ = [
     "Block",
     "Bullets",
     "Code",
+    "Details",
     "Document",
     "Figure",
     "Heading",
@@ -122,7 +123,16 @@ class Code(NamedTuple):
     language: str = ""
 
 
-Block = Heading | Paragraph | Bullets | Table | Figure | Code
+class Details(NamedTuple):
+    """Text and tables behind a title: folded (``<details>``) in HTML, a titled section of
+    its own in Markdown. For what a reader may want but need not read first (every metric
+    of the summary); it holds no figures."""
+
+    title: str
+    blocks: Sequence[Paragraph | Bullets | Table] = ()
+
+
+Block = Heading | Paragraph | Bullets | Table | Figure | Code | Details
 
 
 class Section(NamedTuple):
@@ -228,12 +238,14 @@ def _flat(doc: Document) -> list[Block]:
 _MD_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|&(?=#?[A-Za-z0-9]+;)")
 
 
-def _md_escape(text: str) -> str:
-    """Escape text for a Markdown paragraph or table cell: plain text where it cannot be
-    read as raw HTML (``<=``, ``a & b`` stay as they are; ``<b>`` becomes ``\\<b>``), and
-    table pipes."""
+def _md_escape(text: str, cell: bool = False) -> str:
+    """Escape text for a Markdown paragraph or, with ``cell``, a table cell: plain text
+    where it cannot be read as raw HTML (``<=``, ``a & b`` stay as they are; ``<b>`` becomes
+    ``\\<b>``), and in a cell its pipes (elsewhere a ``|`` is text, and a backslash before
+    it would show in the file: ``KL(q_diag || q_full)`` stays as written)."""
     text = _MD_MARKUP.sub(lambda m: "\\" + m.group(0), str(text))
-    text = text.replace("|", "\\|")
+    if cell:
+        text = text.replace("|", "\\|")
     return " ".join(text.split())
 
 
@@ -266,10 +278,11 @@ def _(b: Bullets) -> list[str]:
 @_md.register
 def _(b: Table) -> list[str]:
     lines = [
-        "| " + " | ".join(_md_escape(h) for h in b.header) + " |",
+        "| " + " | ".join(_md_escape(h, cell=True) for h in b.header) + " |",
         "|" + "|".join("---" for _ in b.header) + "|",
     ]
-    return lines + ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in b.rows]
+    rows = ["| " + " | ".join(_md_escape(c, cell=True) for c in row) + " |" for row in b.rows]
+    return lines + rows
 
 
 @_md.register
@@ -283,6 +296,14 @@ def _(b: Figure) -> list[str]:
 def _(b: Code) -> list[str]:
     fence = _fence(b.text)
     return [f"{fence}{b.language}", b.text.rstrip("\n"), fence]
+
+
+@_md.register
+def _(b: Details) -> list[str]:
+    lines = _md(Heading(b.title))
+    for inner in b.blocks:
+        lines += ["", *_md(inner)]
+    return lines
 
 
 def to_markdown(doc: Document) -> str:
@@ -352,6 +373,19 @@ def _(b: Figure) -> str:
 @_html.register
 def _(b: Code) -> str:
     return f"<pre><code>{html.escape(b.text)}</code></pre>"
+
+
+@_html.register
+def _(b: Details) -> str:
+    inner = [_html(x) for x in b.blocks]
+    return "\n".join(
+        [
+            "<details>",
+            f"<summary><strong>{html.escape(b.title)}</strong></summary>",
+            *inner,
+            "</details>",
+        ]
+    )
 
 
 def to_html(doc: Document) -> str:

@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "GATES",
     "GRADES",
+    "NEEDS",
     "USES",
     "Gate",
     "Grade",
@@ -167,7 +168,7 @@ USES: Mapping[str, str] = {
     "failed": "nothing: left out of every mean and listed",
 }
 #: The worst grade each use accepts.
-_NEEDS = {"weights": "silver", "predictions": "bronze"}
+NEEDS = {"weights": "silver", "predictions": "bronze"}
 
 
 class Grade(NamedTuple):
@@ -243,7 +244,7 @@ def usable_for(grade: str | None, use: str) -> bool:
     ``"predictions"``: the predictive study); an ungraded cell (None) is not a sampled one."""
     if grade is None:
         return True
-    return grade in GRADES and GRADES.index(grade) <= GRADES.index(_NEEDS[use])
+    return grade in GRADES and GRADES.index(grade) <= GRADES.index(NEEDS[use])
 
 
 def worst_grade(grades: Iterable[Any]) -> str | None:

@@ -14,7 +14,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from reports.grade import usable_for, worst_grade
+from reports.grade import NEEDS, usable_for, worst_grade
 from reports.labels import (
     METRIC_LABELS,
     Labels,
@@ -88,43 +88,28 @@ def headline(
     axis = x_axis(data[x])
     _, groups = line_groups(data, summary, x, None if hue == x else hue)
     word = axis_word(x)
-    parts = []
-    for label, _, sub in groups[:max_groups]:
-        sub = sub.assign(_x=axis.positions(sub[x])).sort_values("_x")
-        m = sub[mean_col].to_numpy(dtype=float)
-        s = (
-            sub[sem_col].to_numpy(dtype=float)
-            if sem_col in sub.columns
-            else np.full_like(m, np.nan)
-        )
-        xs = [fmt_value(v) for v in sub[x]]
+    parts, stated = [], False
+    for label, _, whole in groups[:max_groups]:
+        whole = whole.assign(_x=axis.positions(whole[x])).sort_values("_x")
+        sub, held = _supported(whole, use, x, word)
         who = f"of {label} " if label else ""
-        if axis.categorical or len(sub) == 1:
-            values = ", ".join(
-                f"{xv} {fmt_num(a, b)}" if axis.categorical else f"{fmt_num(a, b)} at {word} {xv}"
-                for xv, a, b in zip(xs, m, s, strict=True)
-            )
-            if axis.categorical:
-                parts.append(f"{label}: {values}" if label else values)
-            else:
-                parts.append(f"{who}is {values}")
+        if sub.empty:
+            parts.append(f"{who}not stated: {held}")
             continue
-        a, b, sa, sb = m[0], m[-1], s[0], s[-1]
-        se = math.sqrt(sum(v**2 for v in (sa, sb) if math.isfinite(v)))  # of two 95% intervals
-        ends = f"{fmt_num(a, sa)} at {word} {xs[0]} to {fmt_num(b, sb)} at {word} {xs[-1]}"
-        if (se > 0 and abs(b - a) <= se) or b == a:
-            both = f"{fmt_num(a, sa)} at {word} {xs[0]}, {fmt_num(b, sb)} at {word} {xs[-1]}"
-            parts.append(f"{who}changes by less than its 95% intervals: {both}")
+        stated = True
+        claim = _claim(sub, mean_col, sem_col, x, word, axis.categorical)
+        if axis.categorical:
+            claim = f"{label}: {claim}" if label else claim
         else:
-            parts.append(f"{who}{'rises' if b > a else 'falls'} from {ends}")
+            claim = who + claim
+        parts.append(claim + _grades(sub, use, _left_out(whole)) + (f" ({held})" if held else ""))
     more = len(groups) - max_groups
-    parts = [p + _grades(sub, use) for p, (_, _, sub) in zip(parts, groups, strict=False)]
     text = "; ".join(parts) + (f"; and {more} more {plural('line', more)}" if more > 0 else "")
     if gone:
         text += f"; {gone} failed {plural('cell', gone)} left out where no value remains"
-    errors = error_phrase(data, metric, over)
+    errors = f" ({error_phrase(data, metric, over)})" if stated else ""
     sep = ": " if axis.categorical else " "
-    return f"{metric_label(metric, labels)}{sep}{text} ({errors})."
+    return f"{metric_label(metric, labels)}{sep}{text}{errors}."
 
 
 def _left_out(rows: pd.DataFrame) -> int:
@@ -134,17 +119,53 @@ def _left_out(rows: pd.DataFrame) -> int:
     return int(pd.to_numeric(rows["n_grade_failed"], errors="coerce").fillna(0).sum())
 
 
-def _grades(sub: pd.DataFrame, use: str = "predictions") -> str:
-    """`` [grade silver; 1 failed cell left out]`` for a line of sampled cells, else ``""``;
-    where the line's worst grade does not support ``use`` (:func:`reports.grade.usable_for`)
-    it says so: ``[grade bronze: not enough for a weight-space number, which needs silver]``."""
+def _claim(
+    sub: pd.DataFrame, mean_col: str, sem_col: str, x: str, word: str, categorical: bool
+) -> str:
+    """What a line's means say along ``x``: its values (categorical ``x`` or one point), or
+    whether it rises or falls by more than the ends' 95% intervals."""
+    m = sub[mean_col].to_numpy(dtype=float)
+    s = sub[sem_col].to_numpy(dtype=float) if sem_col in sub.columns else np.full_like(m, np.nan)
+    xs = [fmt_value(v) for v in sub[x]]
+    if categorical:
+        return ", ".join(f"{xv} {fmt_num(a, b)}" for xv, a, b in zip(xs, m, s, strict=True))
+    if len(sub) == 1:
+        return f"is {fmt_num(m[0], s[0])} at {word} {xs[0]}"
+    a, b, sa, sb = m[0], m[-1], s[0], s[-1]
+    se = math.sqrt(sum(v**2 for v in (sa, sb) if math.isfinite(v)))  # of two 95% intervals
+    if (se > 0 and abs(b - a) <= se) or b == a:
+        both = f"{fmt_num(a, sa)} at {word} {xs[0]}, {fmt_num(b, sb)} at {word} {xs[-1]}"
+        return f"changes by less than its 95% intervals: {both}"
+    ends = f"{fmt_num(a, sa)} at {word} {xs[0]} to {fmt_num(b, sb)} at {word} {xs[-1]}"
+    return f"{'rises' if b > a else 'falls'} from {ends}"
+
+
+def _supported(sub: pd.DataFrame, use: str, x: str, word: str) -> tuple[pd.DataFrame, str]:
+    """The rows of a line whose grade supports ``use`` (:func:`reports.grade.usable_for`),
+    and what is held back, e.g. ``"depth 2, 3 graded bronze: a weight-space number needs
+    silver or better"`` (empty when every row supports it). A headline states only the
+    rows kept: a bronze cell's weight-space KL is no finding, so no trend runs through it."""
+    if "grade" not in sub.columns:
+        return sub, ""
+    ok = np.array([usable_for(worst_grade([g]), use) for g in sub["grade"]], dtype=bool)
+    if ok.all():
+        return sub, ""
+    xs = ", ".join(fmt_value(v) for v in sub[x][~ok])
+    grade = worst_grade(sub["grade"][~ok])
+    return sub[
+        ok
+    ], f"{word} {xs} graded {grade}: a weight-space number needs {NEEDS[use]} or better"
+
+
+def _grades(sub: pd.DataFrame, use: str, left_out: int) -> str:
+    """`` [grade silver; 1 failed cell left out]`` for a line of sampled cells, else ``""``:
+    the worst grade of the rows stated (each supports ``use``: :func:`_supported`) and the
+    ``left_out`` failed cells of the whole line."""
     if "grade" not in sub.columns:
         return ""
     grade = worst_grade(sub["grade"])
-    k = _left_out(sub)
+    k = left_out
     said = ([f"grade {grade}"] if grade else []) + (
         [f"{k} failed {plural('cell', k)} left out"] if k else []
     )
-    if grade and not usable_for(grade, use):
-        said[0] += ": not enough for a weight-space number, which needs silver or better"
     return f" [{'; '.join(said)}]" if said else ""

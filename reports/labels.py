@@ -22,6 +22,7 @@ import pandas as pd
 __all__ = [
     "AXIS_LABELS",
     "METRIC_LABELS",
+    "METRIC_SUPPORT",
     "PSIS_NOTE",
     "Labels",
     "axis_label",
@@ -34,6 +35,7 @@ __all__ = [
     "is_labelled",
     "is_missing",
     "metric_label",
+    "metric_support",
     "plural",
     "repeat_word",
 ]
@@ -64,6 +66,36 @@ METRIC_LABELS: dict[str, tuple[str, str | None]] = {
     "mass_ratio_median": ("adapted inverse mass over the draws' variance, median", None),
     "psis_khat": ("PSIS k-hat of log p(w, y) - log q(w)", None),
 }
+#: Where a metric's values can lie: ``(pattern of its name, (low, high))``, the first match
+#: wins; a metric matched by none is unbounded. Fractions, agreements and total variations
+#: lie in [0, 1], a multi-class Brier score in [0, 2]; an RMSE, a KL, a W2, an entropy, a
+#: spread or a count is not negative (a debiased KL or an excess over a null may be).
+METRIC_SUPPORT: tuple[tuple[str, tuple[float, float]], ...] = (
+    (r"_(debiased|excess|error)(_|$)|^(w_|nll)", (-math.inf, math.inf)),
+    (
+        r"^(accuracy|ece|agreement_vi|tv_vi|pred_agree_|pred_tv_(?!inflation)|ece_)"
+        r"|_frac$|_frac_|_share$",
+        (0.0, 1.0),
+    ),
+    (r"^brier", (0.0, 2.0)),
+    (
+        r"^(rmse|kl_|laplace_kl|laplace_w2|w2_|pred_kl_|pred_entropy_|units_eff|n_)"
+        r"|_(sd|se)$",
+        (0.0, math.inf),
+    ),
+)
+
+
+def metric_support(metric: str) -> tuple[float, float]:
+    """``(low, high)`` between which ``metric``'s values lie (:data:`METRIC_SUPPORT`):
+    a figure's error band is clipped to it, since a t-interval of a bounded metric can
+    reach past its bounds (an RMSE band below 0, an agreement above 1)."""
+    for pattern, support in METRIC_SUPPORT:
+        if re.search(pattern, metric):
+            return support
+    return (-math.inf, math.inf)
+
+
 #: The report's note on ``psis_khat`` (Vehtari et al. 2024; Yao et al. 2018).
 PSIS_NOTE = (
     "psis_khat: the Pareto k-hat of the importance ratios p(w, y) / q(w) over 256 draws of a "

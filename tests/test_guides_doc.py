@@ -24,6 +24,15 @@ def test_the_bnn_example_runs_verbatim(tmp_path: Path, monkeypatch, capsys) -> N
     exec(compile(code, str(PAGE), "exec"), ns)
     rmse = float(((ns["mean"] - ns["y"]) ** 2).mean().sqrt())
     assert rmse < 0.3  # the noise sd is 0.1; sin(2x) alone has sd ~0.7
+    # the page states what the code prints (within 0.01: another CPU may round otherwise)
+    printed = capsys.readouterr().out
+    stated = re.search(
+        r"What it prints[^`]*`train RMSE ([\d.]+), mean predictive sd ([\d.]+)`", PAGE.read_text()
+    )
+    got = re.search(r"train RMSE ([\d.]+), mean predictive sd ([\d.]+)", printed)
+    assert stated is not None and got is not None, printed
+    for said, was in zip(stated.groups(), got.groups(), strict=True):
+        assert abs(float(said) - float(was)) <= 0.01, (stated.group(0), printed)
     assert ns["check"].khat > 0.7  # what the page says to expect of mean field here
     tree = xr.open_datatree(tmp_path / "bnn_mean_field.nc")
     assert {"posterior", "posterior_predictive", "observed_data"} <= set(tree.children)

@@ -51,3 +51,43 @@ def test_readme_is_short() -> None:
     assert n <= MAX_LINES, (
         f"README.md has {n} lines (at most {MAX_LINES}): move results to docs/results.md"
     )
+
+
+#: A stated duration: 28m05s, 2h02m, 15 minutes, about twelve minutes, half an hour.
+DURATION = re.compile(
+    r"\b\d+h\d{2}m\b|\b\d+m\d{2}s\b|\b[\d.]+\s*(?:minutes?|min|hours?)\b"
+    r"|\b(?:a|one|two|ten|twelve|fifteen|twenty|thirty) (?:minutes?|hours?)\b|\bhalf an hour\b",
+    re.I,
+)
+#: What names the default run in a paragraph or a table row.
+DEFAULT = re.compile(r"two_moons_depth\.yaml|\bthe default run\b", re.I)
+
+
+def _blocks(text: str) -> list[str]:
+    """Paragraphs (blank-line separated) and, inside them, table rows and comment lines."""
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        lines = para.splitlines()
+        if all(line.lstrip().startswith(("|", "#")) for line in lines if line.strip()):
+            out += lines  # a table or a spec's comment header: each line is its own claim
+        else:
+            out.append(para)
+    return out
+
+
+def test_only_the_readme_states_the_default_runs_time() -> None:
+    # the README's time follows the default's command (its own paragraph)
+    after = README.split("zoo run specs/two_moons_depth.yaml\n```", 1)[1]
+    stated = [b for b in _blocks(README) if DEFAULT.search(b) and DURATION.search(b)]
+    stated += [b for b in _blocks(after)[:1] if DURATION.search(b)]
+    assert len(stated) == 1, f"the README states the default's time in {len(stated)} places"
+    times = set(DURATION.findall(stated[0]))
+    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "specs" / "two_moons_depth.yaml"]
+    wrong = []
+    for page in pages:
+        text = page.read_text()
+        own = page.name == "two_moons_depth.yaml"  # its whole header is about the default
+        for block in _blocks(text):
+            if own or DEFAULT.search(block):
+                wrong += [f"{page.name}: {t}" for t in DURATION.findall(block) if t not in times]
+    assert not wrong, f"pages state a time for the default other than the README's: {wrong}"

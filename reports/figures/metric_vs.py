@@ -23,6 +23,7 @@ from reports.labels import (
     axis_label,
     axis_word,
     metric_label,
+    metric_support,
     plural,
     repeat_word,
 )
@@ -96,7 +97,8 @@ def _draw_panel(
     ok = None
     if points:
         ok = results[results["status"] == "ok"] if "status" in results.columns else results
-    hollow = False
+    hollow = clipped = False
+    support = metric_support(metric)
     dodge = axis.categorical and hue is not None and hue != x and len(groups) > 1
     width = 0.5 / max(1, len(groups))
     for gi, (label, key, sub) in enumerate(groups):
@@ -106,14 +108,17 @@ def _draw_panel(
         mean = sub[mean_col].to_numpy(dtype=float)
         sem = sub[sem_col].to_numpy(dtype=float) if sem_col in sub.columns else np.zeros_like(mean)
         sem = np.where(np.isfinite(sem), sem, 0.0)
+        lo, hi = np.clip(mean - sem, *support), np.clip(mean + sem, *support)
+        clipped = clipped or bool(np.any((lo > mean - sem) | (hi < mean + sem)))
         if axis.categorical:
-            bars = ax.errorbar(px, mean, yerr=sem, fmt="o", capsize=4, label=label)
+            yerr = np.stack([mean - lo, hi - mean])
+            bars = ax.errorbar(px, mean, yerr=yerr, fmt="o", capsize=4, label=label)
             color = bars.lines[0].get_color()
         else:
             (line,) = ax.plot(px, mean, marker="o", label=label)
             color = line.get_color()
             if np.any(sem > 0):
-                ax.fill_between(px, mean - sem, mean + sem, color=color, alpha=0.2, linewidth=0)
+                ax.fill_between(px, lo, hi, color=color, alpha=0.2, linewidth=0)
         if weights and "grade" in sub.columns:
             low = np.array(
                 [isinstance(g, str) and not usable_for(g, "weights") for g in sub["grade"]]
@@ -137,6 +142,10 @@ def _draw_panel(
                     linewidths=1.0,
                     zorder=3,
                 )
+    if clipped:
+        low, high = support
+        cut = f"at {low:g}" if np.isinf(high) else f"to its range [{low:g}, {high:g}]"
+        errors += f"; bars cut {cut}, where the metric ends"
     if points:
         errors += f"; crosses: single {plural(repeat_word(over), 2)}"
     if hollow:

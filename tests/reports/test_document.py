@@ -28,7 +28,7 @@ def _doc(png: bytes = PNG_MAGIC + b"x") -> Document:
     return Document(
         "Depth <sweep>",
         [
-            Paragraph("KL falls", headline=True),
+            Paragraph("KL(q_diag || q_full) falls", headline=True),
             Paragraph("r_hat <= 1.01 & ESS > 400, a < b; not &amp; nor &#60;"),
             Heading("Settings of this run"),
             Bullets(["a note with <script>alert(1)</script>"]),
@@ -47,7 +47,10 @@ def test_markdown_renders_every_block_once_escaped(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     md = to_markdown(_doc())
     # plain text where Markdown reads no markup; a tag's "<" and an entity's "&" escaped
-    assert md.startswith("# Depth \\<sweep>\n\n**KL falls**\n\nr_hat <= 1.01 & ESS > 400, ")
+    # a pipe outside a table cell is text, written as it is (no visible backslash)
+    assert md.startswith(
+        "# Depth \\<sweep>\n\n**KL(q_diag || q_full) falls**\n\nr_hat <= 1.01 & ESS > 400, "
+    )
     assert "a < b; not \\&amp; nor \\&#60;\n\n## Settings of this run\n\n- a" in md
     assert not re.search(r"(?<!\\)<(script|b|/b)>", md) and "\\<script>" in md
     assert "| model.depth | error |\n|---|---|\n| 1 | RuntimeError: \\<b>nan\\</b> \\| loss |" in md
@@ -64,7 +67,7 @@ def test_html_is_self_contained_and_escaped():
     page = to_html(_doc())
     assert page.startswith("<!DOCTYPE html>") and page.endswith("</html>\n")
     assert "<title>Depth &lt;sweep&gt;</title>" in page and "<h1>Depth &lt;sweep&gt;</h1>" in page
-    assert '<p class="headline"><strong>KL falls</strong></p>' in page
+    assert '<p class="headline"><strong>KL(q_diag || q_full) falls</strong></p>' in page
     assert page.count("data:image/png;base64,") == 2
     srcs = re.findall(r'src="([^"]*)"', page)
     assert srcs and all(s.startswith("data:image/png;base64,") for s in srcs)

@@ -256,7 +256,10 @@ def test_the_sampler_section_lists_grades_and_the_cli_lines() -> None:
 def test_a_weight_space_headline_says_when_its_grade_does_not_support_it() -> None:
     s = summarize(_graded_results(), ["kl"], by=["method", "depth"])
     weights = headline(s, "kl", "depth", "method", use="weights")
-    assert "[grade bronze: not enough for a weight-space number, which needs silver" in weights
+    # nuts: depth 1 bronze (held back: no value, no trend through it), depth 2 silver
+    assert "of nuts is 3 at depth 2 [grade silver; 1 failed cell left out]" in weights
+    assert "(depth 1 graded bronze: a weight-space number needs silver or better)" in weights
+    assert "1.5" not in weights and "changes" not in weights
     predictions = headline(s, "kl", "depth", "method")
     assert "[grade bronze; 1 failed cell left out]" in predictions
     assert "not enough" not in predictions
@@ -265,6 +268,22 @@ def test_a_weight_space_headline_says_when_its_grade_does_not_support_it() -> No
         summarize(silver, ["kl"], by=["method", "depth"]), "kl", "depth", "method", use="weights"
     )
     assert "not enough" not in ok and "grade silver" in ok
+
+
+def test_a_weight_space_headline_of_bronze_cells_states_no_trend() -> None:
+    # the default run's case: every sampled depth bronze, the KL falling with depth
+    bronze = (
+        _graded_results()
+        .query("reference_grade != 'failed'")
+        .assign(
+            reference_grade=lambda d: d["reference_grade"].where(d["method"] == "mfvi", "bronze")
+        )
+    )
+    s = summarize(bronze, ["kl"], by=["method", "depth"])
+    weights = headline(s, "kl", "depth", "method", use="weights")
+    assert "of nuts not stated: depth 1, 2 graded bronze: a weight-space number" in weights
+    assert "falls" not in weights and "rises" not in weights and "1.5" not in weights
+    assert "of nuts changes by less" in headline(s, "kl", "depth", "method")  # predictions
 
 
 def test_a_weight_space_figure_draws_a_mean_of_too_low_a_grade_hollow() -> None:

@@ -13,13 +13,12 @@ imported when its command runs.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from zoo.cli import export_args
-from zoo.cli.common import UsageError, check_dependencies, check_import_names
+from zoo.cli.common import UsageError, check_dependencies, check_import_names, stdout_closed
 
 __all__ = ["main"]
 
@@ -244,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"zoo: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `zoo show SPEC | head`
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        stdout_closed()
         return 0
     except KeyboardInterrupt as e:  # the runner's RunInterrupted has said what was kept
         signum = getattr(e, "signum", None)

@@ -5,10 +5,18 @@ libraries it needs are there (:func:`check_dependencies`)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
-__all__ = ["DEPENDENCIES", "OUR_PACKAGES", "UsageError", "check_dependencies", "check_import_names"]
+__all__ = [
+    "DEPENDENCIES",
+    "OUR_PACKAGES",
+    "UsageError",
+    "check_dependencies",
+    "check_import_names",
+    "stdout_closed",
+]
 
 #: The import packages the ``bnn-zoo`` distribution installs, side by side.
 OUR_PACKAGES = ("zoo", "guides", "reports")
@@ -37,6 +45,13 @@ DEPENDENCIES = {
     "h5py": "h5py",
     "tqdm": "tqdm",
 }
+
+
+def stdout_closed() -> None:
+    """Send the rest of standard output to the null device: its reader has gone (``zoo ...
+    | head``). What the command still prints is dropped quietly, and its exit status is
+    what it would have been (Python would otherwise fail again flushing at exit)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 class UsageError(Exception):

@@ -9,7 +9,7 @@ from typing import Any
 
 from reports.sampler_report import grade_lines, sampler_record
 from zoo.cli.checks import check_device
-from zoo.cli.common import UsageError
+from zoo.cli.common import UsageError, stdout_closed
 from zoo.cli.run_plan import REPORT_WAIT, RunPlan, not_started, plan_run, run_dir_spec
 from zoo.cli.summary import print_summary, run_holder
 from zoo.run.checkpoint_file import UnusableCheckpoint, config_sha256
@@ -71,8 +71,12 @@ def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
             )
             return 1
     if not res.report_error:
-        print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
-        print_summary(out)
+        try:
+            print(f"\nreport: {out / 'report.md'}  (html: {out / 'report.html'})")
+            print_summary(out)
+            sys.stdout.flush()
+        except BrokenPipeError:  # `zoo run ... | head`: the status below still counts
+            stdout_closed()
     code = 0
     if res.n_failed:
         print(

@@ -44,6 +44,15 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 
 def _sites(cell) -> list[str]:
+    """One line per sample site of the cell's model: name, latent or observed, its shape for
+    the whole training set, and its distribution with its parameters.
+
+    The model is traced on two training points; a site inside a plate that stands for more
+    (the ``data`` plate's ``n_total``) is shown at the plate's full size, so ``obs`` has the
+    shape of the training set. Wrappers that only batch a distribution (``to_event``,
+    ``expand``, masks) are looked through; a distribution that is a transform of another
+    (a HalfNormal is ``|Normal|``) is shown as itself.
+    """
     try:
         ds = zoo.data.load(cell.spec.data, cell.spec.seed)
     except zoo.data.DataError as e:
@@ -62,14 +71,29 @@ def _sites(cell) -> list[str]:
         if site["type"] != "sample" or not hasattr(fn, "batch_shape"):
             continue  # plates record their subsample as a pseudo-site
         base = fn
-        while hasattr(base, "base_dist"):
+        while isinstance(base, _WRAPPERS):
             base = base.base_dist
         params = {k: getattr(base, k) for k in ("loc", "scale") if hasattr(base, k)}
         ptxt = ", ".join(f"{k}={_first(v):.4g}" for k, v in params.items())
+        if site["is_observed"]:  # its parameters are the network's outputs, point by point
+            ptxt = "given the network's outputs"
         kind = "observed" if site["is_observed"] else "latent"
-        shape = tuple(fn.batch_shape + fn.event_shape)
+        batch = list(fn.batch_shape)
+        for frame in site["cond_indep_stack"]:  # a subsampled plate: its full size
+            full = getattr(frame, "full_size", None) or frame.size
+            if frame.dim is not None and -frame.dim <= len(batch):
+                batch[frame.dim] = full
+        shape = (*batch, *fn.event_shape)
         lines.append(f"{name:<16} {kind:<8} shape={shape!s:<12} {type(base).__name__}({ptxt})")
     return lines
+
+
+#: Distributions that only batch, reshape or mask another: looked through to the one inside.
+_WRAPPERS = (
+    pyro.distributions.Independent,
+    pyro.distributions.ExpandedDistribution,
+    pyro.distributions.MaskedDistribution,
+)
 
 
 def _first(v) -> float:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from reports.tables import grade_cell
 from zoo.run.rundir import RunDir
 from zoo.studies import STUDIES
 
@@ -38,7 +39,8 @@ _SUMMARY_COLS = 8  # metrics per method in the terminal summary; all of them are
 def print_summary(out: Path) -> None:
     """Print, per method, the headline means of ``summary.csv`` within the terminal's width.
 
-    Columns that are empty for a method are left out, a mean over fewer finite values than
+    Columns that are empty for a method are left out (an ungraded method has no grade
+    column; a blank key is ``-``, never ``NaN``), a mean over fewer finite values than
     the row's seeds is marked ``[k/n]``, and at most ``_SUMMARY_COLS`` metrics are shown per
     method (the headline ones first); the file has all of them.
     """
@@ -59,7 +61,7 @@ def print_summary(out: Path) -> None:
     )
     means = [c for c in df.columns if c.endswith("_mean") and c not in hidden]
     keys = [c for c in df.columns if c not in means and not c.endswith(("_sem", "_ci95", "_n"))]
-    keys = [c for c in keys if c != "n" and c not in hidden]
+    keys = [c for c in keys if c not in ("n", "grade", "n_grade_failed") and c not in hidden]
     rank = {m: i for i, m in enumerate(_headline())}
     groups = df.groupby("method", sort=False) if "method" in df.columns else [(None, df)]
     lines: list[str] = []
@@ -67,7 +69,10 @@ def print_summary(out: Path) -> None:
         have = [c for c in means if rows[c].notna().any()]
         have.sort(key=lambda c: rank.get(c[: -len("_mean")], len(rank)))
         shown, more = have[:_SUMMARY_COLS], len(have) - _SUMMARY_COLS
-        table = rows[keys].copy()
+        table = rows[keys].astype(object).where(rows[keys].notna(), "-")
+        grades = [grade_cell(r) for _, r in rows.iterrows()]
+        if any(grades):  # "bronze; 1 failed left out"; an ungraded method has no column
+            table["grade"] = [g or "-" for g in grades]
         for c in shown:
             k = rows.get(c[: -len("_mean")] + "_n")
             cells = []

@@ -14,9 +14,21 @@ import torch
 
 from zoo.inference.base import TrainingData
 from zoo.models.base import BayesianNet
+from zoo.models.likelihoods import GaussianLikelihood
 from zoo.runtime import Runtime
 
-__all__ = ["INIT_LOCS", "initial_locs", "minibatches", "pretrain_mle"]
+__all__ = [
+    "INIT_LOCS",
+    "LOG_NOISE",
+    "constrained",
+    "initial_locs",
+    "learns_noise",
+    "minibatches",
+    "pretrain_mle",
+]
+
+#: The unconstrained parameter of a learned Gaussian noise in a point fit: ``log noise``.
+LOG_NOISE = "log_noise"
 
 Locs = dict[str, torch.Tensor]
 
@@ -95,6 +107,20 @@ def minibatches(n: int, batch_size: int, gen: torch.Generator) -> Iterator[torch
         yield perm[i : i + batch_size]
 
 
+def learns_noise(model: BayesianNet) -> bool:
+    """Whether ``model`` has a learned Gaussian noise, the site ``noise``."""
+    lik = model.likelihood
+    return isinstance(lik, GaussianLikelihood) and lik.noise is None
+
+
+def constrained(raw: Mapping[str, torch.Tensor]) -> Locs:
+    """Point parameters as the model reads them: :data:`LOG_NOISE` becomes ``noise``."""
+    return {
+        ("noise" if k == LOG_NOISE else k): (v.exp() if k == LOG_NOISE else v)
+        for k, v in raw.items()
+    }
+
+
 def pretrain_mle(
     log_likelihood: Callable[
         [torch.Tensor, torch.Tensor, Mapping[str, torch.Tensor]], torch.Tensor
@@ -107,20 +133,27 @@ def pretrain_mle(
     epochs: int,
     batch_size: int | None,
     lr: float,
+    noise: bool = False,
 ) -> Locs:
     """Maximum-likelihood training of point weights (the means' pretraining of Farquhar et al.).
 
     ``log_likelihood(x, y, params)`` returns pointwise log-likelihoods; Adam minimizes their
     negative mean over minibatches (in the order drawn from ``gen``) for ``epochs`` passes.
+    With ``noise`` (a learned Gaussian noise, :func:`learns_noise`) the likelihood needs
+    the site ``noise`` too: it is trained with the weights, as ``log noise`` from 0 (noise
+    1, as :func:`zoo.inference.point.fit_point` starts it), and returned as ``noise``, where
+    the guide then starts its noise.
     """
-    params = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    opt = torch.optim.Adam(params.values(), lr=lr)
+    raw = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
+    if noise:
+        raw[LOG_NOISE] = torch.zeros((), dtype=x.dtype, device=x.device, requires_grad=True)
+    opt = torch.optim.Adam(raw.values(), lr=lr)
     n = x.shape[0]
     bs = n if batch_size is None else min(batch_size, n)
     for _ in range(epochs):
         for idx in minibatches(n, bs, gen):
             opt.zero_grad()
-            loss = -log_likelihood(x[idx], y[idx], params).mean()
+            loss = -log_likelihood(x[idx], y[idx], constrained(raw)).mean()
             loss.backward()
             opt.step()
-    return {k: v.detach() for k, v in params.items()}
+    return {k: v.detach() for k, v in constrained(raw).items()}

@@ -19,9 +19,8 @@ import numpy as np
 import torch
 
 from zoo.inference.base import Fit, FitContext, Hooks, TrainingData, progress_bar
-from zoo.inference.init import initial_locs, minibatches
+from zoo.inference.init import LOG_NOISE, constrained, initial_locs, learns_noise, minibatches
 from zoo.models.base import BayesianNet
-from zoo.models.likelihoods import GaussianLikelihood
 from zoo.seeds import Stream, seed_for
 from zoo.spec.sections.inference import MAPMethod, MLEMethod
 
@@ -74,13 +73,6 @@ def log_prior(model: BayesianNet, params: Mapping[str, torch.Tensor]) -> torch.T
     return total
 
 
-def _constrained(raw: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {
-        ("noise" if k == "log_noise" else k): (v.exp() if k == "log_noise" else v)
-        for k, v in raw.items()
-    }
-
-
 def fit_point(
     model: BayesianNet,
     x: torch.Tensor,
@@ -118,9 +110,8 @@ def fit_point(
     total = m.steps if m.steps is not None else m.epochs * -(-n // bs)
     torch.manual_seed(seed)
     raw = {k: v.detach().clone().requires_grad_(True) for k, v in init.items()}
-    lik = model.likelihood
-    if isinstance(lik, GaussianLikelihood) and lik.noise is None:
-        raw["log_noise"] = torch.zeros((), dtype=x.dtype, device=x.device, requires_grad=True)
+    if learns_noise(model):
+        raw[LOG_NOISE] = torch.zeros((), dtype=x.dtype, device=x.device, requires_grad=True)
     opt = torch.optim.Adam(raw.values(), lr=m.lr, betas=tuple(m.betas))
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, m.lr_decay ** (1.0 / max(total, 1)))
     patience = stopping.patience if stopping is not None else 1
@@ -134,7 +125,7 @@ def fit_point(
             if step >= total or waited >= patience:
                 break
             opt.zero_grad()
-            params = _constrained(raw)
+            params = constrained(raw)
             loss = -model.log_likelihood(x[idx], y[idx], params).mean()
             if prior:
                 loss = loss - log_prior(model, params) / n
@@ -151,7 +142,7 @@ def fit_point(
                 bar.update(1)
             if stopping is not None and (step % stopping.eval_every == 0 or step == total):
                 with torch.no_grad():
-                    v = -model.log_likelihood(stopping.x, stopping.y, _constrained(raw))
+                    v = -model.log_likelihood(stopping.x, stopping.y, constrained(raw))
                     v = v.mean().item()
                 val.append(v)
                 if v < best_val:
@@ -163,7 +154,7 @@ def fit_point(
         bar.close()
     seconds = time.perf_counter() - t0
     final = best if best is not None else {k: t.detach().clone() for k, t in raw.items()}
-    params = _constrained(final)
+    params = constrained(final)
     losses = losses[:step]
     stats: dict[str, Any] = {
         "final_loss": float(np.mean(losses[-10:])),

@@ -29,7 +29,7 @@ from guides.local_reparam import LocalReparameterization
 from zoo.inference.base import NO_HOOKS, Fit, FitContext, Hooks, TrainingData, progress_bar
 from zoo.inference.fused_svi import FusedMeanFieldStep, fused_step_applies
 from zoo.inference.guides import build_guide
-from zoo.inference.init import initial_locs, minibatches, pretrain_mle
+from zoo.inference.init import initial_locs, learns_noise, minibatches, pretrain_mle
 from zoo.models.base import BayesianNet
 from zoo.spec.sections.inference import SVIMethod
 
@@ -261,6 +261,7 @@ def fit_svi_method(
             epochs=method.pretrain_epochs,
             batch_size=method.batch_size,
             lr=method.lr,
+            noise=learns_noise(model),
         )
     guide = build_guide(model, method.guide, init)
     if hooks.on_start is not None:

@@ -47,18 +47,16 @@ from reports.document import (
 )
 from reports.figures.metric_vs import figure_name, metric_figure
 from reports.headline import headline
-from reports.labels import METRIC_LABELS, PSIS_NOTE, Labels, plural, repeat_word
+from reports.labels import METRIC_LABELS, Labels
 from reports.tables import (
-    GRADE_NOTE,
     failed_table,
-    key_columns,
     nonfinite_values,
     summarize,
-    summary_tables,
 )
 from zoo.run.evaluate import HIDDEN_COLUMNS
 from zoo.run.report_sampler import sampler_section
 from zoo.run.report_settings import relative_paths, run_settings
+from zoo.run.report_summary import summary_blocks
 from zoo.run.report_tune import tune_section
 from zoo.run.store import RunDir, RunStore, dump_spec
 from zoo.run.tune import plan as tune_plan
@@ -69,6 +67,7 @@ __all__ = [
     "BOOKKEEPING",
     "TIMINGS",
     "build_report",
+    "is_timing",
     "report_axes",
     "report_labels",
     "results_table",
@@ -77,10 +76,18 @@ __all__ = [
 
 #: Columns of results.csv that are not sweep axes or metrics.
 BOOKKEEPING = ["cell_id", "status", "error", "nonfinite"]
-#: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run).
+#: Per-cell values kept in the cell JSON but out of results.csv (they vary run to run); any
+#: other ``*_seconds`` metric is a timing too (:func:`is_timing`).
 TIMINGS = ["time_s", "fit_seconds", "init_seconds", "warmup_seconds", "compile_seconds"]
 #: Headline sentences: one per figure metric, for the first this many.
 MAX_HEADLINES = 2
+
+
+def is_timing(name: str) -> bool:
+    """Whether cell value ``name`` is a wall-clock time (:data:`TIMINGS` or ``*_seconds``):
+    it stays in the cell's record (``cells/<id>.json``) and out of results.csv, so two runs
+    of a spec on one machine write the same tables."""
+    return name in TIMINGS or name.endswith("_seconds")
 
 
 def report_labels() -> tuple[Labels, frozenset[str], dict[str, str]]:
@@ -162,7 +169,7 @@ def _nonfinite_names(rec: dict[str, Any]) -> str:
     bad = [
         k
         for k, v in (rec.get("metrics") or {}).items()
-        if isinstance(v, float) and not math.isfinite(v) and k not in TIMINGS
+        if isinstance(v, float) and not math.isfinite(v) and not is_timing(k)
     ]
     return ",".join(bad)
 
@@ -180,7 +187,7 @@ def results_table(run: RunDir, spec: Spec) -> pd.DataFrame:
         chosen = {k: v for k, v in cell.axes.items() if k.startswith("tuned.")}
         tuned += [k for k in chosen if k not in tuned]
         row.update(chosen)  # the values a tune section chose for this cell
-        row.update({k: v for k, v in rec["metrics"].items() if k not in TIMINGS})
+        row.update({k: v for k, v in rec["metrics"].items() if not is_timing(k)})
         row.update(
             cell_id=rec["cell_id"],
             status=rec["status"],
@@ -309,20 +316,10 @@ def run_document(
         Heading("Summary"),
     ]
     have_summary = not summary.empty
+    full = None
     if have_summary:
-        word = plural(repeat_word(over), 2)
-        blocks.append(
-            Paragraph(
-                f"Each entry is the mean ± the half-width of its 95% Student-t interval over "
-                f"{word} (n: {word} per row; 4.3 standard errors with 3, 12.7 with 2); "
-                f"[k/n] marks a mean over only the k finite values of the row's n (the "
-                f"others are NaN or infinite: see the notes); - means no value."
-            )
-        )
-        blocks += [Paragraph(GRADE_NOTE)] if "grade" in summary.columns else []
-        blocks += [Paragraph(PSIS_NOTE)] if "psis_khat" in table_metrics else []
-        n_keys = len(key_columns(summary))
-        blocks += [Table(h, r, n_text=n_keys) for h, r in summary_tables(summary, table_metrics)]
+        lead, full = summary_blocks(spec, summary, table_metrics, labels, over, weight_space)
+        blocks += lead
     else:
         blocks.append(
             Paragraph("No cell finished successfully, so there is no summary and no figure.")
@@ -347,6 +344,7 @@ def run_document(
             blocks.append(Figure(f"figures/{figure_name(m, x)}", png, caption))
     blocks += tune_section(spec, {r["cell_id"]: r for r in store.records()})
     blocks += _study_sections(store, results, spec) if have_rows else []
+    blocks += [full] if full is not None and full.blocks else []
     if len(failed):
         blocks += [Heading("Failed cells"), Table(*failed_table(failed), cls="failed")]
     spec_text = relative_paths(dump_spec(spec), spec, store.root)

@@ -13,6 +13,7 @@ not carry this machine's directory layout.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,16 @@ def relative_paths(text: str, spec: Spec, root: str | os.PathLike[str] | None) -
     return text
 
 
+#: A string value written bare in the settings; any other is quoted (``delimiter ','``,
+#: not ``delimiter ,``, which reads as a stray comma in the list of fields).
+_BARE = re.compile(r"[\w./:+-]+")
+
+
 def _value(v: Any) -> str:
+    """A spec value as the settings write it: ``0.1``, ``[1, 2]``, a section's kind, a
+    string bare when it is a word or a path, else quoted."""
+    if isinstance(v, str) and not _BARE.fullmatch(v):
+        return repr(v)
     if isinstance(v, float):
         return f"{v:g}"
     if isinstance(v, dict):

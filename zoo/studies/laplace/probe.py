@@ -19,7 +19,8 @@ curvature ``H`` there (exact Hessian or generalized Gauss-Newton,
   networks have no exact mode, and this measures how much that moves the number;
 - ``laplace_min_eig`` (smallest eigenvalue of ``H``), ``laplace_grad_norm`` (the gradient
   norm at the mode), ``laplace_refine_iters`` and ``laplace_refine_shift`` (how far L-BFGS
-  moved the point), ``laplace_curvature``, ``laplace_seconds``.
+  moved the point), ``laplace_curvature``; and ``laplace_seconds``, a wall-clock time that
+  stays in the cell's record, out of results.csv (:func:`zoo.run.report.is_timing`).
 
 With ``save_precision``, H itself is stored as the cell artifact
 ``.laplace_precision.npy`` (:data:`PRECISION_ARTIFACT`): the target of the Gaussian ground
