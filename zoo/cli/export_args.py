@@ -23,12 +23,14 @@ same points share it):
   models/zoo/CELL.yaml                            the cell's spec (zoo run on it reruns it)
   data/info/DATA.info.json                        the arrays, dtypes, data section, seed
   data/data/DATA.json.zip                         x, y (training), x_test, y_test
-  reference_posteriors/draws/info/NAME.info.json  diagnostics of every draw (per parameter
-      R-hat, bulk and tail ESS; per cell split and nested R-hat, ESS, divergences), the
-      grade and the gates that kept it from the next one, the run's spec.yaml SHA-256, the
-      cell's config hash, the git commit of the exporting code
+  reference_posteriors/draws/info/NAME.info.json  posteriordb's diagnostics (per parameter
+      R-hat, bulk and tail ESS of the stored draws, E-FMI) and checks, the same of every
+      draw, per cell split and nested R-hat, ESS, divergences, the grade and the gates that
+      kept it from the next one, the run's spec.yaml SHA-256, the cell's config hash, the
+      git commit of the exporting code
   reference_posteriors/draws/draws/NAME.json.zip  the thinned draws: one JSON object per
-      chain, keyed by parameter (layer0.weight[i,j], 0-based), values bit for bit
+      chain, keyed by parameter (layer0.weight[i,j], 1-based as in posteriordb), values
+      bit for bit
 """
 EPILOG = f"""\
 Read them back in Python, draws bit for bit, as ArviZ DataTrees:

@@ -162,9 +162,12 @@ def _posterior(chains: list[dict[str, list]], info: dict[str, Any]) -> xr.Datase
     kept = inference["draws_per_chain_stored"]
     draw = np.arange(kept, dtype=np.int64) * inference["thin"]
     data_vars = {}
+    keys = chains[0].keys() if chains else ()
     for var, v in info["variables"].items():
         shape = tuple(v["shape"])
-        labels = param_labels(var, shape)
+        labels = param_labels(var, shape)  # 0-based: the zoo's first exports
+        if labels[0] not in keys:  # 1-based, as posteriordb writes them
+            labels = param_labels(var, shape, base=1)
         per_chain = [
             np.stack([read_array(ch[label], v["dtype"]) for label in labels], axis=-1)
             for ch in chains
