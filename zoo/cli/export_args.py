@@ -45,9 +45,11 @@ examples:
   zoo export runs/mine --out refs --min-grade silver    only silver and gold
   zoo export runs/mine --out refs --max-draws 2000      more draws (bigger files)
 
-exit status: 0 written; 2 bad input (not a run directory, no graded sampled cell, --out a
-link, a file or a non-empty directory): nothing is written then. Cells still running or
-failed are left out and listed; nothing is ever written outside --out or through a link.
+exit status: 0 written; 2 bad input (not a run directory, no graded sampled cell, a record
+whose grade is not one, --out a link, a file or a non-empty directory) or a failed write (a
+full disk): --out is left as it was then (the files are written beside it and renamed into
+place once whole). Cells still running or failed are left out and listed; nothing is ever
+written outside --out or through a link.
 """
 
 
@@ -73,7 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_MAX_DRAWS,
         metavar="N",
         help=f"draws kept per posterior, chains together (default {DEFAULT_MAX_DRAWS}); "
-        "each chain is thinned alike, the diagnostics are of every draw",
+        "each chain is thinned alike; posteriordb's diagnostics are of the kept draws, those "
+        "of every draw are kept beside them",
     )
     e.add_argument(
         "--min-grade",

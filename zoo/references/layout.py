@@ -123,13 +123,18 @@ def json_zip(name: str, text: str) -> bytes:
     return buf.getvalue()
 
 
-def read_json_zip(data: bytes) -> Any:
-    """The JSON of the one member of a ``.json.zip`` archive (:func:`json_zip`)."""
+def read_json_zip(data: bytes, max_bytes: int | None = None) -> Any:
+    """The JSON of the one member of a ``.json.zip`` archive (:func:`json_zip`); a member
+    that inflates past ``max_bytes`` is refused (ValueError) before it is held whole."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         names = zf.namelist()
         if len(names) != 1:
             raise ValueError(f"a .json.zip holds one JSON file; this one holds {names}")
-        return json.loads(zf.read(names[0]).decode("utf-8"))
+        with zf.open(names[0]) as member:
+            text = member.read() if max_bytes is None else member.read(max_bytes + 1)
+        if max_bytes is not None and len(text) > max_bytes:
+            raise ValueError(f"its member inflates past {max_bytes} bytes")
+        return json.loads(text.decode("utf-8"))
 
 
 def read_json(data: bytes) -> Any:

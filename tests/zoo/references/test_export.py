@@ -9,6 +9,7 @@ One tiny run (MF-VI and 4 vectorized NUTS chains on two moons, depths 1 and 2) i
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -23,6 +24,7 @@ import xarray as xr
 import zoo.references
 from tests import specs
 from zoo.cli import export_args, main
+from zoo.references import export as export_mod
 from zoo.references.layout import json_array, read_array, read_json_zip
 from zoo.run.netcdf import load_datatree
 from zoo.spec import load_spec
@@ -357,3 +359,47 @@ def test_posteriordb_reads_the_export_and_its_checks_are_true(run_dir, exported)
         assert checks["r_hat_below_1_01"] is bool((rhat <= 1.01).all())
         assert checks["efmi_above_0_2"] is bool((want >= 0.2).all())
         np.testing.assert_allclose(diag["r_hat"], rhat)
+
+
+def test_a_full_disk_leaves_no_partial_database_and_a_retry_succeeds(
+    run_dir, tmp_path, monkeypatch
+) -> None:
+    real, calls = export_mod.write_bytes_atomic, []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        calls.clear()
+        monkeypatch.setattr(export_mod, "write_bytes_atomic", full_disk)
+        code, _, err = _zoo("export", str(run_dir), "--out", str(out), "--min-grade", "failed")
+        assert code == 2 and "No space left on device" in err and "Traceback" not in err
+        assert len(calls) == 3
+        assert (list(out.iterdir()) == []) if out.name == "empty" else not out.exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            p.name for p in (tmp_path / "new", tmp_path / "empty") if p.exists()
+        )  # no partial copy left beside it
+        monkeypatch.setattr(export_mod, "write_bytes_atomic", real)
+        code, out_text, err = _zoo(
+            "export", str(run_dir), "--out", str(out), "--min-grade", "failed"
+        )
+        assert code == 0, err
+        assert len(zoo.references.names(out)) == 2
+
+
+def test_an_unknown_grade_exits_2_naming_the_cell_and_the_field(run_dir, tmp_path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad)
+    rec_path = sorted((bad / "cells").glob("nuts_depth=1_*.json"))[0]
+    rec = json.loads(rec_path.read_text())
+    rec["metrics"]["reference_grade"] = "platinum"
+    rec_path.write_text(json.dumps(rec))
+    code, _, err = _zoo("export", str(bad), "--out", str(tmp_path / "o"), "--min-grade", "failed")
+    assert code == 2 and "Traceback" not in err, err
+    assert rec_path.stem in err and "metrics.reference_grade" in err and "'platinum'" in err
+    assert not (tmp_path / "o").exists()
