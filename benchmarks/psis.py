@@ -24,11 +24,11 @@ Not a test: numbers depend on the machine; the ratio to Pyro's is what to compar
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pyro
 import pyro.distributions as dist
@@ -39,23 +39,15 @@ from pyro.infer.importance import psis_diagnostic
 
 from guides.checks import psis_khat
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chees import machine  # noqa: E402
+
 
 def model(x: torch.Tensor, y: torch.Tensor) -> None:
     """y ~ N(x w, 0.5), w ~ N(0, I): ``(x * w).sum(-1)`` broadcasts over a batch of draws."""
     w = pyro.sample("w", dist.Normal(torch.zeros(x.shape[1]), 1.0).to_event(1))
     with pyro.plate("data", x.shape[0]):
         pyro.sample("y", dist.Normal((x * w).sum(-1), 0.5), obs=y)
-
-
-def machine() -> str:
-    """CPU model, logical cores and torch's threads."""
-    name = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next(line.split(":", 1)[1].strip() for line in f if "model name" in line)
-    except (OSError, StopIteration):
-        pass
-    return f"{name}, {os.cpu_count()} logical cores, torch {torch.__version__} on {torch.get_num_threads()} thread(s)"
 
 
 def main() -> None:
@@ -101,7 +93,7 @@ def main() -> None:
             t = time.process_time()
             khats[name] = fn()
             times[name].append(time.process_time() - t)
-    print(f"machine: {machine()}")
+    print(f"{machine()}; {torch.get_num_threads()} torch thread(s)")
     print(f"model: linear regression, n={a.n}, d={a.d}; {a.draws} draws; {a.rounds} rounds")
     pyro_steady = statistics.median(times["pyro psis_diagnostic"][1:])
     print(f"{'configuration':36s} {'first s':>9s} {'steady s':>9s} {'x Pyro':>8s} {'k-hat':>7s}")
