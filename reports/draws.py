@@ -34,7 +34,7 @@ class FlatDraws(NamedTuple):
     blocks: dict[str, np.ndarray]
 
 
-def param_labels(name: str, shape: tuple[int, ...]) -> list[str]:
+def param_labels(name: str, shape: tuple[int, ...], base: int = 0) -> list[str]:
     """Labels of the scalar entries of a site, in C order.
 
     Parameters
@@ -43,16 +43,19 @@ def param_labels(name: str, shape: tuple[int, ...]) -> list[str]:
         Site name, e.g. ``layer1.weight``.
     shape : tuple of int
         Event shape of the site (without sample dimensions).
+    base : int, default 0
+        The first index: 0 as the zoo's reports name entries, 1 as Stan and posteriordb
+        do (``theta[1]``).
 
     Returns
     -------
     list of str
         ``[name]`` for a scalar site, else ``name[i,j,...]`` for every index, e.g.
-        ``layer1.weight[3,0]``.
+        ``layer1.weight[3,0]`` (``layer1.weight[4,1]`` with ``base=1``).
     """
     if len(shape) == 0:
         return [name]
-    return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
+    return [f"{name}[{','.join(str(i + base) for i in idx)}]" for idx in np.ndindex(*shape)]
 
 
 def flatten_sites(sites: Mapping[str, np.ndarray], *, sample_ndim: int = 2) -> FlatDraws:

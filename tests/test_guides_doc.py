@@ -71,3 +71,10 @@ def test_the_unsupported_cases_say_what_they_are(guide, model, says) -> None:
     with pytest.raises((ValueError, RuntimeError)) as e:
         guide(model)(torch.zeros(3))
     assert says in str(e.value)
+
+
+def test_the_page_says_rank_plots_raise_on_one_chain_beside_the_r_hat_caveat() -> None:
+    text = " ".join(PAGE.read_text().split())
+    caveat = text.index("R-hat and ESS of one chain")
+    assert "rank plots raise" in text[caveat : caveat + 700]
+    assert "VI cell" in text[caveat : caveat + 700]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pyro
+import torch
+
 from tests.test_docs import shipped_specs_named, zoo_commands, zoo_commands_named
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,6 +35,22 @@ def test_readme_python_example_runs() -> None:
     exec(compile(code, "README.md", "exec"), ns)
     assert set(ns["guide"].median()) == {"w", "sigma"}
     assert ns["samples"]["y"].shape == (100, 100)
+
+
+def test_readme_python_example_is_seeded() -> None:
+    """Run twice from different global generators, it prints the same medians."""
+    (code,) = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    code = code.replace("range(500)", "range(20)").replace("num_samples=100", "num_samples=2")
+    medians = []
+    for before in (1, 2):
+        torch.manual_seed(before)
+        pyro.clear_param_store()
+        ns: dict = {"print": lambda *a: None}
+        exec(compile(code, "README.md", "exec"), ns)
+        medians.append({k: v.detach().clone() for k, v in ns["guide"].median().items()})
+    assert medians[0].keys() == medians[1].keys()
+    for k in medians[0]:
+        assert torch.equal(medians[0][k], medians[1][k]), k
 
 
 def test_readme_names_real_specs_commands_and_pages() -> None:

@@ -14,13 +14,17 @@ The result is a :class:`Run`: the run directory read back (``results.csv`` and
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from html import escape
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import xarray as xr
 
+from reports.grade import GRADES
 from zoo.cli.checks import check_data, check_device, check_widths
 from zoo.cli.common import UsageError, check_dependencies
 from zoo.run.netcdf import datatree_from_bytes
@@ -37,9 +41,14 @@ __all__ = ["Run", "open_run", "run"]
 DATATREE_SUFFIX = ".nc"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Run:
     """A run directory, read back.
+
+    Shown short, as pandas and xarray objects are: ``repr`` is one line (the directory,
+    the cells ok / failed / pending, the reference grades, the report's path) and
+    ``_repr_html_`` the same as a small table in a notebook; the spec is
+    :attr:`spec`, printed in full only when asked for.
 
     Attributes
     ----------
@@ -83,6 +92,50 @@ class Run:
     def report(self) -> Path:
         """The path of ``report.md`` (``report.html`` lies beside it)."""
         return self.dir / "report.md"
+
+    def overview(self) -> dict[str, Any]:
+        """What the reprs show: the directory, the cells per status (``ok``, ``failed``,
+        ``pending``), the sampled cells per reference grade, the report's path (None
+        before it is written)."""
+        stored = RunDir(self.dir)
+        status = Counter(stored.status(c.cell_id) for c in self.cells)
+        grades = Counter(
+            g
+            for c in self.cells
+            if isinstance(
+                g := ((stored.record(c.cell_id) or {}).get("metrics") or {}).get("reference_grade"),
+                str,
+            )
+        )
+        return {
+            "dir": str(self.dir),
+            "spec": self.spec.name,
+            "cells": {k: status.get(k, 0) for k in ("ok", "failed", "pending")},
+            "grades": {g: grades[g] for g in GRADES if grades.get(g)},
+            "report": str(self.report) if self.report.is_file() else None,
+        }
+
+    def __repr__(self) -> str:
+        o = self.overview()
+        cells = ", ".join(f"{n} {k}" for k, n in o["cells"].items())
+        grades = ", ".join(f"{n} {g}" for g, n in o["grades"].items())
+        parts = [repr(o["dir"]), f"spec {o['spec']}", f"cells: {cells}"]
+        if grades:
+            parts.append(f"grades: {grades}")
+        parts.append(f"report: {o['report'] or 'not written yet'}")
+        return f"Run({'; '.join(parts)})"
+
+    def _repr_html_(self) -> str:
+        o = self.overview()
+        rows = {
+            "directory": f"<code>{escape(o['dir'])}</code>",
+            "spec": escape(o["spec"]),
+            "cells": ", ".join(f"{n} {k}" for k, n in o["cells"].items()),
+            "grades": ", ".join(f"{n} {g}" for g, n in o["grades"].items()) or "-",
+            "report": f"<code>{escape(o['report'])}</code>" if o["report"] else "not written yet",
+        }
+        body = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows.items())
+        return f"<table><caption>zoo Run</caption>{body}</table>"
 
     def datatree(self, cell: str | int) -> xr.DataTree:
         """The ArviZ ``DataTree`` of one cell (its ``cells/<id>.nc``), fully loaded.

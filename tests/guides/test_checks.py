@@ -21,6 +21,8 @@ import pyro
 import pyro.distributions as dist
 import pytest
 import torch
+from pyro.infer.autoguide import AutoNormal
+from pyro.nn import PyroModule, PyroSample
 
 from guides.checks import pareto_smooth, psis_khat, vsbc
 from tests.guides._models import ALPHA, D_LR, SIGMA, regression, regression_model
@@ -169,3 +171,59 @@ def test_vsbc_restores_the_param_store_and_names_unknown_sites():
     assert set(pyro.get_param_store().keys()) == {"kept"}
     with pytest.raises(ValueError, match=r"observed sites \['obs'\] are not sites"):
         vsbc(regression_model, refit, x, None, observed=["obs"], replications=2)
+
+
+def test_vectorized_draws_give_the_loops_ratios(data64):
+    """The draws made at once in a plate (the default on this model) and one at a time:
+    with q the posterior both give log p(y) at every draw (the densities' sums agree to
+    rounding); with q its scale times c, log r = log p(y) + d log c - (c^2 - 1) |z|^2 / 2,
+    |z|^2 ~ chi-square(d), and both means agree with that to 4.5 standard errors."""
+    x, y = data64
+    exact = exact_guide(x, y, dtype=x.dtype)
+    at_once = psis_khat(regression_model, exact, x, y, seed=0, vectorize=True)
+    one_by_one = psis_khat(regression_model, exact, x, y, num_samples=20, seed=0, vectorize=False)
+    log_py = one_by_one.log_ratios[0]
+    np.testing.assert_allclose(at_once.log_ratios, log_py, rtol=1e-10)
+    assert at_once.khat == -np.inf
+    c, n = 0.5, 400
+    want = log_py + D_LR * np.log(c) - 0.5 * (c**2 - 1) * D_LR
+    se = 0.5 * abs(c**2 - 1) * np.sqrt(2 * D_LR / n)
+    for vectorize in (True, False):
+        r = psis_khat(
+            regression_model,
+            exact_guide(x, y, scale=c, dtype=x.dtype),
+            x,
+            y,
+            seed=1,
+            vectorize=vectorize,
+        )
+        assert abs(r.log_ratios.mean() - want) < 4.5 * se, (vectorize, r.log_ratios.mean(), want)
+
+
+def test_a_pyromodule_network_falls_back_to_one_draw_at_a_time():
+    """nn.Linear's weights cannot carry a batch of draws: the default loops (the ratios
+    those of vectorize=False, digit for digit), vectorize=True says why it cannot."""
+
+    class Net(PyroModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = PyroModule[torch.nn.Linear](2, 3)
+            self.fc.weight = PyroSample(dist.Normal(0.0, 1.0).expand([3, 2]).to_event(2))
+            self.fc.bias = PyroSample(dist.Normal(0.0, 1.0).expand([3]).to_event(1))
+
+        def forward(self, x, y=None):
+            mean = self.fc(x).sum(-1)  # the weights sampled outside the data plate
+            with pyro.plate("data", x.shape[0]):
+                pyro.sample("obs", dist.Normal(mean, 1.0), obs=y)
+
+    pyro.clear_param_store()
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(20, 2, generator=gen), torch.randn(20, generator=gen)
+    net = Net()
+    guide = AutoNormal(net)
+    guide(x, y)
+    default = psis_khat(net, guide, x, y, num_samples=30, seed=0)
+    loop = psis_khat(net, guide, x, y, num_samples=30, seed=0, vectorize=False)
+    np.testing.assert_array_equal(default.log_ratios, loop.log_ratios)
+    with pytest.raises(Exception):  # noqa: B017 - torch's shape error, whatever its type
+        psis_khat(net, guide, x, y, num_samples=30, seed=0, vectorize=True)

@@ -7,8 +7,10 @@ issue's 20% bound on the reference.
 
 from __future__ import annotations
 
+import arviz_stats as azs
 import numpy as np
 import pytest
+import xarray as xr
 
 from reports.gaussian import kl_diag_full, kl_sampling_bias
 from reports.ground_truth import random_spd
@@ -230,3 +232,18 @@ def test_blocks_are_debiased_each_at_its_own_n() -> None:
     fast = _plug_in(x[..., :10]) - kl_sampling_bias(_n(x[..., :10]), 10)
     assert res.blocks["fast"] == pytest.approx(fast, rel=1e-4)  # jitter 1e-6 there
     assert abs(res.blocks["slow"]) < 0.05 and abs(res.blocks["fast"]) < 0.02
+
+
+def test_ess_is_arviz_stats_identity_ess() -> None:
+    """The multi-chain ESS (and so the ESS of the squares) is arviz-stats', to rounding."""
+    rng = np.random.default_rng(3)
+    x = np.cumsum(rng.normal(size=(4, 300, 6)), axis=1) * 0.05 + rng.normal(size=(4, 300, 6))
+    dims = ("chain", "draw")
+    want = [float(azs.ess(xr.DataArray(x[..., j], dims=dims), method="identity")) for j in range(6)]
+    np.testing.assert_allclose(ess(x), want, rtol=1e-12)
+    sq = (x - x.mean((0, 1))) ** 2
+    want_sq = [
+        float(azs.ess(xr.DataArray(sq[..., j], dims=dims), method="identity")) for j in range(6)
+    ]
+    np.testing.assert_allclose(squares_ess(x), want_sq, rtol=1e-12)
+    assert np.isnan(ess(np.zeros((2, 50, 1)))).all()

@@ -23,12 +23,14 @@ same points share it):
   models/zoo/CELL.yaml                            the cell's spec (zoo run on it reruns it)
   data/info/DATA.info.json                        the arrays, dtypes, data section, seed
   data/data/DATA.json.zip                         x, y (training), x_test, y_test
-  reference_posteriors/draws/info/NAME.info.json  diagnostics of every draw (per parameter
-      R-hat, bulk and tail ESS; per cell split and nested R-hat, ESS, divergences), the
-      grade and the gates that kept it from the next one, the run's spec.yaml SHA-256, the
-      cell's config hash, the git commit of the exporting code
+  reference_posteriors/draws/info/NAME.info.json  posteriordb's diagnostics (per parameter
+      R-hat, bulk and tail ESS of the stored draws, E-FMI) and checks, the same of every
+      draw, per cell split and nested R-hat, ESS, divergences, the grade and the gates that
+      kept it from the next one, the run's spec.yaml SHA-256, the cell's config hash, the
+      git commit of the exporting code
   reference_posteriors/draws/draws/NAME.json.zip  the thinned draws: one JSON object per
-      chain, keyed by parameter (layer0.weight[i,j], 0-based), values bit for bit
+      chain, keyed by parameter (layer0.weight[i,j], 1-based as in posteriordb), values
+      bit for bit
 """
 EPILOG = f"""\
 Read them back in Python, draws bit for bit, as ArviZ DataTrees:
@@ -43,9 +45,11 @@ examples:
   zoo export runs/mine --out refs --min-grade silver    only silver and gold
   zoo export runs/mine --out refs --max-draws 2000      more draws (bigger files)
 
-exit status: 0 written; 2 bad input (not a run directory, no graded sampled cell, --out a
-link, a file or a non-empty directory): nothing is written then. Cells still running or
-failed are left out and listed; nothing is ever written outside --out or through a link.
+exit status: 0 written; 2 bad input (not a run directory, no graded sampled cell, a record
+whose grade is not one, --out a link, a file or a non-empty directory) or a failed write (a
+full disk): --out is left as it was then (the files are written beside it and renamed into
+place once whole). Cells still running or failed are left out and listed; nothing is ever
+written outside --out or through a link.
 """
 
 
@@ -71,7 +75,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_MAX_DRAWS,
         metavar="N",
         help=f"draws kept per posterior, chains together (default {DEFAULT_MAX_DRAWS}); "
-        "each chain is thinned alike, the diagnostics are of every draw",
+        "each chain is thinned alike; posteriordb's diagnostics are of the kept draws, those "
+        "of every draw are kept beside them",
     )
     e.add_argument(
         "--min-grade",

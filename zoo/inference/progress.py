@@ -1,6 +1,7 @@
 """Progress of a running fit: a terminal bar here, or messages to whoever runs the cell.
 
-Every fit asks :func:`progress_bar` for its bar. In a terminal session that is a tqdm bar.
+Every fit asks :func:`progress_bar` for its bar. In a terminal session that is a tqdm bar;
+under Jupyter with ipywidgets ``tqdm.auto``'s notebook widget.
 A process that runs cells for another one (a worker of :mod:`zoo.run.executors`) sets a
 *sink* with :func:`set_progress_sink`; the bars then call ``sink(desc, phase, i, n)``
 instead of drawing (``phase`` is ``"steps"`` for optimizers, ``"warm-up"`` and then
@@ -92,9 +93,11 @@ class SinkBar:
 def progress_bar(total: int, desc: str, *, unit: str = "step", warmup: int = 0) -> Any:
     """A bar of ``total`` steps: to the sink when one is set, else a tqdm bar.
 
-    The tqdm bar is off when stderr is not a terminal. ``warmup`` (samplers) names the
+    The tqdm bar is off when stderr is not a terminal, except where ``tqdm.auto`` chose
+    its notebook widget (under Jupyter with ipywidgets). ``warmup`` (samplers) names the
     first steps as the warm-up phase for the sink.
     """
     if _sink is not None:
         return SinkBar(_sink, total, desc, warmup)
-    return tqdm(total=total, desc=desc, leave=False, unit=unit, dynamic_ncols=True, disable=None)
+    disable = False if tqdm.__module__ == "tqdm.notebook" else None
+    return tqdm(total=total, desc=desc, leave=False, unit=unit, dynamic_ncols=True, disable=disable)

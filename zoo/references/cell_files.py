@@ -3,11 +3,12 @@
 Per cell: ``posteriors/NAME.json``; ``models/info/CELL.info.json`` (the network) and
 ``models/zoo/CELL.yaml`` (the cell's resolved spec); the data files, named by a hash of the
 points so that the cells fitted to the same points share them; and the reference draws,
-thinned, with ``reference_posteriors/draws/info/NAME.info.json``: the diagnostics of the
-full draws (per parameter the rank-normalized split :math:`\\hat R` and the bulk and tail
-ESS of Vehtari et al. 2021, as posteriordb lists them; per cell what the grade reads), the
-grade, the gates that kept it from the next one and the provenance. Pure: builds bytes,
-writes nothing.
+thinned, with ``reference_posteriors/draws/info/NAME.info.json``: posteriordb's
+diagnostics and checks of the stored draws (:mod:`zoo.references.pdb_checks`), those of
+every draw before thinning (per parameter the rank-normalized split :math:`\\hat R` and
+the bulk and tail ESS of Vehtari et al. 2021; per cell what the grade reads), the grade,
+the gates that kept it from the next one and the provenance. Pure: builds bytes, writes
+nothing.
 """
 
 from __future__ import annotations
@@ -38,10 +39,20 @@ from zoo.references.layout import (
     json_array,
     json_zip,
 )
+from zoo.references.pdb_checks import efmi, posteriordb_checks, reference_diagnostics
 from zoo.run.arviz_io import datatree_attrs
 from zoo.run.store import dump_spec
 
-__all__ = ["CELL_DIAGNOSTICS", "DATA_ARRAYS", "Exported", "cell_files"]
+__all__ = [
+    "CELL_DIAGNOSTICS",
+    "COMMENTS",
+    "DATA_ARRAYS",
+    "Exported",
+    "cell_files",
+    "draws_text",
+    "json_bytes",
+    "model_code_keys",
+]
 
 #: The cell metrics a reference carries beside its grade (those the gates read, and more).
 CELL_DIAGNOSTICS = (
@@ -59,6 +70,19 @@ CELL_DIAGNOSTICS = (
     "draws_per_chain",
 )
 _ADDED_BY = "bnn-zoo (zoo export)"
+#: The info file's ``comments``.
+COMMENTS = (
+    "Draws thinned to keep the file small; diagnostics of the stored draws as posteriordb "
+    "states them, those of every draw under every_draw; the grade is that of every draw "
+    "(reports.grade). Parameter names are 1-based, C order."
+)
+
+
+def model_code_keys(path: str) -> dict[str, Any]:
+    """A model info's code keys: posteriordb's readers look in
+    ``model_implementations[framework]["model_code"]``, earlier posteriordb files and the
+    zoo's own exports in ``model_code[framework]``; both name the same file."""
+    return {"model_code": {"zoo": path}, "model_implementations": {"zoo": {"model_code": path}}}
 
 
 @dataclass(frozen=True)
@@ -134,7 +158,20 @@ def cell_files(
         for v, da in kept.data_vars.items()
     }
     summary = posterior_summary(dt)
-    div = dt["sample_stats"].to_dataset().get("diverging") if "sample_stats" in dt else None
+    stats = dt["sample_stats"].to_dataset() if "sample_stats" in dt else xr.Dataset()
+    div, energy = stats.get("diverging"), stats.get("energy")
+    diagnostics = reference_diagnostics(
+        kept,
+        {
+            "effective_sample_size_bulk": _floats(summary["ess_bulk"]),
+            "effective_sample_size_tail": _floats(summary["ess_tail"]),
+            "r_hat": _floats(summary["r_hat"]),
+        },
+        ndraws_sampled=chains * n_draws,
+        efmi_per_chain=None if energy is None else efmi(energy.values),
+        divergent=None if div is None else [int(n) for n in np.asarray(div.values).sum(axis=1)],
+        cell={k: _plain(metrics[k]) for k in CELL_DIAGNOSTICS if k in metrics},
+    )
     info = {
         "name": name,
         "inference": {
@@ -147,20 +184,9 @@ def cell_files(
             "thin": thin,
             "draws_per_chain_stored": kept.sizes["draw"],
         },
-        "diagnostics": {
-            "diagnostic_information": {"names": [str(n) for n in summary.index]},
-            "ndraws": chains * n_draws,
-            "nchains": chains,
-            "computed_on": "every draw, before thinning",
-            "effective_sample_size_bulk": _floats(summary["ess_bulk"]),
-            "effective_sample_size_tail": _floats(summary["ess_tail"]),
-            "r_hat": _floats(summary["r_hat"]),
-            "divergent_transitions": None
-            if div is None
-            else [int(n) for n in np.asarray(div.values).sum(axis=1)],
-            "cell": {k: _plain(metrics[k]) for k in CELL_DIAGNOSTICS if k in metrics},
-        },
+        "diagnostics": diagnostics,
         "checks_made": {
+            **posteriordb_checks(diagnostics),
             "reference_grade": grade,
             "kept_from_next_grade_by": _split(metrics.get("grade_failed")),
             "stan_gates_failed": _split(metrics.get("gates_failed")),
@@ -176,8 +202,7 @@ def cell_files(
             "device": rec.get("device"),
             "threads": rec.get("threads"),
         },
-        "comments": "Draws thinned to keep the file small; diagnostics and grade are those "
-        "of the full draws (reports.grade). Parameter names are 0-based, C order.",
+        "comments": COMMENTS,
         "added_by": _ADDED_BY,
         "added_date": added,
         "versions": {
@@ -193,7 +218,7 @@ def cell_files(
         "description": spec.description,
         "urls": [],
         "references": [],
-        "model_code": {"zoo": f"{MODEL_CODE}/{cell_id}.yaml"},
+        **model_code_keys(f"{MODEL_CODE}/{cell_id}.yaml"),
         "network": {
             "model": cell.spec.model.model_dump(mode="json"),
             "prior": cell.spec.prior.model_dump(mode="json"),
@@ -222,25 +247,26 @@ def cell_files(
         "# whose draws are the reference).\n" + dump_spec(cell.spec)
     )
     files = {
-        f"{POSTERIORS}/{name}.json": _json_bytes(posterior),
-        f"{MODEL_INFO}/{cell_id}.info.json": _json_bytes(model_info),
+        f"{POSTERIORS}/{name}.json": json_bytes(posterior),
+        f"{MODEL_INFO}/{cell_id}.info.json": json_bytes(model_info),
         f"{MODEL_CODE}/{cell_id}.yaml": code.encode("utf-8"),
         **data_files,
-        f"{DRAWS_INFO}/{name}.info.json": _json_bytes(info),
-        f"{DRAWS}/{name}.json.zip": json_zip(f"{name}.json", _draws_text(kept)),
+        f"{DRAWS_INFO}/{name}.info.json": json_bytes(info),
+        f"{DRAWS}/{name}.json.zip": json_zip(f"{name}.json", draws_text(kept)),
     }
     return files, Exported(name, cell_id, grade, chains, kept.sizes["draw"], thin)
 
 
-def _draws_text(post: xr.Dataset) -> str:
-    """posteriordb's draws: a list of chains, each ``{"site[i,j]": [draws], ...}``."""
+def draws_text(post: xr.Dataset) -> str:
+    """posteriordb's draws: a list of chains, each ``{"site[i,j]": [draws], ...}``, the
+    indices 1-based as posteriordb writes them."""
     chains = []
     for c in range(post.sizes["chain"]):
         items = []
         for v, da in post.data_vars.items():
             arr = np.asarray(da.isel(chain=c).values)
             flat = arr.reshape(arr.shape[0], -1)
-            for j, label in enumerate(param_labels(str(v), arr.shape[1:])):
+            for j, label in enumerate(param_labels(str(v), arr.shape[1:], base=1)):
                 items.append(f"{json.dumps(label)}:{json_array(flat[:, j])}")
         chains.append("{" + ",".join(items) + "}")
     return "[" + ",\n".join(chains) + "]"
@@ -286,12 +312,13 @@ def _data(cell: Any, dt: xr.DataTree, spec_name: str, added: str | None) -> tupl
         "added_date": added,
     }
     return data_name, {
-        f"{DATA_INFO}/{data_name}.info.json": _json_bytes(info),
+        f"{DATA_INFO}/{data_name}.info.json": json_bytes(info),
         f"{DATA_DATA}/{data_name}.json.zip": json_zip(f"{data_name}.json", text),
     }
 
 
-def _json_bytes(obj: Any) -> bytes:
+def json_bytes(obj: Any) -> bytes:
+    """An info file's bytes: strict JSON, indented, one trailing newline."""
     return (json.dumps(obj, indent=2, allow_nan=False) + "\n").encode("utf-8")
 
 

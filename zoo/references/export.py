@@ -20,13 +20,17 @@ it (a run directory does not record the commit that computed it).
 Nothing is written through a symbolic link or outside ``out``: ``out`` must be new or an
 empty directory and not a link, and every file goes through
 :func:`zoo.run.store_links.inside` and an atomic write. Every file is built in memory
-before the first is written, so bad input leaves ``out`` as it was.
+before the first is written, so bad input leaves ``out`` as it was; the files are written
+into a new directory beside ``out`` (``.NAME.*.partial``) renamed into place once whole,
+so a failed write (a full disk) leaves ``out`` as it was too, and a retry starts afresh.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +39,7 @@ from typing import Any
 from reports.grade import GRADES
 from zoo.references.cell_files import Exported, cell_files
 from zoo.run.netcdf import datatree_from_bytes
-from zoo.run.rundir import SPEC_FILE, RunDir
+from zoo.run.rundir import CELLS, SPEC_FILE, RunDir
 from zoo.run.store import write_bytes_atomic
 from zoo.run.store_links import LinkedPath, inside
 
@@ -140,13 +144,21 @@ def export_run(
     graded_any = False
     for cell in spec.cells():
         rec = run.record(cell.cell_id)
-        grade = ((rec or {}).get("metrics") or {}).get("reference_grade")
+        metrics = (rec or {}).get("metrics") if isinstance(rec, dict) else None
+        grade = metrics.get("reference_grade") if isinstance(metrics, dict) else None
         if rec is None or rec.get("status") != "ok" or not grade:
             if getattr(cell.method, "needs_samplable_model", False):  # a sampler's cell
                 why = "not finished (pending or running)" if rec is None else "it failed"
                 skipped.append(f"{cell.cell_id}: {why}")
             continue
         graded_any = True
+        if grade not in GRADES:
+            raise ExportError(
+                f"{run_dir / CELLS / cell.cell_id}.json: metrics.reference_grade is "
+                f"{grade!r}, not a grade ({', '.join(GRADES)}); the record is damaged or "
+                "from another program: run the cell again (zoo run resumes it) or remove "
+                "the record"
+            )
         if GRADES.index(grade) > GRADES.index(min_grade):
             skipped.append(f"{cell.cell_id}: grade {grade}, below --min-grade {min_grade}")
             continue
@@ -173,11 +185,22 @@ def export_run(
 
 
 def _write(out: Path, files: Mapping[str, bytes]) -> int:
-    """Write ``files`` under ``out`` (created), never through a link."""
-    out.mkdir(parents=True, exist_ok=True)
+    """Write ``files`` into a new directory beside ``out`` and rename it into place, so
+    that ``out`` holds the whole database or is left as it was (a full disk, a link made
+    while writing: the partial copy is removed and the error raised); never through a
+    link. ``out`` may be missing or an empty directory (a rename replaces an empty one)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
         for rel, data in files.items():
-            write_bytes_atomic(inside(out, rel), data)
-    except LinkedPath as e:  # a link made in out while we wrote
+            write_bytes_atomic(inside(tmp, rel), data)
+        tmp.chmod(0o755)
+        check_out(out)  # still new or empty, and not a link, now that it is replaced
+        os.replace(tmp, out)
+    except LinkedPath as e:  # a link made in the new directory while we wrote
+        shutil.rmtree(tmp, ignore_errors=True)
         raise ExportError(e.strerror) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return sum(len(d) for d in files.values())

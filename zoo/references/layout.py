@@ -6,17 +6,18 @@ as JSON files that name each other; :mod:`zoo.references` writes the same tree::
     posteriors/NAME.json                          the posterior: model_name, data_name,
                                                   reference_posterior_name, dimensions
     models/info/MODEL.info.json                   the model: description, network,
-                                                  model_code {"zoo": "models/zoo/MODEL.yaml"}
+                                                  model_implementations {"zoo": {"model_code":
+                                                  "models/zoo/MODEL.yaml"}} (and model_code)
     models/zoo/MODEL.yaml                         the cell's resolved spec (zoo run runs it)
     data/info/DATA.info.json                      the data: description, data_file, dtypes
     data/data/DATA.json.zip                       {"x": [[..]], "y": [..], "x_test": ..}
     reference_posteriors/draws/info/NAME.info.json  inference, diagnostics, grade, versions
-    reference_posteriors/draws/draws/NAME.json.zip  [{"layer0.weight[0,0]": [..], ..}, ..]
+    reference_posteriors/draws/draws/NAME.json.zip  [{"layer0.weight[1,1]": [..], ..}, ..]
 
 Where posteriordb has Stan code the zoo has the cell's spec YAML and a description of the
 network. The draws file is posteriordb's: a JSON list with one object per chain, keyed by
-the scalar parameter's name (``site[i,j]``, 0-based, C order, as
-:func:`reports.draws.param_labels` names them). A ``.json.zip`` is a zip archive holding
+the scalar parameter's name (``site[i,j]``, 1-based as posteriordb writes them, C order:
+:func:`reports.draws.param_labels` with ``base=1``; the first exports were 0-based). A ``.json.zip`` is a zip archive holding
 ``NAME.json`` alone, deflated, with a fixed timestamp (the same draws give the same bytes).
 
 Numbers are written as the shortest decimal that reads back to the same value in the
@@ -122,13 +123,18 @@ def json_zip(name: str, text: str) -> bytes:
     return buf.getvalue()
 
 
-def read_json_zip(data: bytes) -> Any:
-    """The JSON of the one member of a ``.json.zip`` archive (:func:`json_zip`)."""
+def read_json_zip(data: bytes, max_bytes: int | None = None) -> Any:
+    """The JSON of the one member of a ``.json.zip`` archive (:func:`json_zip`); a member
+    that inflates past ``max_bytes`` is refused (ValueError) before it is held whole."""
     with zipfile.ZipFile(io.BytesIO(data)) as zf:
         names = zf.namelist()
         if len(names) != 1:
             raise ValueError(f"a .json.zip holds one JSON file; this one holds {names}")
-        return json.loads(zf.read(names[0]).decode("utf-8"))
+        with zf.open(names[0]) as member:
+            text = member.read() if max_bytes is None else member.read(max_bytes + 1)
+        if max_bytes is not None and len(text) > max_bytes:
+            raise ValueError(f"its member inflates past {max_bytes} bytes")
+        return json.loads(text.decode("utf-8"))
 
 
 def read_json(data: bytes) -> Any:

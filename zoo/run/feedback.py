@@ -3,8 +3,10 @@
 One line per finished cell with the time left, estimated per method (the mean time of the
 method's finished cells times its cells still to run, over the workers). With ``progress``
 the steps inside each running cell (optimizer steps; a sampler's warm-up and draws) are
-shown: one bar per running cell on a terminal, else a status line per cell at most every
-:data:`STATUS_EVERY` seconds.
+shown: one bar per running cell on a terminal; under Jupyter one ``tqdm.auto`` bar of the
+cells (a notebook widget with ipywidgets) whose postfix names the running cell's phase and
+step; else (a CI log, a file) a status line per cell at most every :data:`STATUS_EVERY`
+seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["STATUS_EVERY", "Feedback", "format_seconds"]
+__all__ = ["STATUS_EVERY", "Feedback", "format_seconds", "in_notebook"]
 
 #: Seconds between two status lines of one running cell when stderr is not a terminal.
 STATUS_EVERY = 30.0
@@ -53,10 +55,12 @@ class Feedback:
         self.k, self.n = done_before, len(cells)
         self.progress = progress
         self.tty = progress and _isatty()
+        self.notebook = progress and not self.tty and in_notebook()
         self.running: dict[str, dict[str, Any]] = {}
         self.bar = None
         self.slots: list[Any] = []
-        if self.tty:
+        self.eta_text = ""
+        if self.tty or self.notebook:
             fmt = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
             self.bar = tqdm(
                 total=self.n,
@@ -67,6 +71,7 @@ class Feedback:
                 bar_format=fmt,
                 file=sys.stderr,
             )
+        if self.tty:
             self.slots = [
                 tqdm(
                     total=1,
@@ -93,6 +98,10 @@ class Feedback:
         st = self.running.setdefault(cell_id, {"t0": now, "shown": now, "phase": None})
         label = "" if cell_id.startswith(desc) else f"{desc} "
         what = f"{label}{phase}"
+        if self.notebook:  # one bar: the running cell's step in its postfix
+            step = f"{_cut(cell_id, 40)} {what} {i}/{n}"
+            self.bar.set_postfix_str(f"{self.eta_text}; {step}" if self.eta_text else step)
+            return
         if self.tty:
             if "slot" not in st:
                 if not self.free:
@@ -138,6 +147,7 @@ class Feedback:
             status = f"FAILED {rec.get('error', '')}"
         self.say(f"[{self.k}/{self.n}] {cid}: {status} ({rec.get('time_s', 0.0):.1f}s; {eta})")
         if self.bar is not None:
+            self.eta_text = eta
             self.bar.update(1)
             self.bar.set_postfix_str(eta)
 
@@ -174,6 +184,20 @@ class Feedback:
             b.close()
         if self.bar is not None:
             self.bar.close()
+
+
+def in_notebook() -> bool:
+    """Whether this process is a Jupyter kernel (notebook, JupyterLab, VS Code, Colab):
+    IPython's shell there is a ``ZMQInteractiveShell``, whose stderr is no terminal but
+    shows a bar. Without IPython imported, no (the check imports nothing)."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return False
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # an IPython too old or half imported: not a kernel we can draw in
+        return False
+    return any(c.__name__ == "ZMQInteractiveShell" for c in type(shell).__mro__)
 
 
 def _isatty() -> bool:

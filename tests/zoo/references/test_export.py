@@ -9,12 +9,14 @@ One tiny run (MF-VI and 4 vectorized NUTS chains on two moons, depths 1 and 2) i
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
 import shutil
 from pathlib import Path
 
+import arviz_stats as azs
 import numpy as np
 import pytest
 import xarray as xr
@@ -22,6 +24,7 @@ import xarray as xr
 import zoo.references
 from tests import specs
 from zoo.cli import export_args, main
+from zoo.references import export as export_mod
 from zoo.references.layout import json_array, read_array, read_json_zip
 from zoo.run.netcdf import load_datatree
 from zoo.spec import load_spec
@@ -129,7 +132,7 @@ def test_export_reads_back_bit_for_bit_with_its_metadata(run_dir, exported) -> N
         chains = read_json_zip(
             (db / f"reference_posteriors/draws/draws/{name}.json.zip").read_bytes()
         )
-        assert len(chains) == 4 and "layer0.weight[0,1]" in chains[0]
+        assert len(chains) == 4 and "layer0.weight[1,2]" in chains[0]
         assert len(info["diagnostics"]["r_hat"]) == len(chains[0])
         # the model file is a spec whose one cell has this cell's configuration hash
         model = meta["model"]
@@ -288,3 +291,115 @@ def test_cells_not_finished_are_left_out_and_named(run_dir, tmp_path) -> None:
     assert code == 0
     assert f"left out {gone.stem}: not finished (pending or running)" in err
     assert len(zoo.references.names(tmp_path / "o")) == 1
+
+
+def _pdb_chains(chains: list[dict[str, list]], post: xr.Dataset) -> dict[str, np.ndarray]:
+    """posteriordb's per-chain draws as ``(chain, draw, *shape)`` arrays of ``post``'s
+    dtypes, found by posteriordb's 1-based names."""
+    out = {}
+    for var, da in post.data_vars.items():
+        shape = da.shape[2:]
+        flat = [
+            np.stack(
+                [np.asarray(ch[f"{var}[{','.join(str(i + 1) for i in idx)}]"]) for ch in chains]
+            )
+            if shape
+            else np.stack([np.asarray(ch[var]) for ch in chains])
+            for idx in (np.ndindex(*shape) if shape else [()])
+        ]
+        arr = np.stack(flat, axis=-1).reshape(len(chains), -1, *shape)
+        out[str(var)] = read_array(arr, da.dtype)
+    return out
+
+
+def test_posteriordb_reads_the_export_and_its_checks_are_true(run_dir, exported) -> None:
+    pdb = pytest.importorskip(
+        "posteriordb", reason="posteriordb is not installed (pip install -e '.[dev]')"
+    )
+    db, _ = exported
+    database = pdb.PosteriorDatabase(str(db))
+    assert sorted(database.posterior_names()) == zoo.references.names(db)
+    for name in zoo.references.names(db):
+        post = database.posterior(name)
+        chains = post.reference_draws()
+        info = post.reference_draws_info()
+        assert Path(post.model.code_file_path("zoo")).is_file()
+        assert post.data.values().keys() >= {"x", "y"}
+        mine = zoo.references.load(name, db)["posterior"].to_dataset()
+        theirs = _pdb_chains(chains, mine)
+        for var, arr in theirs.items():
+            np.testing.assert_array_equal(_bits(arr), _bits(mine[var].values))
+        diag, checks = info["diagnostics"], info["checks_made"]
+        stored = sum(len(next(iter(ch.values()))) for ch in chains)
+        cell_id = info["provenance"]["cell_id"]
+        full = load_datatree(run_dir / "cells" / f"{cell_id}.nc")
+        assert diag["ndraws"] == stored == 60 and diag["nchains"] == 4
+        assert diag["ndraws_sampled"] == 4 * full["posterior"].sizes["draw"] == 240
+        assert diag["diagnostic_information"]["names"][:2] == [
+            "layer0.weight[1,1]",
+            "layer0.weight[1,2]",
+        ]
+        # E-FMI of every transition's energy: sum of squared steps over sum of squares
+        energy = full["sample_stats"]["energy"].values.astype(np.float64)
+        want = (np.diff(energy, axis=1) ** 2).sum(1) / (
+            (energy - energy.mean(1, keepdims=True)) ** 2
+        ).sum(1)
+        np.testing.assert_allclose(diag["expected_fraction_of_missing_information"], want)
+        # posteriordb's checks, recomputed here from its own reader's draws
+        ds = xr.Dataset({v: (("chain", "draw", *mine[v].dims[2:]), a) for v, a in theirs.items()})
+        ess = np.concatenate(
+            [np.ravel(azs.ess(ds, method=m)[v].values) for m in ("bulk", "tail") for v in ds]
+        )
+        rhat = np.concatenate([np.ravel(azs.rhat(ds)[v].values) for v in ds])
+        half = 4 * np.sqrt(7 * stored)
+        assert checks["ndraws_is_10k"] is False and checks["nchains_is_gte_4"] is True
+        assert checks["ess_within_bounds"] is bool(
+            ((stored - half <= ess) & (ess <= stored + half)).all()
+        )
+        assert checks["r_hat_below_1_01"] is bool((rhat <= 1.01).all())
+        assert checks["efmi_above_0_2"] is bool((want >= 0.2).all())
+        np.testing.assert_allclose(diag["r_hat"], rhat)
+
+
+def test_a_full_disk_leaves_no_partial_database_and_a_retry_succeeds(
+    run_dir, tmp_path, monkeypatch
+) -> None:
+    real, calls = export_mod.write_bytes_atomic, []
+
+    def full_disk(path, data):
+        calls.append(path)
+        if len(calls) == 3:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(path, data)
+
+    for out in (tmp_path / "new", tmp_path / "empty"):
+        if out.name == "empty":
+            out.mkdir()
+        calls.clear()
+        monkeypatch.setattr(export_mod, "write_bytes_atomic", full_disk)
+        code, _, err = _zoo("export", str(run_dir), "--out", str(out), "--min-grade", "failed")
+        assert code == 2 and "No space left on device" in err and "Traceback" not in err
+        assert len(calls) == 3
+        assert (list(out.iterdir()) == []) if out.name == "empty" else not out.exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+            p.name for p in (tmp_path / "new", tmp_path / "empty") if p.exists()
+        )  # no partial copy left beside it
+        monkeypatch.setattr(export_mod, "write_bytes_atomic", real)
+        code, out_text, err = _zoo(
+            "export", str(run_dir), "--out", str(out), "--min-grade", "failed"
+        )
+        assert code == 0, err
+        assert len(zoo.references.names(out)) == 2
+
+
+def test_an_unknown_grade_exits_2_naming_the_cell_and_the_field(run_dir, tmp_path) -> None:
+    bad = tmp_path / "bad"
+    shutil.copytree(run_dir, bad)
+    rec_path = sorted((bad / "cells").glob("nuts_depth=1_*.json"))[0]
+    rec = json.loads(rec_path.read_text())
+    rec["metrics"]["reference_grade"] = "platinum"
+    rec_path.write_text(json.dumps(rec))
+    code, _, err = _zoo("export", str(bad), "--out", str(tmp_path / "o"), "--min-grade", "failed")
+    assert code == 2 and "Traceback" not in err, err
+    assert rec_path.stem in err and "metrics.reference_grade" in err and "'platinum'" in err
+    assert not (tmp_path / "o").exists()
