@@ -86,11 +86,15 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from arviz_stats.base import array_stats
+from scipy.signal import lfilter
+from scipy.stats import t as student_t
 
-from reports.gaussian import kl_diag_full, kl_sampling_bias
+from reports.gaussian import iid_equivalent_draws, kl_diag_full, kl_sampling_bias
 
 __all__ = [
+    "AR1Bias",
     "DebiasedKL",
+    "ar1_calibrated_bias",
     "debiased_kl_draws",
     "debiased_kl_moments",
     "ess",
@@ -342,6 +346,11 @@ class DebiasedKL(NamedTuple):
     blocks : dict of str to float or None
         Per block (e.g. layer): its own KL (as ``kl_diag_full`` with blocks) less the bias at
         its own :math:`n_\mathrm{KL}`; no error.
+    rho : float or None
+        The lag-one correlation of the AR(1) chains whose groups give the same
+        :math:`\hat\beta` as these draws (:func:`ar1_calibrated_bias`); ``bias`` is then
+        those chains' simulated bias and ``n`` the i.i.d. n with that bias. None where the
+        calibration did not run (uncorrelated draws, one group, or too large a simulation).
     """
 
     kl: float
@@ -353,6 +362,129 @@ class DebiasedKL(NamedTuple):
     groups: int
     squares_n: float | None
     blocks: dict[str, float | None]
+    rho: float | None = None
+
+    def half_width(self, level: float = 0.95) -> float | None:
+        """Half-width of the ``level`` interval of ``debiased``: Student's t with ``G - 1``
+        degrees of freedom times ``se`` (the jackknife over ``G`` groups has ``G - 1``;
+        the normal quantile's 2 s.e. covers about 91% at ``G = 8``, not 95%)."""
+        if self.se is None or self.groups < 2:
+            return None
+        return float(student_t.ppf(0.5 + level / 2.0, self.groups - 1) * self.se)
+
+
+#: Largest simulation (chains x draws x D numbers per replicate) the calibration runs.
+MAX_CALIBRATION_SIZE = 20_000_000
+
+
+class AR1Bias(NamedTuple):
+    """The KL's sampling bias of AR(1) chains matched to the draws (:func:`ar1_calibrated_bias`).
+
+    Attributes
+    ----------
+    bias : float
+        Mean KL(q_diag || q_full) of the matched chains' sample covariance (their true KL is
+        0, so this is their bias).
+    se : float
+        Its Monte Carlo standard error over the replicates.
+    rho : float
+        The matched chains' lag-one correlation.
+    """
+
+    bias: float
+    se: float
+    rho: float
+
+
+def _ar1_replicate(rho: float, shape: tuple, groups: int, chol: np.ndarray, seed: int, r: int):
+    """``1 / n_KL`` and the KL's error of one replicate of AR(1) chains ``(C, S, D)`` of
+    N(0, chol chol^T)."""
+    z = np.random.default_rng([seed, r]).standard_normal(shape)
+    a = math.sqrt(1.0 - rho * rho)
+    z[:, 0] /= a  # so that the first draw is the stationary one
+    x = lfilter([a], [1.0, -rho], z, axis=1) @ chol.T
+    counts, means, m2s = group_moments(x, groups)
+    n, _ = kl_bias_n(counts, means, m2s, jitter=0.0)
+    kl = float(kl_diag_full(merge_groups(counts, means, m2s)))
+    return (0.0 if n is None else 1.0 / n), kl - float(kl_diag_full(chol @ chol.T))
+
+
+def _ar1_mean(rho: float, shape: tuple, groups: int, chol: np.ndarray, seed: int, reps: int):
+    out = np.array([_ar1_replicate(rho, shape, groups, chol, seed, r) for r in range(reps)])
+    return out.mean(0), out[:, 1].std(ddof=1) / math.sqrt(reps)
+
+
+def ar1_calibrated_bias(
+    n_obs: float,
+    shape: tuple[int, int, int],
+    groups: int,
+    *,
+    cov: np.ndarray | None = None,
+    seed: int = 0,
+    reps: int = 8,
+    iters: int = 8,
+    rtol: float = 0.01,
+) -> AR1Bias | None:
+    r"""The KL's bias by indirect inference: AR(1) chains that give the draws' own :math:`n_\mathrm{KL}`.
+
+    :func:`kl_bias_n` whitens the groups' deviations with the pooled sample covariance,
+    whose own noise is correlated with them: on autocorrelated chains :math:`\hat\beta`
+    falls short of the bias, the more so the larger D and the slower the chains (whitening
+    with the true covariance removes the shortfall; docs/notes/kl_references.md), while on
+    independent draws it is right. The shortfall depends on the chains, not on the
+    covariance: for chains whose whitened coordinates are independent AR(1) series with one
+    :math:`\rho`, the law of the whitened sample covariance is invariant under rotations,
+    so (as for the Wishart case of :func:`reports.gaussian.kl_sampling_bias`) the KL's bias
+    does not depend on :math:`\Sigma`; the estimator's shortfall does, through the
+    directions :math:`v_i` it weighs. So simulate such chains of
+    :math:`\mathcal N(0, \hat\Sigma)`, the draws' own pooled covariance, in the draws' own
+    shape and groups, find the :math:`\rho` at which the estimator returns the draws'
+    :math:`1/n_\mathrm{KL}` on average, and take those chains' mean KL less
+    :math:`\mathrm{KL}(\hat\Sigma)` as the bias. The estimator's shortfall is then undone
+    to the extent that the draws' autocorrelations act on it as an AR(1)'s do.
+
+    The search is on the products' autocorrelation time :math:`\tau = (1 + \rho^2) / (1 -
+    \rho^2)`, to which :math:`1/\hat n` is close to proportional: starting from
+    :math:`\tau = N / n_\mathrm{KL}`, each step scales :math:`\tau` by the ratio of the
+    target to the simulated :math:`1/\hat n` (common random numbers across steps) until
+    they agree within ``rtol``.
+
+    Parameters
+    ----------
+    n_obs : float
+        :math:`n_\mathrm{KL}` of the draws (:func:`kl_bias_n`).
+    shape : (int, int, int)
+        ``(chains, draws per chain, D)``.
+    groups : int
+        The draws' number of chain groups.
+    cov : np.ndarray, optional
+        :math:`\hat\Sigma` ``(D, D)``; the identity when not given.
+    seed, reps, iters : int
+        Seed of the simulation, replicates per evaluation, most steps.
+    rtol : float, default 0.01
+
+    Returns
+    -------
+    AR1Bias or None
+        None when the draws are worth at least as many independent draws as they number
+        (antithetic or independent draws: the estimator is right there), or when the
+        search ends at independent chains.
+    """
+    total = shape[0] * shape[1]
+    if not n_obs < total:
+        return None
+    chol = np.eye(shape[2]) if cov is None else np.linalg.cholesky(cov)
+    target, tau = 1.0 / n_obs, total / n_obs
+    for _ in range(iters):
+        rho = min(math.sqrt((tau - 1.0) / (tau + 1.0)), 0.995)
+        (inv, bias), se = _ar1_mean(rho, shape, groups, chol, seed, reps)
+        ratio = target / inv if inv > 0 else 2.0
+        if abs(ratio - 1.0) <= rtol:
+            break
+        tau = tau * ratio
+        if not tau > 1.0:
+            return None
+    return AR1Bias(float(bias), float(se), rho)
 
 
 def _kl_of(cov: np.ndarray, jitter: float, blocks: Mapping[str, Any] | None = None) -> Any:
@@ -376,13 +508,29 @@ def _debias(
     squares_n: float | None,
     jitter: float,
     blocks: Mapping[str, Any] | None,
+    chains_draws: tuple[int, int] | None = None,
+    seed: int = 0,
 ) -> DebiasedKL:
     """The KL of all groups debiased, per block, and the jackknife over the groups (each
-    leave-out debiased at n scaled by the fraction of the draws it keeps)."""
+    leave-out debiased at n scaled by the fraction of the draws it keeps).
+
+    With ``chains_draws`` (chains, draws per chain) the total's bias is calibrated on AR(1)
+    chains of that shape (:func:`ar1_calibrated_bias`) when the simulation is at most
+    :data:`MAX_CALIBRATION_SIZE` numbers; ``n`` is then the i.i.d. n of that bias, and its
+    Monte Carlo error joins ``bias_se``."""
     g, d = means.shape
     kls = _kl_of(merge_groups(counts, means, m2s), jitter, dict(blocks or {}) or None)
     kl = float(kls if isinstance(kls, float) else kls["total"])
     n, rel = kl_bias_n(counts, means, m2s, jitter=jitter)
+    cal = None
+    if n is not None and chains_draws is not None and g >= 2 and d >= 2:
+        shape = (*chains_draws, d)
+        if math.prod(shape) <= MAX_CALIBRATION_SIZE:
+            pooled = merge_groups(counts, means, m2s)
+            pooled[np.diag_indices(d)] += jitter
+            cal = ar1_calibrated_bias(n, shape, g, cov=pooled, seed=seed)
+    if cal is not None:
+        n = iid_equivalent_draws(cal.bias, d)
     deb = kl_debiased(kl, n, d)
     per_block: dict[str, float | None] = {}
     for name, idx in (blocks or {}).items():
@@ -397,8 +545,11 @@ def _debias(
     bias = None if deb is None else kl - deb
     jk = jackknife_se(leave_out)
     bias_se = None if bias is None or rel is None else bias * rel
+    if bias_se is not None and cal is not None:
+        bias_se = math.hypot(bias_se, cal.se)
     se = None if jk is None or bias_se is None else math.hypot(jk, bias_se)
-    return DebiasedKL(kl, n, bias, deb, se, bias_se, g, squares_n, per_block)
+    rho = None if cal is None else cal.rho
+    return DebiasedKL(kl, n, bias, deb, se, bias_se, g, squares_n, per_block, rho)
 
 
 def debiased_kl_draws(
@@ -407,8 +558,14 @@ def debiased_kl_draws(
     groups: int | None = None,
     jitter: float = 1e-6,
     blocks: Mapping[str, Any] | None = None,
+    calibrate: bool = False,
+    seed: int = 0,
 ) -> DebiasedKL:
     """:class:`DebiasedKL` of draws ``(C, S, D)``.
+
+    ``calibrate``: calibrate the total's bias on AR(1) chains of the same shape
+    (:func:`ar1_calibrated_bias`, seeded by ``seed``; seconds of simulation, so off by
+    default); False gives :func:`kl_bias_n`'s second-order n as it is.
 
     The chains split into ``groups`` contiguous groups (default ``min(8, C)``, as
     :func:`numpy.array_split` splits them); one chain gives no groups, no n and no error.
@@ -423,7 +580,7 @@ def debiased_kl_draws(
     counts, means, m2s = group_moments(x, groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         sq = pooled_n(squares_ess(x), c * s, ess(x))
-    return _debias(counts, means, m2s, sq, jitter, blocks)
+    return _debias(counts, means, m2s, sq, jitter, blocks, (c, s) if calibrate else None, seed)
 
 
 def group_moments(
@@ -456,8 +613,12 @@ def debiased_kl_moments(
     *,
     jitter: float = 1e-6,
     blocks: Mapping[str, Any] | None = None,
+    calibrate: bool = False,
+    seed: int = 0,
 ) -> DebiasedKL:
     """:class:`DebiasedKL` from streamed moments (``zoo.inference.mcmc.streaming.Moments``).
+
+    ``calibrate`` and ``seed`` as in :func:`debiased_kl_draws` (chains of ``n`` draws).
 
     ``chain_mean``, ``chain_var`` ``(C, D)`` of ``n`` draws per chain; ``group_mean``
     ``(G, D)``, ``group_cov`` ``(G, D, D)`` (``ddof=1``) of ``G`` contiguous groups of
@@ -475,4 +636,5 @@ def debiased_kl_moments(
     m2s = np.asarray(group_cov, dtype=float) * (counts - 1)[:, None, None]
     total = cm.shape[0] * n
     sq = pooled_n(squares_ess_from_moments(cm, cv, n), total, mean_ess(cm, cv, n))
-    return _debias(counts, gm, m2s, sq, jitter, blocks)
+    shape = (cm.shape[0], n) if calibrate else None
+    return _debias(counts, gm, m2s, sq, jitter, blocks, shape, seed)

@@ -65,6 +65,8 @@ class Stream(IntEnum):
     PREDICTIVE_CHAINS = 452
     #: Random relabelling and null draws of the price of mean field modulo unit permutations.
     UNIT_ALIGNMENT = 453
+    #: AR(1) chains that calibrate the price of mean field's KL bias.
+    KL_CALIBRATION = 454
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

@@ -12,7 +12,11 @@ records (Farquhar, Smith & Gal 2020):
   copies: the sampling floor of ``w2_diag_full``;
 - ``kl_ess_n``, ``kl_bias_ess``, ``kl_debiased`` and ``kl_debiased_se``: the exact sampling
   bias of the KL at the effective n of the covariance's terms, measured independently of the
-  null, the KL less it and its chain-group error (below);
+  null, the KL less it and its chain-group error (below); ``kl_debiased_ci``, the half-width
+  of its 95% interval (Student's t with the chain groups' degrees of freedom), and
+  ``kl_bias_rho``, the lag-one correlation of the AR(1) chains on which the bias was
+  calibrated (:func:`reports.kl_reference.ar1_calibrated_bias`; None where the draws needed
+  no calibration);
 - ``w2sq_debiased`` and ``w2sq_debiased_se``: the closed-form W2(q_diag, q_full) squared
   less its sampling bias, by a jackknife over the same chain groups
   (:mod:`reports.w2_reference`; empirical fits only);
@@ -299,6 +303,8 @@ class PriceOfMeanFieldProbe:
         out["kl_bias_ess"] = bias = kl_bias_at(deb.n, flat.draws.shape[1], gf.cov)
         out["kl_debiased"] = None if bias is None else out["kl_diag_full"] - bias
         out["kl_debiased_se"] = deb.se if exact and bias is not None else None
+        out["kl_debiased_ci"] = deb.half_width() if exact and bias is not None else None
+        out["kl_bias_rho"] = deb.rho if exact else None
         for name, value in deb.blocks.items():
             out[f"kl_debiased.{name}"] = value if exact else None
         w2: DebiasedW2 = out.pop("_w2")
@@ -360,7 +366,13 @@ class PriceOfMeanFieldProbe:
         out.update(
             kl_source="draws",
             ess_mean_n=bulk_ess_n(flat.draws, post.chains),
-            _debiased=debiased_kl_draws(x, jitter=gf.jitter, blocks=flat.blocks),
+            _debiased=debiased_kl_draws(
+                x,
+                jitter=gf.jitter,
+                blocks=flat.blocks,
+                calibrate=True,
+                seed=seed_for(self.ctx.seed, Stream.KL_CALIBRATION),
+            ),
             _w2=debiased_w2_draws(x, jitter=gf.jitter),
         )
         return out
@@ -409,6 +421,8 @@ class PriceOfMeanFieldProbe:
             m.group_sizes,
             jitter=gf.jitter,
             blocks=flat.blocks,
+            calibrate=True,
+            seed=seed_for(self.ctx.seed, Stream.KL_CALIBRATION),
         )
         counts = np.asarray(m.group_sizes, dtype=float) * m.n
         m2s = np.asarray(m.group_cov, dtype=float) * (counts - 1)[:, None, None]
