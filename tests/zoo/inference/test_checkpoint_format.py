@@ -55,7 +55,7 @@ def test_a_name_in_a_checkpoint_is_never_imported(monkeypatch) -> None:
     tree = from_bytes(_saved_after(3))
     assert any("zoo.inference.mcmc" in name for name in imported)
     assert set(imported) <= {module for module, _ in checkpoint.STATE_TYPES.values()}
-    assert tree["warmup_next"] == 3
+    assert tree["loop"]["warmup_next"] == 3
 
 
 @pytest.mark.parametrize(
