@@ -120,7 +120,7 @@ def _draws_log_density(tr: Any, dim: int, n: int) -> torch.Tensor | None:
     """Per draw, the trace's log density (scaled, masked, subsample sites left out); None
     where a site's log density does not carry the draws' dimension ``dim`` of size ``n``."""
     tr.compute_log_prob(_density)
-    total = torch.zeros(n, dtype=torch.float64)
+    total = torch.zeros(n, dtype=torch.float64, device="cpu")  # summed on the host
     for name, site in tr.nodes.items():
         if site["type"] != "sample" or not _density(name, site):
             continue
