@@ -51,7 +51,7 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   co-moments (8 groups x D^2 float64, 58 MB at D = 954) are a fixed part that the per-chain
   figure amortizes at large C.
 
-- ``gaussian``: the cheap target of issue 30, :math:`\\mathcal N(0, S)` with ``S`` rotated
+- ``gaussian``: the cheap target of the one-chain floor, :math:`\\mathcal N(0, S)` with ``S`` rotated
   (``--gaussian-dim`` 50, eigenvalues log-spaced over ``[1, --gaussian-condition]``),
   float64, ``--gaussian-chains`` 64 from the same overdispersed starts
   (:func:`gaussian_rows`): process CPU microseconds per batched leapfrog step at a fixed

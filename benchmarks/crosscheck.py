@@ -4,7 +4,7 @@ and chain count, one table.
 
     python benchmarks/crosscheck.py [--n 200] [--budget 100] [--chains 4] [--warmup 300]
                                     [--draws 300] [--max-tree-depth 6]
-                                    [--peers /work/peers/bin/python]
+                                    [--peers PYTHON]
 
 The network is ``benchmarks/nuts.py``'s (``specs/two_moons_depth.yaml`` at depth 2, a
 2-logit softmax, ``--budget`` parameters, ``--n`` training points), every chain starting at
@@ -166,7 +166,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=300)
     ap.add_argument("--draws", type=int, default=300)
     ap.add_argument("--max-tree-depth", type=int, default=6)
-    ap.add_argument("--peers", default="/work/peers/bin/python")
+    ap.add_argument("--peers", default=None, help="python of a venv with jax, numpyro, blackjax")
     a = ap.parse_args()
     torch.set_num_threads(1)
     model, x, y, init = _setup(a.n, a.budget)
@@ -197,7 +197,7 @@ def main() -> None:
         sec = time.perf_counter() - t0
         rows[name] = _row(model, pot, res.flat, sec, res.n_steps_mean, x_test)
     cfg = dict(chains=a.chains, warmup=a.warmup, draws=a.draws, depth=a.max_tree_depth)
-    if Path(a.peers).exists():
+    if a.peers and Path(a.peers).exists():
         bj = _peers(a.peers, _BLACKJAX, init, model.prior_params, x, y, cfg)
         for k, label in (("mclmc", "BlackJAX MCLMC"), ("chees", "BlackJAX ChEES")):
             flat, sec, grads = bj[f"{k}_0"], float(bj[f"{k}_1"]), float(bj[f"{k}_2"])
@@ -207,7 +207,7 @@ def main() -> None:
             model, pot, npy["flat"], float(npy["seconds"]), float(npy["steps"].mean()), x_test
         )
     else:
-        print(f"(no peers' interpreter at {a.peers}: BlackJAX and NumPyro rows left out)")
+        print(f"(no peers' interpreter at {a.peers!r}: BlackJAX and NumPyro rows left out)")
     head = (
         "| method | s | grads/draw | ESS/1k grads min / med / pred | ESS/s min / med / pred "
         "| nested R-hat | gate |"

@@ -109,11 +109,11 @@ class _CountedNUTS(NUTS):
 
 
 def _setup(n: int, budget: int = 1000):
-    # The issue's benchmark network: depth 2 at the paper's 1000-parameter budget (~950
+    # The benchmark network: depth 2 at the paper's 1000-parameter budget (~950
     # parameters; ``budget`` changes it), whatever budget the laptop default spec uses, with
     # the 2-logit softmax
     # the raw baselines and the NumPyro model below are written for (the default spec has
-    # one logit since issue 18).
+    # one logit since commit 69b902c).
     over = [
         "sweep.model.depth=[2]",
         "sweep.seed=[0]",

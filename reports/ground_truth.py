@@ -124,7 +124,7 @@ def ground_truth_metrics(
         closed-form W2(q_diag, q_full) squared of the truth (``w2sq_true``), of the draws
         (``w2sq``) and jackknife-debiased (``w2sq_debiased`` and ``w2sq_debiased_se``,
         :mod:`reports.w2_reference`).
-        ``n_eff`` is the KL's own n (until issue 26 the median ESS of the centred squares).
+        ``n_eff`` is the KL's own n (before commit fff61d2 the median ESS of the centred squares).
     """
     x = np.asarray(draws, dtype=float)
     if x.ndim != 3:

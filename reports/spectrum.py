@@ -10,11 +10,12 @@ with singular values :math:`\gamma_1 \ge \gamma_2 \ge \dots`:
 - its null (:func:`top_fraction_null`): the same fraction of the matrix centred on its
   grand mean, beside that of shuffled copies (the same entries in a random order, so the
   same mean and total variance, the row and column structure destroyed);
-- the row-plus-column null (:func:`row_column_null`): :math:`\log A_{ij} \approx \mu + a_i
+- the sign-flip null (:func:`sign_flip_null`): :math:`\log A_{ij} \approx \mu + a_i
   + b_j`, the additive fit that a dead input (a large column) or a dead output (a large
   row) gives, is exactly the rank-1 k-tied family (:math:`A = u v^\top`); structure of
-  rank 2 or more is what the residual keeps beyond it, tested against shuffles of the
-  residual;
+  rank 2 or more is what the residual keeps beyond it, tested against copies of the
+  residual with random signs (every entry's magnitude kept, so noise whose size varies by
+  row or column is not taken for structure);
 - rank-:math:`k` truncation (Table 2, Appendix D.3): :math:`\max(0, \sum_{i \le k}
   \gamma_i u_i v_i^\top)`, clamped at zero because a standard deviation cannot be
   negative;
@@ -38,7 +39,7 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = [
-    "RowColumnNull",
+    "SignFlipNull",
     "TopFractionNull",
     "as_matrix",
     "centred",
@@ -51,7 +52,8 @@ __all__ = [
     "shuffle_entries",
     "top_fraction_null",
     "double_centred",
-    "row_column_null",
+    "sign_flip_null",
+    "weighted_additive_fit",
     "truncate",
     "variance_fractions",
 ]
@@ -211,72 +213,141 @@ def double_centred(m: np.ndarray) -> np.ndarray:
     return m - m.mean(1, keepdims=True) - m.mean(0, keepdims=True) + m.mean()
 
 
-class RowColumnNull(NamedTuple):
+def weighted_additive_fit(
+    y: np.ndarray, rounds: int = 3, sweeps: int = 30
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The fit :math:`y_{ij} \approx \mu + a_i + b_j` under noise of size :math:`s_i t_j`.
+
+    Least squares (:func:`double_centred`) lets a few noisy rows set every column's effect,
+    and the residual of every other row then shares their noise: a rank-1 pattern that is
+    not in the data. Here each of ``rounds`` rounds estimates the noise's size as
+    :math:`s_i t_j` (alternating root-mean-square fits to the squared residual) and refits the
+    row and column effects by weighted least squares with weights :math:`1 / (s_i t_j)^2`
+    (``sweeps`` alternating updates, a block coordinate descent that converges for these
+    rank-1 weights).
+
+    Returns
+    -------
+    residual, scale : np.ndarray
+        :math:`y - \hat\mu - \hat a_i - \hat b_j` and :math:`s_i t_j`, both of ``y``'s shape.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    r = double_centred(y)
+    s, t = np.ones((y.shape[0], 1)), np.ones((1, y.shape[1]))
+    for _ in range(rounds):
+        v2 = r**2 + 1e-12 * float((r**2).mean()) + 1e-40  # no zero size, so finite weights
+        for _ in range(10):
+            s = np.sqrt((v2 / t**2).mean(1, keepdims=True))
+            t = np.sqrt((v2 / s**2).mean(0, keepdims=True))
+        w = 1.0 / (s**2 * t**2)
+        a, b = np.zeros_like(s), np.zeros_like(t)
+        for _ in range(sweeps):
+            a = ((y - b) * w).sum(1, keepdims=True) / w.sum(1, keepdims=True)
+            b = ((y - a) * w).sum(0, keepdims=True) / w.sum(0, keepdims=True)
+        r = y - a - b
+    return r, s * t
+
+
+class SignFlipNull(NamedTuple):
     """How far a positive matrix's log is additive, and what its residual keeps beyond that.
 
     Attributes
     ----------
     additive_share : float
-        Share of the variance of ``log A`` that ``mu + a_i + b_j`` explains (rows and
-        columns: the rank-1 k-tied family, ``A = u v^T``).
-    residual : TopFractionNull
-        Top-k variance fractions of the residual beside those of shuffled copies of it,
-        each double-centred again (a shuffle breaks the residual's zero row and column
-        means; centring again compares like with like).
+        Share of the variance of ``log A`` that ``mu + a_i + b_j`` explains (least squares;
+        rows and columns: the rank-1 k-tied family, ``A = u v^T``).
+    ks : tuple of int
+        The k of each entry of the arrays below.
+    observed : np.ndarray
+        Top-k variance fractions of the standardized residual (:func:`sign_flip_null`).
+    null_mean, null_sd, null_max : np.ndarray
+        Mean, standard deviation (``ddof=1``) and largest value of the same fractions over
+        ``flips`` copies of the residual with random signs.
+    flips : int
+        Number of sign-flipped copies.
+    seed : int
+        Seed of the :func:`numpy.random.default_rng` generator of the signs.
     """
 
     additive_share: float
-    residual: TopFractionNull
+    ks: tuple[int, ...]
+    observed: np.ndarray
+    null_mean: np.ndarray
+    null_sd: np.ndarray
+    null_max: np.ndarray
+    flips: int
+    seed: int
+
+    @property
+    def z(self) -> np.ndarray:
+        """Standard deviations of the null by which the observed fraction exceeds its mean."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (self.observed - self.null_mean) / self.null_sd
 
 
-def row_column_null(
-    a: np.ndarray, ks: Sequence[int] = (1, 2), *, shuffles: int = 10, seed: int = 0
-) -> RowColumnNull:
-    r"""The row-plus-column null of a matrix of standard deviations (Swiatkowski et al.).
+def sign_flip_null(
+    a: np.ndarray, ks: Sequence[int] = (1, 2), *, flips: int = 20, seed: int = 0
+) -> SignFlipNull:
+    r"""Structure beyond rank 1 in a matrix of standard deviations, against a sign-flip null.
 
     Shuffling a whole std matrix (:func:`top_fraction_null`) destroys every structure, so a
     matrix whose large entries sit in a few rows or columns (dead units) beats it, though
     such a matrix is rank 1 in the k-tied sense: :math:`\log \sigma_{ij} = \mu + a_i + b_j`
-    is :math:`\sigma = u v^	op` with :math:`u_i = e^{\mu/2 + a_i}`,
-    :math:`v_j = e^{\mu/2 + b_j}`. Here that fit is removed from :math:`\log \sigma`
-    (:func:`double_centred`) and the residual's top-k fractions are set beside ``shuffles``
-    shuffled copies of the residual: structure of rank 2 or more shows as a residual
-    spectrum above its shuffles, and its absence as a fraction at their level.
+    is :math:`\sigma = u v^\top` with :math:`u_i = e^{\mu/2 + a_i}`,
+    :math:`v_j = e^{\mu/2 + b_j}`. That fit is removed from :math:`\log \sigma` by
+    :func:`weighted_additive_fit`, and the statistic is the top-k fraction of variance of the
+    residual divided by its fitted noise size :math:`s_i t_j`.
+
+    The null is symmetric noise whose size may vary by row and by column: under it the
+    residual's entries are as likely to have either sign, so ``flips`` copies of the residual
+    with independent random signs (each entry's magnitude kept), refitted and standardized
+    the same way, are draws of the statistic without structure. Shuffles of the residual
+    are not: they move a noisy row's large entries into quiet rows and columns, so noise
+    whose size varies by row or column beats them (with 2 rows of 10 times the noise, a
+    10 x 400 matrix's residual top-1 is about 0.54 against 0.15 for shuffles, z about 50).
+    Structure of rank 2 or more keeps its signs aligned across rows and columns, which
+    random signs destroy.
 
     Parameters
     ----------
     a : np.ndarray
         Positive entries, at least 2 dims (the matrix view, :func:`as_matrix`).
-    ks, shuffles, seed
-        As in :func:`top_fraction_null`.
+    ks : sequence of int, default (1, 2)
+        The k of the top-k fractions.
+    flips : int, default 20
+        Sign-flipped copies (at least 2, for a spread).
+    seed : int, default 0
+        Seed of the signs: the same seed gives the same null.
 
     Returns
     -------
-    RowColumnNull
+    SignFlipNull
     """
     mat = as_matrix(a).astype(np.float64)
     if not (np.isfinite(mat).all() and (mat > 0).all()):
-        raise ValueError("row_column_null needs positive, finite entries (standard deviations)")
-    log = np.log(mat)
-    resid = double_centred(log)
-    total = float(((log - log.mean()) ** 2).sum())
-    share = 1.0 - float((resid**2).sum()) / total if total > 0 else float("nan")
+        raise ValueError("sign_flip_null needs positive, finite entries (standard deviations)")
     ks = tuple(int(k) for k in ks)
     if not ks or min(ks) < 1:
         raise ValueError(f"ks must be positive ranks, got {ks}")
-    if shuffles < 2:
-        raise ValueError(f"shuffles must be at least 2 to give a spread, got {shuffles}")
+    if flips < 2:
+        raise ValueError(f"flips must be at least 2 to give a spread, got {flips}")
+    log = np.log(mat)
+    total = float(((log - log.mean()) ** 2).sum())
+    share = 1.0 - float((double_centred(log) ** 2).sum()) / total if total > 0 else float("nan")
 
-    def tops(mat: np.ndarray) -> np.ndarray:
-        f = variance_fractions(mat)
-        return np.array([f[:k].sum() for k in ks])
+    def tops(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r, scale = weighted_additive_fit(y)
+        f = variance_fractions(r / scale)
+        return np.array([f[:k].sum() for k in ks]), r
 
+    observed, resid = tops(log)
     rng = np.random.default_rng(seed)
-    null = np.stack([tops(double_centred(shuffle_entries(resid, rng))) for _ in range(shuffles)])
-    res = TopFractionNull(
-        ks, tops(resid), null.mean(0), null.std(0, ddof=1), null.max(0), shuffles, seed, True
+    null = np.stack(
+        [tops(rng.choice((-1.0, 1.0), size=resid.shape) * resid)[0] for _ in range(flips)]
     )
-    return RowColumnNull(share, res)
+    return SignFlipNull(
+        share, ks, observed, null.mean(0), null.std(0, ddof=1), null.max(0), flips, seed
+    )
 
 
 def truncate(a: np.ndarray, k: int, clamp: bool = True) -> np.ndarray:

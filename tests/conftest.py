@@ -8,9 +8,18 @@ import pyro
 import pytest
 
 from tests import specs
+from tests.arviz_facing import touches_arviz
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = ROOT / "specs"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Mark ``arviz`` every test whose module imports ArviZ or an ArviZ-facing module (the
+    rule: ``tests/arviz_facing.py``); CI runs those on the second ArviZ line."""
+    for item in items:
+        if touches_arviz(item.path):
+            item.add_marker(pytest.mark.arviz)
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,4 @@
-"""The Bernoulli likelihood: one logit for binary classification (issue 18)."""
+"""The Bernoulli likelihood: one logit for binary classification."""
 
 from __future__ import annotations
 

@@ -98,7 +98,7 @@ def test_run_cell_returns_metrics_and_artifacts(outputs):
         ".pruning.npz",
         ".product_cov.npz",
     }
-    # the pruning study's rule-free measure applies to point estimates too (issue 18)
+    # the pruning study's rule-free measure applies to point estimates too
     assert set(outputs["map"][0].artifacts) == {".pruning.npz"}
     assert set(outputs["nuts"][0].artifacts) == {".nc", ".pruning.npz"}
     assert {"neg_elbo", "final_loss", "n_var_params"} <= set(outputs["mfvi"][0].metrics)
@@ -107,7 +107,7 @@ def test_run_cell_returns_metrics_and_artifacts(outputs):
         outputs["nuts"][0].metrics
     )
     assert "agreement_vi" not in outputs["hmc"][0].metrics  # started from the prior
-    # the predictive probabilities' diagnostics beside the weights' (issue 17)
+    # the predictive probabilities' diagnostics beside the weights'
     nuts = outputs["nuts"][0].metrics
     assert nuts["max_r_hat_pred"] >= nuts["median_r_hat_pred"] > 0.9
     assert nuts["min_ess_bulk_pred"] > 0 and nuts["n_pred_constant"] >= 0

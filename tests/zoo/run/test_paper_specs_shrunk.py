@@ -1,4 +1,4 @@
-"""Issue 27's paper experiments run end to end, cut to seconds (the full runs are measured
+"""The paper experiments' specs run end to end, cut to seconds (the full runs are measured
 once and recorded in each spec's header and docs/results.md; CI runs these shrunk copies).
 
 Each case is the shipped spec with ``--set`` overrides that keep its structure (methods,

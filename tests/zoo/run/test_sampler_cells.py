@@ -23,6 +23,10 @@ import zoo.run.evaluate as evaluate
 from tests import specs
 from zoo.cli import main
 
+# the run writes and the report reads its ArviZ files and draws the sampler's figures (with
+# arviz-plots where it imports): run on both ArviZ lines (tests/arviz_facing.py)
+pytestmark = pytest.mark.arviz
+
 SPEC = specs.spec(
     "one_chain",
     seed=0,

@@ -1,4 +1,4 @@
-"""Bad input that once raised a traceback instead of a validation message (issue 28)."""
+"""Bad input that once raised a traceback instead of a validation message."""
 
 from __future__ import annotations
 

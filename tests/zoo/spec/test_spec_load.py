@@ -276,7 +276,7 @@ def test_width_from_budget_known_values() -> None:
 
 
 # --------------------------------------------------------------------------- hostile input
-# (issue 19) each answer is a SpecError whose every line names FILE:LINE:COL or the --set
+# each answer is a SpecError whose every line names FILE:LINE:COL or the --set
 # item, within seconds; never a traceback, a hang or an empty message.
 
 

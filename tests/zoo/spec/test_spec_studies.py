@@ -50,7 +50,7 @@ def test_studies_apply_to_their_families(tmp_path: Path) -> None:
     text = BASE + "studies:\n  - {kind: pruning}\n  - {kind: price_of_mean_field}\n"
     spec = _load_warning_free(_write(tmp_path, text))
     kinds = {m.name: [s.kind for s in spec.studies_for(m)] for m in spec.inference}
-    # pruning's rule-free measure applies to point estimates too (issue 18)
+    # pruning's rule-free measure applies to point estimates too
     assert kinds == {
         "mfvi": ["pruning"],
         "map": ["pruning"],
@@ -202,7 +202,7 @@ def test_study_errors_all_at_once(tmp_path: Path) -> None:
 
 
 def test_lenet_with_a_sampler_validates(tmp_path: Path) -> None:
-    # the samplers' torch.func potential covers lenet (issue 29): no refusal any more
+    # the samplers' torch.func potential covers lenet: no refusal any more
     text = BASE.replace("model: {kind: mlp, depth: 1, width: 4}", "model: {kind: lenet}")
     text = text.replace("n_train: 50}", "n_train: 50}\nstudies: []")
     spec = load_spec(_write(tmp_path, text))

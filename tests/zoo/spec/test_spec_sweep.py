@@ -108,10 +108,10 @@ def test_id_shape_and_length_bound(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- ids that fit
 
 #: sha256 of the space-joined cell ids of each shipped spec, computed before the id rule
-#: learned to keep ids ASCII (issue 19): ids of existing runs must not change.
+#: learned to keep ids ASCII: ids of existing runs must not change.
 #: (ktied_mlp_mnist_paper.yaml is left out: its relative data.dir, resolved to an absolute
 #: path, enters its ids, which therefore depend on where the repository lies.)
-# Session 9 (issue 18) changed five specs' contents, so their cells are new by design: one
+# Commit 04e5a44 changed five specs' contents, so their cells are new by design: one
 # logit and the laplace/predictive studies in the two-moons specs, local reparameterization
 # and point methods in the pruning study of the over-pruning specs, truncation_draws in the
 # Fashion k-tied spec.

@@ -1,4 +1,4 @@
-"""Issue 18: the price-of-mean-field pipeline recovers the known KL of N(0, S)."""
+"""Ground truth: the price-of-mean-field pipeline recovers the known KL of N(0, S)."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_nuts_recovers_a_known_kl_at_d100(tmp_path: Path) -> None:
 def test_at_a_network_cells_mixing_the_gates_catch_it_and_the_shift_null_fails(
     tmp_path: Path,
 ) -> None:
-    """The shift null calibrated at the network cells' mixing (issue 26): NUTS held to 3
+    """The shift null calibrated at the network cells' mixing: NUTS held to 3
     leapfrog steps (max_tree_depth 2, every tree saturated, as the default's NUTS cells are
     at theirs) mixes the rotated target as slowly as the network's weights mix (median ESS
     about 55 of 3200 draws; the default's NUTS cells: 36-53 of about 1600). The weights'

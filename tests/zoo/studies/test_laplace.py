@@ -240,7 +240,7 @@ def test_refinements_measure_how_far_the_mode_moves_the_kl(tmp_path: Path):
     # (359 iterations on the 2-core dev machine), not by the cap of 1000, and ||g|| / lambda_min(H)
     # bounds the distance to the exact mode of a locally quadratic u: 7e-7 measured (the
     # loss's float64 rounding ends L-BFGS there; a cap of 300 stopped it at 5e-6 and a bound
-    # of 1e-6 on ||g|| alone failed CI at stop 40)
+    # of 1e-6 on ||g|| alone failed CI once)
     smooth = _spread(tmp_path, "tanh", 1000).iloc[0]
     assert smooth["laplace_refine_iters"] < 1000
     assert smooth["laplace_grad_norm"] / smooth["laplace_min_eig"] < 1e-5

@@ -1,4 +1,4 @@
-"""A block of the product-matrix covariance (issue 27, Fig. 1 on real data): the exact block,
+"""A block of the product-matrix covariance (Farquhar et al.'s Fig. 1 on real data): the exact block,
 its agreement with Monte Carlo, the study's ``block`` and ``method`` options end to end."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 8 end to end: the product-matrix simulation spec and trained deep linear BNNs."""
+"""End to end: the product-matrix simulation spec and trained deep linear BNNs."""
 
 from __future__ import annotations
 

@@ -332,7 +332,7 @@ def test_overpruning_specs_use_local_reparameterization_for_mf_and_gd(name: str)
 
 
 def test_the_nulls_of_the_rule_free_measure(tmp_path: Path, cell_context) -> None:
-    """Issue 27's nulls. Units whose incoming weights and bias are all 0 (tanh(0) = 0: no
+    """The measure's nulls. Units whose incoming weights and bias are all 0 (tanh(0) = 0: no
     variance) are switched off: 4 of 8 carry the output, and shuffling the layer's entries
     over all positions spreads the zeros so that every unit varies (more effective units).
     Without unit structure (i.i.d. weights) the measure sits among its shuffles. Prior draws

@@ -24,7 +24,7 @@ import numpy as np
 from reports.document import section
 from reports.figures.spectrum import spectrum_figure
 from reports.labels import fmt_g
-from reports.spectrum import row_column_null, top_fraction_null
+from reports.spectrum import sign_flip_null, top_fraction_null
 from zoo.studies.base import ArtifactReader
 from zoo.studies.ktied.probe import ARTIFACT, load_artifact
 from zoo.studies.ktied.report_training import (
@@ -40,6 +40,8 @@ __all__ = ["ktied_sections"]
 _TRUNC_COLS = ["neg_elbo", "nll", "accuracy", "brier", "ece", "clamped_entries"]
 #: Shuffled copies per std matrix in the spectrum's null, their seed, and the k of top-k.
 NULL_SHUFFLES = 10
+#: sign-flipped copies of the residual in the structure-beyond-rank-1 null
+NULL_FLIPS = 20
 NULL_SEED = 0
 NULL_KS = (1, 2)
 #: A centred top-1 fraction this many null sds above the shuffled mean counts as structure.
@@ -140,7 +142,7 @@ def _spectrum_null_section(cells, seeds):
     for k in NULL_KS:
         header += [f"centred std top-{k}", "shuffled: mean ± sd (max)"]
     header += ["top-1 z", "uncentred std top-1 (paper)", "shuffled uncentred: mean ± sd"]
-    header += ["log std: row+column share", "residual top-1", "residual shuffled", "residual z"]
+    header += ["log std: row+column share", "residual top-1", "residual sign-flipped", "residual z"]
     rows, above, beyond, total = [], 0, 0, 0
     for method, seed, _, rec, arrays in cells:
         if rec.get("rank") is not None:
@@ -159,12 +161,12 @@ def _spectrum_null_section(cells, seeds):
                 ]
             z = float(c.z[0])
             row += [f"{z:.1f}", fmt_g(float(u.observed[0])), _pm(u.null_mean[0], u.null_sd[0])]
-            rc = row_column_null(a, (1,), shuffles=NULL_SHUFFLES, seed=NULL_SEED)
-            rz = float(rc.residual.z[0])
+            rc = sign_flip_null(a, (1,), flips=NULL_FLIPS, seed=NULL_SEED)
+            rz = float(rc.z[0])
             row += [
                 fmt_g(rc.additive_share),
-                fmt_g(float(rc.residual.observed[0])),
-                _pm(rc.residual.null_mean[0], rc.residual.null_sd[0]),
+                fmt_g(float(rc.observed[0])),
+                _pm(rc.null_mean[0], rc.null_sd[0]),
                 f"{rz:.1f}",
             ]
             rows.append(row)
@@ -194,9 +196,11 @@ def _spectrum_null_section(cells, seeds):
         "make whole rows or columns of stds large, and log sigma_ij = mu + a_i + b_j is "
         "the rank-1 k-tied family itself (sigma = u v^T). The last four columns fit that "
         "row-plus-column model to the log stds (the share of their variance it explains), "
-        "then set the residual's top-1 fraction beside shuffles of the residual, each "
-        "double-centred (reports.spectrum.row_column_null). Residual top-1 more than "
-        f"{NULL_Z:g} shuffled sds above its shuffles, i.e. structure beyond rank 1: "
+        "then set the top-1 fraction of the residual, standardized by its fitted row and "
+        f"column noise size, beside {NULL_FLIPS} copies of the residual with random signs "
+        "(every entry's magnitude kept, so noise whose size varies by row or column is not "
+        "taken for structure; reports.spectrum.sign_flip_null). Residual top-1 more than "
+        f"{NULL_Z:g} sds above its sign-flipped copies, i.e. structure beyond rank 1: "
         f"{beyond} of {total}.",
     ]
     return section(

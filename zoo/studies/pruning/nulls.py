@@ -1,4 +1,4 @@
-r"""The rule-free measure's nulls (issue 27; Trippe & Turner 2018's over-pruning, read
+r"""The rule-free measure's nulls (Trippe & Turner 2018's over-pruning, read
 against what an untrained network and a network without unit structure give).
 
 The effective number of units (:func:`reports.pruning.effective_units`) is far below the
@@ -131,7 +131,7 @@ def functional_nulls(
     prior: Mapping[str, torch.Tensor],
     seed: int,
 ) -> dict[str, float]:
-    """The rule-free measure beside its nulls, per hidden layer ``k`` (issue 27):
+    """The rule-free measure beside its nulls, per hidden layer ``k``:
 
     - ``units_eff_draw.layer{k}``: the effective units of each posterior draw on its own,
       averaged (one network's function, as the prior null is);

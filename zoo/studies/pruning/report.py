@@ -175,7 +175,7 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
             "shares, never far above it). A large share on rule-pruned units, or many more "
             "effective than active units, means the rule's thresholds call units pruned "
             "that the network still uses.",
-            "The measure's nulls (issue 27). An untrained network is far from n effective "
+            "The measure's nulls. An untrained network is far from n effective "
             "units: a tanh layer of 50 units with N(0, 1) weights has about 15-18, because "
             "its activations and outgoing weights are unequal by chance. So the effective "
             "units of one posterior draw's network (the pooled measure above averages "

@@ -1,4 +1,4 @@
-"""The ``torch.func`` potential of any network (issue 29): equal to the hand-written MLP
+"""The ``torch.func`` potential of any network: equal to the hand-written MLP
 potential, to autograd, and sampling a LeNet cell end to end."""
 
 from __future__ import annotations

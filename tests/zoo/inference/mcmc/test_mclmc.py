@@ -227,8 +227,8 @@ _RECOVERY = {
 }
 _SLOW = {
     "mclmc-conjugate-1": (run_mclmc, _regression, 1, 300, 2000),
-    # 1000 draws: at 700 the one chain's min ESS was 56.9 < 60 on session 21's fresh install
-    # (the code that passed CI at stop 39 gives the same 56.9 there); 118 at 1000
+    # 1000 draws: at 700 the one chain's min ESS was 56.9 < 60 on a fresh install (2026-11-27)
+    # (the code that had passed CI before gives the same 56.9 there); 118 at 1000
     "mams-gaussian-1": (run_mams, _gaussian, 1, 200, 1000),
     "mams-conjugate-1": (run_mams, _regression, 1, 150, 600),
     # MAMS needs its five windows long enough: at warmup 120 a bulk ESS of 35 in 640 draws

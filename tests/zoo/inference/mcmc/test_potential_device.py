@@ -2,7 +2,7 @@
 
 A tensor made from sizes or Python numbers alone (``torch.tensor(loc)``,
 ``torch.zeros(d)``) lands on the default device, the CPU, and then meets CUDA data: the bug
-issue 17 found in the potential's prior constants. Without a GPU this is checked at the
+were once found in the potential's prior constants. Without a GPU this is checked at the
 source: every such constructor in the modules of the batched GPU path names its ``device=``
 (or spreads ``**opts`` that hold it), or draws from a CPU ``generator=`` on purpose (the
 same numbers on every device; the caller moves them) or names ``device="cpu"`` for a

@@ -1,4 +1,4 @@
-"""A user's Pyro model as the samplers' flat potential (issue 29): equal to Pyro's own
+"""A user's Pyro model as the samplers' flat potential: equal to Pyro's own
 potential, vmapped or row by row, and its parameter maps."""
 
 from __future__ import annotations
