@@ -386,7 +386,7 @@ def mass_ratio(
     estimate is frozen before they have spread, the slowest coordinates get a mass far too
     heavy for their true scale and take tiny steps: the ratio
     :math:`r_d = M^{-1}_{dd} / \widehat{\mathrm{Var}}(z_d)` of the adapted inverse mass to
-    the variance of the post-warm-up draws is then well below 1 for them (issue 26).
+    the variance of the post-warm-up draws is then well below 1 for them.
 
     Parameters
     ----------

@@ -400,7 +400,7 @@ def sample(
                 if due():
                     save(t + 1, 0)
             was = None if saved is None else saved.tree.get("adapted")
-            if j_first == 0 or was is None:  # (checkpoints of session 21's first hour)
+            if j_first == 0 or was is None:  # (checkpoints written by the code of commit 8e7e53e)
                 adapted = program.adapted()
             else:  # the warm-up ended before the save: its end is not run twice
                 adapted = decode(was)
