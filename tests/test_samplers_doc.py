@@ -40,5 +40,9 @@ def test_the_documented_example_runs_verbatim_and_recovers_the_posterior(capsys)
     bnn = ns["bnn_tree"]["posterior"]
     assert set(bnn.data_vars) == {"hidden.weight", "hidden.bias", "out.weight", "out.bias", "sigma"}
     assert bnn["hidden.weight"].shape == (4, 30, 5, 1)
+    # a layer's unit axes named as the zoo's cells name them, shared by weight and bias
+    assert bnn["hidden.weight"].dims == ("chain", "draw", "hidden_out", "hidden_in")
+    assert bnn["hidden.bias"].dims == ("chain", "draw", "hidden_out")
+    assert bnn["out.weight"].dims[-1] == "out_in" and bnn.sizes["out_in"] == 5
     assert (bnn["sigma"].values > 0).all()  # constrained back from its log
     assert "divergences" in capsys.readouterr().out

@@ -101,7 +101,6 @@ the arrays; :mod:`zoo.run.netcdf` turns a tree into bytes and back;
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -109,6 +108,7 @@ import numpy as np
 import xarray as xr
 from arviz_base import dict_to_dataset
 
+from zoo.models.dims import site_dims
 from zoo.run.arviz_groups import ObservationSet, check_sample_shape, compact, label_dtype
 from zoo.run.heldout import HeldOut, heldout_lpd
 from zoo.run.netcdf import datatree_from_bytes, datatree_to_bytes, load_datatree
@@ -156,30 +156,6 @@ TEST_DIM = "test_id"
 SAMPLE_DIMS = ["chain", "draw"]
 _LIBRARY_KEYS = ("inference_library", "inference_library_version")
 _RESERVED_ATTRS = (JSON_ATTRS_KEY, "draws_kind", *_LIBRARY_KEYS)
-_WEIGHT = re.compile(r"^layer(\d+)\.weight$")
-_BIAS = re.compile(r"^layer(\d+)\.bias$")
-
-
-def site_dims(name: str, event_ndim: int) -> list[str]:
-    """Dimension names of a site's event axes (see the module docstring).
-
-    Parameters
-    ----------
-    name : str
-        Site name, e.g. ``layer2.weight``.
-    event_ndim : int
-        Number of axes after ``(chain, draw)``.
-
-    Returns
-    -------
-    list of str
-        For example ``["layer2_out", "layer2_in"]`` or ``["noise_dim_0"]``.
-    """
-    if (m := _WEIGHT.match(name)) and event_ndim == 2:
-        return [f"layer{m[1]}_out", f"layer{m[1]}_in"]
-    if (m := _BIAS.match(name)) and event_ndim == 1:
-        return [f"layer{m[1]}_out"]
-    return [f"{name}_dim_{k}" for k in range(event_ndim)]
 
 
 def _encode_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:

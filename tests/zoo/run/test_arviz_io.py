@@ -194,7 +194,9 @@ def test_heldout_lpd_is_the_log_mean_density_of_the_test_group():
 
 def test_site_dims_for_other_sites():
     assert site_dims("noise", 0) == []
-    assert site_dims("conv1.weight", 2) == ["conv1.weight_dim_0", "conv1.weight_dim_1"]
+    assert site_dims("linear.weight", 2) == ["linear_out", "linear_in"]
+    assert site_dims("net.0.bias", 1) == ["net.0_out"]
+    assert site_dims("conv1.weight", 4) == [f"conv1.weight_dim_{k}" for k in range(4)]
     assert site_dims("layer3.weight", 3) == [f"layer3.weight_dim_{k}" for k in range(3)]
 
 

@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import xarray as xr
 from arviz_base import from_dict
 
 from zoo.inference.mcmc.pyro_potential import PyroPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.samplers import default_of, run_batched, run_chees
+from zoo.models.dims import site_dims
 from zoo.spec.sections.samplers import ChEESMethod, NUTSMethod
 
 __all__ = ["sample_chees", "sample_nuts", "to_datatree"]
@@ -35,7 +37,9 @@ __all__ = ["sample_chees", "sample_nuts", "to_datatree"]
 
 def to_datatree(result: MCMCResult, sampler: str) -> xr.DataTree:
     """The ArviZ DataTree of a sampler run: ``posterior`` and ``sample_stats`` groups, the
-    run's settings (``sampler``, seconds, adapted step size) as root attributes."""
+    run's settings (``sampler``, seconds, adapted step size) as root attributes. A linear
+    layer's sites are named as the zoo's cells name them (``linear_out``, ``linear_in``:
+    :func:`zoo.models.dims.site_dims`)."""
     attrs = {
         "sampler": sampler,
         "inference_library": "bnn-zoo",
@@ -46,7 +50,11 @@ def to_datatree(result: MCMCResult, sampler: str) -> xr.DataTree:
     }
     if result.adapted.trajectory_length is not None:
         attrs["trajectory_length"] = float(result.adapted.trajectory_length)
-    tree = from_dict({"posterior": dict(result.draws), "sample_stats": dict(result.sample_stats)})
+    dims = {k: site_dims(k, np.ndim(v) - 2) for k, v in result.draws.items()}
+    tree = from_dict(
+        {"posterior": dict(result.draws), "sample_stats": dict(result.sample_stats)},
+        dims=dims,
+    )
     tree.attrs.update(attrs)
     return tree
 
