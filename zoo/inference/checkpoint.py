@@ -48,6 +48,7 @@ __all__ = [
     "decode",
     "encode",
     "from_bytes",
+    "layout_problem",
     "restore_attributes",
     "set_checkpoint_channel",
     "state_of",
@@ -247,6 +248,36 @@ def restore_attributes(obj: Any, state: Mapping[str, Any]) -> None:
     """Set the attributes of ``obj`` from :func:`state_of`'s tree."""
     for k, v in state.items():
         setattr(obj, k, decode(v))
+
+
+def layout_problem(fresh: Any, saved: Any, where: str = "state") -> str | None:
+    """Where an encoded ``saved`` tree holds a tensor whose shape or dtype is not ``fresh``'s.
+
+    Both are trees as :func:`encode` makes them, ``fresh`` of a state that was just built for
+    this run. None when nothing disagrees. Lenient where a layout may grow between versions
+    of the code: keys or named-tuple fields present on one side only, and None on either
+    side, pass (the loader of a layout that changed says so itself).
+    """
+    if isinstance(fresh, dict) and isinstance(saved, dict):
+        for key in ("__tensor__", "__ndarray__"):
+            if key in fresh or key in saved:
+                a, b = fresh.get(key), saved.get(key)
+                if not (torch.is_tensor(a) and torch.is_tensor(b)):
+                    return f"{where} is not a tensor"
+                if a.shape != b.shape or a.dtype != b.dtype:
+                    return f"{where} is {tuple(b.shape)} {b.dtype}, not {tuple(a.shape)} {a.dtype}"
+                return None
+        if "__namedtuple__" in fresh:
+            fresh, saved = fresh.get("items", []), saved.get("items", [])
+        else:
+            pairs = [(fresh[k], saved[k], f"{where}.{k}") for k in sorted(fresh.keys() & saved)]
+            return next((p for a, b, w in pairs if (p := layout_problem(a, b, w))), None)
+    if isinstance(fresh, list) and isinstance(saved, list):
+        pairs = [
+            (a, b, f"{where}[{i}]") for i, (a, b) in enumerate(zip(fresh, saved, strict=False))
+        ]
+        return next((p for a, b, w in pairs if (p := layout_problem(a, b, w))), None)
+    return None
 
 
 def to_bytes(tree: Mapping[str, Any]) -> bytes:

@@ -81,3 +81,26 @@ def test_a_checkpoint_that_loads_but_cannot_be_restored_starts_over(bad) -> None
     )
     np.testing.assert_array_equal(plain.flat, again.flat)
     assert len(said) == 1 and "cannot be read" in said[0] and "starting over" in said[0]
+
+
+@pytest.mark.parametrize("where", ["kept", "program", "part-way"])
+def test_a_checkpoint_that_decodes_but_does_not_fit_starts_over(where) -> None:
+    # a tensor of another shape (a forged file, or code that changed what it saves without
+    # a new CHECKPOINT_VERSION), or a part that fails after the program was already set:
+    # said, the fresh state kept or put back, and the chains start over, the same as a run
+    # with no checkpoint
+    plain = run_chees(_net(torch.float32), **KW)
+    tree = from_bytes(_saved_after(15))
+    if where == "part-way":
+        tree["kept"] = []  # the program is restored first, then this fails
+    else:
+        name = next(k for k, v in sorted(tree[where].items()) if "__tensor__" in str(v)[:20])
+        tree[where][name] = {"__tensor__": torch.zeros(7, 1, 3), "device": "cpu"}
+    said: list[str] = []
+    again = run_chees(
+        _net(torch.float32),
+        checkpoint=CheckpointChannel(lambda: to_bytes(tree), lambda d: None, 1e9, said.append),
+        **KW,
+    )
+    np.testing.assert_array_equal(plain.flat, again.flat)
+    assert len(said) == 1 and "cannot be restored" in said[0] and "starting over" in said[0]

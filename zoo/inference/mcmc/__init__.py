@@ -7,7 +7,8 @@ One concept per module, in floors; a module imports only from the floors below i
    :mod:`~.potential` (the model's flat batched log density, hand-written for MLPs),
    :mod:`~.functional` (the same for any network, through ``torch.func``), :mod:`~.gaussian` (a
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
-   result), :mod:`~.thinning` (the kept draws), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
+   result), :mod:`~.thinning` (the kept draws), :mod:`~.resume` (the loop's state, what a
+   checkpoint saves of a run and how it resumes), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
    chain's effective sample size, weighted moments).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
    (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C

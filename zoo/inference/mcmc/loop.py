@@ -35,24 +35,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import torch
 
-from zoo.inference.checkpoint import (
-    CHECKPOINT_VERSION,
-    CheckpointChannel,
-    decode,
-    encode,
-    from_bytes,
-    restore_attributes,
-    state_of,
-    to_bytes,
-)
+from zoo.inference.checkpoint import CheckpointChannel, decode, to_bytes
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import Adapted, MCMCResult, result
+from zoo.inference.mcmc.resume import LoopState, fingerprint, read_saved, restore, saved_tree
 from zoo.inference.mcmc.thinning import Thinned
 from zoo.inference.progress import progress_bar
 from zoo.runtime import Runtime
@@ -207,98 +198,6 @@ def check_step_sizes(label: str, eps: np.ndarray, target_accept: float, warmup: 
             )
 
 
-def fingerprint(
-    program: Program, pot: FlatPotential, chains: int, warmup: int, cap: int, keep: int
-) -> dict[str, Any]:
-    """What a saved state must match to be resumed: the sampler, the sizes, the device and
-    dtype of the potential (the cell id, which the run directory keys it by, pins the rest)."""
-    return {
-        "version": CHECKPOINT_VERSION,
-        "label": program.label,
-        "chains": chains,
-        "dim": int(pot.dim),
-        "warmup": warmup,
-        "cap": cap,
-        "keep": keep,
-        "device": str(pot.x.device),
-        "dtype": str(pot.x.dtype),
-    }
-
-
-@dataclass
-class LoopState:
-    """The loop's own state between two iterations: what a checkpoint saves of it, whole.
-
-    The program's state, the ``carry`` objects' and the kept draws (:class:`Thinned`) are
-    saved beside it; this is the rest, so that a resumed run goes on from
-    ``(warmup_next, draw_next)`` with the same counts and clocks.
-    """
-
-    warmup_next: int = 0
-    """The next warm-up iteration (``warmup`` once the warm-up is over)."""
-    draw_next: int = 0
-    """The next post-warm-up draw (0 in the warm-up)."""
-    warm_div: int = 0
-    """Divergent transitions in the warm-up, all chains."""
-    div_total: Any = 0
-    """Divergent transitions after the warm-up (an int, or a 0-d tensor summed on the device)."""
-    steps_total: float = 0.0
-    """Leapfrog steps per transition (mean over chains), summed over the draws."""
-    saturated: Any = 0
-    """Post-warm-up transitions whose trajectory was cut at the program's
-    ``trajectory_cap``, all chains (an int or a 0-d tensor)."""
-    drawn: int = 0
-    """Draws per chain so far."""
-    seconds: float = 0.0
-    """Seconds of sampling of the runs this one resumes."""
-    t_warm: float = 0.0
-    """Seconds of the warm-up (set when it ends)."""
-
-    def tree(self) -> dict[str, Any]:
-        """Plain numbers for a checkpoint (device counts read once)."""
-        out = asdict(self)
-        out["div_total"], out["saturated"] = int(self.div_total), int(self.saturated)
-        return out
-
-    @classmethod
-    def of_tree(cls, tree: Mapping[str, Any]) -> LoopState:
-        """The state of a checkpoint's tree (one saved before the loop's state was one object
-        holds the counters under ``loop`` and the position beside them)."""
-        loop = dict(tree["loop"])
-        loop.setdefault("warmup_next", tree.get("warmup_next", 0))
-        loop.setdefault("draw_next", tree.get("draw_next", 0))
-        fields = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in loop.items() if k in fields})
-
-
-class _Saved(NamedTuple):
-    """A state read back from a checkpoint."""
-
-    loop: LoopState
-    tree: dict[str, Any]
-
-
-def _resume(ch: CheckpointChannel, fp: dict[str, Any], label: str) -> _Saved | None:
-    """The saved state of this call, or None (none, another call's, or unreadable)."""
-    data = ch.load()
-    if data is None:
-        return None
-    try:
-        tree = from_bytes(data)
-    except Exception as e:  # damaged or not ours: start over, say why
-        ch.say(f"{label}: the checkpoint cannot be read ({type(e).__name__}); starting over")
-        return None
-    if tree.get("fingerprint") != fp:
-        ch.say(f"{label}: the checkpoint is of another sampler setting; starting over")
-        return None
-    try:
-        loop = LoopState.of_tree(tree)
-    except (KeyError, TypeError, ValueError) as e:
-        ch.say(f"{label}: the checkpoint cannot be read ({type(e).__name__}); starting over")
-        return None
-    return _Saved(loop, tree)
-
-
 def sample(
     program: Program,
     pot: FlatPotential,
@@ -374,7 +273,7 @@ def sample(
         assert checkpoint is not None
         ls.warmup_next, ls.draw_next = warmup_next, draw_next
         ls_now = LoopState(**{**ls.__dict__, "seconds": ls.seconds + time.perf_counter() - t0})
-        checkpoint.save(to_bytes(_tree(program, fp, ls_now, carry, buf, adapted)))
+        checkpoint.save(to_bytes(saved_tree(program, fp, ls_now, carry, buf, adapted)))
         last_save = time.perf_counter()
 
     def due() -> bool:
@@ -386,9 +285,9 @@ def sample(
             u, g = pot.value_and_grad_batch(z)
             check_start(pot, z, u, g, "a prior draw (init=None)" if init is None else "init")
             program.start(z, u, g)
-            saved = None if checkpoint is None else _resume(checkpoint, fp, label)
+            saved = None if checkpoint is None else read_saved(checkpoint, fp, label)
             if checkpoint is not None and saved is not None:
-                ls = _restore(program, carry, buf, saved, checkpoint, label, warmup)
+                ls = restore(program, carry, buf, saved, checkpoint, label, warmup) or ls
                 if bar is not None:
                     bar.update(ls.warmup_next + ls.draw_next)
             t_first, j_first = ls.warmup_next, ls.draw_next
@@ -449,52 +348,3 @@ def sample(
         trajectory_cap=program.trajectory_cap,
         saturated=int(ls.saturated),
     )
-
-
-def _tree(
-    program: Program,
-    fp: dict[str, Any],
-    ls: LoopState,
-    carry: Mapping[str, Any],
-    buf: Thinned,
-    adapted: Adapted | None,
-) -> dict[str, Any]:
-    """The whole state a checkpoint saves: the loop's, the program's but its ``not_state``,
-    the ``carry`` objects', the kept draws and (after the warm-up) what was adapted."""
-    not_state = getattr(program, "not_state", None)
-    if not_state is None:
-        raise TypeError(f"{program.label}: the program has no not_state; it cannot be saved")
-    return {
-        "fingerprint": fp,
-        "loop": ls.tree(),
-        "program": state_of(program, not_state),
-        "carry": {k: state_of(v) for k, v in carry.items()},
-        "kept": state_of(buf),
-        "adapted": encode(adapted),  # None in the warm-up
-    }
-
-
-def _restore(
-    program: Program,
-    carry: Mapping[str, Any],
-    buf: Thinned,
-    saved: _Saved,
-    checkpoint: CheckpointChannel,
-    label: str,
-    warmup: int,
-) -> LoopState:
-    """Set the program, the ``carry`` objects and the kept draws from a saved state; its
-    :class:`LoopState`."""
-    tree = saved.tree
-    restore_attributes(program, tree["program"])
-    if hasattr(program, "restored"):
-        program.restored()
-    for k, obj in carry.items():
-        restore_attributes(obj, tree["carry"][k])
-    restore_attributes(buf, tree["kept"])
-    ls = saved.loop
-    checkpoint.say(
-        f"{label}: resumed from the checkpoint at warm-up {ls.warmup_next} of {warmup}, "
-        f"draw {ls.draw_next} ({ls.seconds:.0f} s of sampling kept)"
-    )
-    return ls

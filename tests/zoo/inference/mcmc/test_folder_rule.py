@@ -26,6 +26,7 @@ FLOORS = {
     "streaming": 1,
     "ess": 1,
     "thinning": 1,
+    "resume": 1,
     "kernel": 2,
     "batched": 2,
     "chees": 2,
