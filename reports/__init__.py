@@ -12,7 +12,8 @@ One concept per module:
   :mod:`~reports.gaussian` (Gaussian fits, KL), :mod:`~reports.alignment` (draws modulo
   hidden-unit permutations), :mod:`~reports.wasserstein`,
   :mod:`~reports.price_of_mf` (the study's records), :mod:`~reports.kl_null`,
-  :mod:`~reports.kl_reference` (the KL's bias at its own n), :mod:`~reports.laplace`,
+  :mod:`~reports.kl_reference` (the KL's bias at its own n; its chain
+  groups in :mod:`~reports.kl_groups`, its AR(1) calibration in :mod:`~reports.kl_calibration`), :mod:`~reports.laplace`,
   :mod:`~reports.ground_truth`, :mod:`~reports.spectrum`, :mod:`~reports.pruning`,
   :mod:`~reports.product_matrix`, :mod:`~reports.diagnostics`
   (convergence numbers and gates), :mod:`~reports.rank_ecdf`;

@@ -86,10 +86,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from arviz_stats.base import array_stats
-from scipy.signal import lfilter
 from scipy.stats import t as student_t
 
 from reports.gaussian import iid_equivalent_draws, kl_diag_full, kl_sampling_bias
+from reports.kl_calibration import MAX_CALIBRATION_SIZE, AR1Bias, ar1_calibrated_bias
+from reports.kl_groups import group_moments, kl_bias_n, merge_groups
 
 __all__ = [
     "AR1Bias",
@@ -247,55 +248,6 @@ def pooled_n(
     return float(total * d * (d - 1) / 2.0 / pairs)
 
 
-def kl_bias_n(
-    counts: np.ndarray, means: np.ndarray, m2s: np.ndarray, *, jitter: float = 1e-6
-) -> tuple[float | None, float | None]:
-    r""":math:`n_\mathrm{KL}` (module docstring) from ``G >= 2`` groups of draws, and the
-    relative standard error of :math:`\hat\beta` (so of :math:`1/n_\mathrm{KL}` and of the
-    bias), :math:`\operatorname{sd}_g(y_g) / (\sqrt G\, \hat\beta)` with
-    :math:`y_g = G n_g Q(E_g) / (2 (G-1) N)` the group terms whose mean is :math:`\hat\beta`.
-
-    Parameters
-    ----------
-    counts : np.ndarray
-        Draws per group :math:`n_g`, ``(G,)``.
-    means, m2s : np.ndarray
-        Each group's mean ``(G, D)`` and co-moment about it ``(G, D, D)``
-        (:math:`\sum_t (x_t - \bar x_g)(x_t - \bar x_g)^\top`).
-    jitter : float, default 1e-6
-        Added to the pooled covariance's diagonal, as the KL's fit adds it.
-
-    Returns
-    -------
-    (float or None, float or None)
-        ``(n, relative se)``; None with fewer than two groups, for one coordinate, or where
-        the measured bias is not positive (noise of a KL near its floor).
-    """
-    g, d = means.shape
-    if g < 2 or d < 2:
-        return None, None
-    total = float(counts.sum())
-    pooled = merge_groups(counts, means, m2s)
-    pooled[np.diag_indices(d)] += jitter
-    lam, vec = np.linalg.eigh(0.5 * (pooled + pooled.T))
-    if not lam[0] > 0:
-        return None, None
-    isq = (vec / np.sqrt(lam)) @ vec.T  # the symmetric inverse root
-    v = isq / np.linalg.norm(isq, axis=0)  # columns v_i
-    y = np.empty(g)
-    for k in range(g):
-        cov_g = m2s[k] / (counts[k] - 1)
-        cov_g[np.diag_indices(d)] += jitter
-        e = isq @ (cov_g - pooled) @ isq
-        ev = e @ v
-        q = (ev * ev).sum() - 0.5 * ((v * ev).sum(0) ** 2).sum() - 0.5 * (e * e).sum()
-        y[k] = g * counts[k] * q / (2.0 * (g - 1) * total)
-    beta = float(y.mean())
-    if not beta > 0:
-        return None, None
-    return float(d * (d - 1) / (4.0 * beta)), float(y.std(ddof=1) / math.sqrt(g) / beta)
-
-
 def kl_debiased(kl: float, n: float | None, d: int) -> float | None:
     """``kl - kl_sampling_bias(n, d)``: the plug-in KL less its exact Wishart bias at ``n``.
 
@@ -373,132 +325,10 @@ class DebiasedKL(NamedTuple):
         return float(student_t.ppf(0.5 + level / 2.0, self.groups - 1) * self.se)
 
 
-#: Largest simulation (chains x draws x D numbers per replicate) the calibration runs.
-MAX_CALIBRATION_SIZE = 20_000_000
-
-
-class AR1Bias(NamedTuple):
-    """The KL's sampling bias of AR(1) chains matched to the draws (:func:`ar1_calibrated_bias`).
-
-    Attributes
-    ----------
-    bias : float
-        Mean KL(q_diag || q_full) of the matched chains' sample covariance (their true KL is
-        0, so this is their bias).
-    se : float
-        Its Monte Carlo standard error over the replicates.
-    rho : float
-        The matched chains' lag-one correlation.
-    """
-
-    bias: float
-    se: float
-    rho: float
-
-
-def _ar1_replicate(rho: float, shape: tuple, groups: int, chol: np.ndarray, seed: int, r: int):
-    """``1 / n_KL`` and the KL's error of one replicate of AR(1) chains ``(C, S, D)`` of
-    N(0, chol chol^T)."""
-    z = np.random.default_rng([seed, r]).standard_normal(shape)
-    a = math.sqrt(1.0 - rho * rho)
-    z[:, 0] /= a  # so that the first draw is the stationary one
-    x = lfilter([a], [1.0, -rho], z, axis=1) @ chol.T
-    counts, means, m2s = group_moments(x, groups)
-    n, _ = kl_bias_n(counts, means, m2s, jitter=0.0)
-    kl = float(kl_diag_full(merge_groups(counts, means, m2s)))
-    return (0.0 if n is None else 1.0 / n), kl - float(kl_diag_full(chol @ chol.T))
-
-
-def _ar1_mean(rho: float, shape: tuple, groups: int, chol: np.ndarray, seed: int, reps: int):
-    out = np.array([_ar1_replicate(rho, shape, groups, chol, seed, r) for r in range(reps)])
-    return out.mean(0), out[:, 1].std(ddof=1) / math.sqrt(reps)
-
-
-def ar1_calibrated_bias(
-    n_obs: float,
-    shape: tuple[int, int, int],
-    groups: int,
-    *,
-    cov: np.ndarray | None = None,
-    seed: int = 0,
-    reps: int = 8,
-    iters: int = 8,
-    rtol: float = 0.01,
-) -> AR1Bias | None:
-    r"""The KL's bias by indirect inference: AR(1) chains that give the draws' own :math:`n_\mathrm{KL}`.
-
-    :func:`kl_bias_n` whitens the groups' deviations with the pooled sample covariance,
-    whose own noise is correlated with them: on autocorrelated chains :math:`\hat\beta`
-    falls short of the bias, the more so the larger D and the slower the chains (whitening
-    with the true covariance removes the shortfall; docs/notes/kl_references.md), while on
-    independent draws it is right. The shortfall depends on the chains, not on the
-    covariance: for chains whose whitened coordinates are independent AR(1) series with one
-    :math:`\rho`, the law of the whitened sample covariance is invariant under rotations,
-    so (as for the Wishart case of :func:`reports.gaussian.kl_sampling_bias`) the KL's bias
-    does not depend on :math:`\Sigma`; the estimator's shortfall does, through the
-    directions :math:`v_i` it weighs. So simulate such chains of
-    :math:`\mathcal N(0, \hat\Sigma)`, the draws' own pooled covariance, in the draws' own
-    shape and groups, find the :math:`\rho` at which the estimator returns the draws'
-    :math:`1/n_\mathrm{KL}` on average, and take those chains' mean KL less
-    :math:`\mathrm{KL}(\hat\Sigma)` as the bias. The estimator's shortfall is then undone
-    to the extent that the draws' autocorrelations act on it as an AR(1)'s do.
-
-    The search is on the products' autocorrelation time :math:`\tau = (1 + \rho^2) / (1 -
-    \rho^2)`, to which :math:`1/\hat n` is close to proportional: starting from
-    :math:`\tau = N / n_\mathrm{KL}`, each step scales :math:`\tau` by the ratio of the
-    target to the simulated :math:`1/\hat n` (common random numbers across steps) until
-    they agree within ``rtol``.
-
-    Parameters
-    ----------
-    n_obs : float
-        :math:`n_\mathrm{KL}` of the draws (:func:`kl_bias_n`).
-    shape : (int, int, int)
-        ``(chains, draws per chain, D)``.
-    groups : int
-        The draws' number of chain groups.
-    cov : np.ndarray, optional
-        :math:`\hat\Sigma` ``(D, D)``; the identity when not given.
-    seed, reps, iters : int
-        Seed of the simulation, replicates per evaluation, most steps.
-    rtol : float, default 0.01
-
-    Returns
-    -------
-    AR1Bias or None
-        None when the draws are worth at least as many independent draws as they number
-        (antithetic or independent draws: the estimator is right there), or when the
-        search ends at independent chains.
-    """
-    total = shape[0] * shape[1]
-    if not n_obs < total:
-        return None
-    chol = np.eye(shape[2]) if cov is None else np.linalg.cholesky(cov)
-    target, tau = 1.0 / n_obs, total / n_obs
-    for _ in range(iters):
-        rho = min(math.sqrt((tau - 1.0) / (tau + 1.0)), 0.995)
-        (inv, bias), se = _ar1_mean(rho, shape, groups, chol, seed, reps)
-        ratio = target / inv if inv > 0 else 2.0
-        if abs(ratio - 1.0) <= rtol:
-            break
-        tau = tau * ratio
-        if not tau > 1.0:
-            return None
-    return AR1Bias(float(bias), float(se), rho)
-
-
 def _kl_of(cov: np.ndarray, jitter: float, blocks: Mapping[str, Any] | None = None) -> Any:
     c = 0.5 * (cov + cov.T)
     c[np.diag_indices_from(c)] += jitter
     return kl_diag_full(c, blocks)
-
-
-def merge_groups(counts: np.ndarray, means: np.ndarray, m2s: np.ndarray) -> np.ndarray:
-    """Pooled ``ddof=1`` covariance of groups with counts, means and co-moments (Chan)."""
-    total = float(counts.sum())
-    mean = (counts[:, None] * means).sum(0) / total
-    dev = means - mean
-    return (m2s.sum(0) + (dev.T * counts) @ dev) / (total - 1)
 
 
 def _debias(
@@ -581,26 +411,6 @@ def debiased_kl_draws(
     with np.errstate(invalid="ignore", divide="ignore"):
         sq = pooled_n(squares_ess(x), c * s, ess(x))
     return _debias(counts, means, m2s, sq, jitter, blocks, (c, s) if calibrate else None, seed)
-
-
-def group_moments(
-    draws: np.ndarray, groups: int | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Counts ``(G,)``, means ``(G, D)`` and co-moments ``(G, D, D)`` of ``groups``
-    contiguous chain groups of ``draws`` ``(C, S, D)`` (default ``min(8, C)``, as
-    :func:`numpy.array_split` splits the chains)."""
-    x = np.asarray(draws, dtype=float)
-    c, s, d = x.shape
-    g = min(8, c) if groups is None else max(1, min(int(groups), c))
-    parts = np.array_split(np.arange(c), g)
-    counts = np.array([len(p) * s for p in parts], dtype=float)
-    means = np.stack([x[p].reshape(-1, d).mean(0) for p in parts])
-    m2s = np.stack([_comoment(x[p].reshape(-1, d) - means[i]) for i, p in enumerate(parts)])
-    return counts, means, m2s
-
-
-def _comoment(y: np.ndarray) -> np.ndarray:
-    return y.T @ y
 
 
 def debiased_kl_moments(
