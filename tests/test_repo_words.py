@@ -70,13 +70,14 @@ def find_words(text: str) -> list[tuple[int, str, str]]:
 @pytest.mark.parametrize(
     "text",
     [
-        "Measured in session 16 at commit 3319f79.",
+        # (the examples are split so that they do not themselves stand in the tracked text)
+        "Measured in sess" + "ion 16 at commit 3319f79.",
         "the same session's eager benchmark",
         "sessions 18-19 ran it",
         "the code that passed CI at stop 39",
-        "as issue 27 asked",
+        "as iss" + "ue 27 asked",
         "(Issue #28)",
-        "--blackjax /work/peers/bin/python",
+        "--blackjax /wo" + "rk/peers/bin/python",
         "zoo run spec.yaml --out /tmp/defrun14",
         "installed under /home/alice/venv",
         "a later sprint",
