@@ -35,6 +35,19 @@ def _saved_after(n: int) -> bytes:
     return saved[-1]
 
 
+def _started_over_from(tree: dict) -> list[str]:
+    """Resume a run from ``tree``: its draws must be those of a run with no checkpoint;
+    what it said."""
+    said: list[str] = []
+    again = run_chees(
+        _net(torch.float32),
+        checkpoint=CheckpointChannel(lambda: to_bytes(tree), lambda d: None, 1e9, said.append),
+        **KW,
+    )
+    np.testing.assert_array_equal(run_chees(_net(torch.float32), **KW).flat, again.flat)
+    return said
+
+
 def test_a_name_in_a_checkpoint_is_never_imported(monkeypatch) -> None:
     imported: list[str] = []
     real = importlib.import_module
@@ -69,17 +82,10 @@ def test_a_name_in_a_checkpoint_is_never_imported(monkeypatch) -> None:
     ],
 )
 def test_a_checkpoint_that_loads_but_cannot_be_restored_starts_over(bad) -> None:
-    plain = run_chees(_net(torch.float32), **KW)
     tree = from_bytes(_saved_after(15))  # in the draws
     name = sorted(tree["program"])[0]
     tree["program"][name] = bad
-    said: list[str] = []
-    again = run_chees(
-        _net(torch.float32),
-        checkpoint=CheckpointChannel(lambda: to_bytes(tree), lambda d: None, 1e9, said.append),
-        **KW,
-    )
-    np.testing.assert_array_equal(plain.flat, again.flat)
+    said = _started_over_from(tree)
     assert len(said) == 1 and "cannot be read" in said[0] and "starting over" in said[0]
 
 
@@ -89,18 +95,11 @@ def test_a_checkpoint_that_decodes_but_does_not_fit_starts_over(where) -> None:
     # a new CHECKPOINT_VERSION), or a part that fails after the program was already set:
     # said, the fresh state kept or put back, and the chains start over, the same as a run
     # with no checkpoint
-    plain = run_chees(_net(torch.float32), **KW)
     tree = from_bytes(_saved_after(15))
     if where == "part-way":
         tree["kept"] = []  # the program is restored first, then this fails
     else:
         name = next(k for k, v in sorted(tree[where].items()) if "__tensor__" in str(v)[:20])
         tree[where][name] = {"__tensor__": torch.zeros(7, 1, 3), "device": "cpu"}
-    said: list[str] = []
-    again = run_chees(
-        _net(torch.float32),
-        checkpoint=CheckpointChannel(lambda: to_bytes(tree), lambda d: None, 1e9, said.append),
-        **KW,
-    )
-    np.testing.assert_array_equal(plain.flat, again.flat)
+    said = _started_over_from(tree)
     assert len(said) == 1 and "cannot be restored" in said[0] and "starting over" in said[0]
