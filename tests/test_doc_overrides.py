@@ -3,7 +3,7 @@
 The examples are taken from the docs themselves: each code span or code block that holds
 ``--set`` items, applied together to the spec the same span names (``specs/NAME.yaml``) or,
 where it names none, to the default spec, which the command-line pages speak of.
-docs/results.md records runs at given commits; its commands that name their spec are
+docs/results/ records runs at given commits; their commands that name their spec are
 checked too, but not a span there that names no spec (a fragment of a command above it)
 nor the commands of the items it marks as history (relative to an older spec, whose commit
 it names).
@@ -21,7 +21,11 @@ import yaml
 from zoo.spec import SpecError, load_spec
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "results").glob("*.md")),
+]
 DEFAULT = ROOT / "specs" / "two_moons_depth.yaml"
 #: Pages whose spans without a spec name are fragments of commands given in full elsewhere.
 RECORDS = {"results.md"}
@@ -70,7 +74,8 @@ def examples() -> list[tuple[str, Path, list[str]]]:
                 if not items or any(i.isupper() or "=" not in i for i in items):
                     continue  # the syntax itself (--set FIELD.PATH=VALUE), not an example
                 named = re.search(r"specs/([\w.-]+\.yaml)", line)
-                if named is None and (page.name in RECORDS or "zoo run DIR" in line):
+                record = page.name in RECORDS or page.parent.name == "results"
+                if named is None and (record or "zoo run DIR" in line):
                     continue
                 spec = ROOT / "specs" / named.group(1) if named else DEFAULT
                 out.append((f"{page.name}: {' '.join(items)}", spec, items))

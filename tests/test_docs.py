@@ -21,7 +21,9 @@ from zoo.spec.reference import BEGIN, END, REGENERATE, render, replace_block
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The pages checked here (the README has its own test, tests/test_readme.py).
-PAGES = sorted([*ROOT.glob("docs/*.md"), ROOT / "benchmarks" / "README.md"])
+PAGES = sorted(
+    [*ROOT.glob("docs/*.md"), *ROOT.glob("docs/results/*.md"), ROOT / "benchmarks" / "README.md"]
+)
 
 
 def code_spans(text: str) -> list[str]:

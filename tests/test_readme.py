@@ -12,8 +12,9 @@ from tests.test_docs import shipped_specs_named, zoo_commands, zoo_commands_name
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
-#: The front door stays short: results live in docs/results.md, the language in docs/spec.md.
-MAX_LINES = 160
+#: The front door stays short (under 200 lines): results live in docs/results/, the language in
+#: docs/spec.md.
+MAX_LINES = 199
 
 
 def test_readme_has_exactly_the_two_commands() -> None:
@@ -87,8 +88,8 @@ def _blocks(text: str) -> list[str]:
     out = []
     for para in re.split(r"\n\s*\n", text):
         lines = para.splitlines()
-        if all(line.lstrip().startswith(("|", "#")) for line in lines if line.strip()):
-            out += lines  # a table or a spec's comment header: each line is its own claim
+        if all(line.lstrip().startswith(("|", "#", "<!--")) for line in lines if line.strip()):
+            out += lines  # a (marked) table or a spec's comment header: each line is a claim
         else:
             out.append(para)
     return out
@@ -101,7 +102,7 @@ def test_only_the_readme_states_the_default_runs_time() -> None:
     stated += [b for b in _blocks(after)[:1] if DURATION.search(b)]
     assert len(stated) == 1, f"the README states the default's time in {len(stated)} places"
     times = set(DURATION.findall(stated[0]))
-    pages = [*sorted((ROOT / "docs").glob("*.md")), ROOT / "specs" / "two_moons_depth.yaml"]
+    pages = [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "specs" / "two_moons_depth.yaml"]
     wrong = []
     for page in pages:
         text = page.read_text()
