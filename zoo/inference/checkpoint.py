@@ -1,9 +1,10 @@
 """A sampler's state saved inside a running cell, and resumed by the next run.
 
 A ChEES cell of Trippe & Turner's concrete network takes 2.5 hours of one core
-(docs/results.md); a run stopped in the middle lost all of it. With a checkpoint channel,
-:func:`zoo.inference.mcmc.loop.sample` (every batched sampler: ChEES, NUTS and HMC with
-``vectorize_chains``, MCLMC, MAMS) saves its whole state every ``every_s`` seconds (the
+(docs/results/overpruning.md); a run stopped in the middle lost all of it. With a
+checkpoint channel, :func:`zoo.inference.mcmc.loop.sample` (every batched sampler: ChEES,
+NUTS and HMC with ``vectorize_chains``, MCLMC, MAMS) saves its whole state every
+``every_s`` seconds (the
 program's kernel and adaptation state with its random generators, the thinned draws, the
 streamed moments, the counters) and a later run of the same cell resumes from it. The
 one-chain Pyro path has no such state and starts over.

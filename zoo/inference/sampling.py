@@ -345,8 +345,8 @@ def trajectory_at_cap(steps: np.ndarray | None, cap: int | None) -> float | None
     when the adaptation wanted a longer :math:`T` and was clipped to :math:`L_{\max}\epsilon`
     (:mod:`zoo.inference.mcmc.chees_adaptation`); MAMS draws each length uniformly below
     about twice :math:`L/\epsilon`. Measured on Trippe & Turner's UCI networks
-    (docs/results.md): ChEES's :math:`T` pinned at 64 and then at 256 steps while the chains
-    failed. The comparison allows a relative rounding of 1e-9 (a :math:`T` clipped to
+    (docs/results/overpruning.md): ChEES's :math:`T` pinned at 64 and then at 256 steps while
+    the chains failed. The comparison allows a relative rounding of 1e-9 (a :math:`T` clipped to
     :math:`L_{\max}\epsilon` reads back as :math:`L_{\max}` only up to rounding).
     """
     if cap is None or steps is None:

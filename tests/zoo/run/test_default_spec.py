@@ -1,7 +1,7 @@
 """The default spec end to end (slow), cut to two depths and one seed with a short chain.
 
 The full run (`zoo run specs/two_moons_depth.yaml`, the README's first command) takes longer
-than a test should; its measured results are in docs/results.md. Here the
+than a test should; its measured results are in docs/results/default.md. Here the
 same spec runs with its sampler shortened, and the run directory is checked for what the
 report promises: every cell ok, MF-VI accurate at every depth, one logit (Bernoulli), the
 KL with its null and excess and the Wasserstein columns, the Laplace KL of the MF-VI cells,

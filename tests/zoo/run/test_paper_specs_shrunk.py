@@ -1,5 +1,5 @@
 """The paper experiments' specs run end to end, cut to seconds (the full runs are measured
-once and recorded in each spec's header and docs/results.md; CI runs these shrunk copies).
+once and recorded in each spec's header and docs/results/; CI runs these shrunk copies).
 
 Each case is the shipped spec with ``--set`` overrides that keep its structure (methods,
 studies, the swept axes that the report reads) and cut sizes: fewer cells, steps, draws
