@@ -46,7 +46,11 @@ from reports.tables import summarize
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
 #: The pages whose marked tables this script writes.
-PAGES = (ROOT / "README.md", *sorted(Path(__file__).resolve().parent.glob("*.md")))
+PAGES = (
+    ROOT / "README.md",
+    ROOT / "docs" / "results.md",
+    *sorted(Path(__file__).resolve().parent.glob("*.md")),
+)
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 DEFAULT = "default_depth"
 #: The default's sweep axis and the columns summarized over its seeds.
