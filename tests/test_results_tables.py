@@ -130,6 +130,7 @@ def test_from_run_uses_the_summary_rule(tmp_path: Path) -> None:
     assert got.loc[1, "kl_rhat_max"] == pytest.approx(1.02)
     table = make_tables.default_table("default_depth", got.reset_index())
     assert " [2/3] |" in table and "bronze, failed, silver" in table
+    assert "(largest of 3)" in table and "reference grade of the 3 NUTS cells" in table
 
 
 def test_from_writes_the_summary_and_rewrites(tmp_path: Path, monkeypatch) -> None:

@@ -177,7 +177,8 @@ def _tv(rec: pd.Series) -> str:
 Row = tuple[str, Callable[[pd.Series], str]]
 _KL, _DEB = ci("kl_diag_full", 2), ci("kl_debiased", 2)
 _W2 = joined(ci("w2sq_plugin", 1), ci("w2sq_debiased", 1))
-#: The tables rendered from ``default_depth.csv``: (row label, how a depth's cell reads).
+#: The tables rendered from ``default_depth.csv``: (row label, how a depth's cell reads); a
+#: label's ``{n}`` is the number of seeds and ``{seeds}`` their list.
 DEFAULT_ROWS: dict[str, list[Row]] = {
     "default_depth": [
         ("width (D = weights and biases)", _width),
@@ -189,19 +190,19 @@ DEFAULT_ROWS: dict[str, list[Row]] = {
             ci("kl_excess", 2),
         ),
         ("W2(q_diag, q_full)², plug-in / less its sampling bias (`w2sq_debiased`)", _W2),
-        ("the KL's own R-hat (largest of 3)", val("kl_rhat_max", 3)),
+        ("the KL's own R-hat (largest of {n})", val("kl_rhat_max", 3)),
         ("TV of MF-VI's predictive to the samples', test / far [its floor]", _tv),
         (
             "largest R-hat, weights / test predictions",
             joined(val("max_r_hat_max", 2), val("max_r_hat_pred_max", 2)),
         ),
-        ("reference grade of the 3 NUTS cells", seeds("reference_grade", ", ")),
+        ("reference grade of the {n} NUTS cells", seeds("reference_grade", ", ")),
     ],
     "default_depth_detail": [
         ("the KL's effective n (chain-group spread, `kl_ess_n`)", ci("kl_ess_n", 0)),
         ("exact Wishart bias at that n (`kl_bias_ess`)", ci("kl_bias_ess", 2)),
         (
-            "`kl_debiased_se` of each cell (chain-group jackknife), seeds 0 / 1 / 2",
+            "`kl_debiased_se` of each cell (chain-group jackknife), seeds {seeds}",
             seeds("kl_debiased_se"),
         ),
         ("the shift null (same chains, parameters made independent)", ci("kl_null", 2)),
@@ -232,7 +233,7 @@ DEFAULT_ROWS: dict[str, list[Row]] = {
             ),
         ),
         (
-            "draws per chain (16 chains) where the stopping rule stopped, seeds 0 / 1 / 2",
+            "draws per chain (16 chains) where the stopping rule stopped, seeds {seeds}",
             seeds("draws_per_chain"),
         ),
         (
@@ -251,8 +252,11 @@ def default_table(name: str, summary: pd.DataFrame) -> str:
     """A table of :data:`DEFAULT_ROWS`: one column per depth."""
     summary = summary.sort_values(AXIS)
     header = [""] + [f"depth {int(d)}" for d in summary[AXIS]]
+    n = int(summary["n"].max())  # seeds behind a mean; a label may name them
+    words = {"n": n, "seeds": " / ".join(str(s) for s in range(n))}
     rows = [
-        [label] + [how(rec) for _, rec in summary.iterrows()] for label, how in DEFAULT_ROWS[name]
+        [label.format(**words)] + [how(rec) for _, rec in summary.iterrows()]
+        for label, how in DEFAULT_ROWS[name]
     ]
     return markdown(header, rows)
 
@@ -299,7 +303,7 @@ def from_run(run_dir: Path) -> pd.DataFrame:
         raise UsageError(
             f"{path}: no results.csv there; give the run directory that `zoo run` wrote"
         )
-    res = pd.read_csv(path)
+    res = pd.read_csv(path).copy()  # one block, so that a new column does not fragment it
     if AXIS not in res.columns or "reference_grade" not in res.columns:
         raise UsageError(
             f"{path}: no {AXIS!r} or 'reference_grade' column: not a run of the default spec"
