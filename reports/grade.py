@@ -7,7 +7,8 @@ gates of :data:`GATES`, data that the report prints as its table (:func:`gate_ta
 
 - **gold**: every gate at its strictest: rank-normalized split :math:`\hat R \le 1.01`
   of the weights and of the predictions (Vehtari et al. 2021), nested :math:`\hat R \le 1.01`
-  of both where the cell has superchains (Margossian et al. 2024), bulk ESS :math:`\ge 400`
+  of both where the cell has superchains (Margossian et al. 2024), the same of the hidden
+  units' rescaling-orbit coordinates where the cell records them, bulk ESS :math:`\ge 400`
   of both (Vehtari et al.'s 400 per quantity of interest), no divergent transition, at most
   1% of trajectories saturated (NUTS at its maximum tree depth, ChEES at ``max_leapfrog``),
   ChEES's adapted trajectory length below its cap of ``max_leapfrog`` steps (the jitter
@@ -29,7 +30,20 @@ better (their reference is the weights' covariance), the predictive study needs 
 better. Each higher grade's thresholds are at least as strict as the lower one's, so a grade
 implies the ones below it.
 
-A gate reads one metric of the cell's record. A value that is not a finite number fails it
+The weights' :math:`\hat R` and ESS gates read the weights *aligned* to a pivot
+(``weights_rhat_aligned``, ``weights_rhat_nested_aligned``, ``weights_ess_bulk_aligned``:
+every draw's hidden units relabelled to the pivot's, :mod:`reports.alignment`) and the
+orbit coordinates' R-hat (``orbit_rhat``, ``orbit_rhat_nested``: each unit's log balance
+and rescaling invariant, :mod:`reports.orbit`) where the cell records them (sampled MLPs
+with the price-of-mean-field study), and the raw ``max_r_hat``, ``rhat_nested`` and
+``min_ess_bulk`` otherwise (other models, Gaussian targets): the reference is the posterior
+modulo hidden-unit permutations, and a chain that visits another labelling of the same
+mode has not failed to converge to it. The raw weights' R-hat stays in the record and in
+the gate table (:data:`SHOWN`): it measures how the chains mix the units' labels, not
+whether the quotient posterior converged.
+
+A gate reads one metric of the cell's record (the first of its metric and its fallbacks
+that the record has). A value that is not a finite number fails it
 (NaN: some quantity never moved). A missing value means the gate does not apply when the
 gate is optional (nested :math:`\hat R` of a cell with one superchain, saturation of HMC's
 fixed trajectories, the trajectory cap of every sampler but ChEES, ``kl_ess_n`` of a cell
@@ -50,9 +64,11 @@ __all__ = [
     "GATES",
     "GRADES",
     "NEEDS",
+    "SHOWN",
     "USES",
     "Gate",
     "Grade",
+    "gate_metrics",
     "gate_table",
     "reference_grade",
     "usable_for",
@@ -80,6 +96,9 @@ class Gate(NamedTuple):
         Whether a recorded ``None`` (not measurable) fails it; else it does not apply.
     what : str
         What the metric is, for the report's table.
+    fallback : tuple of str, default ()
+        Metrics read, in order, when the record has no ``metric`` at all (a cell without
+        hidden-unit alignment reads the raw R-hat).
     """
 
     name: str
@@ -88,6 +107,7 @@ class Gate(NamedTuple):
     thresholds: Mapping[str, float]
     required: bool
     what: str
+    fallback: tuple[str, ...] = ()
 
 
 _ALL = {"gold": 1.01, "silver": 1.05, "bronze": 1.05}
@@ -95,16 +115,51 @@ _WEIGHTS = {"gold": 1.01, "silver": 1.05}
 
 #: The gates, as the report prints them (:func:`gate_table`).
 GATES: tuple[Gate, ...] = (
-    Gate("r_hat", "max_r_hat", "<=", _WEIGHTS, True, "largest split R-hat of the weights"),
+    Gate(
+        "r_hat",
+        "weights_rhat_aligned",
+        "<=",
+        _WEIGHTS,
+        True,
+        "largest split R-hat of the weights, hidden units aligned to a pivot (without "
+        "alignment: as sampled)",
+        ("max_r_hat",),
+    ),
     Gate(
         "r_hat_nested",
-        "rhat_nested",
+        "weights_rhat_nested_aligned",
         "<=",
         _WEIGHTS,
         False,
-        "largest nested R-hat of the weights (superchains)",
+        "largest nested R-hat of the weights (superchains), aligned (without alignment: as "
+        "sampled)",
+        ("rhat_nested",),
     ),
-    Gate("ess_bulk", "min_ess_bulk", ">=", {"gold": 400, "silver": 100}, True, "smallest bulk ESS"),
+    Gate(
+        "orbit_r_hat",
+        "orbit_rhat",
+        "<=",
+        _WEIGHTS,
+        False,
+        "largest split R-hat of the aligned ReLU units' log balances and rescaling invariants",
+    ),
+    Gate(
+        "orbit_r_hat_nested",
+        "orbit_rhat_nested",
+        "<=",
+        _WEIGHTS,
+        False,
+        "largest nested R-hat of the orbit coordinates (superchains)",
+    ),
+    Gate(
+        "ess_bulk",
+        "weights_ess_bulk_aligned",
+        ">=",
+        {"gold": 400, "silver": 100},
+        True,
+        "smallest bulk ESS of the weights, aligned (without alignment: as sampled)",
+        ("min_ess_bulk",),
+    ),
     Gate("r_hat_pred", "max_r_hat_pred", "<=", _ALL, True, "largest split R-hat of predictions"),
     Gate(
         "r_hat_nested_pred",
@@ -158,6 +213,14 @@ GATES: tuple[Gate, ...] = (
     ),
 )
 
+#: Metrics the gate table shows that no gate reads where the cell has the aligned ones:
+#: metric -> what it measures.
+SHOWN: Mapping[str, str] = {
+    "max_r_hat": "largest split R-hat of the weights as sampled: how the chains mix the hidden "
+    "units' labels, not whether the posterior modulo those labels converged (gated only in "
+    "cells without alignment)",
+}
+
 #: What each grade may be used for.
 USES: Mapping[str, str] = {
     "gold": "everything: weight-space KL and W2, the predictive study, headline claims",
@@ -189,9 +252,10 @@ class Grade(NamedTuple):
 
 def _status(gate: Gate, grade: str, metrics: Mapping[str, Any]) -> str | None:
     """``"pass"``, ``"fail"`` or None (the gate does not apply) for ``grade``."""
-    if gate.metric not in metrics:
+    name = next((m for m in (gate.metric, *gate.fallback) if m in metrics), None)
+    if name is None:
         return None
-    v = metrics[gate.metric]
+    v = metrics[name]
     if v is None or (isinstance(v, str) and not v):
         return "fail" if gate.required else None
     try:
@@ -257,13 +321,22 @@ def _fmt(x: float) -> str:
     return f"{x:g}" if x >= 1 or x == 0 else f"{100 * x:g}%"
 
 
+def gate_metrics(gates: Iterable[Gate] = GATES) -> tuple[str, ...]:
+    """Every metric the gates may read (each gate's metric, then its fallbacks), once."""
+    return tuple(dict.fromkeys(m for g in gates for m in (g.metric, *g.fallback)))
+
+
 def gate_table(gates: Iterable[Gate] = GATES) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the gate table: per gate, its metric and threshold per grade."""
+    """Header and rows of the gate table: per gate, its metric (``a (else b)`` with a
+    fallback) and threshold per grade; then the metrics of :data:`SHOWN`, shown, not gated."""
     header = ["gate", "metric", "what", *GRADES[:-1], "if not recorded"]
     rows = []
     for g in gates:
         cells = [
             f"{g.op} {_fmt(g.thresholds[k])}" if k in g.thresholds else "-" for k in GRADES[:-1]
         ]
-        rows.append([g.name, g.metric, g.what, *cells, "fails" if g.required else "n/a"])
+        metric = " (else ".join([g.metric, *g.fallback]) + ")" * len(g.fallback)
+        rows.append([g.name, metric, g.what, *cells, "fails" if g.required else "n/a"])
+    for metric, what in SHOWN.items():
+        rows.append(["(shown)", metric, what, *["-"] * len(GRADES[:-1]), "n/a"])
     return header, rows

@@ -21,6 +21,8 @@ from reports.diagnostics import diagnostic_gates
 from reports.grade import (
     GATES,
     GRADES,
+    SHOWN,
+    gate_metrics,
     gate_table,
     reference_grade,
     usable_for,
@@ -163,6 +165,46 @@ def test_grades_step_down_gate_by_gate() -> None:
     assert no_pred == ("failed", ("r_hat", "no bronze gate applies"))
 
 
+def _aligned_cell(**changes) -> dict:
+    """A gold cell with hidden-unit alignment whose raw weights' R-hat fails every grade."""
+    gold = {
+        "max_r_hat": 1.4,  # label switching: the raw R-hat no grade reads here
+        "rhat_nested": 1.3,
+        "weights_rhat_aligned": 1.005,
+        "weights_rhat_nested_aligned": 1.004,
+        "weights_ess_bulk_aligned": 450.0,
+        "orbit_rhat": 1.006,
+        "orbit_rhat_nested": None,
+        "min_ess_bulk": 20.0,  # as label switching leaves it
+        "max_r_hat_pred": 1.002,
+        "min_ess_bulk_pred": 800.0,
+        "divergent_frac": 0.0,
+    }
+    return {**gold, **changes}
+
+
+def test_the_weight_gates_read_the_aligned_and_orbit_rhat_where_recorded() -> None:
+    assert reference_grade(_aligned_cell()) == ("gold", ())
+    silver = _aligned_cell(weights_rhat_aligned=1.03)
+    assert reference_grade(silver) == ("silver", ("r_hat",))
+    nested = _aligned_cell(weights_rhat_nested_aligned=1.08)
+    assert reference_grade(nested) == ("bronze", ("r_hat_nested",))
+    orbit = _aligned_cell(orbit_rhat=1.2, orbit_rhat_nested=1.1)
+    assert reference_grade(orbit) == ("bronze", ("orbit_r_hat", "orbit_r_hat_nested"))
+    assert reference_grade(_aligned_cell(orbit_rhat=float("nan"))).grade == "bronze"
+    ess = _aligned_cell(weights_ess_bulk_aligned=150.0)
+    assert reference_grade(ess) == ("silver", ("ess_bulk",))
+    # one chain: the aligned R-hat recorded as None fails the required gate as the raw one
+    one = _aligned_cell(weights_rhat_aligned=None, max_r_hat_pred=None)
+    assert reference_grade(one).grade == "failed"
+    # without the aligned metrics the raw ones are read (other models, Gaussian targets)
+    raw = {k: v for k, v in _aligned_cell().items() if "aligned" not in k and "orbit" not in k}
+    assert reference_grade(raw) == ("bronze", ("r_hat", "r_hat_nested", "ess_bulk"))
+    mixed = {**raw, "max_r_hat": 1.03, "rhat_nested": None, "min_ess_bulk": 500.0}
+    assert reference_grade(mixed).grade == "silver"
+    assert {"max_r_hat", "weights_rhat_aligned", "rhat_nested"} <= set(gate_metrics())
+
+
 def test_the_gate_table_nests_the_grades_and_says_what_each_is_for() -> None:
     for g in GATES:
         ts = [g.thresholds[k] for k in GRADES[:-1] if k in g.thresholds]
@@ -171,8 +213,11 @@ def test_the_gate_table_nests_the_grades_and_says_what_each_is_for() -> None:
         needed = [k for k in GRADES[:-1] if k in g.thresholds]
         assert needed == list(GRADES[: len(needed)]), g  # a gate of bronze is one of gold's
     header, rows = gate_table()
-    assert header[:3] == ["gate", "metric", "what"] and len(rows) == len(GATES)
+    assert header[:3] == ["gate", "metric", "what"] and len(rows) == len(GATES) + len(SHOWN)
+    assert rows[0][1:2] == ["weights_rhat_aligned (else max_r_hat)"]
     assert rows[0][3:6] == ["<= 1.01", "<= 1.05", "-"]
+    # the raw weights' R-hat is shown with what it measures
+    assert rows[-1][:2] == ["(shown)", "max_r_hat"] and "labels" in rows[-1][2]
     assert usable_for("silver", "weights") and not usable_for("bronze", "weights")
     assert usable_for("bronze", "predictions") and not usable_for("failed", "predictions")
     assert worst_grade(["gold", None, "bronze", float("nan"), "silver"]) == "bronze"

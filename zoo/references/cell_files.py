@@ -27,7 +27,7 @@ import xarray as xr
 
 from reports.diagnostics import posterior_summary
 from reports.draws import param_labels
-from reports.grade import GATES
+from reports.grade import GATES, gate_metrics
 from zoo.references.layout import (
     DATA_DATA,
     DATA_INFO,
@@ -56,7 +56,7 @@ __all__ = [
 
 #: The cell metrics a reference carries beside its grade (those the gates read, and more).
 CELL_DIAGNOSTICS = (
-    *dict.fromkeys(g.metric for g in GATES),
+    *gate_metrics(),
     "min_ess_tail",
     "ess_bulk_q05",
     "worst_ess_bulk",

@@ -142,6 +142,7 @@ def test_sampled_cell_records_the_price_of_mean_field(tmp_path):
         "weights_rhat_raw",
         "weights_rhat_aligned",
         "label_switches",
+        "orbit_rhat",
     ):
         assert k in m, k
     # the target is out of reach: the chains drew up to the cap, in rounds of 25 past draws
@@ -170,6 +171,35 @@ def test_unit_alignment_sees_through_chains_in_other_labellings(tmp_path, cell_c
     assert out["kl_relabelled"] > 10 * out["kl_aligned"]
     assert out["label_switches"] == 0.0  # no chain changes labelling within itself
     assert out["weights_rhat_nested_aligned"] is None  # no superchains
+    assert out["orbit_rhat"] < 1.02 and out["orbit_rhat_nested"] is None  # relu: recorded
+
+
+def test_unit_alignment_orbit_rhat_sees_chains_elsewhere_on_the_rescaling_orbit(
+    tmp_path, cell_context
+):
+    """Half the chains with one ReLU unit rescaled (the same function): the log balance's
+    R-hat fails, the invariants' passes; superchains along the split fail it nested."""
+    ctx = cell_context(_cell(tmp_path))
+    rng = np.random.default_rng(22)
+    net = {k: rng.normal(size=shape) for k, (shape, _) in ctx.model.site_info().items()}
+    draws = {k: v + 0.05 * rng.normal(size=(4, 200, *v.shape)) for k, v in net.items()}
+    draws["layer0.weight"][2:, :, 1] *= 3.0
+    draws["layer0.bias"][2:, :, 1] *= 3.0
+    draws["layer1.weight"][2:, :, :, 1] /= 3.0
+    out = pmf.unit_alignment(ctx.model, draws, [0, 0, 1, 1], seed=0, jitter=1e-6)
+    assert out["orbit_rhat_balance"] > 1.5 and out["orbit_rhat_invariant"] < 1.02
+    assert out["orbit_rhat"] == out["orbit_rhat_balance"]
+    assert out["orbit_rhat_nested"] > 1.5
+
+
+def test_unit_alignment_records_no_orbit_for_tanh(tmp_path, cell_context):
+    tanh = {"model": specs.mlp(depth=1, width=3, activation="tanh")}
+    ctx = cell_context(_cell(tmp_path, tanh))
+    rng = np.random.default_rng(23)
+    net = {k: rng.normal(size=shape) for k, (shape, _) in ctx.model.site_info().items()}
+    draws = {k: v + 0.05 * rng.normal(size=(2, 50, *v.shape)) for k, v in net.items()}
+    out = pmf.unit_alignment(ctx.model, draws, None, seed=0, jitter=1e-6)
+    assert "weights_rhat_aligned" in out and "orbit_rhat" not in out
 
 
 # --------------------------------------------------------------------------- streamed moments

@@ -43,7 +43,7 @@ def spec(tmp_path_factory):
     return load_spec(p)
 
 
-def _results(new: bool) -> pd.DataFrame:
+def _results(new: bool, aligned: bool = False) -> pd.DataFrame:
     rows = []
     for depth in (1, 2):
         for seed in (0, 1, 2):
@@ -74,6 +74,16 @@ def _results(new: bool) -> pd.DataFrame:
                     kl_debiased_se=0.3,
                     w2_null=0.4 + 0.01 * seed,
                 )
+            if aligned:
+                row.update(
+                    kl_aligned=3.0 / depth + 0.1 * seed,
+                    kl_aligned_bias=1.0,
+                    kl_alignment_null=0.5,
+                    kl_aligned_debiased=3.0 / depth + 0.1 * seed - 1.5,
+                    kl_aligned_debiased_se=0.2,
+                    kl_relabelled=1.0,
+                    w2_aligned=0.7 / depth,
+                )
             rows.append(row)
     rows.append(
         {"method": "mfvi", "seed": 0, "model.depth": 1, "status": "ok", "cell_id": "mfvi10"}
@@ -81,8 +91,8 @@ def _results(new: bool) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _section(spec, new: bool):
-    (sec,) = price_of_mf_sections(_results(new), None, spec)
+def _section(spec, new: bool, aligned: bool = False):
+    (sec,) = price_of_mf_sections(_results(new, aligned), None, spec)
     return sec, " ".join(sec.paragraphs)
 
 
@@ -93,7 +103,7 @@ def test_the_debiased_kl_leads_beside_the_kl_and_the_shift_null(spec) -> None:
     assert "It is not the ESS of the weights' means" in text
     header, rows = sec.tables[0]
     assert header[:2] == ["method", "model.depth"]
-    kl = header.index("KL(q_diag ‖ q_full)")
+    kl = header.index("KL(q_diag ‖ q_full) of the draws as sampled (kl_diag_full)")
     assert header[kl + 1 : kl + 3] == [
         "debiased KL (kl_debiased)",
         "its chain-group s.e. (kl_debiased_se)",
@@ -112,6 +122,40 @@ def test_the_debiased_kl_leads_beside_the_kl_and_the_shift_null(spec) -> None:
     labels = kl_fig.axes[0].get_legend_handles_labels()[1]
     assert "exact bias at the KL's n (a null) (nuts)" in labels
     assert "debiased KL (nuts)" in labels
+
+
+def test_the_aligned_debiased_kl_leads_with_its_alignment_null_beside_it(spec) -> None:
+    sec, text = _section(spec, new=True, aligned=True)
+    header, rows = sec.tables[0]
+    assert header[2:6] == [
+        "aligned KL less its bias and alignment null (kl_aligned_debiased)",
+        "its chain-group s.e. (kl_aligned_debiased_se)",
+        "alignment null (kl_alignment_null)",
+        "KL(q_diag ‖ q_full) of the draws as sampled (kl_diag_full)",
+    ]
+    # depth 1: 3.0 + 0.1 seed - 1.5 over seeds 0-2 -> 1.6 ± 0.058; the raw KL 8.1 beside it
+    assert rows[0][2:6] == ["1.6 ± 0.058", "0.1155", "0.5", "8.1 ± 0.058"]
+    assert "The headline is kl_aligned_debiased" in text
+    assert "kl_alignment_null, the column beside it" in text
+    ((w_header, w_rows),) = sec.tables[1:]
+    assert w_header[2].startswith("W2(q_diag, q_full) of the aligned draws")
+    assert w_rows[0][2].startswith("0.7")
+    labels = dict(sec.figures)["kl_null"].axes[0].get_legend_handles_labels()[1]
+    assert "aligned KL less bias and alignment null (nuts)" in labels
+    assert "alignment null (nuts)" in labels
+    # a run without the aligned columns: the raw KL leads, no headline paragraph
+    header, _ = _section(spec, new=True)[0].tables[0]
+    assert header[2] == "KL(q_diag ‖ q_full) of the draws as sampled (kl_diag_full)"
+    assert "The headline is" not in _section(spec, new=True)[1]
+
+
+def test_a_table_keeps_rows_that_lack_its_first_column(spec) -> None:
+    res = _results(new=True, aligned=True)
+    res.loc[res["model.depth"] == 2, ["kl_aligned_debiased", "kl_aligned_debiased_se"]] = None
+    (sec,) = price_of_mf_sections(res, None, spec)
+    _, rows = sec.tables[0]
+    assert [r[:2] for r in rows] == [["nuts", "1"], ["nuts", "2"]]
+    assert rows[1][2] == "" and rows[1][5] == "4.1 ± 0.058"
 
 
 def test_an_older_run_leaves_the_reference_rows_out(spec) -> None:

@@ -27,12 +27,19 @@ records (Farquhar, Smith & Gal 2020):
 - with ``kl_target_draws``, the stopping rule of the sampler (``Hooks.stop_when``): draw
   until the draws are worth that many independent draws to the covariance estimate;
 - for an MLP with hidden layers, the price of mean field modulo hidden-unit permutations
-  (:func:`unit_alignment`, :mod:`reports.alignment`): ``kl_aligned`` (every draw's units
-  matched to a pivot before q_full is fitted), ``kl_relabelled`` (every draw's units
-  relabelled at random), ``kl_alignment_null`` (what aligning adds to independent draws of
-  the same marginals), ``kl_aligned_debiased`` (the aligned KL less ``kl_bias_ess`` and that
-  null), the weights' largest split R-hat raw and aligned (and nested, aligned, over
-  superchains) and ``label_switches``. A sampler that moves between the copies of a mode
+  (:func:`unit_alignment`, :mod:`zoo.studies.price_of_mf.quotient`, :mod:`reports.alignment`):
+  ``kl_aligned`` (every draw's units matched to a pivot before q_full is fitted),
+  ``kl_relabelled`` (every draw's units relabelled at random), ``kl_alignment_null`` (what
+  aligning adds to independent draws of the same marginals), the study's headline
+  ``kl_aligned_debiased`` (the aligned KL less its sampling bias at the aligned draws' own
+  effective n, ``kl_aligned_bias``, and that null; with ``kl_aligned_debiased_se``), the
+  aligned draws' W2 (``w2_aligned``, ``w2sq_aligned_debiased``), the weights' largest split
+  R-hat raw and aligned (and nested, aligned, over superchains) and smallest bulk ESS
+  aligned, ``label_switches`` and, for ReLU and leaky-ReLU networks, ``orbit_rhat``
+  (with ``orbit_rhat_balance``, ``orbit_rhat_invariant`` and ``orbit_rhat_nested``): the
+  R-hat of each aligned unit's place on its rescaling orbit and of what the rescaling
+  leaves unchanged (:mod:`reports.orbit`). The grade reads the aligned R-hats and ESS and
+  the orbit R-hats (:mod:`reports.grade`). A sampler that moves between the copies of a mode
   that permuting units makes inflates the raw weights' R-hat and moves the raw KL; the
   aligned numbers are the same draws read modulo those copies. Computed on the draws the
   posterior keeps (on the moments path, the kept subset).
@@ -99,20 +106,20 @@ from typing import Any
 import arviz_stats as azs
 import numpy as np
 
-from reports.alignment import align_to_pivot, kl_by_labelling, label_switches, pivot_from_draws
 from reports.draws import FlatDraws, column_blocks, flatten_sites
 from reports.gaussian import fit_gaussian, gaussian_from_moments, kl_diag_full, kl_sampling_bias
 from reports.kl_null import kl_shift_null
 from reports.kl_reference import DebiasedKL, debiased_kl_draws, debiased_kl_moments
 from reports.kl_rhat import kl_rhat
+from reports.orbit import HOMOGENEOUS
 from reports.price_of_mf import diag_vs_full, diag_vs_full_moments
-from reports.superchains import max_rhat_nested
 from reports.w2_reference import DebiasedW2, debiased_w2_draws, debiased_w2_groups
 from zoo.inference.base import Fit, Hooks
 from zoo.inference.mcmc.streaming import Moments
 from zoo.inference.sampling import SampledPosterior
 from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
+from zoo.studies.price_of_mf.quotient import quotient_metrics
 
 __all__ = [
     "PriceOfMeanFieldProbe",
@@ -200,45 +207,24 @@ def kl_output_columns(flat: FlatDraws, fit: Any, cov: np.ndarray | None = None) 
     return float(sum(v for k, v in kls.items() if k != "total"))
 
 
-def _max_rhat(x: np.ndarray) -> float:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.asarray(azs.rhat(x, method="rank", chain_axis=0, draw_axis=1), dtype=float)
-    r = r[np.isfinite(r)]
-    return float(r.max()) if r.size else float("nan")
-
-
 def unit_alignment(
     model: Any, draws: Mapping[str, np.ndarray], superchain_ids: Any, seed: int, jitter: float
 ) -> dict[str, Any]:
-    """The price of mean field modulo hidden-unit permutations (:mod:`reports.alignment`).
-
-    For an MLP with hidden layers: the draws' pivot (Stephens' iteration from the first
-    draw), the KL of the draws randomly relabelled (``kl_relabelled``) and aligned to the
-    pivot (``kl_aligned``), the KL that aligning adds to independent draws of the same
-    marginals (``kl_alignment_null``), the weights' largest split R-hat raw
-    (``weights_rhat_raw``) and aligned (``weights_rhat_aligned``, with its nested
-    ``weights_rhat_nested_aligned`` over superchains), and the mean number of draws per chain
-    whose labelling changed from the draw before (``label_switches``, summed over layers).
-    Empty for other networks (no ``layer<k>.weight`` matrices, or no hidden layer).
-    """
+    """The price of mean field modulo hidden-unit permutations of a model's draws
+    (:func:`zoo.studies.price_of_mf.quotient.quotient_metrics` of its weight and bias sites,
+    the other sites passed as sampled; rescaling orbits for ReLU and leaky-ReLU networks).
+    Empty for other networks (no ``layer<k>.weight`` matrices, or no hidden layer)."""
     sites = weight_draws(model, draws)
     if any(n.endswith(".weight") and v.ndim != 4 for n, v in sites.items()) or len(sites) < 4:
         return {}
-    pivot = pivot_from_draws(sites)
-    res = kl_by_labelling(sites, pivot, seed=seed, jitter=jitter)
-    aligned = align_to_pivot(sites, pivot)
-    chains = next(iter(sites.values())).shape[0]
-    flat_raw = flatten_sites(sites).draws.reshape(chains, -1, res.d)
-    flat_al = flatten_sites(aligned.sites).draws.reshape(chains, -1, res.d)
-    return {
-        "kl_relabelled": res.relabelled,
-        "kl_aligned": res.aligned,
-        "kl_alignment_null": res.null,
-        "weights_rhat_raw": _max_rhat(flat_raw),
-        "weights_rhat_aligned": _max_rhat(flat_al),
-        "weights_rhat_nested_aligned": max_rhat_nested(flat_al, superchain_ids),
-        "label_switches": float(sum(label_switches(p).mean() for p in aligned.perms.values())),
-    }
+    return quotient_metrics(
+        sites,
+        {k: np.asarray(v) for k, v in draws.items() if k not in sites},
+        homogeneous=getattr(model, "act_name", None) in HOMOGENEOUS,
+        superchain_ids=superchain_ids,
+        seed=seed,
+        jitter=jitter,
+    )
 
 
 def kl_draws_rule(
@@ -324,10 +310,6 @@ class PriceOfMeanFieldProbe:
                     gf.jitter,
                 )
             )
-            if "kl_aligned" in out:
-                out["kl_aligned_debiased"] = (
-                    None if bias is None else out["kl_aligned"] - bias - out["kl_alignment_null"]
-                )
         return out, {}
 
     def _softmax(self) -> bool:
