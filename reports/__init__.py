@@ -14,7 +14,9 @@ One concept per module:
   :mod:`~reports.price_of_mf` (the study's records), :mod:`~reports.kl_null`,
   :mod:`~reports.kl_reference` (the KL's bias at its own n; its chain
   groups in :mod:`~reports.kl_groups`, its AR(1) calibration in :mod:`~reports.kl_calibration`), :mod:`~reports.laplace`,
-  :mod:`~reports.ground_truth`, :mod:`~reports.spectrum`, :mod:`~reports.pruning`,
+  :mod:`~reports.ground_truth` (and the known answers with a network's symmetries,
+  :mod:`~reports.targets` and :mod:`~reports.ridge_target`), :mod:`~reports.spectrum`,
+  :mod:`~reports.pruning`,
   :mod:`~reports.product_matrix`, :mod:`~reports.diagnostics`
   (convergence numbers and gates), :mod:`~reports.rank_ecdf`;
 - tables and words: :mod:`~reports.tables` (summaries), :mod:`~reports.labels` (names for

@@ -1,0 +1,99 @@
+"""Known answers with the permutation pathology: the alignment pipeline on a symmetrised Gaussian.
+
+Draws are exact (AR(1) chains of the Gaussian, every draw's units relabelled at random), so
+the only errors are Monte Carlo ones, which the debiased KL's chain-group interval measures.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from reports.alignment import align_to_pivot, kl_by_labelling, pivot_from_draws
+from reports.gaussian import kl_diag_full
+from reports.kl_reference import debiased_kl_draws
+from reports.targets import (
+    chains_of_sites,
+    gaussian_chains,
+    permutation_target,
+    symmetrised_draws,
+    unit_sites,
+)
+
+CHAINS, DRAWS, RHO = 16, 500, 0.5
+
+
+def _pipeline(target, seed: int):
+    """Symmetrised draws -> Stephens pivot -> aligned draws -> debiased KL; and the raw
+    draws' debiased KL and the alignment null of :func:`kl_by_labelling`."""
+    sites = symmetrised_draws(target, CHAINS, DRAWS, rho=RHO, seed=seed)
+    pivot = pivot_from_draws(sites)
+    aligned = debiased_kl_draws(chains_of_sites(align_to_pivot(sites, pivot).sites), groups=8)
+    raw = debiased_kl_draws(chains_of_sites(sites), groups=8)
+    return aligned, raw, kl_by_labelling(sites, pivot, seed=seed).null
+
+
+def test_gaussian_chains_are_stationary_ar1():
+    cov = np.array([[2.0, 0.6], [0.6, 1.0]])
+    x = gaussian_chains([1.0, -1.0], cov, 64, 400, rho=0.8, seed=3)
+    flat = x.reshape(-1, 2)
+    # the first draws alone are N(m, S): no burn-in
+    first = x[:, 0]
+    assert np.all(np.abs(first.mean(0) - [1.0, -1.0]) < 4 * np.sqrt(np.diag(cov) / 64))
+    np.testing.assert_allclose(np.cov(flat.T), cov, atol=0.15)
+    d = x[..., 0] - 1.0
+    lag1 = (d[:, 1:] * d[:, :-1]).mean() / (d * d).mean()
+    assert abs(lag1 - 0.8) < 0.02
+
+
+def test_unit_sites_layout_and_true_kl():
+    t = permutation_target(3, 5, 2, seed=1)
+    sites = t.pivot()
+    assert sites["layer0.weight"].shape == (5, 3)
+    assert sites["layer0.bias"].shape == (5,)
+    assert sites["layer1.weight"].shape == (2, 5)
+    np.testing.assert_array_equal(sites["layer1.weight"][:, 2], t.mean[2, 4:])
+    # block-diagonal S: the KL of the assembled matrix is the sum of the units'
+    b = t.mean.shape[1]
+    full = np.zeros((t.dim, t.dim))
+    for j in range(t.hidden):
+        full[j * b : (j + 1) * b, j * b : (j + 1) * b] = t.cov[j]
+    assert t.kl == pytest.approx(float(kl_diag_full(full)), rel=1e-10)
+    assert t.kl > 0.5
+    # the near-identical pair: a fraction of a standard deviation apart
+    assert np.linalg.norm(t.mean[1] - t.mean[0]) == pytest.approx(0.3)
+    with pytest.raises(ValueError, match="F \\+ 1 \\+ O"):
+        unit_sites(np.zeros((4, 3)), 2, 1)
+    with pytest.raises(ValueError, match="hidden >= 2"):
+        permutation_target(2, 1, 1)
+
+
+def test_pipeline_recovers_the_quotient_kl_with_distinct_and_dead_units():
+    """Distinct units and a dead one (outgoing weights ~0): aligning to the Stephens pivot
+    recovers the exact KL within the debiased KL's 95% t-interval; the raw KL of the
+    symmetrised draws is many intervals off; the alignment null is within its noise of 0."""
+    t = permutation_target(2, 4, 1, near_identical=None, dead=1, separation=6.0, seed=0)
+    aligned, raw, null = _pipeline(t, seed=0)
+    assert abs(aligned.debiased - t.kl) <= aligned.half_width()
+    assert abs(raw.debiased - t.kl) > 20 * raw.half_width()
+    assert abs(null) < aligned.se
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the alignment null (independent Gaussian draws at the aligned marginals) does not "
+    "see what sorting near-identical or signature-less dead units does to the KL, and no null "
+    "from the aligned draws alone can (docs/notes/known_answers.md)",
+)
+@pytest.mark.parametrize(
+    "kind",
+    [dict(near_identical=0.3, dead=1), dict(near_identical=None, dead=1, dead_incoming="prior")],
+    ids=["near_identical", "dead_at_prior"],
+)
+def test_alignment_null_accounts_for_exchangeable_units(kind):
+    """Aligned KL less the null is the exact KL within the aligned KL's 95% t-interval:
+    misses by -0.26 nats (near-identical pair, 12 s.e.) and +2.3 nats (a dead unit whose
+    incoming weights sit at a centred prior, so its pivot signature is zero) on seed 0."""
+    t = permutation_target(2, 4, 1, separation=6.0, seed=0, **kind)
+    aligned, _, null = _pipeline(t, seed=0)
+    assert abs(aligned.debiased - null - t.kl) <= aligned.half_width()
