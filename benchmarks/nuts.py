@@ -41,12 +41,16 @@ has jax and numpyro (never install them into the project venv), timed with its J
   default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
   from ``git show``, so that before and after are measured in one run);
 - ESS_bulk (min and median over parameters; median over the class-1 probabilities at 100
-  test points for the network) per CPU-second of the whole run (process CPU time,
-  warm-up included) with the largest R-hat beside it, of ``run_nuts(vectorize_chains=True)``
-  with each kernel and of NumPyro's ``chain_method="vectorized"`` NUTS (CPU seconds of its
-  process, JIT compilation included), on a 50-d rotated Gaussian (variances 0.32-3.2, 64
-  chains, overdispersed starts shared with NumPyro) and on the default's network (16
-  chains, MLE start, target acceptance 0.9, depth 8).
+  test points for the network) per CPU-second (process CPU time, warm-up included) with the
+  largest R-hat beside it (an ESS whose R-hat exceeds 1.01 is marked unconverged), of
+  ``run_nuts(vectorize_chains=True)`` and of NumPyro's NUTS vectorized over the chains
+  (its transition vmapped and scanned in one ``jax.jit``, the CPU seconds of its own
+  process), on a 50-d rotated Gaussian (variances 0.32-3.2, 64 chains, overdispersed starts
+  shared with NumPyro) and on the default's network (16 chains, MLE start, target
+  acceptance 0.9, depth 8). Paired and interleaved: pair ``k`` runs ours, then NumPyro's,
+  both with seed ``k``; pair 0 is NumPyro's first run (its compilation included), pairs
+  1 .. ``--pairs`` reuse its compiled sampler: the first-run ratio and the steady ratios
+  (median and range over pairs) are printed apart, with the CPU and the load average.
 
 Not a test: numbers depend on the machine; the ratios are what to compare. One torch thread.
 """
@@ -72,7 +76,7 @@ from pyro.infer.mcmc import MCMC, NUTS
 import zoo.data
 import zoo.models
 from zoo.inference.init import initial_locs, pretrain_mle
-from zoo.inference.mcmc import samplers
+from zoo.inference.mcmc import programs
 from zoo.inference.mcmc.batched import BatchMetric, new_point_batch, nuts_step_batch
 from zoo.inference.mcmc.gaussian import GaussianPotential
 from zoo.inference.mcmc.loop import chain_rngs
@@ -221,11 +225,11 @@ def _per_step(model, x, y, init, warmup, draws, depth, reps, rounds) -> dict[str
     return out
 
 
-_NUMPYRO = r"""
+_NUMPYRO_SETUP = r"""
 import json, sys, time
 import numpy as np
 import jax, numpyro, numpyro.distributions as dist
-from numpyro.infer import MCMC, NUTS, init_to_value
+from numpyro.infer import NUTS, init_to_value
 data, cfg = np.load(sys.argv[1]), json.loads(sys.argv[2])
 names, shapes, priors = cfg["names"], cfg["shapes"], cfg["priors"]
 def model(x, y):
@@ -245,70 +249,121 @@ init = {n: data["init" + str(i)] for i, n in enumerate(names)}
 kern = NUTS(gaussian if "cov" in data else model, max_tree_depth=cfg["depth"],
             target_accept_prob=cfg.get("target_accept", 0.8),
             init_strategy=init_to_value(values=init))
-mcmc = MCMC(kern, num_warmup=cfg["warmup"], num_samples=cfg["draws"], num_chains=cfg["chains"],
-            chain_method="vectorized", progress_bar=False)
-t0, c0 = time.perf_counter(), time.process_time()
+# NUTS's own transition, vmapped over the chains once init() has seen a batch of keys
+# (as MCMC's chain_method="vectorized" runs it), in one jitted scan over warm-up and draws:
+# compiled in the first run, reused by later runs (MCMC.run traces its loop again per call)
+C, W, S = cfg["chains"], cfg["warmup"], cfg["draws"]
 inits = {"theta": data["inits"]} if "inits" in data else None
-mcmc.run(jax.random.PRNGKey(0), data["x"], data["y"], init_params=inits,
-         extra_fields=("num_steps",))
-s = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-sec, cpu = time.perf_counter() - t0, time.process_time() - c0
-shape = (cfg["chains"], cfg["draws"], -1)
-flat = np.concatenate([np.asarray(s[n]).reshape(shape) for n in names], -1)
-np.savez(sys.argv[3], flat=flat, seconds=sec, cpu=cpu, steps=np.asarray(mcmc.get_extra_fields()["num_steps"]))
+args, state0 = (data["x"], data["y"]), None
+def body(state, _):
+    state = kern.sample(state, args, {})
+    return state, (state.z, state.num_steps)
+loop = jax.jit(lambda state: jax.lax.scan(body, state, None, length=W + S))
+def run(seed, out):
+    global state0
+    t0, c0 = time.perf_counter(), time.process_time()
+    keys = jax.random.split(jax.random.PRNGKey(seed), C)
+    if state0 is None:  # init once: a second init() would vmap the transition again
+        state0 = kern.init(keys, W, inits, model_args=args)
+    _, (z, steps) = jax.block_until_ready(loop(state0._replace(rng_key=keys)))
+    sec, cpu = time.perf_counter() - t0, time.process_time() - c0
+    flat = np.concatenate(
+        [np.swapaxes(np.asarray(z[n])[W:], 0, 1).reshape(C, S, -1) for n in names], -1)
+    np.savez(out, flat=flat, seconds=sec, cpu=cpu, steps=np.asarray(steps)[W:])
 """
+_NUMPYRO = _NUMPYRO_SETUP + "run(0, sys.argv[3])\n"
+#: NumPyro as a server: one run per line ``SEED OUT`` on stdin, ``done`` on stdout after it
+_NUMPYRO_SERVER = (
+    _NUMPYRO_SETUP
+    + """
+for line in sys.stdin:
+    seed, out = line.split()
+    run(int(seed), out)
+    print("done", flush=True)
+"""
+)
+
+
+class _Peer:
+    """NumPyro's NUTS on the same model in another interpreter (its own venv with jax),
+    kept running: :meth:`run` asks for one more run of the same compiled sampler.
+
+    ``chains > 1`` runs NumPyro's ``chain_method="vectorized"`` (all chains in one jitted
+    computation), the counterpart of ``vectorize_chains=True``. ``cfg`` adds ``likelihood``
+    ("bernoulli") or ``target_accept``; ``arrays`` with ``cov`` (and ``inits``, one start
+    per chain) samples ``theta ~ N(0, cov)`` instead of the network (``model=None``). Its
+    first run compiles (NumPyro's ``MCMC`` with ``jit_model_args=True``); later runs of the
+    same shapes reuse the compiled sampler.
+    """
+
+    def __init__(
+        self, python: str, model, x, y, init, warmup, draws, depth, chains=1, cfg=None, arrays=None
+    ) -> None:
+        names = list(init)
+        self.cfg = {
+            "names": names,
+            "shapes": {n: list(init[n].shape) for n in names},
+            "priors": {n: model.prior_params[n] for n in names} if model is not None else {},
+            "depth": depth,
+            "warmup": warmup,
+            "draws": draws,
+            "chains": chains,
+            **(cfg or {}),
+        }
+        self.env = dict(
+            os.environ,
+            JAX_PLATFORMS="cpu",
+            XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
+        )
+        self.python, self.dir = python, tempfile.TemporaryDirectory()
+        inits = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
+        np.savez(f"{self.dir.name}/in.npz", x=x.numpy(), y=y.numpy(), **inits, **(arrays or {}))
+        self.proc: subprocess.Popen | None = None
+
+    def _args(self, script: str) -> list[str]:
+        return [self.python, "-c", script, f"{self.dir.name}/in.npz", json.dumps(self.cfg)]
+
+    def once(self) -> dict:
+        """One run in a fresh interpreter (compilation included)."""
+        out = f"{self.dir.name}/once.npz"
+        subprocess.run([*self._args(_NUMPYRO), out], check=True, env=self.env)
+        return dict(np.load(out))
+
+    def run(self, seed: int) -> dict:
+        """One run (warm-up and draws) with PRNG key ``seed``: ``flat``, ``seconds``, ``cpu``
+        (the peer process's CPU seconds of this run alone), ``steps``."""
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                self._args(_NUMPYRO_SERVER), env=self.env, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        out = f"{self.dir.name}/run{seed}.npz"
+        self.proc.stdin.write(f"{seed} {out}\n")
+        self.proc.stdin.flush()
+        if self.proc.stdout.readline().strip() != "done":
+            raise RuntimeError("the NumPyro peer stopped (its error is above)")
+        return dict(np.load(out))
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+        self.dir.cleanup()
 
 
 def _numpyro(
-    python: str,
-    model,
-    x,
-    y,
-    init,
-    warmup,
-    draws,
-    depth,
-    chains: int = 1,
-    *,
-    cpu: bool = False,
-    cfg: dict | None = None,
-    arrays: dict | None = None,
-) -> tuple:
-    """NumPyro's NUTS on the same model in another interpreter (its own venv with jax).
-
-    ``chains > 1`` runs NumPyro's ``chain_method="vectorized"`` (all chains in one jitted
-    computation), the counterpart of ``vectorize_chains=True``. ``cpu``: the seconds returned
-    are the process's CPU seconds, not wall seconds. ``cfg`` adds ``likelihood``
-    ("bernoulli") or ``target_accept``; ``arrays`` with ``cov`` (and ``inits``, one start
-    per chain) samples ``theta ~ N(0, cov)`` instead of the network (``model=None``).
-    """
-    names = list(init)
-    cfg = {
-        "names": names,
-        "shapes": {n: list(init[n].shape) for n in names},
-        "priors": {n: model.prior_params[n] for n in names} if model is not None else {},
-        "depth": depth,
-        "warmup": warmup,
-        "draws": draws,
-        "chains": chains,
-        **(cfg or {}),
-    }
-    env = dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-    )
-    with tempfile.TemporaryDirectory() as d:
-        inits = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
-        np.savez(f"{d}/in.npz", x=x.numpy(), y=y.numpy(), **inits, **(arrays or {}))
-        subprocess.run(
-            [python, "-c", _NUMPYRO, f"{d}/in.npz", json.dumps(cfg), f"{d}/out.npz"],
-            check=True,
-            env=env,
-        )
-        r = np.load(f"{d}/out.npz")
-        name = "numpyro NUTS(model)" if chains == 1 else f"numpyro {chains} chains vectorized"
-        return name, r["flat"], float(r["cpu" if cpu else "seconds"]), r["steps"].mean()
+    python: str, model, x, y, init, warmup, draws, depth, chains: int = 1, *, cpu=False, cfg=None,
+    arrays=None,
+) -> tuple:  # fmt: skip
+    """One run of :class:`_Peer` in a fresh interpreter, its compilation included: ``(name,
+    flat, seconds, steps per draw)``; ``cpu``: the seconds are the process's CPU seconds."""
+    peer = _Peer(python, model, x, y, init, warmup, draws, depth, chains, cfg, arrays)
+    try:
+        r = peer.once()
+    finally:
+        peer.close()
+    name = "numpyro NUTS(model)" if chains == 1 else f"numpyro {chains} chains vectorized"
+    return name, r["flat"], float(r["cpu" if cpu else "seconds"]), r["steps"].mean()
 
 
 def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[tuple]:
@@ -440,16 +495,16 @@ def _ess_cpu(flat: np.ndarray, cpu: float, pred: np.ndarray | None) -> tuple:
     return ess.min() / cpu, np.median(ess) / cpu, p, rhat
 
 
-def _run_zoo(step, pot, **kw) -> tuple[np.ndarray, float]:
+def _run_zoo(step, pot, seed: int = 0, **kw) -> tuple[np.ndarray, float]:
     """``run_nuts(vectorize_chains=True)`` with the batched kernel ``step``; CPU seconds."""
-    old = samplers.nuts_step_batch
-    samplers.nuts_step_batch = step
+    old = programs.nuts_step_batch  # the module the batched sampler calls it from
+    programs.nuts_step_batch = step
     try:
         t0 = time.process_time()
-        res = run_nuts(pot, seed=0, vectorize_chains=True, mass_matrix="diag", **kw)
+        res = run_nuts(pot, seed=seed, vectorize_chains=True, mass_matrix="diag", **kw)
         return res.flat, time.process_time() - t0
     finally:
-        samplers.nuts_step_batch = old
+        programs.nuts_step_batch = old
 
 
 def batched(a) -> None:
@@ -468,82 +523,116 @@ def batched(a) -> None:
         z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
         best = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
         print(f"{c:>4}  " + "  ".join(f"{best[k] / best['raw']:>14.3f}" for k in kernels))
+    print(f"load average after: {os.getloadavg()[0]:.1f}")
     if a.skip_ess:
         return
+    _paired_ess(a, model, pot, init, x, y, x_test)
 
+
+#: R-hat above this marks an ESS as unconverged (Vehtari et al. 2021's threshold)
+RHAT_OK = 1.01
+
+
+def _pairs(a, target, ours, peer, pred) -> list[tuple]:
+    """``a.pairs + 1`` pairs, ours then the peer's, each pair with seed ``k``: pair 0 is the
+    peer's first run (its compilation included), pairs 1.. its compiled sampler again."""
     rows = []
-    dim = a.gauss_dim
+    for k in range(a.pairs + 1):
+        flat, cpu = ours(k)
+        rows.append((target, "zoo batched NUTS", k, cpu, *_ess_cpu(flat, cpu, pred(flat))))
+        if peer is not None:
+            r = peer.run(k)
+            cpu = float(r["cpu"])
+            rows.append(
+                (target, "numpyro vectorized", k, cpu, *_ess_cpu(r["flat"], cpu, pred(r["flat"])))
+            )
+    return rows
+
+
+def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
+    """ESS per CPU-second of our batched NUTS and NumPyro's, paired and interleaved."""
+    from chees import machine
+
+    rows, dim = [], a.gauss_dim
     q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(dim, dim)))
     cov = (q * np.logspace(-0.5, 0.5, dim)) @ q.T  # variances 0.32 .. 3.2, rotated
     gpot = GaussianPotential(cov)
     kw = dict(warmup=a.gauss_warmup, draws=a.gauss_draws, chains=a.gauss_chains)
     kw |= dict(max_tree_depth=10, target_accept=0.8, step_size=None, init=None)
-    for name, step in kernels.items():
-        flat, cpu = _run_zoo(step, gpot, **kw)
-        rows.append((f"gaussian {dim}-d", f"zoo {name}", cpu, *_ess_cpu(flat, cpu, None)))
+    load0 = os.getloadavg()[0]
+    peer = None
     if a.numpyro:
         inits = np.stack(
             [gpot.prior_draw(chain_rngs(0, i)[1]).numpy() for i in range(kw["chains"])]
         )
-        _, flat, cpu, _ = _numpyro(
-            a.numpyro,
-            None,
-            torch.zeros(1),
-            torch.zeros(1),
-            {"theta": torch.zeros(dim)},
-            kw["warmup"],
-            kw["draws"],
-            10,
-            kw["chains"],
-            cpu=True,
-            arrays={"cov": cov, "inits": inits},
-        )
-        rows.append((f"gaussian {dim}-d", "numpyro vectorized", cpu, *_ess_cpu(flat, cpu, None)))
+        peer = _Peer(
+            a.numpyro, None, torch.zeros(1), torch.zeros(1), {"theta": torch.zeros(dim)},
+            kw["warmup"], kw["draws"], 10, kw["chains"], arrays={"cov": cov, "inits": inits},
+        )  # fmt: skip
+    try:
+        ours = lambda k: _run_zoo(nuts_step_batch, gpot, seed=k, **kw)  # noqa: E731
+        rows += _pairs(a, f"gaussian {dim}-d", ours, peer, lambda f: None)
+    finally:
+        if peer is not None:
+            peer.close()
     kw = dict(warmup=a.bnn_warmup, draws=a.bnn_draws, chains=a.bnn_chains, init=init)
     kw |= dict(max_tree_depth=8, target_accept=0.9, step_size=None)
-    for name, step in kernels.items():
-        flat, cpu = _run_zoo(step, pot, **kw)
-        pred = _predictive(model, pot, flat, x_test)
-        rows.append(("default depth 2", f"zoo {name}", cpu, *_ess_cpu(flat, cpu, pred)))
+    peer = None
     if a.numpyro:
-        _, flat, cpu, _ = _numpyro(
-            a.numpyro,
-            model,
-            x,
-            y,
-            init,
-            kw["warmup"],
-            kw["draws"],
-            8,
-            kw["chains"],
-            cpu=True,
+        peer = _Peer(
+            a.numpyro, model, x, y, init, kw["warmup"], kw["draws"], 8, kw["chains"],
             cfg={"likelihood": "bernoulli", "target_accept": 0.9},
-        )
-        pred = _predictive(model, pot, flat, x_test)
-        rows.append(("default depth 2", "numpyro vectorized", cpu, *_ess_cpu(flat, cpu, pred)))
+        )  # fmt: skip
+    try:
+        ours = lambda k: _run_zoo(nuts_step_batch, pot, seed=k, **kw)  # noqa: E731
+        pred = lambda f: _predictive(model, pot, f, x_test)  # noqa: E731
+        rows += _pairs(a, "default depth 2", ours, peer, pred)
+    finally:
+        if peer is not None:
+            peer.close()
     print(
-        f"\nESS_bulk per CPU-second: gaussian {a.gauss_chains} chains, {a.gauss_warmup}+"
-        f"{a.gauss_draws}, depth 10; default depth 2 {a.bnn_chains} chains, {a.bnn_warmup}+"
-        f"{a.bnn_draws}, depth 8, target 0.9, MLE start; predictions: p(y=1) at 100 test points"
+        f"\n{machine()}; load average {load0:.1f} before the ESS runs, "
+        f"{os.getloadavg()[0]:.1f} after\n"
+        f"ESS_bulk per CPU-second (process CPU time; NumPyro's of its own process): gaussian "
+        f"{a.gauss_chains} chains, {a.gauss_warmup}+{a.gauss_draws}, depth 10; default depth 2 "
+        f"{a.bnn_chains} chains, {a.bnn_warmup}+{a.bnn_draws}, depth 8, target 0.9, MLE start; "
+        f"predictions: p(y=1) at 100 test points. Pair k: seed k on both sides, ours then "
+        f"NumPyro's; pair 0 is NumPyro's first run (compilation included), later pairs reuse "
+        f"its compiled sampler. An ESS with R-hat > {RHAT_OK} is marked unconverged (*)."
     )
     print(
-        f"{'target':<16} {'sampler':<22} {'CPU s':>7} {'min/s':>8} {'med/s':>8} "
-        f"{'pred/s':>8} {'R-hat':>6}"
+        f"{'target':<16} {'sampler':<20} {'pair':>4} {'CPU s':>7} {'min/s':>8} {'med/s':>8} "
+        f"{'pred/s':>8} {'R-hat':>7}"
     )
     for row in rows:
+        flag = "" if row[7] <= RHAT_OK else "*"
         print(
-            f"{row[0]:<16} {row[1]:<22} {row[2]:>7.1f} "
-            + " ".join(f"{v:>8.3f}" for v in row[3:6])
-            + f" {row[6]:>6.3f}"
+            f"{row[0]:<16} {row[1]:<20} {row[2]:>4} {row[3]:>7.1f} "
+            + " ".join(f"{v:>8.3f}" for v in row[4:7])
+            + f" {row[7]:>6.3f}{flag}"
         )
-    for target in sorted({r[0] for r in rows}):
-        mine = [r for r in rows if r[0] == target]
-        ours = mine[0]
-        for other in mine[1:]:
-            ratios = [o / t for o, t in zip(ours[3:6], other[3:6], strict=True)]
+    for target in dict.fromkeys(r[0] for r in rows):
+        ours = {r[2]: r for r in rows if r[0] == target and r[1].startswith("zoo")}
+        peers = {r[2]: r for r in rows if r[0] == target and r[1].startswith("numpyro")}
+        if not peers:
+            continue
+        ratio = {
+            k: [o / t for o, t in zip(ours[k][4:7], peers[k][4:7], strict=True)] for k in peers
+        }
+        unconv = {k: max(ours[k][7], peers[k][7]) > RHAT_OK for k in peers}
+        first = " / ".join(f"{v:.2f}" for v in ratio[0]) + (" (unconverged)" if unconv[0] else "")
+        print(f"ratio {target}, zoo / numpyro, min / median / predictions: first run {first}")
+        steady = [k for k in peers if k > 0]
+        if steady:
+            parts = []
+            for i in range(3):
+                vals = [ratio[k][i] for k in steady]
+                parts.append(f"{np.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})")
+            n_bad = sum(unconv[k] for k in steady)
             print(
-                f"ratio {target}: zoo device tree / {other[1]}: min {ratios[0]:.2f}, "
-                f"median {ratios[1]:.2f}, predictions {ratios[2]:.2f}"
+                f"    steady (median (range) of {len(steady)} pairs): "
+                + " / ".join(parts)
+                + (f"; {n_bad} of them unconverged" if n_bad else "")
             )
 
 
@@ -576,12 +665,13 @@ def main() -> None:
     ap.add_argument("--bnn-chains", type=int, default=16)
     ap.add_argument("--bnn-warmup", type=int, default=100)
     ap.add_argument("--bnn-draws", type=int, default=100)
+    ap.add_argument("--pairs", type=int, default=2, help="steady pairs after the first (part 3)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.batched:
         from chees import machine  # chees imports this module: here, not at the top
 
-        print(machine(), "(shared: timings are upper bounds)")
+        print(machine(), f"; load average {os.getloadavg()[0]:.1f}")
         batched(a)
         return
     print(

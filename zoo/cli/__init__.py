@@ -19,6 +19,7 @@ from pathlib import Path
 
 from zoo.cli import export_args
 from zoo.cli.common import UsageError, check_dependencies, check_import_names, stdout_closed
+from zoo.run.worker_start import quiet_openmp
 
 __all__ = ["main"]
 
@@ -226,6 +227,8 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``zoo`` script; returns the exit status."""
     args = _parser().parse_args(argv)
+    if "torch" not in sys.modules:  # OpenMP reads its setting when torch is imported
+        quiet_openmp()
     try:  # before anything imports them: a missing library is a message, not a traceback
         check_import_names()
         check_dependencies()

@@ -43,7 +43,7 @@ from zoo.run.execute import (
     failed_result,
     set_worker_device,
 )
-from zoo.run.worker_start import start_worker
+from zoo.run.worker_start import openmp_environment, start_worker
 from zoo.runtime import Runtime
 
 __all__ = [
@@ -152,7 +152,8 @@ class _Worker:
         # during its start cannot print a traceback; here it is delivered right after
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
-            self.proc.start()
+            with openmp_environment():  # read by OpenMP once, when the worker imports torch
+                self.proc.start()
         finally:
             signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         child.close()

@@ -7,6 +7,11 @@ a cell. So the process target is :func:`start_worker`, in this module of the sta
 library only: it asks Linux for the parent-death signal (``prctl(PR_SET_PDEATHSIG,
 SIGKILL)``) first and only then imports the worker's real entry point, named as
 ``"module:function"``. Elsewhere than Linux the signal is not set (no such call).
+
+:data:`OPENMP_ENV` is the OpenMP setting a zoo process starts torch with (unless its
+environment says otherwise): OpenMP reads it once, when torch is imported, so the ``zoo``
+command sets it before its first import of torch and a local worker gets it in its
+environment (:func:`openmp_environment`).
 """
 
 from __future__ import annotations
@@ -16,13 +21,53 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Iterator, MutableMapping
+from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["PR_GET_PDEATHSIG", "PR_SET_PDEATHSIG", "die_with_parent", "start_worker"]
+__all__ = [
+    "OPENMP_ENV",
+    "PR_GET_PDEATHSIG",
+    "PR_SET_PDEATHSIG",
+    "die_with_parent",
+    "openmp_environment",
+    "quiet_openmp",
+    "start_worker",
+]
 
 #: ``prctl`` options of ``<linux/prctl.h>``.
 PR_SET_PDEATHSIG = 1
 PR_GET_PDEATHSIG = 2
+
+
+#: An idle OpenMP thread of torch's intra-op pool sleeps instead of spinning (libgomp's
+#: default spins before it sleeps). On a CPU shared with other processes a spinning thread
+#: holds a core that the thread it waits for needs: with two threads on a 2-core machine
+#: under a busy process per core, one batched gradient of the default's network cost 3.5 to
+#: 5.7 times its CPU time on the quiet machine, and 1.0 to 1.1 times with this setting
+#: (``benchmarks/load.py``). One thread (the zoo's workers on a CPU with as many workers as
+#: cores) has no pool to spin.
+OPENMP_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+
+
+def quiet_openmp(environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Set the variables of :data:`OPENMP_ENV` that ``environ`` lacks (a user's own value
+    stays); returns those set. Takes effect in a process that imports torch after it."""
+    added = {k: v for k, v in OPENMP_ENV.items() if k not in environ}
+    environ.update(added)
+    return added
+
+
+@contextmanager
+def openmp_environment() -> Iterator[None]:
+    """:func:`quiet_openmp` on this process's environment inside the block, undone after:
+    a process started inside it (a spawned worker) inherits the setting."""
+    added = quiet_openmp()
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
 
 
 def die_with_parent(parent: int) -> None:
