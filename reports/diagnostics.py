@@ -310,13 +310,8 @@ def diagnostic_gates(
         are over the finite values.
     """
     ds = posterior_dataset(dt)
-    summary = posterior_summary(ds)
+    summary = _moved_summary(ds)
     n_chains, n_draws = int(ds.sizes["chain"]), int(ds.sizes["draw"])
-    # a parameter that never moved within any chain: arviz-stats gives it a NaN or inf
-    # r_hat but a full ESS (its ranks are all tied), so its ESS is set to NaN here
-    _, spread = _flatten(ds, (ds.max(dim="draw") - ds.min(dim="draw")).max(dim="chain"))
-    stuck = ~(spread > 0)
-    summary.loc[stuck, ["ess_bulk", "ess_tail"]] = np.nan
     rhat = summary["r_hat"].to_numpy(dtype=float)
     multi = n_chains >= 2
     ess_bulk = summary["ess_bulk"].to_numpy(dtype=float)
@@ -326,52 +321,20 @@ def diagnostic_gates(
     hits = tree_depth_hits(dt, max_tree_depth) if isinstance(dt, xr.DataTree) else None
     depth_limit = max_tree_depth if max_tree_depth is not None else _settings_max_tree_depth(dt)
 
-    failed, messages = [], []
     n_params = len(summary)
     max_r_hat = _extreme(rhat, largest=True) if multi else None
     worst_r_hat = _worst(summary, "r_hat", largest=True) if multi else ()
     worst_ess = _worst(summary, "ess_bulk", largest=False)
     min_ess_bulk = _extreme(ess_bulk, largest=False)
-    bad_rhat = ~np.isfinite(rhat)
-    bad_ess = ~np.isfinite(ess_bulk)
-    n_nonfinite_r_hat = int(bad_rhat.sum()) if multi else 0
-    n_nonfinite_ess = int(bad_ess.sum())
-    if multi:
-        with np.errstate(invalid="ignore"):
-            n_bad = int(np.sum(bad_rhat | (rhat > r_hat_max)))
-        if n_bad:
-            failed.append("r_hat")
-            worst = worst_r_hat[0]
-            line = (
-                f"r_hat: {n_bad} of {n_params} parameters above {r_hat_max} or not finite "
-                f"(worst {worst[1]:.4g} at {worst[0]})"
-            )
-            if n_nonfinite_r_hat:
-                line += (
-                    f"; {n_nonfinite_r_hat} have no finite r_hat: they did not move "
-                    "within their chains (a sampler that never moved)"
-                )
-            messages.append(line)
-    with np.errstate(invalid="ignore"):
-        n_bad = int(np.sum(bad_ess | (ess_bulk < ess_min)))
-    if n_bad:
-        failed.append("ess_bulk")
-        worst = worst_ess[0]
-        line = (
-            f"ess_bulk: {n_bad} of {n_params} parameters below {ess_min:g} or not finite "
-            f"(worst {worst[1]:.4g} at {worst[0]})"
-        )
-        if n_nonfinite_ess:
-            line += f"; {n_nonfinite_ess} never moved within any chain (constant draws)"
-        messages.append(line)
-    if n_divergent:
-        failed.append("divergences")
-        messages.append(f"divergences: {n_divergent} of {n_chains * n_draws} transitions")
-    if hits is not None and hits[0] > 0:
-        failed.append("tree_depth")
-        messages.append(
-            f"tree_depth: {hits[0]} of {hits[1]} transitions hit max_tree_depth ({depth_limit})"
-        )
+    n_nonfinite_r_hat = int((~np.isfinite(rhat)).sum()) if multi else 0
+    n_nonfinite_ess = int((~np.isfinite(ess_bulk)).sum())
+    lines = {
+        "r_hat": _rhat_line(rhat, r_hat_max, worst_r_hat, n_nonfinite_r_hat) if multi else None,
+        "ess_bulk": _ess_line(ess_bulk, ess_min, worst_ess, n_nonfinite_ess),
+        **_sampler_lines(n_divergent, n_chains * n_draws, hits, depth_limit),
+    }
+    failed = [gate for gate, line in lines.items() if line is not None]
+    messages = [line for line in lines.values() if line is not None]
 
     return Diagnostics(
         n_chains=n_chains,
@@ -395,6 +358,60 @@ def diagnostic_gates(
         max_tree_depth=depth_limit if hits is not None else None,
         n_max_tree_depth=hits[0] if hits is not None else None,
     )
+
+
+def _moved_summary(ds: xr.Dataset) -> pd.DataFrame:
+    """The posterior summary, with the ESS of a parameter that never moved within any chain
+    set to NaN: arviz-stats gives it a NaN or inf r_hat but a full ESS (its ranks are all
+    tied)."""
+    summary = posterior_summary(ds)
+    _, spread = _flatten(ds, (ds.max(dim="draw") - ds.min(dim="draw")).max(dim="chain"))
+    summary.loc[~(spread > 0), ["ess_bulk", "ess_tail"]] = np.nan
+    return summary
+
+
+def _sampler_lines(
+    n_divergent: int | None, n_transitions: int, hits: tuple | None, depth_limit: Any
+) -> dict[str, str | None]:
+    """The divergence and tree-depth gates' failure messages (None where they pass)."""
+    div = f"divergences: {n_divergent} of {n_transitions} transitions" if n_divergent else None
+    depth = None
+    if hits is not None and hits[0] > 0:
+        depth = f"tree_depth: {hits[0]} of {hits[1]} transitions hit max_tree_depth ({depth_limit})"
+    return {"divergences": div, "tree_depth": depth}
+
+
+def _rhat_line(rhat: np.ndarray, r_hat_max: float, worst: tuple, n_nonfinite: int) -> str | None:
+    """The R-hat gate's failure message, or None when every R-hat passes."""
+    with np.errstate(invalid="ignore"):
+        n_bad = int(np.sum(~np.isfinite(rhat) | (rhat > r_hat_max)))
+    if not n_bad:
+        return None
+    line = (
+        f"r_hat: {n_bad} of {len(rhat)} parameters above {r_hat_max} or not finite "
+        f"(worst {worst[0][1]:.4g} at {worst[0][0]})"
+    )
+    if n_nonfinite:
+        line += (
+            f"; {n_nonfinite} have no finite r_hat: they did not move "
+            "within their chains (a sampler that never moved)"
+        )
+    return line
+
+
+def _ess_line(ess_bulk: np.ndarray, ess_min: float, worst: tuple, n_nonfinite: int) -> str | None:
+    """The bulk-ESS gate's failure message, or None when every ESS passes."""
+    with np.errstate(invalid="ignore"):
+        n_bad = int(np.sum(~np.isfinite(ess_bulk) | (ess_bulk < ess_min)))
+    if not n_bad:
+        return None
+    line = (
+        f"ess_bulk: {n_bad} of {len(ess_bulk)} parameters below {ess_min:g} or not finite "
+        f"(worst {worst[0][1]:.4g} at {worst[0][0]})"
+    )
+    if n_nonfinite:
+        line += f"; {n_nonfinite} never moved within any chain (constant draws)"
+    return line
 
 
 # --------------------------------------------------------------------------- plots

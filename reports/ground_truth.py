@@ -144,21 +144,7 @@ def ground_truth_metrics(
         kl_excess=null.excess,
         kl_null_draws=null.iid_draws,
     )
-    k = c // groups
-    parts = [x[g * k : (g + 1) * k] for g in range(groups)]
-    gnull = [
-        kl_shift_null(p, cov=cov, jitter=jitter, reps=reps, seed=seed + 1 + g)
-        for g, p in enumerate(parts)
-    ]
-    gkl = np.array([n.kl for n in gnull])
-    gex = np.array([n.excess for n in gnull])
-    out.update(
-        kl_group_mean=float(gkl.mean()),
-        kl_group_sd=float(gkl.std(ddof=1)),
-        excess_group_mean=float(gex.mean()),
-        excess_group_sd=float(gex.std(ddof=1)),
-        excess_se=float(gex.std(ddof=1) / math.sqrt(groups)),
-    )
+    out.update(_group_excess(x, groups, cov=cov, jitter=jitter, reps=reps, seed=seed))
     deb = debiased_kl_draws(x, groups=groups, jitter=jitter)
     exact = cov == "empirical"  # the Wishart bias is the sample covariance's
     out.update(
@@ -186,3 +172,25 @@ def ground_truth_metrics(
         pct = round(100 * f)
         out[f"kl_f{pct}"], out[f"n_eff_f{pct}"] = _kl(sub, cov, jitter), _n_eff(sub, groups)
     return out
+
+
+def _group_excess(
+    x: np.ndarray, groups: int, *, cov: CovMethod, jitter: float, reps: int, seed: int
+) -> dict[str, float]:
+    """The KL and its excess over the shift null in each of ``groups`` contiguous groups of
+    chains: their means and spreads, and the Monte Carlo error of the excess."""
+    k = x.shape[0] // groups
+    parts = [x[g * k : (g + 1) * k] for g in range(groups)]
+    gnull = [
+        kl_shift_null(p, cov=cov, jitter=jitter, reps=reps, seed=seed + 1 + g)
+        for g, p in enumerate(parts)
+    ]
+    gkl = np.array([n.kl for n in gnull])
+    gex = np.array([n.excess for n in gnull])
+    return {
+        "kl_group_mean": float(gkl.mean()),
+        "kl_group_sd": float(gkl.std(ddof=1)),
+        "excess_group_mean": float(gex.mean()),
+        "excess_group_sd": float(gex.std(ddof=1)),
+        "excess_se": float(gex.std(ddof=1) / math.sqrt(groups)),
+    }

@@ -163,6 +163,31 @@ def summarize(
     if len(results) == 0:  # no cell stored yet: the empty table, whatever its columns
         wanted = [c for c in [*metrics, *(by or [])] if c not in results.columns]
         results = results.reindex(columns=[*results.columns, *wanted])
+    by = _group_keys(results, metrics, over, by)
+    ok = _kept_values(results, metrics)
+    graded = "reference_grade" in ok.columns
+    failed = ok["reference_grade"].eq("failed") if graded else None
+    stats = ("mean", "sem", "ci95", "n")
+    out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in stats] + ["n"]
+    out_cols += list(_GRADE_STATS) if graded else []
+    if ok.empty:
+        return pd.DataFrame({c: pd.Series(dtype=results[c].dtype) for c in by}).reindex(
+            columns=out_cols
+        )
+
+    mean, std, count, size = _moments(ok, metrics, by)
+    columns = _stat_columns(mean, std, count, metrics)
+    columns["n"] = size.to_numpy(dtype=np.int64)
+    if graded:  # per group, aligned with the means' index
+        columns.update(_grade_columns(ok, failed, by))
+    out = pd.DataFrame(columns, index=mean.index).reset_index(drop=not by)
+    return out[out_cols].reset_index(drop=True)
+
+
+def _group_keys(
+    results: pd.DataFrame, metrics: list[str], over: str | None, by: list[str] | None
+) -> list[str]:
+    """:func:`summarize`'s group keys, checked (its Raises)."""
     missing = [m for m in metrics if m not in results.columns]
     if missing:
         raise KeyError(
@@ -171,18 +196,22 @@ def summarize(
     if by is None:
         skip = set(metrics) | {over} | set(BOOKKEEPING_COLUMNS) | set(METRIC_COLUMNS)
         skip |= set(GRADE_COLUMNS)
-        by = [c for c in results.columns if c not in skip]
-    else:
-        by = list(by)
-        missing = [c for c in by if c not in results.columns]
-        if missing:
-            raise KeyError(
-                f"group column(s) {missing} not in results; available: {list(results.columns)}"
-            )
-        overlap = sorted(set(by) & set(metrics))
-        if overlap:
-            raise ValueError(f"column(s) {overlap} are both group keys (by) and metrics")
+        return [c for c in results.columns if c not in skip]
+    by = list(by)
+    missing = [c for c in by if c not in results.columns]
+    if missing:
+        raise KeyError(
+            f"group column(s) {missing} not in results; available: {list(results.columns)}"
+        )
+    overlap = sorted(set(by) & set(metrics))
+    if overlap:
+        raise ValueError(f"column(s) {overlap} are both group keys (by) and metrics")
+    return by
 
+
+def _kept_values(results: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
+    """The ``ok`` rows with each metric as floats, NaN where a value does not enter a mean:
+    not finite, or of a cell graded ``failed``."""
     ok = results
     if "status" in results.columns:
         ok = results[results["status"] == "ok"]
@@ -193,32 +222,34 @@ def summarize(
         except (ValueError, TypeError) as exc:
             raise ValueError(f"metric column {m!r} holds non-numeric values: {exc}") from None
         ok[m] = values.where(np.isfinite(values))  # inf leaves the mean like NaN, counted
-    graded = "reference_grade" in ok.columns
-    if graded:  # a failed reference never enters a mean: left out like a NaN, counted
-        failed = ok["reference_grade"].eq("failed")
-        ok.loc[failed, metrics] = np.nan
+    if "reference_grade" in ok.columns:  # a failed reference never enters a mean: counted
+        ok.loc[ok["reference_grade"].eq("failed"), metrics] = np.nan
+    return ok
 
-    stats = ("mean", "sem", "ci95", "n")
-    out_cols = list(by) + [f"{m}_{s}" for m in metrics for s in stats] + ["n"]
-    out_cols += list(_GRADE_STATS) if graded else []
-    if ok.empty:
-        return pd.DataFrame({c: pd.Series(dtype=results[c].dtype) for c in by}).reindex(
-            columns=out_cols
-        )
 
+def _moments(ok: pd.DataFrame, metrics: list[str], by: list[str]):
+    """Mean, sd (ddof 1), count of finite values per group, and group sizes."""
     if by:
         grouped = ok.groupby(by, sort=True, dropna=False)
-        mean = grouped[metrics].mean()
-        std = grouped[metrics].std(ddof=1)
-        count = grouped[metrics].count()
-        size = grouped.size()
-    else:
-        frame = ok[metrics]
-        mean = frame.mean().to_frame().T
-        std = frame.std(ddof=1).to_frame().T
-        count = frame.count().to_frame().T
-        size = pd.Series([len(ok)])
+        return (
+            grouped[metrics].mean(),
+            grouped[metrics].std(ddof=1),
+            grouped[metrics].count(),
+            grouped.size(),
+        )
+    frame = ok[metrics]
+    return (
+        frame.mean().to_frame().T,
+        frame.std(ddof=1).to_frame().T,
+        frame.count().to_frame().T,
+        pd.Series([len(ok)]),
+    )
 
+
+def _stat_columns(
+    mean: pd.DataFrame, std: pd.DataFrame, count: pd.DataFrame, metrics: list[str]
+) -> dict[str, np.ndarray]:
+    """``<metric>_mean``, ``_sem``, ``_ci95`` and ``_n`` from the groups' moments."""
     columns: dict[str, np.ndarray] = {}
     for m in metrics:
         columns[f"{m}_mean"] = mean[m].to_numpy(dtype=float)
@@ -228,21 +259,24 @@ def summarize(
         columns[f"{m}_sem"] = np.where(n_m > 1, sem, np.nan)
         columns[f"{m}_ci95"] = t_half_width(columns[f"{m}_sem"], n_m)
         columns[f"{m}_n"] = n_m.astype(np.int64)
-    columns["n"] = size.to_numpy(dtype=np.int64)
-    if graded:  # per group, aligned with the means' index
-        kept, n_fail = ok["reference_grade"].where(~failed), failed.astype(np.int64)
-        if by:
-            keys = [ok[c] for c in by]
-            worst = kept.groupby(keys, sort=True, dropna=False).agg(lambda g: worst_grade(g) or "")
-            n_failed = n_fail.groupby(keys, sort=True, dropna=False).sum()
-        else:
-            worst = pd.Series([worst_grade(kept) or ""])
-            n_failed = pd.Series([int(n_fail.sum())])
-        grades = worst.to_numpy(dtype=object)
-        columns["grade"] = np.where(grades == "", None, grades)
-        columns["n_grade_failed"] = n_failed.to_numpy(dtype=np.int64)
-    out = pd.DataFrame(columns, index=mean.index).reset_index(drop=not by)
-    return out[out_cols].reset_index(drop=True)
+    return columns
+
+
+def _grade_columns(ok: pd.DataFrame, failed: pd.Series, by: list[str]) -> dict[str, np.ndarray]:
+    """``grade`` (the worst grade of the cells kept) and ``n_grade_failed`` per group."""
+    kept, n_fail = ok["reference_grade"].where(~failed), failed.astype(np.int64)
+    if by:
+        keys = [ok[c] for c in by]
+        worst = kept.groupby(keys, sort=True, dropna=False).agg(lambda g: worst_grade(g) or "")
+        n_failed = n_fail.groupby(keys, sort=True, dropna=False).sum()
+    else:
+        worst = pd.Series([worst_grade(kept) or ""])
+        n_failed = pd.Series([int(n_fail.sum())])
+    grades = worst.to_numpy(dtype=object)
+    return {
+        "grade": np.where(grades == "", None, grades),
+        "n_grade_failed": n_failed.to_numpy(dtype=np.int64),
+    }
 
 
 def t_half_width(sem: Any, n: Any, level: float = 0.95) -> np.ndarray:

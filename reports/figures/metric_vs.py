@@ -27,7 +27,7 @@ from reports.labels import (
     plural,
     repeat_word,
 )
-from reports.sweep import error_phrase, line_groups, matching, x_axis
+from reports.sweep import XAxis, error_phrase, line_groups, matching, x_axis
 
 __all__ = ["MAX_REPEAT_POINTS", "figure_name", "metric_figure", "plot_metric_vs"]
 
@@ -127,29 +127,8 @@ def _draw_panel(
                 hollow = True
                 ax.scatter(px[low], mean[low], s=70, facecolors="white", edgecolors=color, zorder=4)
         if ok is not None:
-            rows = matching(ok, line_keys, key)
-            y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float)
-            rx = axis.positions(rows[x]) + shift
-            keep = np.isfinite(y) & np.isfinite(rx)
-            if keep.any():
-                ax.scatter(
-                    rx[keep],
-                    y[keep],
-                    s=14,
-                    color=color,
-                    alpha=0.55,
-                    marker="x",
-                    linewidths=1.0,
-                    zorder=3,
-                )
-    if clipped:
-        low, high = support
-        cut = f"at {low:g}" if np.isinf(high) else f"to its range [{low:g}, {high:g}]"
-        errors += f"; bars cut {cut}, where the metric ends"
-    if points:
-        errors += f"; crosses: single {plural(repeat_word(over), 2)}"
-    if hollow:
-        errors += "; hollow: reference grade below silver, not enough for this weight-space number"
+            _draw_repeats(ax, matching(ok, line_keys, key), x, metric, axis, shift, color)
+    errors += _marks_note(support if clipped else None, over if points else None, hollow)
     if axis.integral:
         ax.set_xticks(axis.ticks, labels=axis.labels)
     if axis.categorical:
@@ -157,6 +136,34 @@ def _draw_panel(
     if any(label is not None for label, _, _ in groups):
         ax.legend(title=hue if hue is not None and line_keys == [hue] else None, fontsize="small")
     return errors
+
+
+def _draw_repeats(
+    ax: Axes, rows: pd.DataFrame, x: str, metric: str, axis: XAxis, shift: float, color: str
+) -> None:
+    """The single repeats behind a line's means, as crosses."""
+    y = pd.to_numeric(rows[metric], errors="coerce").to_numpy(dtype=float)
+    rx = axis.positions(rows[x]) + shift
+    keep = np.isfinite(y) & np.isfinite(rx)
+    if keep.any():
+        ax.scatter(
+            rx[keep], y[keep], s=14, color=color, alpha=0.55, marker="x", linewidths=1.0, zorder=3
+        )
+
+
+def _marks_note(clipped_to: tuple | None, crosses_over: str | None, hollow: bool) -> str:
+    """What the panel's marks beyond the bars are: bars cut at the metric's range, crosses
+    of single repeats, hollow markers of low grades."""
+    note = ""
+    if clipped_to is not None:
+        low, high = clipped_to
+        cut = f"at {low:g}" if np.isinf(high) else f"to its range [{low:g}, {high:g}]"
+        note += f"; bars cut {cut}, where the metric ends"
+    if crosses_over is not None:
+        note += f"; crosses: single {plural(repeat_word(crosses_over), 2)}"
+    if hollow:
+        note += "; hollow: reference grade below silver, not enough for this weight-space number"
+    return note
 
 
 def _wrap(text: str, width: int = 58) -> str:

@@ -112,11 +112,12 @@ def test_the_debiased_kl_leads_beside_the_kl_and_the_shift_null(spec) -> None:
     assert not [h for h in header if "excess_ess" in h]
     assert len(rows) == 2 and rows[0][:2] == ["nuts", "1"]  # mfvi has no KL
     bias = header.index("exact bias at the KL's n (kl_bias_ess)")
-    assert rows[0][bias] == "2.11 ± 0.0058"  # mean ± 1 s.e. over the 3 seeds
-    assert rows[0][header.index("the KL's effective n (kl_ess_n)")] == "951 ± 0.58"
+    # mean ± the 95% t half-width over the 3 seeds: t(0.975, 2) = 4.303 standard errors
+    assert rows[0][bias] == "2.11 ± 0.025"  # s.e. 0.0058
+    assert rows[0][header.index("the KL's effective n (kl_ess_n)")] == "951 ± 2.5"  # s.e. 0.58
     # debiased 8.1 - 2.11 = 5.99 over the seeds; its within-cell error of the seeds' mean
     # is sqrt(3 * 0.3^2) / 3 = 0.1732
-    assert rows[0][kl + 1] == "5.99 ± 0.052"
+    assert rows[0][kl + 1] == "5.99 ± 0.22"  # s.e. 0.052
     assert rows[0][kl + 2] == "0.1732"
     kl_fig = dict(sec.figures)["kl_null"]
     labels = kl_fig.axes[0].get_legend_handles_labels()[1]
@@ -133,8 +134,9 @@ def test_the_aligned_debiased_kl_leads_with_its_alignment_null_beside_it(spec) -
         "alignment null (kl_alignment_null)",
         "KL(q_diag ‖ q_full) of the draws as sampled (kl_diag_full)",
     ]
-    # depth 1: 3.0 + 0.1 seed - 1.5 over seeds 0-2 -> 1.6 ± 0.058; the raw KL 8.1 beside it
-    assert rows[0][2:6] == ["1.6 ± 0.058", "0.1155", "0.5", "8.1 ± 0.058"]
+    # depth 1: 3.0 + 0.1 seed - 1.5 over seeds 0-2 -> 1.6, s.e. 0.058, 95% t half-width
+    # 4.303 x 0.058 = 0.25; the raw KL 8.1 beside it
+    assert rows[0][2:6] == ["1.6 ± 0.25", "0.1155", "0.5 ± 0", "8.1 ± 0.25"]
     assert "The headline is kl_aligned_debiased" in text
     assert "kl_alignment_null, the column beside it" in text
     ((w_header, w_rows),) = sec.tables[1:]
@@ -155,7 +157,7 @@ def test_a_table_keeps_rows_that_lack_its_first_column(spec) -> None:
     (sec,) = price_of_mf_sections(res, None, spec)
     _, rows = sec.tables[0]
     assert [r[:2] for r in rows] == [["nuts", "1"], ["nuts", "2"]]
-    assert rows[1][2] == "" and rows[1][5] == "4.1 ± 0.058"
+    assert rows[1][2] == "-" and rows[1][5] == "4.1 ± 0.25"
 
 
 def test_an_older_run_leaves_the_reference_rows_out(spec) -> None:
@@ -171,7 +173,7 @@ def test_the_closed_form_w2_leads_with_its_floor(spec) -> None:
     sec, text = _section(spec, new=True)
     ((w_header, w_rows),) = sec.tables[1:]
     assert w_header[2] == "W2(q_diag, q_full), closed form"  # the headline column first
-    assert w_header[3].startswith("its sampling floor") and w_rows[0][3] == "0.41 ± 0.0058"
+    assert w_header[3].startswith("its sampling floor") and w_rows[0][3] == "0.41 ± 0.025"
     assert w_header[4] == "empirical W error of samples (assignment problem, biased)"
     assert "w2_null is that floor" in text and "measured no floor" not in text
     assert text.index("w2_diag_full is the headline") < text.index("Secondary: w_error")
@@ -213,3 +215,23 @@ def test_a_w2_figure_in_report_figures_gets_the_empirical_error_beside_it() -> N
     )
     assert caption.startswith("Left: W2(q_diag, q_full) of the Gaussian fits, closed form")
     assert "empirical Wasserstein error of samples" in caption
+
+
+def test_the_tables_follow_the_summarys_rule_for_grades(spec) -> None:
+    """A cell graded failed is left out of the section's means and counted, as in the
+    summary; a bronze row's weight-space entries are marked, since bronze cannot carry a
+    weight-space KL."""
+    res = _results(new=True)
+    res["reference_grade"] = ["silver", "silver", "failed", "bronze", "silver", "silver", None]
+    res.loc[2, "kl_diag_full"] = 100.0  # the failed cell's KL would move the mean a lot
+    (sec,) = price_of_mf_sections(res, None, spec)
+    header, rows = sec.tables[0]
+    kl = header.index("KL(q_diag ‖ q_full) of the draws as sampled (kl_diag_full)")
+    grade = header.index("grade")
+    depth1 = next(r for r in rows if r[1] == "1")
+    # seeds 0 and 1 only: mean 8.05, half-width 12.71 x 0.05 = 0.64, 2 of the row's 3 cells
+    assert depth1[kl] == "8.05 ± 0.64 [2/3]"
+    assert depth1[grade] == "silver; 1 failed left out"
+    depth2 = next(r for r in rows if r[1] == "2")
+    assert depth2[grade] == "bronze" and depth2[kl].endswith("(bronze; needs silver)")
+    assert "needs" not in depth1[kl]

@@ -204,10 +204,10 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     assert "pruning_units_layer0" in figs and not any("shares" in f for f in figs)
     new = pruning_sections(res, RunDir(out), spec)
     table = next(s.tables[0] for s in new if s.title == EFFECTIVE)
-    assert table[0][:3] == ["method", "paper's name", "hidden layer"]
+    assert table[0][:4] == ["method", "hidden layer", "effective units", "units in the layer"]
     # every method has a row: the point estimates get the rule-free measure too
     assert [r[0] for r in table[1]] == ["ES", "MAP", "MF", "GD", "FC"]
-    assert all(" of 8" in r[3] for r in table[1])
+    assert all(r[3] == "8" for r in table[1])
     # where the study records point estimates too: their row, no rule, a panel of shares
     with_map = res.copy()
     is_map = with_map["method"] == "MAP"
@@ -215,7 +215,7 @@ def test_report_has_pruning_table_and_table1(tmp_path: Path) -> None:
     new = pruning_sections(with_map, _WithPoint(out, set(res["cell_id"][is_map])), spec)
     table = next(s.tables[0] for s in new if s.title == EFFECTIVE)
     row = next(r for r in table[1] if r[0] == "MAP")
-    assert row[:4] == ["MAP", "MAP", "0", "2.0 ± 0.0 of 8"]  # 2 splits
+    assert row[:4] == ["MAP", "0", "2 ± 0", "8"]  # 2 splits, the same value: no spread
     assert row[5:7] == ["n/a (no posterior std)", ""]
     share_fig = next(f for s in new for stem, f in s.figures if stem == "pruning_shares_layer0")
     assert "MAP: 2.0 effective of 8" in [ax.get_title() for ax in share_fig.axes]

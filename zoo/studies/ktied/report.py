@@ -216,7 +216,34 @@ def _control_stats(runs: list[dict], col: str) -> tuple[float, float] | None:
     return float(v.mean()), float(v.std(ddof=1)) if len(v) > 1 else 0.0
 
 
+#: What the truncation table is; formatted with the std floor inside the KL.
+TRUNCATION_TEXT = (
+    "Post-training rank-k truncation (Tables 2 and 3 of the paper): every weight std "
+    "matrix is replaced by its rank-k SVD approximation clamped at 0, biases and means "
+    "are kept, and the posterior is evaluated on the test set like the method itself "
+    "with the same weight-noise draws for every row. NLL, accuracy, Brier and ECE are "
+    "those of the predictive mixture over the draws; 'NLL per draw' is the mean over "
+    "draws of each draw's own NLL, the paper's convention (next section). -ELBO per "
+    "example is the expected NLL under q plus KL(q || prior) / n_train, with clamped "
+    "stds counted as {floor:g} inside the KL (clamped_entries says how many). Brier is "
+    "sum_k (p_k - [y = k])^2; the paper's (TensorFlow Probability's brier_score, its "
+    "footnote 2) is ours minus 1: subtract 1 before comparing with its Table 3."
+)
+#: What the shuffled-stds control shows; formatted with the number of shuffles.
+CONTROL_TEXT = (
+    "The truncation test says the std matrices are low-rank only if their "
+    "arrangement matters: the control replaces every weight std matrix by a "
+    "shuffled copy (the same entries in random positions; mean ± sd over {shuffles} "
+    "shuffles, the same weight-noise draws) and then truncates that copy like the "
+    "real one (second table). If the shuffled stds predict as well as the real ones, "
+    "the predictions do not depend on where the stds sit and a harmless truncation "
+    "is no evidence of low rank; if the rank-k truncation of the shuffled stds is "
+    "as harmless as that of the real ones, neither is."
+)
+
+
 def _truncation_section(cells, seeds):
+    """Rank-k truncation of the std matrices beside the shuffled-stds control, per cell."""
 
     header = ["method", "std matrices", *_TRUNC_COLS, "NLL per draw", "NLL vs none"]
     rows, checks = [], []
@@ -274,30 +301,12 @@ def _truncation_section(cells, seeds):
         return None
     floor = cells[0][3].get("kl_std_floor")
     paras = [
-        "Post-training rank-k truncation (Tables 2 and 3 of the paper): every weight std "
-        "matrix is replaced by its rank-k SVD approximation clamped at 0, biases and means "
-        "are kept, and the posterior is evaluated on the test set like the method itself "
-        "with the same weight-noise draws for every row. NLL, accuracy, Brier and ECE are "
-        "those of the predictive mixture over the draws; 'NLL per draw' is the mean over "
-        "draws of each draw's own NLL, the paper's convention (next section). -ELBO per "
-        "example is the expected NLL under q plus KL(q || prior) / n_train, with clamped "
-        f"stds counted as {floor:g} inside the KL (clamped_entries says how many). Brier is "
-        "sum_k (p_k - [y = k])^2; the paper's (TensorFlow Probability's brier_score, its "
-        "footnote 2) is ours minus 1: subtract 1 before comparing with its Table 3.",
+        TRUNCATION_TEXT.format(floor=floor),
         "; ".join(checks) + ".",
     ]
     tables = []
     if ctl_rows:
-        paras.append(
-            "The truncation test says the std matrices are low-rank only if their "
-            "arrangement matters: the control replaces every weight std matrix by a "
-            f"shuffled copy (the same entries in random positions; mean ± sd over {shuffles} "
-            "shuffles, the same weight-noise draws) and then truncates that copy like the "
-            "real one (second table). If the shuffled stds predict as well as the real ones, "
-            "the predictions do not depend on where the stds sit and a harmless truncation "
-            "is no evidence of low rank; if the rank-k truncation of the shuffled stds is "
-            "as harmless as that of the real ones, neither is. " + "; ".join(ctl_checks) + "."
-        )
+        paras.append(CONTROL_TEXT.format(shuffles=shuffles) + " " + "; ".join(ctl_checks) + ".")
         tables.append((ctl_header, ctl_rows))
     return section(
         "k-tied study: post-training low-rank truncation", paras, [(header, rows), *tables]

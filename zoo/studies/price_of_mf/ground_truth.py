@@ -183,42 +183,7 @@ def run_ground_truth(
     ]
     sec = section(
         "Ground truth: the price-of-mean-field pipeline on N(0, S) with a known S",
-        [
-            (
-                f"S = the {sim.file_holds} in {Path(sim.cov_file).name}"
-                if sim.cov_file
-                else f"S = {'Q diag(lambda) Q^T' if sim.structure == 'rotated' else 'diag(lambda)'} "
-                f"with eigenvalues log-spaced over [1, {sim.condition:g}]"
-            )
-            + f"; {sim.sampler.upper()}, "
-            f"{sim.chains} chains as one batch, {sim.warmup} warm-up and {sim.draws} draws "
-            f"per chain; Gaussian fit {sim.gaussian_fit.cov}, {sim.null_reps} shifted copies "
-            f"for the null; seed {spec.seed}.",
-            "kl_true is the exact KL(q_diag || q_full) of S with the study's q_diag (precisions "
-            "(S^-1)_ii). kl is the study's estimate on all draws, kl_null its shift null, "
-            f"kl_excess = kl - kl_null. The chains split into {sim.groups} groups: kl_group_sd "
-            "is the spread of one group's KL, excess_se the spread of the group excesses / "
-            f"sqrt({sim.groups}), the Monte Carlo error of kl_excess. kl_debiased = kl - kl_bias, "
-            "kl_bias being the exact Wishart bias of the plug-in KL, (1/2)(sum_k psi((n-k)/2) "
-            "- D psi((n-D)/2)), at n = n_eff, the KL's own effective n, measured from how much "
-            "the chain groups' covariances spread, weighed as the KL's second-order expansion "
-            "weighs them (reports/kl_reference.py); it uses no null. "
-            f"kl_debiased_se is its jackknife error over the {sim.groups} chain groups (each "
-            "left-out estimate debiased at n_eff scaled by the draws it keeps) with the "
-            "error of kl_bias itself (kl_bias_se, from the same groups) in quadrature. "
-            "squares_n is the centred squares' pooled ESS, the per-coordinate alternative "
-            "to n_eff (it over-states NUTS's bias). kl_null_draws: the "
-            "independent draws with the null's bias. The figure puts the KL on the leading "
-            f"{', '.join(f'{round(100 * f)}%' for f in sim.fractions)} of every chain against "
-            "1/n_eff with the exact bias curve through kl_debiased: a curve, not a line (the "
-            "bias has a D^3 / 6n^2 term), so a straight-line extrapolation to 1/n = 0 is "
-            "biased low. kl_rhat is the KL's own split R-hat (of its per-draw influence "
-            "values, reports/kl_rhat.py) and max_r_hat the coordinates' largest: where they "
-            "fail (above 1.01) the chains have not explored S and no bias correction "
-            "recovers kl_true. w2sq_true, w2sq and w2sq_debiased are W2(q_diag, q_full)^2 of "
-            "S, of the draws, and of the draws less their sampling bias (a jackknife over the "
-            "chain groups, reports/w2_reference.py) with its s.e.",
-        ],
+        [_setting_text(spec), _columns_text(spec.simulation)],
         [(TABLE_COLUMNS, table)],
         [("kl_vs_inverse_n_eff", ground_truth_figure(rows, sim.fractions))],
     )
@@ -226,3 +191,50 @@ def run_ground_truth(
         f"bnn-zoo report: {spec.name}", len(results), spec.description, [sec], store.spec_text()
     )
     return store.write_files(render(doc))
+
+
+def _setting_text(spec: Any) -> str:
+    """The report's first paragraph: the covariance S and how it was sampled."""
+    sim = spec.simulation
+    return (
+        (
+            f"S = the {sim.file_holds} in {Path(sim.cov_file).name}"
+            if sim.cov_file
+            else f"S = {'Q diag(lambda) Q^T' if sim.structure == 'rotated' else 'diag(lambda)'} "
+            f"with eigenvalues log-spaced over [1, {sim.condition:g}]"
+        )
+        + f"; {sim.sampler.upper()}, "
+        f"{sim.chains} chains as one batch, {sim.warmup} warm-up and {sim.draws} draws "
+        f"per chain; Gaussian fit {sim.gaussian_fit.cov}, {sim.null_reps} shifted copies "
+        f"for the null; seed {spec.seed}."
+    )
+
+
+def _columns_text(sim: Any) -> str:
+    """The report's second paragraph: what each column of the table is."""
+    return (
+        "kl_true is the exact KL(q_diag || q_full) of S with the study's q_diag (precisions "
+        "(S^-1)_ii). kl is the study's estimate on all draws, kl_null its shift null, "
+        f"kl_excess = kl - kl_null. The chains split into {sim.groups} groups: kl_group_sd "
+        "is the spread of one group's KL, excess_se the spread of the group excesses / "
+        f"sqrt({sim.groups}), the Monte Carlo error of kl_excess. kl_debiased = kl - kl_bias, "
+        "kl_bias being the exact Wishart bias of the plug-in KL, (1/2)(sum_k psi((n-k)/2) "
+        "- D psi((n-D)/2)), at n = n_eff, the KL's own effective n, measured from how much "
+        "the chain groups' covariances spread, weighed as the KL's second-order expansion "
+        "weighs them (reports/kl_reference.py); it uses no null. "
+        f"kl_debiased_se is its jackknife error over the {sim.groups} chain groups (each "
+        "left-out estimate debiased at n_eff scaled by the draws it keeps) with the "
+        "error of kl_bias itself (kl_bias_se, from the same groups) in quadrature. "
+        "squares_n is the centred squares' pooled ESS, the per-coordinate alternative "
+        "to n_eff (it over-states NUTS's bias). kl_null_draws: the "
+        "independent draws with the null's bias. The figure puts the KL on the leading "
+        f"{', '.join(f'{round(100 * f)}%' for f in sim.fractions)} of every chain against "
+        "1/n_eff with the exact bias curve through kl_debiased: a curve, not a line (the "
+        "bias has a D^3 / 6n^2 term), so a straight-line extrapolation to 1/n = 0 is "
+        "biased low. kl_rhat is the KL's own split R-hat (of its per-draw influence "
+        "values, reports/kl_rhat.py) and max_r_hat the coordinates' largest: where they "
+        "fail (above 1.01) the chains have not explored S and no bias correction "
+        "recovers kl_true. w2sq_true, w2sq and w2sq_debiased are W2(q_diag, q_full)^2 of "
+        "S, of the draws, and of the draws less their sampling bias (a jackknife over the "
+        "chain groups, reports/w2_reference.py) with its s.e."
+    )

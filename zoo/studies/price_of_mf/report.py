@@ -10,20 +10,21 @@ with its chain-group error) and the shift null, an independent cross-check; and 
 the Wasserstein measures (the aligned draws' first where recorded); a figure of the KL, its
 references and the excess against the report's x axis; and a figure led by
 the closed-form W2(q_diag, q_full) with its sampling floor (``w2_null``, when recorded),
-the empirical Wasserstein error of samples beside it as the secondary measure (mean and
-standard error over seeds).
+the empirical Wasserstein error of samples beside it as the secondary measure. Every
+table entry and error bar is a mean over seeds and the half-width of its 95% Student-t
+interval, cells graded failed left out and counted (:mod:`reports.study_table`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from reports.document import Section, section
 from reports.figures.curves import panels_figure
 from reports.figures.kl_null import kl_null_figure
+from reports.study_table import Column, StudyTable, curves, render
 from zoo.spec.sections.studies import PriceOfMeanFieldStudy
 from zoo.studies.base import ArtifactReader
 
@@ -67,6 +68,113 @@ _W_COLUMNS = (
 )
 
 
+#: What kl_diag_full is (the section's first paragraph).
+KL_TEXT = (
+    "kl_diag_full is KL(q_diag || q_full), where q_full is the Gaussian fit to the sampler's "
+    "draws of all weights and biases and q_diag its KL-closest diagonal Gaussian "
+    "(variances 1 / diag(S^-1)); kl_diag_full.layerK is the same within layer K. Lower "
+    "means the mean-field assumption costs less (Farquhar, Smith & Gal 2020)."
+)
+#: The secondary, empirical Wasserstein measure.
+W_ERROR_TEXT = (
+    "Secondary: w_error is the empirical W error of samples, an assignment-problem "
+    "estimate with its own bias (the 'Wasserstein error' of Farquhar, Smith & Gal's blog "
+    "post 'Is Mean-field Good Enough for Variational Inference in Bayesian Neural "
+    "Networks?', OATML, 2020): the empirical W2 between "
+    "draws of q_diag and the sampler's draws minus the same for q_full (exact "
+    "assignment). In tens of dimensions it is biased below zero: q_diag has less total "
+    "variance than q_full, and less spread points are easier to match, so it comes out "
+    "negative even on exact Gaussian draws where q_diag is the wrong one. w_excess "
+    "removes each Gaussian's own sampling term, W2^2(q, sampler) - W2^2(q, q') / 2 with "
+    "q' a second set of draws, and takes the difference, diag minus full (squared units; "
+    "reports/gaussian.py)."
+)
+#: Cells with no more draws than parameters; formatted with their number.
+FEW_DRAWS_TEXT = (
+    "{n} cells have no more draws than parameters: their sample covariance is "
+    "singular, and the KL depends on the estimator and the jitter (Ledoit-Wolf "
+    "shrinks towards a diagonal and underestimates it; the empirical covariance "
+    "with jitter overestimates it). Compare depths at a fixed parameter budget, "
+    "draw count and estimator, not the absolute values."
+)
+#: The shift null and kl_null_draws.
+SHIFT_NULL_TEXT = (
+    "kl_null is the KL that the same chains give after every parameter's series is "
+    "rotated within its chain by its own random offset (mean of 8 rotations; "
+    "kl_null_sd their spread): each parameter keeps its marginal and its "
+    "autocorrelation, the alignment between parameters is gone, so kl_null is what "
+    "finite, autocorrelated draws of independent parameters would show. kl_excess = "
+    "kl_diag_full - kl_null is the part the correlations between parameters explain. "
+    "A chain that mixes poorly has a high kl_null, and then a high kl_diag_full says "
+    "little about the posterior (reports/kl_null.py). For independent Gaussian draws "
+    "the estimator's bias is known in closed form, (1/2)(sum_k psi((n-k)/2) - D "
+    "psi((n-D)/2)), about D^2 / 4n, whatever the covariance; kl_null_draws is the n "
+    "for which it equals kl_null: how many independent draws the chains are worth to "
+    "the covariance estimate (reports.gaussian.kl_sampling_bias). The closed form at "
+    "kl_null_draws equals kl_null by that definition: an identity, not a check of "
+    "the null."
+)
+#: The debiased KL, the reference to read the KL against.
+DEBIASED_TEXT = (
+    "The reference to read the KL against is kl_debiased = kl_diag_full - "
+    "kl_bias_ess: the closed form at kl_ess_n, the KL's own effective n. The bias "
+    "comes from the noise of the sample covariance, so its n is measured there: the "
+    "chains split into up to 8 contiguous groups, and the spread of the groups' "
+    "covariances, weighed as the KL's second-order expansion weighs it, gives the "
+    "bias and so the n (reports/kl_reference.py). It is not the ESS of the "
+    "weights' means: for positively autocorrelated chains (NUTS-like) that ESS is "
+    "about half the covariance's and over-states the bias about 2x; for antithetic "
+    "or ChEES chains it under-states it. For Gaussian draws E[KL] = KL + b(n, D) "
+    "exactly, so kl_debiased is unbiased where the n is right (the ground truth, "
+    "specs/gaussian_ground_truth.yaml, recovers a known KL with it) and a negative "
+    "value is noise or an n that is too small, never a real KL below 0. "
+    "kl_debiased_se is its jackknife standard error over up to 8 contiguous "
+    "groups of chains with the error of the bias reference itself in quadrature "
+    "(in a row over seeds: the error of the seeds' mean from these within-cell "
+    "errors, sqrt(sum se^2) / k); it is conservative, about 1.5x, where the KL is "
+    "near 0. On NUTS draws of a diagonal Gaussian the reference is 4-7% short of "
+    "the bias (its higher-order terms are those of independent draws), a "
+    "systematic error the s.e. does not cover. The shift null is an independent cross-check of "
+    "the same bias; on NUTS draws of a known Gaussian it falls short of the bias "
+    "(rotating coordinates one by one drops the dependence that shared "
+    "trajectories put between them), so kl_excess over-states the KL there."
+)
+#: The stopping rule; formatted with the target draws.
+TARGET_TEXT = (
+    "The sampler drew until kl_null_draws reached {targets} "
+    "(kl_target_draws; draws_per_chain is where each cell stopped): a chain that "
+    "mixes slowly draws longer, so every cell's KL carries about the same sampling "
+    "bias, the closed form at that n (larger for larger D), instead of a bias "
+    "that grows with the depth's autocorrelation. With a fixed number of draws the "
+    "depths that mix worst would show the largest KL for that reason alone."
+)
+#: The output layer's column blocks.
+OUTPUT_COLUMNS_TEXT = (
+    "kl_output_columns is the KL of the output layer's columns, each block on its "
+    "own: the C weights from one hidden unit to the C outputs (and the C biases). A "
+    "softmax is unchanged when the same constant is added to every logit, so these "
+    "weights are correlated at any depth, and there are as many blocks as units in "
+    "the last hidden layer: at a fixed parameter budget that layer narrows with "
+    "depth, and this part of the KL falls with it for a reason unrelated to the "
+    "paper's argument. The KL is not additive over blocks: compare the trends, "
+    "do not subtract."
+)
+#: The predictive agreement of VI and sampler.
+AGREEMENT_TEXT = (
+    "agreement_vi and tv_vi compare the predictive distributions of the variational "
+    "method the chains started from and of the sampler on the test set: the "
+    "fraction of points with the same predicted class, and the mean total variation "
+    "distance."
+)
+#: What a table entry is: the report's one rule (reports.study_table).
+ENTRIES_TEXT = (
+    "In the tables each entry is the mean over seeds ± the half-width of its 95% Student-t "
+    "interval ([k/n]: a mean over only k of the row's n cells; a cell graded failed is left "
+    "out and counted in the grade column); a weight-space number of a row graded below "
+    "silver is marked, as it is no finding."
+)
+
+
 def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Section]:
     """The price-of-mean-field section of a run, or [] when no cell has the KL columns."""
     if "kl_diag_full" not in results.columns:
@@ -76,110 +184,28 @@ def price_of_mf_sections(results, run: ArtifactReader, spec: Any) -> list[Sectio
     desc = ", ".join(f"{c} covariance with jitter {j:g}" for c, j in sorted(fits))
     ok = results[results["status"] == "ok"]
     few = ok[(ok["n_draws"] <= ok["dim"])] if {"n_draws", "dim"} <= set(ok.columns) else ok[:0]
-    paras = [
-        "kl_diag_full is KL(q_diag || q_full), where q_full is the Gaussian fit to the sampler's "
-        "draws of all weights and biases and q_diag its KL-closest diagonal Gaussian "
-        "(variances 1 / diag(S^-1)); kl_diag_full.layerK is the same within layer K. Lower "
-        "means the mean-field assumption costs less (Farquhar, Smith & Gal 2020).",
-        _w2_paragraph(ok),
-        "Secondary: w_error is the empirical W error of samples, an assignment-problem "
-        "estimate with its own bias (the 'Wasserstein error' of Farquhar, Smith & Gal's blog "
-        "post 'Is Mean-field Good Enough for Variational Inference in Bayesian Neural "
-        "Networks?', OATML, 2020): the empirical W2 between "
-        "draws of q_diag and the sampler's draws minus the same for q_full (exact "
-        "assignment). In tens of dimensions it is biased below zero: q_diag has less total "
-        "variance than q_full, and less spread points are easier to match, so it comes out "
-        "negative even on exact Gaussian draws where q_diag is the wrong one. w_excess "
-        "removes each Gaussian's own sampling term, W2^2(q, sampler) - W2^2(q, q') / 2 with "
-        "q' a second set of draws, and takes the difference, diag minus full (squared units; "
-        "reports/gaussian.py).",
-        f"q_full estimate: {desc}.",
-    ]
+    paras = [KL_TEXT, _w2_paragraph(ok), W_ERROR_TEXT, f"q_full estimate: {desc}."]
     if len(few):
-        paras.append(
-            f"{len(few)} cells have no more draws than parameters: their sample covariance is "
-            "singular, and the KL depends on the estimator and the jitter (Ledoit-Wolf "
-            "shrinks towards a diagonal and underestimates it; the empirical covariance "
-            "with jitter overestimates it). Compare depths at a fixed parameter budget, "
-            "draw count and estimator, not the absolute values."
-        )
+        paras.append(FEW_DRAWS_TEXT.format(n=len(few)))
     figs = []
     if _present(ok, "kl_aligned_debiased"):
         paras.append(_ALIGNED)
     if "kl_excess" in results.columns:
-        paras.append(
-            "kl_null is the KL that the same chains give after every parameter's series is "
-            "rotated within its chain by its own random offset (mean of 8 rotations; "
-            "kl_null_sd their spread): each parameter keeps its marginal and its "
-            "autocorrelation, the alignment between parameters is gone, so kl_null is what "
-            "finite, autocorrelated draws of independent parameters would show. kl_excess = "
-            "kl_diag_full - kl_null is the part the correlations between parameters explain. "
-            "A chain that mixes poorly has a high kl_null, and then a high kl_diag_full says "
-            "little about the posterior (reports/kl_null.py). For independent Gaussian draws "
-            "the estimator's bias is known in closed form, (1/2)(sum_k psi((n-k)/2) - D "
-            "psi((n-D)/2)), about D^2 / 4n, whatever the covariance; kl_null_draws is the n "
-            "for which it equals kl_null: how many independent draws the chains are worth to "
-            "the covariance estimate (reports.gaussian.kl_sampling_bias). The closed form at "
-            "kl_null_draws equals kl_null by that definition: an identity, not a check of "
-            "the null."
-        )
+        paras.append(SHIFT_NULL_TEXT)
         if _present(ok, "kl_debiased"):
-            paras.append(
-                "The reference to read the KL against is kl_debiased = kl_diag_full - "
-                "kl_bias_ess: the closed form at kl_ess_n, the KL's own effective n. The bias "
-                "comes from the noise of the sample covariance, so its n is measured there: the "
-                "chains split into up to 8 contiguous groups, and the spread of the groups' "
-                "covariances, weighed as the KL's second-order expansion weighs it, gives the "
-                "bias and so the n (reports/kl_reference.py). It is not the ESS of the "
-                "weights' means: for positively autocorrelated chains (NUTS-like) that ESS is "
-                "about half the covariance's and over-states the bias about 2x; for antithetic "
-                "or ChEES chains it under-states it. For Gaussian draws E[KL] = KL + b(n, D) "
-                "exactly, so kl_debiased is unbiased where the n is right (the ground truth, "
-                "specs/gaussian_ground_truth.yaml, recovers a known KL with it) and a negative "
-                "value is noise or an n that is too small, never a real KL below 0. "
-                "kl_debiased_se is its jackknife standard error over up to 8 contiguous "
-                "groups of chains with the error of the bias reference itself in quadrature "
-                "(in a row over seeds: the error of the seeds' mean from these within-cell "
-                "errors, sqrt(sum se^2) / k); it is conservative, about 1.5x, where the KL is "
-                "near 0. On NUTS draws of a diagonal Gaussian the reference is 4-7% short of "
-                "the bias (its higher-order terms are those of independent draws), a "
-                "systematic error the s.e. does not cover. The shift null is an independent cross-check of "
-                "the same bias; on NUTS draws of a known Gaussian it falls short of the bias "
-                "(rotating coordinates one by one drops the dependence that shared "
-                "trajectories put between them), so kl_excess over-states the KL there."
-            )
+            paras.append(DEBIASED_TEXT)
         targets = sorted({s.kl_target_draws for s in studies if s.kl_target_draws is not None})
         if targets:
-            paras.append(
-                f"The sampler drew until kl_null_draws reached {', '.join(map(str, targets))} "
-                "(kl_target_draws; draws_per_chain is where each cell stopped): a chain that "
-                "mixes slowly draws longer, so every cell's KL carries about the same sampling "
-                "bias, the closed form at that n (larger for larger D), instead of a bias "
-                "that grows with the depth's autocorrelation. With a fixed number of draws the "
-                "depths that mix worst would show the largest KL for that reason alone."
-            )
+            paras.append(TARGET_TEXT.format(targets=", ".join(map(str, targets))))
         if "kl_output_columns" in results.columns:
-            paras.append(
-                "kl_output_columns is the KL of the output layer's columns, each block on its "
-                "own: the C weights from one hidden unit to the C outputs (and the C biases). A "
-                "softmax is unchanged when the same constant is added to every logit, so these "
-                "weights are correlated at any depth, and there are as many blocks as units in "
-                "the last hidden layer: at a fixed parameter budget that layer narrows with "
-                "depth, and this part of the KL falls with it for a reason unrelated to the "
-                "paper's argument. The KL is not additive over blocks: compare the trends, "
-                "do not subtract."
-            )
+            paras.append(OUTPUT_COLUMNS_TEXT)
         figs = [("kl_null", _kl_null_figure(ok, spec))]
-    tables = _tables(ok, spec)
+    tables = _tables(results, spec)
     if "w2_diag_full" in ok.columns:
         figs.append((W2_FIGURE, _w2_figure(ok, spec)))
     if "agreement_vi" in results.columns:
-        paras.append(
-            "agreement_vi and tv_vi compare the predictive distributions of the variational "
-            "method the chains started from and of the sampler on the test set: the "
-            "fraction of points with the same predicted class, and the mean total variation "
-            "distance."
-        )
+        paras.append(AGREEMENT_TEXT)
+    paras += [ENTRIES_TEXT] if tables else []
     return [
         section("The price of mean field", paras, tables, [f for f in figs if f[1] is not None])
     ]
@@ -245,43 +271,25 @@ def _w2_paragraph(ok) -> str:
     )
 
 
-def _fmt(mean: float, se: float) -> str:
-    if not np.isfinite(mean):
-        return ""
-    text = f"{mean:.4g}" if abs(mean) < 1e4 else f"{mean:.0f}"
-    return text + (f" ± {se:.2g}" if np.isfinite(se) and se > 0 else "")
-
-
-def _tables(ok, spec: Any) -> list[tuple[list[str], list[list[str]]]]:
+def _tables(results, spec: Any) -> list[tuple[list[str], list[list[str]]]]:
     """The KL table (KL, its two references, both excesses) and the Wasserstein table.
 
-    One row per value of the report's x and of the other varying sweep axes, mean ± 1 s.e.
-    over seeds; a column whose metric the run did not record (an older run) is left out.
+    One row per value of the report's x and of the other varying sweep axes, by the
+    report's one rule (:mod:`reports.study_table`); a column whose metric the run did not
+    record (an older run) is left out.
     """
+    ok = results[results["status"] == "ok"]
     x = spec.report.x if spec.report.x in ok.columns else "method"
     keys = [c for c in ["method", *spec.sweep] if c in ok.columns and c not in (x, "seed")]
     keys = [c for c in dict.fromkeys(keys) if c == "method" or ok[c].nunique() > 1]
-    by = [*keys, x]
     out = []
     for columns in (_KL_COLUMNS, _W_COLUMNS):
-        cols = [(c, h) for c, h in columns if _present(ok, c)]
-        if not cols:
-            continue
-        rows_ok = ok[ok[[c for c, _ in cols]].notna().any(axis=1)]
-        header = [*by, *(h for _, h in cols)]
-        rows = []
-        for key, part in rows_ok.groupby(by, sort=True, dropna=False):
-            key = key if isinstance(key, tuple) else (key,)
-            row = [str(v) for v in key]
-            for c, _ in cols:
-                v = pd.to_numeric(part[c], errors="coerce").dropna()
-                if c in _SE_COLUMNS:
-                    row.append(_fmt(float((v**2).sum() ** 0.5 / len(v)), 0.0) if len(v) else "")
-                    continue
-                se = v.std(ddof=1) / len(v) ** 0.5 if len(v) > 1 else float("nan")
-                row.append(_fmt(float(v.mean()), float(se)) if len(v) else "")
-            rows.append(row)
-        out.append((header, rows))
+        cols = [
+            Column(c, h, "weights", kind="pooled_se" if c in _SE_COLUMNS else "mean")
+            for c, h in columns
+        ]
+        table = render(results, StudyTable((*keys, x), cols))
+        out += [table] if table is not None else []
     return out
 
 
@@ -300,31 +308,24 @@ def _axis(ok, spec: Any, col: str):
 
 
 def _curves(rows, x, numeric, cats, groups, columns) -> dict:
-    """``{label: (x positions, mean, s.e.)}`` of each present column per line group."""
-    curves = {}
-    for key, part in rows.groupby(groups) if groups else [((), rows)]:
-        tag = ", ".join(map(str, key if isinstance(key, tuple) else (key,)))
-        for col, name in columns:
-            if col not in part.columns or part[col].isna().all():
-                continue
-            g = part.groupby(x if numeric else part[x].map(str), sort=numeric)[col]
-            se = g.std(ddof=1) / g.count() ** 0.5
-            label = f"{name} ({tag})" if tag else name
-            where = (
-                g.mean().index.to_numpy() if numeric else [cats.index(c) for c in g.mean().index]
-            )
-            curves[label] = (where, g.mean().to_numpy(), se.fillna(0).to_numpy())
-    return curves
+    """``{label: (x positions, mean, 95% t half-width)}`` of each present column per line
+    group, by the report's one rule (:func:`reports.study_table.curves`)."""
+    if not numeric:  # a categorical x: its categories' positions
+        rows = rows.assign(**{x: [cats.index(str(v)) for v in rows[x]]})
+    return curves(rows, x, columns, groups)
 
 
 def _seeds_phrase(rows, groups, x, col: str) -> str:
     counts = sorted({int(c) for c in rows.groupby([*groups, x])[col].count()})
     seeds = f"{counts[0]}" if counts[0] == counts[-1] else f"{counts[0]}-{counts[-1]}"
-    return f"mean ± 1 s.e. over {seeds} seeds" if counts[-1] > 1 else "one seed: no error bars"
+    if counts[-1] <= 1:
+        return "one seed: no error bars"
+    return f"mean ± 95% t-interval over {seeds} seeds"
 
 
 def _kl_null_figure(ok, spec: Any):
-    """KL, shift null and excess against the report's x axis (mean and s.e. over seeds).
+    """KL, shift null and excess against the report's x axis (mean and 95% t-interval over
+    seeds).
 
     With the debiased KL recorded, the exact bias at the KL's n and the KL less it
     are drawn beside the shift null and the excess over it. A categorical x
@@ -382,6 +383,8 @@ def _w2_figure(ok, spec: Any) -> Any:
         ),
     )
     right = _curves(rows, x, numeric, cats, groups, (("w_error", "empirical W error of samples"),))
+    if not left:  # every cell with the closed form graded failed: nothing to draw
+        return None
     panels = [
         (
             left,
