@@ -37,7 +37,7 @@ LAYERS: dict[str, int] = {
     "zoo.runtime": 2,
     "zoo.inference": 2,
     "zoo.studies": 3,
-    "zoo.run": 4,
+    "zoo.execution": 4,
     "zoo.references": 4,
     "zoo.cli": 5,
     "zoo.api": 5,
@@ -56,7 +56,7 @@ LAZY_ALLOWED = ("zoo.cli",)
 #: cheap: ``zoo.open_run`` (PEP 562 ``__getattr__`` of ``zoo``) and ``zoo.run(...)`` (the
 #: package ``zoo.run`` is callable). Function-level imports against the layer order, and
 #: only these.
-API_ENTRY_POINTS = {("zoo", "zoo.api"), ("zoo", "zoo.run"), ("zoo.run", "zoo.api")}
+API_ENTRY_POINTS = {("zoo", "zoo.api"), ("zoo", "zoo.execution"), ("zoo.execution", "zoo.api")}
 
 
 class Import(NamedTuple):
@@ -384,7 +384,7 @@ def test_the_import_reader_sees_what_python_runs(tmp_path: Path) -> None:
         from zoo.models import BayesianNet
         import zoo.spec.sections.data
         if TYPE_CHECKING:
-            from zoo.run import cell
+            from zoo.execution import cell
         def f():
             from zoo.inference import svi
         """)
@@ -401,7 +401,7 @@ def test_the_import_reader_sees_what_python_runs(tmp_path: Path) -> None:
         False,
         False,
     )
-    assert found["zoo.run.cell"][1:] == (False, True)
+    assert found["zoo.execution.cell"][1:] == (False, True)
     assert found["zoo.inference.svi"][1:] == (True, False)
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert _one_cycle(["a", "b", "c"], {"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [

@@ -69,7 +69,7 @@ def test_version(capsys) -> None:
     assert capsys.readouterr().out.strip() == f"zoo {VERSION}"
     # the API's entry point and the version cost no torch
     _torch_free(
-        "import zoo; zoo.__version__; zoo.run; import zoo.run.netcdf; assert callable(zoo.run)"
+        "import zoo; zoo.__version__; zoo.run; import zoo.execution.netcdf; assert callable(zoo.run)"
     )
 
 

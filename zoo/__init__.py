@@ -42,9 +42,9 @@ def __getattr__(name: str):
     if name == "__version__":
         return _version()
     if name == "run":
-        import zoo.run
+        import zoo.execution
 
-        return zoo.run
+        return zoo.execution
     if name in ("open_run", "Run"):
         from zoo import api
 

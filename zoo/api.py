@@ -2,9 +2,9 @@
 
 The same path as ``zoo run``: the spec is resolved (a file, a shipped spec's name, or a
 run directory to resume) and loaded with its overrides, its data, networks and device are
-checked (:mod:`zoo.cli.checks`), and :func:`zoo.run.runner.run_spec` runs the cells not yet
+checked (:mod:`zoo.cli.checks`), and :func:`zoo.execution.runner.run_spec` runs the cells not yet
 stored and writes the report. Bad input raises (:class:`~zoo.spec.SpecError`,
-:class:`~zoo.cli.common.UsageError`, :class:`~zoo.run.rundir.RunDirError`) instead of
+:class:`~zoo.cli.common.UsageError`, :class:`~zoo.execution.rundir.RunDirError`) instead of
 exiting; failed cells are recorded and the run goes on, as on the command line.
 
 The result is a :class:`Run`: the run directory read back (``results.csv`` and
@@ -27,10 +27,10 @@ import xarray as xr
 from reports.grade import GRADES
 from zoo.cli.checks import check_data, check_device, check_widths
 from zoo.cli.common import UsageError, check_dependencies
-from zoo.run.netcdf import datatree_from_bytes
-from zoo.run.rundir import RunDir, check_version
-from zoo.run.runner import RunOutcome, default_out_dir, run_spec, spec_runtime
-from zoo.run.tune import plan as tune_plan
+from zoo.execution.netcdf import datatree_from_bytes
+from zoo.execution.rundir import RunDir, check_version
+from zoo.execution.runner import RunOutcome, default_out_dir, run_spec, spec_runtime
+from zoo.execution.tune import plan as tune_plan
 from zoo.runtime import RuntimeUnavailable
 from zoo.shipped import resolve_spec
 from zoo.spec import Cell, Spec, load_spec

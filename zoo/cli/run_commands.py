@@ -12,12 +12,12 @@ from zoo.cli.checks import check_device
 from zoo.cli.common import UsageError, stdout_closed
 from zoo.cli.run_plan import REPORT_WAIT, RunPlan, not_started, plan_run, run_dir_spec
 from zoo.cli.summary import print_summary, run_holder
-from zoo.run.checkpoint_file import UnusableCheckpoint, config_sha256
-from zoo.run.executors import ExecutorStartError, WorkerStartError
-from zoo.run.rundir import RunDir, RunDirError
-from zoo.run.runner import build_report, run_spec, spec_runtime
-from zoo.run.store import RunStore
-from zoo.run.tune import plan as tune_plan
+from zoo.execution.checkpoint_file import UnusableCheckpoint, config_sha256
+from zoo.execution.executors import ExecutorStartError, WorkerStartError
+from zoo.execution.rundir import RunDir, RunDirError
+from zoo.execution.runner import build_report, run_spec, spec_runtime
+from zoo.execution.store import RunStore
+from zoo.execution.tune import plan as tune_plan
 from zoo.runtime import RuntimeUnavailable
 from zoo.spec.tuning import cells_text
 

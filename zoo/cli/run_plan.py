@@ -21,8 +21,8 @@ from pathlib import Path
 
 from zoo.cli.checks import check_data, check_widths
 from zoo.cli.common import UsageError
-from zoo.run.ray_address import RayAddressError, check_ray_address
-from zoo.run.rundir import (
+from zoo.execution.ray_address import RayAddressError, check_ray_address
+from zoo.execution.rundir import (
     DamagedRunDir,
     OutdatedRunDir,
     RunDir,
@@ -30,7 +30,7 @@ from zoo.run.rundir import (
     check_version,
     default_run_dir,
 )
-from zoo.run.signals import RunInterrupted
+from zoo.execution.signals import RunInterrupted
 from zoo.shipped import resolve_spec
 from zoo.spec import Spec, SpecError, load_spec
 
@@ -167,7 +167,7 @@ def run_dir_spec(run_dir: Path) -> Spec:
 @contextmanager
 def not_started() -> Iterator[None]:
     """A Ctrl-C in the block, before the run's own handler is installed, says that no cell
-    started and raises :class:`~zoo.run.signals.RunInterrupted` (exit 130, no further line).
+    started and raises :class:`~zoo.execution.signals.RunInterrupted` (exit 130, no further line).
 
     Once a run has started its handler turns Ctrl-C into ``RunInterrupted`` itself (with
     its own line), which passes through unchanged.

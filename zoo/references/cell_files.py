@@ -28,6 +28,8 @@ import xarray as xr
 from reports.diagnostics import posterior_summary
 from reports.draws import param_labels
 from reports.grade import GATES
+from zoo.execution.arviz_io import datatree_attrs
+from zoo.execution.store import dump_spec
 from zoo.references.layout import (
     DATA_DATA,
     DATA_INFO,
@@ -40,8 +42,6 @@ from zoo.references.layout import (
     json_zip,
 )
 from zoo.references.pdb_checks import efmi, posteriordb_checks, reference_diagnostics
-from zoo.run.arviz_io import datatree_attrs
-from zoo.run.store import dump_spec
 
 __all__ = [
     "CELL_DIAGNOSTICS",

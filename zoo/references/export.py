@@ -19,7 +19,7 @@ it (a run directory does not record the commit that computed it).
 
 Nothing is written through a symbolic link or outside ``out``: ``out`` must be new or an
 empty directory and not a link, and every file goes through
-:func:`zoo.run.store_links.inside` and an atomic write. Every file is built in memory
+:func:`zoo.execution.store_links.inside` and an atomic write. Every file is built in memory
 before the first is written, so bad input leaves ``out`` as it was; the files are written
 into a new directory beside ``out`` (``.NAME.*.partial``) renamed into place once whole,
 so a failed write (a full disk) leaves ``out`` as it was too, and a retry starts afresh.
@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from reports.grade import GRADES
+from zoo.execution.netcdf import datatree_from_bytes
+from zoo.execution.rundir import CELLS, SPEC_FILE, RunDir
+from zoo.execution.store import write_bytes_atomic
+from zoo.execution.store_links import LinkedPath, inside
 from zoo.references.cell_files import Exported, cell_files
-from zoo.run.netcdf import datatree_from_bytes
-from zoo.run.rundir import CELLS, SPEC_FILE, RunDir
-from zoo.run.store import write_bytes_atomic
-from zoo.run.store_links import LinkedPath, inside
 
 __all__ = ["DEFAULT_MAX_DRAWS", "ExportError", "ExportResult", "Exported", "export_run"]
 

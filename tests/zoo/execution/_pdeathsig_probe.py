@@ -1,0 +1,17 @@
+"""A stand-in worker entry: what its process had done when this module was imported."""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+from zoo.execution.worker_start import PR_GET_PDEATHSIG
+
+_sig = ctypes.c_int(-1)
+ctypes.CDLL(None).prctl(PR_GET_PDEATHSIG, ctypes.byref(_sig))
+#: At this module's import: the parent-death signal, and whether torch was imported yet.
+AT_IMPORT = {"pdeathsig": _sig.value, "torch": "torch" in sys.modules}
+
+
+def main(conn, threads, device) -> None:
+    conn.send(("probe", AT_IMPORT))
