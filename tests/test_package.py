@@ -165,10 +165,10 @@ def test_the_cli_refuses_another_projects_guides_or_reports(tmp_path, monkeypatc
 
 
 def test_the_dependency_check_names_what_pyproject_requires() -> None:
-    """zoo.cli.common.DEPENDENCIES is pyproject's ``dependencies`` for this Python."""
+    """zoo.execution.usage.DEPENDENCIES is pyproject's ``dependencies`` for this Python."""
     from packaging.requirements import Requirement
 
-    from zoo.cli.common import DEPENDENCIES
+    from zoo.execution.usage import DEPENDENCIES
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     reqs = [Requirement(d) for d in deps]

@@ -36,7 +36,7 @@ from zoo.execution.execute import failed_result
 from zoo.execution.executors import EXECUTORS, plan_workers, with_threads
 from zoo.execution.phase import Phases
 from zoo.execution.report import build_report as _build_report
-from zoo.execution.rundir import OutdatedRunDir, RunDirError, check_version, default_run_dir
+from zoo.execution.rundir import OutdatedRunDir, RunDirError, check_version
 from zoo.execution.saver import Saver, describe_os_error
 from zoo.execution.signals import RunInterrupted, Stopper, describe_signal
 from zoo.execution.store import RunStore
@@ -56,7 +56,6 @@ __all__ = [
     "RunOutcome",
     "build_report",
     "check_version",
-    "default_out_dir",
     "run_spec",
     "spec_runtime",
 ]
@@ -85,11 +84,6 @@ class RunOutcome:
     rescued_to: Path | None = None
     report_error: str = ""
     problems: list[str] = field(default_factory=list)
-
-
-def default_out_dir(spec: Spec, root: Path = Path("runs")) -> Path:
-    """``runs/<spec name>/<timestamp>`` (:func:`zoo.execution.rundir.default_run_dir`)."""
-    return default_run_dir(spec.name, root)
 
 
 def spec_runtime(spec: Spec, device: str | None = None) -> Runtime:

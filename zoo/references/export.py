@@ -112,7 +112,7 @@ def export_run(
     run_dir : path
         A run directory (``zoo run --out``).
     spec : zoo.spec.Spec
-        The spec stored in it (``zoo.cli.run_plan.run_dir_spec`` checks it).
+        The spec stored in it (``zoo.execution.plan.run_dir_spec`` checks it).
     out : path
         The database directory to write: new, or an empty directory; not a link.
     max_draws : int, default 400

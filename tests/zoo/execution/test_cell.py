@@ -11,9 +11,9 @@ import torch
 import zoo.data
 import zoo.models
 from tests import specs
-from zoo.cli.checks import CPU_ONLY_KINDS
 from zoo.execution.cell import CellOutput, run_cell
 from zoo.execution.evaluate import OUTPUTS
+from zoo.execution.preflight import CPU_ONLY_KINDS
 from zoo.inference import METHODS, Hooks, combine_hooks, fit
 from zoo.inference.sampling import mass_ratio
 from zoo.runtime import Runtime
@@ -222,7 +222,7 @@ def test_every_method_and_study_makes_its_tensors_on_the_datas_device(
     ]
     cells = _cells(tmp_path, studies)
     for name, cell in cells.items():
-        if cell.method.kind in CPU_ONLY_KINDS:  # refused on CUDA (zoo.cli.checks)
+        if cell.method.kind in CPU_ONLY_KINDS:  # refused on CUDA (zoo.execution.preflight)
             continue
         out = run_cell(cell, Runtime.cpu())
         a, b = _plain(out.metrics), _plain(outputs[name][1].metrics)

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from zoo.cli import main
-from zoo.cli.common import UsageError
 from zoo.execution.rundir import LOCK_FILE, RunDir
 from zoo.execution.store import RunDirBusy, RunStore
+from zoo.execution.usage import UsageError
 
 #: What a finished run directory of the tiny spec holds, and nothing else.
 FINISHED = {"cells", "figures", "report.html", "report.md", "results.csv", "spec.yaml"}

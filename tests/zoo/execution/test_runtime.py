@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from tests import specs
-from zoo.cli.checks import CPU_ONLY_KINDS, check_device
-from zoo.cli.common import UsageError
+from zoo.execution.preflight import CPU_ONLY_KINDS, check_device
 from zoo.execution.runtime import Runtime, RuntimeUnavailable, parse_device
+from zoo.execution.usage import UsageError
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")

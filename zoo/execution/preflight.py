@@ -1,7 +1,10 @@
-"""Checks of a spec's data and networks before anything runs (``zoo run``, ``zoo validate``).
+"""Checks of a spec's data, networks and device before anything runs (``zoo run``,
+``zoo.run(...)``, ``zoo validate``).
 
-Data that cannot be trained on, and a network that cannot be built, are bad input (exit 2);
-degenerate networks give a warning. Neither imports torch, so ``zoo validate`` stays fast.
+Data that cannot be trained on, a network that cannot be built and a method that cannot run
+on the run's device are bad input (:class:`~zoo.execution.usage.UsageError`; exit 2 on the
+command line); degenerate networks give a warning. Nothing here imports torch, so ``zoo
+validate`` stays fast and ``zoo run`` refuses a spec at once.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import sys
 
 import zoo.data
-from zoo.cli.common import UsageError
+from zoo.execution.usage import UsageError
 from zoo.spec.memory import WARN_FRACTION, DataShape, estimate, machine_memory, size_text
 from zoo.spec.tuning import tuning_cells
 
