@@ -143,22 +143,11 @@ def export_run(
     skipped: list[str] = []
     graded_any = False
     for cell in spec.cells():
-        rec = run.record(cell.cell_id)
-        metrics = (rec or {}).get("metrics") if isinstance(rec, dict) else None
-        grade = metrics.get("reference_grade") if isinstance(metrics, dict) else None
-        if rec is None or rec.get("status") != "ok" or not grade:
-            if getattr(cell.method, "needs_samplable_model", False):  # a sampler's cell
-                why = "not finished (pending or running)" if rec is None else "it failed"
-                skipped.append(f"{cell.cell_id}: {why}")
+        found = _graded_record(run, run_dir, cell, skipped)
+        if found is None:
             continue
         graded_any = True
-        if grade not in GRADES:
-            raise ExportError(
-                f"{run_dir / CELLS / cell.cell_id}.json: metrics.reference_grade is "
-                f"{grade!r}, not a grade ({', '.join(GRADES)}); the record is damaged or "
-                "from another program: run the cell again (zoo run resumes it) or remove "
-                "the record"
-            )
+        rec, grade = found
         if GRADES.index(grade) > GRADES.index(min_grade):
             skipped.append(f"{cell.cell_id}: grade {grade}, below --min-grade {min_grade}")
             continue
@@ -182,6 +171,35 @@ def export_run(
             f"no sampled cell of {run_dir} could be exported:\n  " + "\n  ".join(skipped)
         )
     return ExportResult(out, tuple(done), tuple(skipped), _write(out, files))
+
+
+def _graded_record(
+    run: RunDir, run_dir: Path, cell: Any, skipped: list[str]
+) -> tuple[dict[str, Any], str] | None:
+    """A cell's stored record and reference grade; None for a cell without one (a sampler's
+    cell that is not finished or failed is listed in ``skipped``, with why).
+
+    Raises
+    ------
+    ExportError
+        The record's grade is not a grade (damaged, or written by another program).
+    """
+    rec = run.record(cell.cell_id)
+    metrics = (rec or {}).get("metrics") if isinstance(rec, dict) else None
+    grade = metrics.get("reference_grade") if isinstance(metrics, dict) else None
+    if rec is None or rec.get("status") != "ok" or not grade:
+        if getattr(cell.method, "needs_samplable_model", False):  # a sampler's cell
+            why = "not finished (pending or running)" if rec is None else "it failed"
+            skipped.append(f"{cell.cell_id}: {why}")
+        return None
+    if grade not in GRADES:
+        raise ExportError(
+            f"{run_dir / CELLS / cell.cell_id}.json: metrics.reference_grade is "
+            f"{grade!r}, not a grade ({', '.join(GRADES)}); the record is damaged or "
+            "from another program: run the cell again (zoo run resumes it) or remove "
+            "the record"
+        )
+    return rec, grade
 
 
 def _write(out: Path, files: Mapping[str, bytes]) -> int:
