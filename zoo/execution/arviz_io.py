@@ -227,18 +227,15 @@ def posterior_to_datatree(
     sample_stats : mapping of str to np.ndarray, optional
         Sampler statistics of shape ``(chain, draw)``, named as in :data:`SAMPLE_STATS`
         (``diverging`` boolean). Other names are stored too.
-    log_likelihood : np.ndarray, optional
-        Pointwise log-likelihood of the TRAINING points, ``(chain, draw, n_train)``.
-    posterior_predictive : np.ndarray, optional
-        Replicated training targets, ``(chain, draw, n_train, ...)``.
-    observed : np.ndarray, optional
-        Training targets, ``(n_train, ...)``: ``observed_data`` variable ``y``.
-    constant_data : mapping of str to np.ndarray, optional
-        Training inputs by name (``{"x": x_train}``), each ``(n_train, ...)``.
-    predictions : np.ndarray, optional
-        Predictive draws at the TEST inputs, ``(chain, draw, n_test, ...)``.
-    log_likelihood_test : np.ndarray, optional
-        Pointwise log-likelihood of the TEST points, ``(chain, draw, n_test)``.
+    log_likelihood, posterior_predictive : np.ndarray, optional
+        Pointwise log-likelihood of the TRAINING points, ``(chain, draw, n_train)``, and
+        replicated training targets, ``(chain, draw, n_train, ...)``.
+    observed, constant_data : np.ndarray, mapping of str to np.ndarray, optional
+        Training targets, ``(n_train, ...)`` (``observed_data`` variable ``y``), and
+        training inputs by name (``{"x": x_train}``), each ``(n_train, ...)``.
+    predictions, log_likelihood_test : np.ndarray, optional
+        Predictive draws at the TEST inputs, ``(chain, draw, n_test, ...)``, and the
+        pointwise log-likelihood of the TEST points, ``(chain, draw, n_test)``.
     predictions_constant_data : mapping of str to np.ndarray, optional
         Test inputs and targets by name (``{"x": x_test, "y": y_test}``), each
         ``(n_test, ...)``; ``y`` is stored as targets (labels when ``n_classes``).
@@ -264,6 +261,46 @@ def posterior_to_datatree(
         shape, the groups of one set disagree on its number of points or events, a target
         is not a class label, or ``draws_kind`` is unknown.
     """
+    shape, groups, dims = _posterior_group(draws, draws_kind)
+    if sample_stats:
+        groups["sample_stats"] = _sample_stats_group(sample_stats, shape)
+    train, test = ObservationSet("train", TRAIN_DIM, shape), ObservationSet("test", TEST_DIM, shape)
+    groups.update(_observation_groups(
+        train, test, n_classes, log_likelihood=log_likelihood,
+        posterior_predictive=posterior_predictive, observed=observed, constant_data=constant_data,
+        predictions=predictions, log_likelihood_test=log_likelihood_test,
+        predictions_constant_data=predictions_constant_data,
+    ))  # fmt: skip
+    versions = (inference_library, inference_library_version)
+    library = {k: v for k, v in zip(_LIBRARY_KEYS, versions, strict=True) if v is not None}
+    dt = _datatree(groups, dims, train, test, library)
+    dt.attrs = {
+        **library,
+        **({} if draws_kind is None else {"draws_kind": draws_kind}),
+        **_encode_attrs(attrs or {}),
+    }
+    return dt
+
+
+#: The groups of the training points; the other observation groups are the test points'.
+_TRAIN_GROUPS = ("log_likelihood", "posterior_predictive", "observed_data", "constant_data")
+#: The groups of the test points.
+_TEST_GROUPS = ("predictions", "log_likelihood_test", "predictions_constant_data")
+#: The groups that hold no draws (no chain and draw dimensions).
+_CONSTANT_GROUPS = ("observed_data", "constant_data", "predictions_constant_data")
+
+
+def _posterior_group(
+    draws: Mapping[str, np.ndarray], draws_kind: str | None
+) -> tuple[tuple[int, int], dict[str, dict[str, np.ndarray]], dict[str, dict[str, list[str]]]]:
+    """The posterior's ``(chain, draw)`` shape, its group's arrays and their dims.
+
+    Raises
+    ------
+    ValueError
+        ``draws`` is empty, its sites disagree on ``(chain, draw)``, ``draws_kind`` is
+        unknown, or guide draws are not one chain.
+    """
     if not draws:
         raise ValueError("draws is empty: a posterior needs at least one site")
     shape = None
@@ -278,16 +315,38 @@ def posterior_to_datatree(
         raise ValueError(f"draws_kind {draws_kind!r}: use one of {list(DRAWS_KINDS)}")
     if draws_kind == DRAWS_GUIDE and shape[0] != 1:
         raise ValueError(f"independent guide draws are stored as one chain, got {shape[0]}")
+    return shape, groups, dims
 
-    if sample_stats:
-        stats = groups["sample_stats"] = {}
-        for name, value in sample_stats.items():
-            arr, _ = check_sample_shape("sample_stats", name, value, shape, 2)
-            if arr.ndim != 2:
-                raise ValueError(f"sample_stats {name!r} must be (chain, draw), got {arr.shape}")
-            stats[name] = compact(arr) if arr.dtype.kind in "iu" else arr
 
-    train, test = ObservationSet("train", TRAIN_DIM, shape), ObservationSet("test", TEST_DIM, shape)
+def _sample_stats_group(
+    sample_stats: Mapping[str, np.ndarray], shape: tuple[int, int]
+) -> dict[str, np.ndarray]:
+    """The sampler statistics, each ``(chain, draw)`` (integers in their smallest type)."""
+    stats = {}
+    for name, value in sample_stats.items():
+        arr, _ = check_sample_shape("sample_stats", name, value, shape, 2)
+        if arr.ndim != 2:
+            raise ValueError(f"sample_stats {name!r} must be (chain, draw), got {arr.shape}")
+        stats[name] = compact(arr) if arr.dtype.kind in "iu" else arr
+    return stats
+
+
+def _observation_groups(
+    train: ObservationSet,
+    test: ObservationSet,
+    n_classes: int,
+    *,
+    log_likelihood: np.ndarray | None,
+    posterior_predictive: np.ndarray | None,
+    observed: np.ndarray | None,
+    constant_data: Mapping[str, np.ndarray] | None,
+    predictions: np.ndarray | None,
+    log_likelihood_test: np.ndarray | None,
+    predictions_constant_data: Mapping[str, np.ndarray] | None,
+) -> dict[str, dict[str, np.ndarray]]:
+    """The groups of the training and test points given (see
+    :func:`posterior_to_datatree`), each checked against its set's number of points."""
+    groups: dict[str, dict[str, np.ndarray]] = {}
     if log_likelihood is not None:
         groups["log_likelihood"] = {"y": train.loglik("log_likelihood", log_likelihood)}
     if posterior_predictive is not None:
@@ -312,30 +371,26 @@ def posterior_to_datatree(
             groups[group]["y"] = test.targets(group, y, n_classes)
     train.check()
     test.check()
+    return groups
+
+
+def _datatree(
+    groups: Mapping[str, dict[str, np.ndarray]],
+    dims: dict[str, dict[str, list[str]]],
+    train: ObservationSet,
+    test: ObservationSet,
+    library: dict[str, str],
+) -> xr.DataTree:
+    """One dataset per group (with the inference library's attributes), the observation
+    groups' dims named by their set of points, in one DataTree."""
     if "y" in groups["posterior"]:
         raise ValueError("a posterior site may not be named 'y' (reserved for the targets)")
-
-    library = {
-        k: v
-        for k, v in zip(_LIBRARY_KEYS, (inference_library, inference_library_version), strict=True)
-        if v is not None
-    }
-    where = {
-        "log_likelihood": train,
-        "posterior_predictive": train,
-        "observed_data": train,
-        "constant_data": train,
-        "predictions": test,
-        "log_likelihood_test": test,
-        "predictions_constant_data": test,
-    }
     nodes = {}
     for group, data in groups.items():
-        sampled = group not in ("observed_data", "constant_data", "predictions_constant_data")
-        if group in where:
-            dims[group] = {
-                name: where[group].dims(name, arr, sampled) for name, arr in data.items()
-            }
+        sampled = group not in _CONSTANT_GROUPS
+        if group in _TRAIN_GROUPS + _TEST_GROUPS:
+            points = train if group in _TRAIN_GROUPS else test
+            dims[group] = {name: points.dims(name, arr, sampled) for name, arr in data.items()}
         nodes[group] = dict_to_dataset(
             data,
             attrs=library or None,
@@ -345,10 +400,4 @@ def posterior_to_datatree(
             # shape of a many-chain sampler's kept draws (ChEES: 1024 chains x 100 draws)
             check_conventions=False,
         )
-    dt = xr.DataTree.from_dict(nodes)
-    root = dict(library)
-    if draws_kind is not None:
-        root["draws_kind"] = draws_kind
-    root.update(_encode_attrs(attrs or {}))
-    dt.attrs = root
-    return dt
+    return xr.DataTree.from_dict(nodes)

@@ -230,52 +230,22 @@ def run_local_pool(
     try:
         pool = [_Worker(ctx, i, runtime.threads, device(i)) for i in range(n_workers)]
         while queue or any(w.cell is not None for w in pool):
-            for w in pool:  # give idle workers a cell
-                if w.ready and w.cell is None and queue and not (w.gone or w.dead):
-                    w.cell = queue.popleft()
-                    cid = w.cell.cell_id
-                    resume = (
-                        None
-                        if checkpoints is None
-                        else (checkpoints.load(cid), checkpoints.every_s)
-                    )
-                    try:
-                        w.conn.send((w.cell, runtime, resume))
-                    except (OSError, ValueError):
-                        w.gone = True
+            _hand_out(pool, queue, runtime, checkpoints)
             live = [w for w in pool if not w.dead]
             wait([x for w in live for x in (w.conn, w.proc.sentinel)], timeout=1.0)
             for i, w in enumerate(pool):
                 if w.dead:
                     continue
-                for msg in w.messages():
-                    if msg[0] == "ready":
-                        w.ready, start_failures = True, 0
-                    elif msg[0] == "progress":
-                        if on_progress is not None and w.cell is not None:
-                            on_progress(*msg[1:])
-                    elif msg[0] == "checkpoint" and checkpoints is not None:
-                        checkpoints.save(msg[1], msg[2])
-                    elif msg[0] == "say" and checkpoints is not None:
-                        checkpoints.say(msg[1], msg[2])
-                    elif msg[0] == "done":
-                        w.cell = None
-                        yield msg[1]
+                for res in _read(w, on_progress, checkpoints):
+                    if res is None:  # the worker is ready
+                        start_failures = 0
+                    else:
+                        yield res
                 if not w.gone and w.proc.is_alive():
                     continue
-                w.proc.join(5.0)
-                cause = death_cause(w.proc.exitcode)
-                w.stop()
-                w.dead = True
-                if w.cell is not None:
-                    yield failed_result(
-                        w.cell,
-                        f"WorkerDied: the worker process (pid {w.proc.pid}) "
-                        f"running this cell died ({cause})",
-                        runtime,
-                        died=cause,
-                    )
-                    w.cell = None
+                res, cause = _reap(w, runtime)
+                if res is not None:
+                    yield res
                 elif not w.ready:
                     start_failures += 1
                     if start_failures >= MAX_START_FAILURES:
@@ -287,3 +257,66 @@ def run_local_pool(
                     pool[i] = _Worker(ctx, w.slot, runtime.threads, w.device)
     finally:
         _stop_all(pool)
+
+
+def _hand_out(
+    pool: Sequence[_Worker],
+    queue: deque,
+    runtime: Runtime,
+    checkpoints: CellCheckpoints | None,
+) -> None:
+    """Give each idle, ready worker the next cell, with its saved sampler state and the
+    checkpoint interval when there are ``checkpoints`` (a broken pipe marks the worker
+    gone)."""
+    for w in pool:
+        if w.ready and w.cell is None and queue and not (w.gone or w.dead):
+            w.cell = queue.popleft()
+            cid = w.cell.cell_id
+            resume = None if checkpoints is None else (checkpoints.load(cid), checkpoints.every_s)
+            try:
+                w.conn.send((w.cell, runtime, resume))
+            except (OSError, ValueError):
+                w.gone = True
+
+
+def _read(
+    w: _Worker,
+    on_progress: ProgressCallback | None,
+    checkpoints: CellCheckpoints | None,
+) -> Iterator[CellResult | None]:
+    """Act on a worker's waiting messages: None when it says it is ready, the result of
+    each cell it finished; progress goes to ``on_progress``, sampler states and their
+    notes to ``checkpoints``."""
+    for msg in w.messages():
+        if msg[0] == "ready":
+            w.ready = True
+            yield None
+        elif msg[0] == "progress":
+            if on_progress is not None and w.cell is not None:
+                on_progress(*msg[1:])
+        elif msg[0] == "checkpoint" and checkpoints is not None:
+            checkpoints.save(msg[1], msg[2])
+        elif msg[0] == "say" and checkpoints is not None:
+            checkpoints.say(msg[1], msg[2])
+        elif msg[0] == "done":
+            w.cell = None
+            yield msg[1]
+
+
+def _reap(w: _Worker, runtime: Runtime) -> tuple[CellResult | None, str]:
+    """A worker that ended or whose pipe broke, stopped: the failed result of the cell it
+    was running (None if it had none), and why it died (:func:`death_cause`)."""
+    w.proc.join(5.0)
+    cause = death_cause(w.proc.exitcode)
+    w.stop()
+    w.dead = True
+    if w.cell is None:
+        return None, cause
+    res = failed_result(
+        w.cell,
+        f"WorkerDied: the worker process (pid {w.proc.pid}) running this cell died ({cause})",
+        runtime,
+        died=cause,
+    )
+    w.cell = None
+    return res, cause

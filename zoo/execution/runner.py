@@ -27,7 +27,8 @@ is :mod:`zoo.execution.feedback`'s.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,8 @@ from zoo.execution.rundir import OutdatedRunDir, RunDirError, check_version
 from zoo.execution.saver import Saver, describe_os_error
 from zoo.execution.signals import RunInterrupted, Stopper, describe_signal
 from zoo.execution.store import RunStore
+from zoo.execution.tune import TunePlan, search_lines
 from zoo.execution.tune import plan as tune_plan
-from zoo.execution.tune import search_lines
 from zoo.runtime import Runtime
 from zoo.spec import Spec
 from zoo.studies import SIMULATIONS
@@ -115,8 +116,7 @@ def run_spec(
     ----------
     spec : Spec
     out_dir : Path
-        Run directory; cells already stored there are skipped (resume). A new or empty
-        directory, or a run directory.
+        Run directory (new, empty, or a run directory): stored cells are skipped (resume).
     executor : {"local", "ray", "inprocess"}
         ``local`` runs cells in worker processes (in this process when ``workers == 1``),
         ``ray`` submits them as Ray tasks (to ``address``, or a local Ray instance).
@@ -124,29 +124,24 @@ def run_spec(
         Number of cells run at once (default: one per core, or one per GPU with CUDA);
         each gets ``cores // workers`` torch threads unless the spec fixes them.
     retry_failed : bool
-        Rerun the cells stored as failed in their own code (by default they are kept;
-        cells whose worker died are rerun anyway).
-    progress : bool
-        Show progress inside running cells (bars on a terminal, status lines otherwise).
-    log : callable, optional
-        Receives the lines (default: print to stderr).
-    device : str, optional
-        ``cpu``, ``cuda`` or ``cuda:N``: overrides the spec's ``runtime.device``.
-    runtime : Runtime, optional
-        The runtime itself (overrides the spec and ``device``).
+        Rerun the cells stored as failed in their own code (those whose worker died are).
+    progress, log : bool, callable, optional
+        Show progress inside running cells (bars on a terminal, status lines otherwise);
+        where the lines go (default: print to stderr).
+    device, runtime : str or Runtime, optional
+        ``cpu``, ``cuda`` or ``cuda:N``, overriding the spec's ``runtime.device``; or the
+        runtime itself, overriding both.
     fresh : bool
         Delete the cells already stored (only in a run directory, holding its lock).
     checkpoint_every : float, optional
         Seconds between two saves of a running sampled cell's sampler state in
-        ``checkpoints/`` (:mod:`zoo.inference.checkpoint`; the in-process and local
-        executors), from which the next run of the directory resumes the cell; None or 0:
-        none.
+        ``checkpoints/`` (:mod:`zoo.inference.checkpoint`; in-process and local executors),
+        from which the next run of the directory resumes the cell; None or 0: none.
 
     Raises
     ------
     OutdatedRunDir
-        ``out_dir`` was written with another spec_version (its cells are computed again
-        in a fresh directory).
+        ``out_dir`` was written with another spec_version (compute it in a new directory).
     RunDirError
         ``out_dir`` is a file or a non-empty directory that is not a run directory,
         another run is using it (:class:`~zoo.execution.store.RunDirBusy`), or it cannot be
@@ -168,27 +163,26 @@ def run_spec(
         runtime = runtime or spec_runtime(spec, device)
     store.check_target()
     stopper = Stopper()
+    with _said_if_stopped_early(out_dir, log), store.lock(), stopper.installed():
+        store.check_writable()
+        if fresh:
+            store.clear_cells()
+        if spec.simulation is not None:  # no cells: seconds of numpy
+            SIMULATIONS[type(spec.simulation)](spec, store, log=log)
+            return RunOutcome(out_dir, 1, 1, 0, 0)
+        return _run_cells(
+            spec, store, stopper, executor=executor, workers=workers, address=address,
+            retry_failed=retry_failed, progress=progress, log=log, runtime=runtime,
+            checkpoint_every=checkpoint_every,
+        )  # fmt: skip
+
+
+@contextmanager
+def _said_if_stopped_early(out_dir: Path, log: Callable[[str], None]) -> Iterator[None]:
+    """A SIGINT or SIGTERM that stops the run before any cell ran (one that the run has not
+    reported itself) gets a line saying how to resume; it is raised again."""
     try:
-        with store.lock(), stopper.installed():
-            store.check_writable()
-            if fresh:
-                store.clear_cells()
-            if spec.simulation is not None:  # no cells: seconds of numpy
-                SIMULATIONS[type(spec.simulation)](spec, store, log=log)
-                return RunOutcome(out_dir, 1, 1, 0, 0)
-            return _run_cells(
-                spec,
-                store,
-                stopper,
-                executor=executor,
-                workers=workers,
-                address=address,
-                retry_failed=retry_failed,
-                progress=progress,
-                log=log,
-                runtime=runtime,
-                checkpoint_every=checkpoint_every,
-            )
+        yield
     except RunInterrupted as e:
         if not e.reported:
             log(
@@ -239,14 +233,7 @@ def _run_cells(
     try:
         if tp.tuning:
             ran += run.phase(tp.tuning, retry_failed, "tuning cells")
-            tp = tune_plan(spec, store.record)
-            for line in search_lines(tp, spec.tune.metric):
-                log(line)
-            for c in tp.main:  # every tuning cell of its search failed: it cannot run
-                if c.cell_id in tp.failed:
-                    res = failed_result(c, tp.failed[c.cell_id], runtime)
-                    res.record.pop("retry")  # it fails again until its tuning cells do not
-                    run.save(res)
+            tp = _after_tuning(spec, store, run, runtime, log)
         main = [c for c in tp.main if c.cell_id not in tp.failed and c.cell_id not in tp.waiting]
         if len(main) < len(tp.main) - len(tp.failed):
             log(
@@ -255,19 +242,7 @@ def _run_cells(
         ran += run.phase(main, retry_failed, "cells" if not tp.tuning else "main cells")
         run.saver.retry(final=True)
         rescued = run.saver.rescue()
-        try:
-            if any(s != "pending" for s in run.status.values()):
-                _build_report(store, spec)
-                for note in store.notes():  # a hand-edited table was replaced
-                    log(f"zoo: warning: {note}")
-            else:
-                report_error = "no cell is stored"
-        except OSError as e:
-            report_error = describe_os_error(e)
-            log(
-                f"zoo: could not write the report in {out_dir} ({report_error}); every "
-                f"stored cell is kept: once there is room, run: zoo report {out_dir}"
-            )
+        report_error = _final_report(store, spec, run.status, log)
     except RunInterrupted as e:
         _stopped(e.signum, tp.cells, store, run.saver, run.status, log)
         e.reported = True
@@ -285,6 +260,47 @@ def _run_cells(
         report_error=report_error,
         problems=store.problems(),
     )
+
+
+def _after_tuning(
+    spec: Spec, store: RunStore, run: Phases, runtime: Runtime, log: Callable[[str], None]
+) -> TunePlan:
+    """Once the tuning cells ran: the plan with the values chosen, its search lines logged,
+    and each main cell whose tuning cells all failed stored as failed (it fails again until
+    its tuning cells do not)."""
+    tp = tune_plan(spec, store.record)
+    for line in search_lines(tp, spec.tune.metric):
+        log(line)
+    for c in tp.main:  # every tuning cell of its search failed: it cannot run
+        if c.cell_id in tp.failed:
+            res = failed_result(c, tp.failed[c.cell_id], runtime)
+            res.record.pop("retry")  # it fails again until its tuning cells do not
+            run.save(res)
+    return tp
+
+
+def _final_report(
+    store: RunStore, spec: Spec, status: dict[str, str], log: Callable[[str], None]
+) -> str:
+    """Build the report once any cell is stored; why it was not written ("" if it was).
+
+    A disk that is full or cannot be written loses no cell: a line says to run ``zoo
+    report`` once there is room."""
+    out_dir = store.root
+    try:
+        if not any(s != "pending" for s in status.values()):
+            return "no cell is stored"
+        _build_report(store, spec)
+        for note in store.notes():  # a hand-edited table was replaced
+            log(f"zoo: warning: {note}")
+    except OSError as e:
+        report_error = describe_os_error(e)
+        log(
+            f"zoo: could not write the report in {out_dir} ({report_error}); every "
+            f"stored cell is kept: once there is room, run: zoo report {out_dir}"
+        )
+        return report_error
+    return ""
 
 
 def _stopped(
