@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from zoo.run.runner import run_spec
+from zoo.execution.runner import run_spec
 from zoo.spec import load_spec
 
 SPEC = """\

@@ -2,7 +2,7 @@
 
 The folder's rule: no Pyro, torch or ``zoo`` import anywhere in this package (inputs are
 NumPy arrays, pandas frames or xarray objects), and nothing here writes a file (figures and
-report files come back as bytes; the caller, ``zoo.run.store``, writes them). Tests
+report files come back as bytes; the caller, ``zoo.execution.store``, writes them). Tests
 (``tests/test_layers.py``) enforce it.
 
 One concept per module:

@@ -3,7 +3,7 @@
 A :class:`Document` is a title and a sequence of blocks: :class:`Heading`,
 :class:`Paragraph`, :class:`Bullets`, :class:`Table`, :class:`Figure` (PNG bytes and the
 path the store writes them to) and :class:`Code`. The caller builds it once (the run layer,
-``zoo.run.report``, or a simulation); :func:`to_markdown` and :func:`to_html` each render
+``zoo.execution.report``, or a simulation); :func:`to_markdown` and :func:`to_html` each render
 every block once, and :func:`render` returns every file of the report (``report.md``,
 ``report.html`` and the figures' PNG files) as bytes keyed by their path relative to the
 run directory. Nothing here writes a file: the run store does.

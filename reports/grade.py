@@ -51,7 +51,7 @@ without the price-of-mean-field study); for a
 required gate a ``None`` (recorded, not measurable: :math:`\hat R` of one chain) fails, and
 a metric the cell does not record at all (prediction diagnostics of a regression cell) is
 not applicable. A grade none of whose gates applies is not reached. Pure Python; the cell
-records its grade when it runs (:mod:`zoo.run.evaluate`) and the report reads it.
+records its grade when it runs (:mod:`zoo.execution.evaluate`) and the report reads it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The sampler diagnostics of a run's report, from the numbers its cells recorded.
 
-A sampled cell records its convergence diagnostics once, when it runs (``zoo.run.evaluate``
+A sampled cell records its convergence diagnostics once, when it runs (``zoo.execution.evaluate``
 with :func:`reports.diagnostics.diagnostic_gates`): the largest R-hat, the smallest bulk
 and tail ESS, the 5% quantile of the bulk ESS, its worst-mixing parameter, the gates it
 failed, the divergent transitions and those at the maximum tree depth. Here those records

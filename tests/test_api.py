@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import zoo
-from zoo.cli.common import UsageError
+from zoo.execution.usage import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "api.md"
@@ -46,3 +46,44 @@ def test_run_refuses_a_python_without_a_dependency(tmp_path: Path, without_h5net
     with pytest.raises(UsageError, match="pip install h5netcdf"):
         zoo.run("two_moons_depth", out=tmp_path / "r")
     assert not (tmp_path / "r").exists()
+
+
+def test_zoo_run_and_the_command_line_reach_the_run_with_the_same_arguments(
+    tiny_spec: Path, tmp_path: Path, monkeypatch
+) -> None:
+    """One front door: ``zoo run`` is a thin layer over the path of ``zoo.run(...)``
+    (``plan_run`` then ``launch``), so both hand the run the same spec, directory and
+    options; ``zoo.run`` is a function and the run layer's package is a plain module."""
+    import sys
+    import types
+
+    from zoo.cli import main
+    from zoo.execution import launch
+    from zoo.execution.runner import RunOutcome
+
+    calls = []
+
+    def recorder(spec, out, **options):
+        calls.append((spec, out, options))
+        return RunOutcome(out, 4, 0, 0, 0, report_error="not run here")
+
+    monkeypatch.setattr(launch, "run_spec", recorder)
+    out = tmp_path / "run"
+    args = ["--set", "sweep.seed=[0]", "--workers", "1", "--checkpoint-every", "30"]
+    assert main(["run", str(tiny_spec), "--out", str(out), "--no-progress", *args]) == 1
+    run = zoo.run(tiny_spec, out=out, overrides=["sweep.seed=[0]"], workers=1, checkpoint_every=30)
+    assert run.outcome is not None and run.outcome.report_error == "not run here"
+    (cli_spec, cli_out, cli_options), (api_spec, api_out, api_options) = calls
+    assert cli_spec == api_spec and cli_out == api_out == out
+    assert cli_options == api_options
+    assert isinstance(zoo.run, types.FunctionType)
+    assert type(sys.modules["zoo.execution"]) is types.ModuleType
+
+
+def test_the_two_doors_name_a_bad_option_as_each_spells_it(tiny_spec: Path, capsys) -> None:
+    from zoo.cli import main
+
+    assert main(["run", str(tiny_spec), "--workers", "0"]) == 2
+    assert "zoo: --workers 0: give at least 1 worker" in capsys.readouterr().err
+    with pytest.raises(UsageError, match=r"^workers=0: give at least 1 worker$"):
+        zoo.run(tiny_spec, workers=0)

@@ -17,7 +17,11 @@ def test_imported_names_sees_every_form_of_import() -> None:
 
 def test_the_modules_that_call_arviz_and_their_tests_are_marked() -> None:
     facing = arviz_facing_modules()
-    assert {"zoo.run.arviz_io", "reports.diagnostics", "reports.figures.diagnostics"} <= facing
+    assert {
+        "zoo.execution.arviz_io",
+        "reports.diagnostics",
+        "reports.figures.diagnostics",
+    } <= facing
     assert "reports.spectrum" not in facing
     tests = ROOT / "tests"
     assert touches_arviz(tests / "test_arviz_lines.py")  # imports arviz_base itself

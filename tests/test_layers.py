@@ -4,9 +4,13 @@
 - no import cycles among the modules of ``zoo``, ``guides`` and ``reports``;
 - no function-level imports of project modules outside ``zoo/cli/__init__.py`` (``zoo.cli``);
 - ``guides`` and ``reports`` never import ``zoo``;
-- the layer order ``spec < data, models < inference < studies < run < cli``: a module
-  never imports one of a higher layer; ``zoo/runtime.py`` is a leaf usable from inference
-  up; ``guides`` and ``reports`` are leaves (``guides`` is imported from inference up).
+- the layer order ``spec < data, models < inference < studies < run < api < cli``: a
+  module never imports one of a higher layer, at module level or inside a function, with
+  one exception (``zoo.run`` and ``zoo``'s PEP 562 ``__getattr__`` load :mod:`zoo.api` when
+  used, so that ``import zoo`` stays cheap); the run layer (:mod:`zoo.execution`) holds
+  what both front doors share, the Python API sits on it, and the command line on both;
+  ``zoo/runtime.py`` is a leaf usable from inference up; ``guides`` and ``reports`` are
+  leaves (``guides`` is imported from inference up).
 
 Each failure names every offending import as ``file:line``.
 """
@@ -37,12 +41,20 @@ LAYERS: dict[str, int] = {
     "zoo.runtime": 2,
     "zoo.inference": 2,
     "zoo.studies": 3,
-    "zoo.run": 4,
+    "zoo.execution": 4,
     "zoo.references": 4,
-    "zoo.cli": 5,
     "zoo.api": 5,
+    "zoo.cli": 6,
 }
-LAYER_NAMES = {0: "spec", 1: "data/models", 2: "inference", 3: "studies", 4: "run", 5: "cli"}
+LAYER_NAMES = {
+    0: "spec",
+    1: "data/models",
+    2: "inference",
+    3: "studies",
+    4: "run",
+    5: "api",
+    6: "cli",
+}
 #: Leaf packages outside ``zoo`` that a zoo module may import only from this rank up
 #: (``guides`` needs torch and Pyro: inference links to it, the spec never does).
 EXTERNAL_RANKS: dict[str, int] = {"guides": 2}
@@ -52,11 +64,11 @@ LEAF_MODULES = ("zoo.runtime",)
 LEAF_PACKAGES = ("guides", "reports")
 #: The only module allowed function-level project imports (fast ``zoo validate``).
 LAZY_ALLOWED = ("zoo.cli",)
-#: The Python API's entry points, loaded when first used so that ``import zoo`` stays
-#: cheap: ``zoo.open_run`` (PEP 562 ``__getattr__`` of ``zoo``) and ``zoo.run(...)`` (the
-#: package ``zoo.run`` is callable). Function-level imports against the layer order, and
-#: only these.
-API_ENTRY_POINTS = {("zoo", "zoo.api"), ("zoo", "zoo.run"), ("zoo.run", "zoo.api")}
+#: The Python API's entry point, loaded when first used so that ``import zoo`` stays cheap:
+#: ``zoo.run`` (a function of ``zoo`` that calls :func:`zoo.api.run`), ``zoo.open_run`` and
+#: ``zoo.Run`` (PEP 562 ``__getattr__`` of ``zoo``). The one function-level import against
+#: the layer order.
+API_ENTRY_POINTS = {("zoo", "zoo.api")}
 
 
 class Import(NamedTuple):
@@ -342,9 +354,11 @@ def test_every_zoo_module_has_a_layer() -> None:
     _fail("zoo modules in no layer (add them to LAYERS in tests/test_layers.py)", missing)
 
 
-def test_layer_order() -> None:
+def _against_the_layers(imports: list[Import]) -> list[str]:
+    """The imports, at module level or inside a function, of a module of a higher layer
+    (or, from a leaf, of any other project module), each as ``file:line: ...``."""
     lines = []
-    for i in IMPORTS:
+    for i in imports:
         top = i.source.split(".")[0]
         if top in LEAF_PACKAGES:
             if i.target.split(".")[0] != top:
@@ -367,10 +381,32 @@ def test_layer_order() -> None:
                 f"{i.where()}: {i.source} ({LAYER_NAMES[src]}) imports {i.target} "
                 f"({LAYER_NAMES[dst]})"
             )
+    return lines
+
+
+def test_layer_order() -> None:
     _fail(
-        "imports against the layer order spec < data, models < inference < studies < run < cli",
-        lines,
+        "imports against the layer order spec < data, models < inference < studies < run < api "
+        "< cli",
+        _against_the_layers(IMPORTS),
     )
+
+
+def test_an_upward_import_is_caught_at_module_level_and_in_a_function() -> None:
+    """The two upward arrows the layers once had: the API importing the command line's
+    checks, and the run layer loading the API inside a function (a callable package)."""
+
+    def imp(source: str, target: str, in_function: bool) -> Import:
+        return Import(source, target, (target,), "x.py", 1, in_function, False)
+
+    upward = [
+        imp("zoo.api", "zoo.cli.checks", False),
+        imp("zoo.execution", "zoo.api", True),
+        imp("zoo.execution.runner", "zoo.cli", True),
+    ]
+    assert len(_against_the_layers(upward)) == 3
+    allowed = [imp("zoo", "zoo.api", True), imp("zoo.cli", "zoo.api", False)]
+    assert _against_the_layers(allowed) == []
 
 
 # --------------------------------------------------------------------------- the checker itself
@@ -384,7 +420,7 @@ def test_the_import_reader_sees_what_python_runs(tmp_path: Path) -> None:
         from zoo.models import BayesianNet
         import zoo.spec.sections.data
         if TYPE_CHECKING:
-            from zoo.run import cell
+            from zoo.execution import cell
         def f():
             from zoo.inference import svi
         """)
@@ -401,7 +437,7 @@ def test_the_import_reader_sees_what_python_runs(tmp_path: Path) -> None:
         False,
         False,
     )
-    assert found["zoo.run.cell"][1:] == (False, True)
+    assert found["zoo.execution.cell"][1:] == (False, True)
     assert found["zoo.inference.svi"][1:] == (True, False)
     assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
     assert _one_cycle(["a", "b", "c"], {"a": {"b"}, "b": {"c"}, "c": {"a"}}) == [

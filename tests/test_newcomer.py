@@ -14,8 +14,8 @@ import zoo
 from reports.tables import summarize, summary_tables
 from tests import specs
 from zoo.cli import main
-from zoo.run.rundir import RUNNING_FILE
-from zoo.run.store import RunStore
+from zoo.execution.rundir import RUNNING_FILE
+from zoo.execution.store import RunStore
 from zoo.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[1]

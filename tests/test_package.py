@@ -69,7 +69,7 @@ def test_version(capsys) -> None:
     assert capsys.readouterr().out.strip() == f"zoo {VERSION}"
     # the API's entry point and the version cost no torch
     _torch_free(
-        "import zoo; zoo.__version__; zoo.run; import zoo.run.netcdf; assert callable(zoo.run)"
+        "import zoo; zoo.__version__; zoo.run; import zoo.execution.netcdf; assert callable(zoo.run)"
     )
 
 
@@ -165,10 +165,10 @@ def test_the_cli_refuses_another_projects_guides_or_reports(tmp_path, monkeypatc
 
 
 def test_the_dependency_check_names_what_pyproject_requires() -> None:
-    """zoo.cli.common.DEPENDENCIES is pyproject's ``dependencies`` for this Python."""
+    """zoo.execution.usage.DEPENDENCIES is pyproject's ``dependencies`` for this Python."""
     from packaging.requirements import Requirement
 
-    from zoo.cli.common import DEPENDENCIES
+    from zoo.execution.usage import DEPENDENCIES
 
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     reqs = [Requirement(d) for d in deps]

@@ -8,10 +8,12 @@ as pandas frames, the cells, each cell's ArviZ DataTree and the report's path;
 ``zoo.open_run(DIR)`` opens a finished run. The ``zoo`` command line wraps the same path.
 
 ``import zoo`` stays cheap (no torch): the API and ``__version__`` are loaded on first
-use (PEP 562 module ``__getattr__``). ``zoo.run`` is the package :mod:`zoo.run`, made
-callable (its ``__call__`` is :func:`zoo.api.run`), so it is the same object whether or
-not the package was imported before.
+use (PEP 562 module ``__getattr__``), and :func:`run` loads :func:`zoo.api.run` on its first
+call (the running itself is the package :mod:`zoo.execution`).
 """
+
+from pathlib import Path
+from typing import Any
 
 from zoo.spec import Cell, Spec, SpecError, load_spec
 
@@ -37,14 +39,19 @@ def _version() -> str:
             return "unknown"
 
 
+def run(spec: str | Path | Spec, **options: Any) -> Any:
+    """Run a spec as ``zoo run`` does and return the run read back (a :class:`zoo.api.Run`):
+    :func:`zoo.api.run`, where its parameters and what it raises are documented. Loaded on
+    the first call, so that ``import zoo`` and ``zoo.run`` cost no torch."""
+    from zoo import api
+
+    return api.run(spec, **options)
+
+
 def __getattr__(name: str):
-    """``__version__``, ``run``, ``open_run`` and ``Run``, loaded when first asked for."""
+    """``__version__``, ``open_run`` and ``Run``, loaded when first asked for."""
     if name == "__version__":
         return _version()
-    if name == "run":
-        import zoo.run
-
-        return zoo.run
     if name in ("open_run", "Run"):
         from zoo import api
 

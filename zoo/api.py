@@ -1,11 +1,13 @@
 """The Python API for notebooks: ``zoo.run(...)`` and ``zoo.open_run(DIR)``.
 
-The same path as ``zoo run``: the spec is resolved (a file, a shipped spec's name, or a
-run directory to resume) and loaded with its overrides, its data, networks and device are
-checked (:mod:`zoo.cli.checks`), and :func:`zoo.run.runner.run_spec` runs the cells not yet
-stored and writes the report. Bad input raises (:class:`~zoo.spec.SpecError`,
-:class:`~zoo.cli.common.UsageError`, :class:`~zoo.run.rundir.RunDirError`) instead of
-exiting; failed cells are recorded and the run goes on, as on the command line.
+The same path as ``zoo run``, which is a thin layer over the same two functions:
+:func:`zoo.execution.plan.plan_run` resolves the spec (a file, a shipped spec's name, or a
+run directory to resume), loads it with its overrides and checks the options, the run
+directory, the data and the networks (:mod:`zoo.execution.preflight`); then
+:func:`zoo.execution.launch.launch` checks the device and runs the cells not yet stored and
+the report. Bad input raises (:class:`~zoo.spec.SpecError`,
+:class:`~zoo.execution.usage.UsageError`, :class:`~zoo.execution.rundir.RunDirError`)
+instead of exiting; failed cells are recorded and the run goes on, as on the command line.
 
 The result is a :class:`Run`: the run directory read back (``results.csv`` and
 ``summary.csv`` as pandas frames, the cells with their stored status, one cell's ArviZ
@@ -25,14 +27,13 @@ import pandas as pd
 import xarray as xr
 
 from reports.grade import GRADES
-from zoo.cli.checks import check_data, check_device, check_widths
-from zoo.cli.common import UsageError, check_dependencies
-from zoo.run.netcdf import datatree_from_bytes
-from zoo.run.rundir import RunDir, check_version
-from zoo.run.runner import RunOutcome, default_out_dir, run_spec, spec_runtime
-from zoo.run.tune import plan as tune_plan
-from zoo.runtime import RuntimeUnavailable
-from zoo.shipped import resolve_spec
+from zoo.execution.launch import launch
+from zoo.execution.netcdf import datatree_from_bytes
+from zoo.execution.plan import RunRequest, plan_run
+from zoo.execution.rundir import RunDir, check_version
+from zoo.execution.runner import RunOutcome
+from zoo.execution.tune import plan as tune_plan
+from zoo.execution.usage import UsageError, check_dependencies
 from zoo.spec import Cell, Spec, load_spec
 
 __all__ = ["Run", "open_run", "run"]
@@ -176,6 +177,7 @@ def run(
     out: str | Path | None = None,
     workers: int | None = None,
     executor: str = "local",
+    address: str | None = None,
     device: str | None = None,
     fresh: bool = False,
     retry_failed: bool = False,
@@ -196,9 +198,9 @@ def run(
         it are skipped (resume).
     workers : int, optional
         Cells run at once (default: one per core); 1 runs them in this process.
-    executor, device, fresh, retry_failed, progress
-        As ``--executor``, ``--device``, ``--fresh``, ``--retry-failed`` and not
-        ``--no-progress`` of ``zoo run``.
+    executor, address, device, fresh, retry_failed, progress
+        As ``--executor``, ``--address``, ``--device``, ``--fresh``, ``--retry-failed`` and
+        not ``--no-progress`` of ``zoo run``.
     checkpoint_every : float, optional
         ``--checkpoint-every``: seconds between two saves of a running sampled cell's
         sampler state, from which a later run of ``out`` resumes the cell; None or 0: never.
@@ -214,47 +216,21 @@ def run(
         Bad input, before any cell runs (nothing stored is lost).
     """
     check_dependencies()  # h5netcdf, say, is imported only when a cell writes its file
-    if workers is not None and workers < 1:
-        raise UsageError(f"workers={workers}: give at least 1 worker")
-    if checkpoint_every is not None and not checkpoint_every >= 0:
-        raise UsageError(
-            f"checkpoint_every={checkpoint_every}: give the seconds between two saves "
-            "(0 or None: no checkpoints)"
-        )
-    overrides = list(overrides)
-    if isinstance(spec, Spec):
-        if overrides:
-            raise UsageError("overrides apply to a spec file; give its path, or change the Spec")
-        loaded, target = spec, None
-    else:
-        source = Path(spec)
-        if source.is_dir():  # resume a run directory from its stored spec
-            if out is not None and Path(out).resolve() != source.resolve():
-                raise UsageError(f"{source} is a run directory; drop out= (it runs in place)")
-            check_version(RunDir(source))
-            loaded, target = load_spec(source / "spec.yaml", overrides), source
-        else:
-            loaded, target = load_spec(resolve_spec(source), overrides), None
-    out_dir = Path(out) if out is not None else (target or default_out_dir(loaded))
-    try:
-        runtime = spec_runtime(loaded, device) if loaded.simulation is None else None
-    except RuntimeUnavailable as e:
-        raise UsageError(str(e)) from None
-    check_device(loaded, runtime)
-    check_data(loaded)
-    check_widths(loaded)
-    outcome = run_spec(
-        loaded,
-        out_dir,
-        executor=executor,
+    request = RunRequest(
+        spec if isinstance(spec, Spec) else Path(spec),
+        overrides=tuple(overrides),
+        out=None if out is None else Path(out),
         workers=workers,
+        executor=executor,
+        address=address,
+        device=device,
+        fresh=fresh,
         retry_failed=retry_failed,
         progress=progress,
-        runtime=runtime,
-        fresh=fresh,
-        checkpoint_every=checkpoint_every or None,
+        checkpoint_every=checkpoint_every,
     )
-    return Run(out_dir, loaded, outcome)
+    plan = plan_run(request)
+    return Run(plan.out, plan.spec, launch(plan))
 
 
 def open_run(path: str | Path) -> Run:

@@ -3,7 +3,7 @@
 A :class:`Runtime` is the one place run code turns arrays into tensors and seeds into
 generators, so a device option touches this module and nothing else. It lives in a leaf
 module (it imports only torch) so that every layer may take one as an argument;
-``zoo.run.runtime`` re-exports it for the run layer.
+``zoo.execution.runtime`` re-exports it for the run layer.
 
 Dependency rule: this module imports torch and the standard library only, never ``zoo``.
 """

@@ -1,4 +1,4 @@
-"""The report of a run directory (zoo.run.report): axes, settings as run, gates, NaN metrics.
+"""The report of a run directory (zoo.execution.report): axes, settings as run, gates, NaN metrics.
 
 One tiny sampled run (two seeds, MF-VI and NUTS with a small tree-depth limit, the price of
 mean field) is shared by the end-to-end tests; the sampler section is also checked on
@@ -23,8 +23,8 @@ from reports.figures.diagnostics import arviz_plots
 from reports.sampler_report import sampler_advice, sampler_record
 from tests import specs
 from zoo.cli import main
-from zoo.run.report import build_report
-from zoo.run.report_sampler import read_diagnostic_groups, sampler_section
+from zoo.execution.report import build_report
+from zoo.execution.report_sampler import read_diagnostic_groups, sampler_section
 from zoo.spec.load import load_spec
 
 
@@ -277,7 +277,7 @@ def test_the_sampler_tables_come_from_the_records_and_no_file_is_read_but_the_wo
 
 
 def _record(path: Path, max_tree_depth: int) -> dict:
-    """What zoo.run.evaluate records of a sampled cell's file (its diagnostics, once)."""
+    """What zoo.execution.evaluate records of a sampled cell's file (its diagnostics, once)."""
     d = diagnostic_gates(read_diagnostic_groups(path.read_bytes()), max_tree_depth=max_tree_depth)
     rec = {
         "max_r_hat": d.max_r_hat,

@@ -18,8 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from zoo.cli import export_args
-from zoo.cli.common import UsageError, check_dependencies, check_import_names, stdout_closed
-from zoo.run.worker_start import quiet_openmp
+from zoo.cli.common import stdout_closed
+from zoo.execution.usage import UsageError, check_dependencies, check_import_names
+from zoo.execution.worker_start import quiet_openmp
 
 __all__ = ["main"]
 
@@ -190,16 +191,17 @@ def _command(name: str) -> Callable[[argparse.Namespace], int]:
     """The function of a command, imported only when it runs: ``zoo validate`` and ``zoo
     --help`` do not pay for torch."""
     if name == "run":
-        from zoo.cli.run_plan import not_started, plan_run
+        from zoo.cli.run_plan import not_started, plan_args
 
         def fn(a: argparse.Namespace) -> int:
             with not_started():  # a Ctrl-C here says that nothing was computed
-                plan = plan_run(a)  # the options and the spec are checked before torch
+                plan = plan_args(a)  # the options and the spec are checked before torch
                 from zoo.cli.run_commands import cmd_run
             return cmd_run(a, plan)
 
     elif name == "report":
-        from zoo.cli.run_plan import REPORT_WAIT, check_free
+        from zoo.cli.run_plan import REPORT_WAIT
+        from zoo.execution.plan import check_free
 
         def fn(a: argparse.Namespace) -> int:
             check_free(a.run_dir, REPORT_WAIT)  # before torch

@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from zoo.cli.common import UsageError
-from zoo.cli.run_plan import run_dir_spec
+from zoo.execution.plan import run_dir_spec
+from zoo.execution.usage import UsageError
 from zoo.references import ExportError, export_run
 
 __all__ = ["cmd_export"]

@@ -8,18 +8,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reports.sampler_report import grade_lines, sampler_record
-from zoo.cli.checks import check_device
-from zoo.cli.common import UsageError, stdout_closed
-from zoo.cli.run_plan import REPORT_WAIT, RunPlan, not_started, plan_run, run_dir_spec
+from zoo.cli.common import stdout_closed
+from zoo.cli.run_plan import REPORT_WAIT, not_started, plan_args
 from zoo.cli.summary import print_summary, run_holder
-from zoo.run.checkpoint_file import UnusableCheckpoint, config_sha256
-from zoo.run.executors import ExecutorStartError, WorkerStartError
-from zoo.run.rundir import RunDir, RunDirError
-from zoo.run.runner import build_report, run_spec, spec_runtime
-from zoo.run.store import RunStore
-from zoo.run.tune import plan as tune_plan
-from zoo.runtime import RuntimeUnavailable
-from zoo.spec.tuning import cells_text
+from zoo.execution.checkpoint_file import UnusableCheckpoint, config_sha256
+from zoo.execution.executors import ExecutorStartError, WorkerStartError
+from zoo.execution.launch import launch
+from zoo.execution.plan import RunPlan, run_dir_spec
+from zoo.execution.rundir import RunDir, RunDirError
+from zoo.execution.runner import build_report
+from zoo.execution.store import RunStore
+from zoo.execution.tune import plan as tune_plan
+from zoo.execution.usage import UsageError
 
 __all__ = ["cmd_report", "cmd_run", "cmd_status"]
 
@@ -27,33 +27,15 @@ __all__ = ["cmd_report", "cmd_run", "cmd_status"]
 def cmd_run(a: argparse.Namespace, plan: RunPlan | None = None) -> int:
     """``zoo run SPEC|DIR``: run the cells not yet stored, write the report; the exit status.
 
-    ``plan`` is :func:`~zoo.cli.run_plan.plan_run`'s (made before torch was imported);
-    without it the arguments and the spec are checked here.
+    The path of ``zoo.run(...)``: ``plan`` is :func:`~zoo.execution.plan.plan_run`'s (made
+    before torch was imported; without it the arguments and the spec are checked here), run
+    by :func:`~zoo.execution.launch.launch`. This door adds the words and the exit status.
     """
     with not_started():
-        plan = plan or plan_run(a)
-        spec, out = plan.spec, plan.out
+        plan = plan or plan_args(a)
+        out = plan.out
         try:
-            runtime = spec_runtime(spec, a.device) if spec.simulation is None else None
-        except RuntimeUnavailable as e:
-            raise UsageError(str(e)) from None
-        check_device(spec, runtime)
-        what = cells_text(spec)
-        on = f" on {runtime.device}" if runtime is not None and runtime.is_cuda else ""
-        print(f"zoo: {spec.name}: {what} -> {out}{on}", file=sys.stderr)
-        try:  # --fresh deletes only in a run directory, under its lock (checked first)
-            res = run_spec(
-                spec,
-                out,
-                executor=a.executor,
-                workers=a.workers,
-                address=a.address,
-                retry_failed=a.retry_failed,
-                progress=not a.no_progress,
-                runtime=runtime,
-                fresh=a.fresh,
-                checkpoint_every=a.checkpoint_every or None,
-            )
+            res = launch(plan, log=lambda line: print(line, file=sys.stderr))
         except RunDirError as e:
             raise UsageError(str(e)) from None
         except ExecutorStartError as e:  # no cell ran; a resume on local workers runs them

@@ -8,9 +8,9 @@ import pyro
 
 import zoo.data
 import zoo.models
-from zoo.cli.common import UsageError
-from zoo.run.runner import spec_runtime
-from zoo.run.store import dump_spec
+from zoo.execution.runner import spec_runtime
+from zoo.execution.store import dump_spec
+from zoo.execution.usage import UsageError
 from zoo.shipped import resolve_spec
 from zoo.spec import load_spec
 from zoo.spec.tuning import tuning_cells

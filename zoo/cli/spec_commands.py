@@ -8,8 +8,8 @@ import shutil
 import sys
 import textwrap
 
-from zoo.cli.checks import check_data, check_widths
-from zoo.cli.common import UsageError
+from zoo.execution.preflight import check_data, check_widths
+from zoo.execution.usage import UsageError
 from zoo.shipped import DEFAULT_SPEC, resolve_spec, shipped_dir, shipped_specs
 from zoo.spec import Spec, SpecError, load_spec
 from zoo.spec.tuning import cells_text

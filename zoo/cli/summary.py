@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from reports.tables import grade_cell
-from zoo.run.rundir import RunDir
+from zoo.execution.rundir import RunDir
 from zoo.studies import STUDIES
 
 __all__ = ["print_summary", "run_holder"]

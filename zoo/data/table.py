@@ -208,6 +208,33 @@ def read_table(
         raise DataError(f"{field}: {path} has no header row")
     names = [str(v) for v in cells[0]]
     hline, cells, lines = int(lines[0]), cells[1:], lines[1:]
+    _check_header(names, path, hline, target, delimiter, field)
+    if len(cells) == 0:
+        raise DataError(f"{field}: {path} has a header but no rows")
+    values = _numbers(cells)
+    j_target = names.index(target)
+    label = task == "classification"
+    _check_values(values, cells, lines, names, j_target, label, f"{field}: {path}")
+    x = np.delete(values, j_target, axis=1)
+    y = values[:, j_target]
+    n_classes = 0
+    if label:
+        y = y.astype(np.int64)
+        n_classes = class_count(y, f"{field}: {path}: column {target!r}")
+    inputs = tuple(n for n in names if n != target)
+    return Table(x, y, inputs, target, lines, n_classes)
+
+
+def _check_header(
+    names: list[str], path: Path, hline: int, target: str, delimiter: str, field: str
+) -> None:
+    """Every column named, no name twice, the target among them and at least one input.
+
+    Raises
+    ------
+    DataError
+        Naming the header's line and the column.
+    """
     where = f"{field}: {path}:{hline}"
     unnamed = [j + 1 for j, n in enumerate(names) if n == ""]
     if unnamed:
@@ -234,11 +261,25 @@ def read_table(
         )
     if len(names) < 2:
         raise DataError(f"{where}: the only column is the target {target!r}; no inputs")
-    if len(cells) == 0:
-        raise DataError(f"{field}: {path} has a header but no rows")
-    values = _numbers(cells)
-    j_target = names.index(target)
-    label = task == "classification"
+
+
+def _check_values(
+    values: np.ndarray,
+    cells: np.ndarray,
+    lines: np.ndarray,
+    names: list[str],
+    j_target: int,
+    label: bool,
+    where: str,
+) -> None:
+    """Every value a finite number within float32's range and, for class labels
+    (``label``), the target column's values integers in ``0..``:data:`_MAX_LABEL`.
+
+    Raises
+    ------
+    DataError
+        Listing per column the lines that cannot be used and why (``where`` first).
+    """
     with np.errstate(invalid="ignore"):
         bad = ~(np.abs(values) <= _FLOAT32_MAX)  # NaN, infinite, or beyond float32
     if label:
@@ -261,14 +302,6 @@ def read_table(
             else "inputs and targets must be finite numbers"
         )
         raise DataError(
-            f"{field}: {path}: {len(rows)} of {len(cells)} rows cannot be used ({need}; fix "
+            f"{where}: {len(rows)} of {len(cells)} rows cannot be used ({need}; fix "
             "or remove these rows):\n" + "\n".join(out)
         )
-    x = np.delete(values, j_target, axis=1)
-    y = values[:, j_target]
-    n_classes = 0
-    if label:
-        y = y.astype(np.int64)
-        n_classes = class_count(y, f"{field}: {path}: column {target!r}")
-    inputs = tuple(n for n in names if n != target)
-    return Table(x, y, inputs, target, lines, n_classes)

@@ -11,7 +11,7 @@ one-chain Pyro path has no such state and starts over.
 
 The inference layer knows nothing of run directories: whoever runs the cell sets a
 :class:`CheckpointChannel` (:func:`set_checkpoint_channel`), as it sets the progress sink
-(:mod:`zoo.inference.progress`). The executors of :mod:`zoo.run.executors` give each cell
+(:mod:`zoo.inference.progress`). The executors of :mod:`zoo.execution.executors` give each cell
 one whose ``load`` returns the bytes stored for the cell and whose ``save`` sends new bytes
 to the process that owns the run directory (the only writer).
 

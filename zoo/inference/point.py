@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -114,21 +114,17 @@ def fit_point(
         raw[LOG_NOISE] = torch.zeros((), dtype=x.dtype, device=x.device, requires_grad=True)
     opt = torch.optim.Adam(raw.values(), lr=m.lr, betas=tuple(m.betas))
     sched = torch.optim.lr_scheduler.ExponentialLR(opt, m.lr_decay ** (1.0 / max(total, 1)))
-    patience = stopping.patience if stopping is not None else 1
-    losses, val = np.empty(total), []
-    best, best_step, best_val, waited = None, total, math.inf, 0
+    watch = _BestSoFar(stopping, total, best_step=total)
+    losses = np.empty(total)
     bar = progress_bar(total, desc) if progress else None
     t0 = time.perf_counter()
     step = 0
-    while step < total and waited < patience:
+    while step < total and watch.going():
         for idx in minibatches(n, bs, gen):
-            if step >= total or waited >= patience:
+            if step >= total or not watch.going():
                 break
             opt.zero_grad()
-            params = constrained(raw)
-            loss = -model.log_likelihood(x[idx], y[idx], params).mean()
-            if prior:
-                loss = loss - log_prior(model, params) / n
+            loss = _point_loss(model, x[idx], y[idx], constrained(raw), prior, n)
             if not torch.isfinite(loss):
                 raise FloatingPointError(
                     f"{desc}: loss is {loss.item()} at step {step}; lower the method's lr"
@@ -140,25 +136,78 @@ def fit_point(
             step += 1
             if bar is not None:
                 bar.update(1)
-            if stopping is not None and (step % stopping.eval_every == 0 or step == total):
-                with torch.no_grad():
-                    v = -model.log_likelihood(stopping.x, stopping.y, constrained(raw))
-                    v = v.mean().item()
-                val.append(v)
-                if v < best_val:
-                    best_val, best_step, waited = v, step, 0
-                    best = {k: t.detach().clone() for k, t in raw.items()}
-                else:
-                    waited += 1
+            watch.after_step(step, model, raw)
     if bar is not None:
         bar.close()
     seconds = time.perf_counter() - t0
-    final = best if best is not None else {k: t.detach().clone() for k, t in raw.items()}
+    return _point_fit(watch, raw, losses[:step], step, seconds)
+
+
+def _point_loss(
+    model: BayesianNet,
+    xb: torch.Tensor,
+    yb: torch.Tensor,
+    params: dict[str, torch.Tensor],
+    prior: bool,
+    n: int,
+) -> torch.Tensor:
+    """``-mean log p(y_b | x_b, w)`` over a minibatch, less ``log p(w) / n`` with ``prior``."""
+    loss = -model.log_likelihood(xb, yb, params).mean()
+    if prior:
+        loss = loss - log_prior(model, params) / n
+    return loss
+
+
+@dataclass
+class _BestSoFar:
+    """Early stopping's bookkeeping: the validation NLL per point at each evaluation, the
+    best estimate so far, its step, and the evaluations since it (none without
+    ``stopping``: training then runs all its steps)."""
+
+    stopping: EarlyStopping | None
+    total: int
+    best_step: int
+    val: list[float] = field(default_factory=list)
+    best: dict[str, torch.Tensor] | None = None
+    best_val: float = math.inf
+    waited: int = 0
+
+    def going(self) -> bool:
+        """Whether the patience is not used up."""
+        return self.waited < (self.stopping.patience if self.stopping is not None else 1)
+
+    def after_step(self, step: int, model: BayesianNet, raw: dict[str, torch.Tensor]) -> None:
+        """Every ``eval_every`` steps and at the last: score ``raw`` on the validation
+        split and keep it if it is the best so far."""
+        s = self.stopping
+        if s is None or not (step % s.eval_every == 0 or step == self.total):
+            return
+        with torch.no_grad():
+            v = -model.log_likelihood(s.x, s.y, constrained(raw))
+            v = v.mean().item()
+        self.val.append(v)
+        if v < self.best_val:
+            self.best_val, self.best_step, self.waited = v, step, 0
+            self.best = {k: t.detach().clone() for k, t in raw.items()}
+        else:
+            self.waited += 1
+
+
+def _point_fit(
+    watch: _BestSoFar,
+    raw: dict[str, torch.Tensor],
+    losses: np.ndarray,
+    step: int,
+    seconds: float,
+) -> Fit:
+    """The :class:`Fit` of the best estimate (the last without early stopping)."""
+    final = (
+        watch.best if watch.best is not None else {k: t.detach().clone() for k, t in raw.items()}
+    )
     params = constrained(final)
-    losses = losses[:step]
     stats: dict[str, Any] = {
         "final_loss": float(np.mean(losses[-10:])),
-        "best_step": best_step if best is not None else step,
+        "best_step": watch.best_step if watch.best is not None else step,
         "n_var_params": sum(v.numel() for v in params.values()),
     }
     return Fit(
@@ -167,7 +216,7 @@ def fit_point(
         losses,
         stats,
         predictive_draws=1,
-        history={"val_nll": np.array(val)},
+        history={"val_nll": np.array(watch.val)},
     )
 
 

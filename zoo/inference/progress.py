@@ -2,7 +2,7 @@
 
 Every fit asks :func:`progress_bar` for its bar. In a terminal session that is a tqdm bar;
 under Jupyter with ipywidgets ``tqdm.auto``'s notebook widget.
-A process that runs cells for another one (a worker of :mod:`zoo.run.executors`) sets a
+A process that runs cells for another one (a worker of :mod:`zoo.execution.executors`) sets a
 *sink* with :func:`set_progress_sink`; the bars then call ``sink(desc, phase, i, n)``
 instead of drawing (``phase`` is ``"steps"`` for optimizers, ``"warm-up"`` and then
 ``"draws"`` for samplers; ``i`` of ``n`` within the phase), at most every

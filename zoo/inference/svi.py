@@ -141,10 +141,8 @@ def fit_svi(
     hooks : Hooks
         ``on_step(step, guide, loss_per_point)`` after every step and ``on_grads(step,
         {param name: grad})`` before the optimizer applies a step's gradients.
-    progress : bool
-        A tqdm bar (off when stderr is not a terminal).
-    desc : str
-        The bar's label.
+    progress, desc : bool, str
+        A tqdm bar (off when stderr is not a terminal) and its label.
     eval_particles : int
         Particles of the final -ELBO on the full training set.
     fused : bool
@@ -168,8 +166,31 @@ def fit_svi(
     total = m.steps if m.steps is not None else m.epochs * -(-n // bs)
     pyro.set_rng_seed(seed)
     scale = KLWeight(m.kl_weight if m.kl_warmup_steps == 0 else 0.0)
-    smodel, sguide = scale(model), scale(guide)
-    elbo_cls = TraceMeanField_ELBO if m.closed_form_kl else Trace_ELBO
+    optim, tap = _optimizer(guide, m, total, hooks)
+    svi_step, pyro_local_reparam = _step_function(model, guide, m, scale, optim, n, fused)
+    t0 = time.perf_counter()
+    losses = _train(
+        svi_step, x, y, guide, m, total=total, batch_size=bs, gen=gen, scale=scale, tap=tap,
+        pyro_local_reparam=pyro_local_reparam, hooks=hooks, desc=desc if progress else None,
+    )  # fmt: skip
+    seconds = time.perf_counter() - t0
+    return Fit(
+        VIPosterior(guide, (x[:1],)),
+        seconds,
+        losses,
+        _final_stats(model, guide, x, y, losses, m.closed_form_kl, eval_particles),
+        predictive_draws=m.predictive_samples,
+        save_draws=m.save_draws,
+    )
+
+
+def _optimizer(
+    guide: AutoGuide, m: SVIMethod, total: int, hooks: Hooks
+) -> tuple[Any, _GradTap | None]:
+    """ClippedAdam with the method's learning rate, its decay over ``total`` steps
+    (``lrd = lr_decay ** (1 / total)``), betas and the scale parameters' own rate; wrapped
+    in a :class:`_GradTap` (also returned) when ``hooks.on_grads`` wants each step's
+    gradients."""
     optim_args: dict | Callable = {
         "lr": m.lr,
         "lrd": m.lr_decay ** (1.0 / max(total, 1)),
@@ -178,7 +199,22 @@ def fit_svi(
     if m.scale_lr is not None:
         optim_args = _per_param_lr(guide, optim_args, m.scale_lr)
     tap = _GradTap(optim_args, hooks.on_grads) if hooks.on_grads is not None else None
-    optim = tap or ClippedAdam(optim_args)
+    return tap or ClippedAdam(optim_args), tap
+
+
+def _step_function(
+    model: Callable,
+    guide: AutoGuide,
+    m: SVIMethod,
+    scale: KLWeight,
+    optim: Any,
+    n: int,
+    fused: bool,
+) -> tuple[Callable[[torch.Tensor, torch.Tensor], float], bool]:
+    """One SVI step on a minibatch, returning its loss, and whether the caller must wrap it
+    in Pyro's local reparameterization: the fused mean-field step where it applies (it does
+    its own local reparameterization), else Pyro's ``SVI.step`` on the KL-scaled model and
+    guide with ``Trace_ELBO`` (``TraceMeanField_ELBO`` for a closed-form KL)."""
     local_reparam = getattr(m.guide, "local_reparam", False)
     if fused and fused_step_applies(
         model,
@@ -187,20 +223,38 @@ def fit_svi(
         closed_form_kl=m.closed_form_kl,
         local_reparam=local_reparam,
     ):
-        # local reparameterization inside the fused step: no context around it
         fused_step = FusedMeanFieldStep(model, guide, optim, local_reparam=local_reparam)
-        svi_step = lambda xb, yb: fused_step.step(xb, yb, n, scale.weight)  # noqa: E731
-        pyro_local_reparam = False
-    else:
-        svi = SVI(smodel, sguide, optim, loss=elbo_cls(num_particles=m.num_particles))
-        svi_step = lambda xb, yb: svi.step(xb, yb, n)  # noqa: E731
-        pyro_local_reparam = local_reparam
+        return (lambda xb, yb: fused_step.step(xb, yb, n, scale.weight)), False
+    elbo_cls = TraceMeanField_ELBO if m.closed_form_kl else Trace_ELBO
+    svi = SVI(scale(model), scale(guide), optim, loss=elbo_cls(num_particles=m.num_particles))
+    return (lambda xb, yb: svi.step(xb, yb, n)), local_reparam
+
+
+def _train(
+    svi_step: Callable[[torch.Tensor, torch.Tensor], float],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    guide: AutoGuide,
+    m: SVIMethod,
+    *,
+    total: int,
+    batch_size: int,
+    gen: torch.Generator,
+    scale: KLWeight,
+    tap: _GradTap | None,
+    pyro_local_reparam: bool,
+    hooks: Hooks,
+    desc: str | None,
+) -> np.ndarray:
+    """Take ``total`` steps over minibatches of ``batch_size`` drawn by ``gen`` (epoch after
+    epoch), the KL weight following its warm-up, with a progress bar labelled ``desc`` (None:
+    no bar); the loss of each step per data point."""
+    n = x.shape[0]
     losses = np.empty(total)
-    t0 = time.perf_counter()
-    bar = progress_bar(total, desc) if progress else None
+    bar = progress_bar(total, desc) if desc is not None else None
     step = 0
     while step < total:
-        for idx in minibatches(n, bs, gen):
+        for idx in minibatches(n, batch_size, gen):
             if step >= total:
                 break
             if m.kl_warmup_steps:
@@ -208,38 +262,52 @@ def fit_svi(
             if tap is not None:
                 tap.step = step
             with LocalReparameterization(strict=True) if pyro_local_reparam else nullcontext():
-                loss = svi_step(x[idx], y[idx])
-            if not np.isfinite(loss):
-                raise FloatingPointError(
-                    f"SVI loss is {loss} at step {step}; lower inference.lr or raise "
-                    "guide.init_scale"
-                )
-            losses[step] = loss / n
+                losses[step] = _checked(svi_step(x[idx], y[idx]), step) / n
             if hooks.on_step is not None:
                 hooks.on_step(step, guide, losses[step])
             step += 1
-            if bar is not None:
-                bar.update(1)
-                if step % 50 == 0:
-                    bar.set_postfix(loss=f"{losses[step - 1]:.4f}")
+            _advance(bar, step, losses)
     if bar is not None:
         bar.close()
-    seconds = time.perf_counter() - t0
+    return losses
+
+
+def _checked(loss: float, step: int) -> float:
+    """A step's loss, refused when it is not finite (the fit has diverged)."""
+    if not np.isfinite(loss):
+        raise FloatingPointError(
+            f"SVI loss is {loss} at step {step}; lower inference.lr or raise guide.init_scale"
+        )
+    return loss
+
+
+def _advance(bar: Any, step: int, losses: np.ndarray) -> None:
+    """Move the progress bar (if any) one step; every 50 steps, show the last loss."""
+    if bar is not None:
+        bar.update(1)
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{losses[step - 1]:.4f}")
+
+
+def _final_stats(
+    model: Callable,
+    guide: AutoGuide,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    losses: np.ndarray,
+    closed_form_kl: bool,
+    particles: int,
+) -> dict[str, float | int]:
+    """``neg_elbo`` (the -ELBO on the full training set, KL weight 1, with ``particles``
+    particles), ``final_loss`` (mean of the last 10 per-point losses) and ``n_var_params``."""
+    elbo_cls = TraceMeanField_ELBO if closed_form_kl else Trace_ELBO
     with torch.no_grad():
-        neg = elbo_cls(num_particles=eval_particles).loss(model, guide, x, y, n)
-    stats = {
+        neg = elbo_cls(num_particles=particles).loss(model, guide, x, y, x.shape[0])
+    return {
         "neg_elbo": float(neg),
         "final_loss": float(np.mean(losses[-10:])),
         "n_var_params": int(getattr(guide, "num_variational_params", 0)),
     }
-    return Fit(
-        VIPosterior(guide, (x[:1],)),
-        seconds,
-        losses,
-        stats,
-        predictive_draws=m.predictive_samples,
-        save_draws=m.save_draws,
-    )
 
 
 def fit_svi_method(

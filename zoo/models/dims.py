@@ -5,7 +5,7 @@ and ``X_in``, its bias ``X.bias`` of shape ``(out,)`` gets ``X_out``, so that th
 of a layer's sites line up (``layer1.weight``'s ``layer1_out`` is ``layer1.bias``'s, and
 ``layer2.weight``'s ``layer2_in`` has their size). Every other site ``name`` of ``k`` event
 axes gets ArviZ's default ``name_dim_0 .. name_dim_{k-1}``. The zoo's cells
-(:mod:`zoo.run.arviz_io`) and :func:`zoo.inference.mcmc.user.sample_nuts` name them alike.
+(:mod:`zoo.execution.arviz_io`) and :func:`zoo.inference.mcmc.user.sample_nuts` name them alike.
 """
 
 from __future__ import annotations

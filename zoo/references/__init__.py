@@ -11,8 +11,8 @@ Without a path both read the references shipped with bnn-zoo: the default spec's
 cells (docs/references.md says how they were made and what grade each reached).
 
 Why a package of its own, at the run layer: exporting reads run directories and writes
-files through the run store's link guards (:mod:`zoo.run.store_links`), so it sits beside
-:mod:`zoo.run` (the CLI only parses arguments); reading needs neither torch nor a run, so
+files through the run store's link guards (:mod:`zoo.execution.store_links`), so it sits beside
+:mod:`zoo.execution` (the CLI only parses arguments); reading needs neither torch nor a run, so
 ``zoo.references.load`` serves a user who never runs the zoo, the way ``guides`` serves a
 Pyro user who never writes a spec. Exporting needs no torch either.
 """

@@ -28,6 +28,8 @@ import xarray as xr
 from reports.diagnostics import posterior_summary
 from reports.draws import param_labels
 from reports.grade import GATES, gate_metrics
+from zoo.execution.arviz_io import datatree_attrs
+from zoo.execution.store import dump_spec
 from zoo.references.layout import (
     DATA_DATA,
     DATA_INFO,
@@ -40,8 +42,6 @@ from zoo.references.layout import (
     json_zip,
 )
 from zoo.references.pdb_checks import efmi, posteriordb_checks, reference_diagnostics
-from zoo.run.arviz_io import datatree_attrs
-from zoo.run.store import dump_spec
 
 __all__ = [
     "CELL_DIAGNOSTICS",
@@ -144,92 +144,13 @@ def cell_files(
     """
     metrics = rec["metrics"]
     grade = metrics["reference_grade"]
-    post = dt["posterior"].to_dataset()
-    chains, n_draws = post.sizes["chain"], post.sizes["draw"]
-    thin = max(1, math.ceil(chains * n_draws / max_draws))
-    kept = post.isel(draw=slice(None, None, thin))
-    attrs = datatree_attrs(dt)
-    added = str(post.attrs.get("created_at", ""))[:10] or None
+    draws = _Draws.of(dt, max_draws)
+    added = str(draws.post.attrs.get("created_at", ""))[:10] or None
     cell_id = cell.cell_id
     name = f"{spec.name}-{cell_id}"
     data_name, data_files = _data(cell, dt, spec.name, added)
-    variables = {
-        str(v): {"dims": list(da.dims[2:]), "shape": list(da.shape[2:]), "dtype": str(da.dtype)}
-        for v, da in kept.data_vars.items()
-    }
-    summary = posterior_summary(dt)
-    stats = dt["sample_stats"].to_dataset() if "sample_stats" in dt else xr.Dataset()
-    div, energy = stats.get("diverging"), stats.get("energy")
-    diagnostics = reference_diagnostics(
-        kept,
-        {
-            "effective_sample_size_bulk": _floats(summary["ess_bulk"]),
-            "effective_sample_size_tail": _floats(summary["ess_tail"]),
-            "r_hat": _floats(summary["r_hat"]),
-        },
-        ndraws_sampled=chains * n_draws,
-        efmi_per_chain=None if energy is None else efmi(energy.values),
-        divergent=None if div is None else [int(n) for n in np.asarray(div.values).sum(axis=1)],
-        cell={k: _plain(metrics[k]) for k in CELL_DIAGNOSTICS if k in metrics},
-    )
-    info = {
-        "name": name,
-        "inference": {
-            "method": f"bnn_zoo_{cell.method.kind}",
-            "method_arguments": attrs.get("settings")
-            or cell.method.model_dump(mode="json", exclude_defaults=True),
-            "seed": cell.spec.seed,
-            "chains": chains,
-            "draws_per_chain": n_draws,
-            "thin": thin,
-            "draws_per_chain_stored": kept.sizes["draw"],
-        },
-        "diagnostics": diagnostics,
-        "checks_made": {
-            **posteriordb_checks(diagnostics),
-            "reference_grade": grade,
-            "kept_from_next_grade_by": _split(metrics.get("grade_failed")),
-            "stan_gates_failed": _split(metrics.get("gates_failed")),
-            "grade_gates": [g._asdict() for g in GATES],
-        },
-        "variables": variables,
-        "provenance": {
-            "spec_name": spec.name,
-            "spec_sha256": spec_sha,
-            "cell_id": cell_id,
-            "config_hash": cell_id.rsplit("_", 1)[-1],
-            "axes": rec.get("axes"),
-            "device": rec.get("device"),
-            "threads": rec.get("threads"),
-        },
-        "comments": COMMENTS,
-        "added_by": _ADDED_BY,
-        "added_date": added,
-        "versions": {
-            "bnn_zoo": attrs.get("inference_library_version"),
-            "arviz": post.attrs.get("creation_library_version"),
-            "export_commit": _commit(),
-        },
-    }
-    model_info = {
-        "name": cell_id,
-        "keywords": ["bnn", "bnn-zoo", cell.spec.model.kind, cell.method.kind],
-        "title": f"{cell.spec.model.kind} of cell {cell_id} of the spec {spec.name}",
-        "description": spec.description,
-        "urls": [],
-        "references": [],
-        **model_code_keys(f"{MODEL_CODE}/{cell_id}.yaml"),
-        "network": {
-            "model": cell.spec.model.model_dump(mode="json"),
-            "prior": cell.spec.prior.model_dump(mode="json"),
-            "likelihood": cell.spec.likelihood.model_dump(mode="json"),
-            "width": _plain(metrics.get("width")),
-            "n_params": int(sum(math.prod(v["shape"]) for v in variables.values())),
-            "sites": {k: {"shape": v["shape"], "dims": v["dims"]} for k, v in variables.items()},
-        },
-        "added_by": _ADDED_BY,
-        "added_date": added,
-    }
+    variables = draws.variables()
+    info = _draws_info(cell, rec, dt, draws, name=name, spec=spec, spec_sha=spec_sha, added=added)
     posterior = {
         "name": name,
         "keywords": ["bnn", "bnn-zoo", f"grade_{grade}"],
@@ -248,13 +169,159 @@ def cell_files(
     )
     files = {
         f"{POSTERIORS}/{name}.json": json_bytes(posterior),
-        f"{MODEL_INFO}/{cell_id}.info.json": json_bytes(model_info),
+        f"{MODEL_INFO}/{cell_id}.info.json": json_bytes(
+            _model_info(cell, spec, metrics, variables, added)
+        ),
         f"{MODEL_CODE}/{cell_id}.yaml": code.encode("utf-8"),
         **data_files,
         f"{DRAWS_INFO}/{name}.info.json": json_bytes(info),
-        f"{DRAWS}/{name}.json.zip": json_zip(f"{name}.json", draws_text(kept)),
+        f"{DRAWS}/{name}.json.zip": json_zip(f"{name}.json", draws_text(draws.kept)),
     }
-    return files, Exported(name, cell_id, grade, chains, kept.sizes["draw"], thin)
+    kept = draws.kept.sizes["draw"]
+    return files, Exported(name, cell_id, grade, draws.chains, kept, draws.thin)
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """A cell's posterior draws (``post``, chains by draws) and those exported (``kept``:
+    every ``thin``-th draw of each chain)."""
+
+    post: xr.Dataset
+    kept: xr.Dataset
+    thin: int
+
+    @classmethod
+    def of(cls, dt: xr.DataTree, max_draws: int) -> _Draws:
+        """The draws of ``dt``, thinned to at most ``max_draws``, all chains together."""
+        post = dt["posterior"].to_dataset()
+        thin = max(1, math.ceil(post.sizes["chain"] * post.sizes["draw"] / max_draws))
+        return cls(post, post.isel(draw=slice(None, None, thin)), thin)
+
+    @property
+    def chains(self) -> int:
+        return self.post.sizes["chain"]
+
+    @property
+    def n_draws(self) -> int:
+        """Draws per chain before thinning."""
+        return self.post.sizes["draw"]
+
+    def variables(self) -> dict[str, dict[str, Any]]:
+        """Per variable its dims, shape and dtype past the chain and draw dimensions."""
+        return {
+            str(v): {"dims": list(da.dims[2:]), "shape": list(da.shape[2:]), "dtype": str(da.dtype)}
+            for v, da in self.kept.data_vars.items()
+        }
+
+
+def _diagnostics(dt: xr.DataTree, draws: _Draws, metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """posteriordb's diagnostics of the stored draws, those of every draw (per parameter
+    split R-hat, bulk and tail ESS; E-BFMI and divergences per chain) and the cell's
+    :data:`CELL_DIAGNOSTICS` (:func:`~zoo.references.pdb_checks.reference_diagnostics`)."""
+    summary = posterior_summary(dt)
+    stats = dt["sample_stats"].to_dataset() if "sample_stats" in dt else xr.Dataset()
+    div, energy = stats.get("diverging"), stats.get("energy")
+    return reference_diagnostics(
+        draws.kept,
+        {
+            "effective_sample_size_bulk": _floats(summary["ess_bulk"]),
+            "effective_sample_size_tail": _floats(summary["ess_tail"]),
+            "r_hat": _floats(summary["r_hat"]),
+        },
+        ndraws_sampled=draws.chains * draws.n_draws,
+        efmi_per_chain=None if energy is None else efmi(energy.values),
+        divergent=None if div is None else [int(n) for n in np.asarray(div.values).sum(axis=1)],
+        cell={k: _plain(metrics[k]) for k in CELL_DIAGNOSTICS if k in metrics},
+    )
+
+
+def _draws_info(
+    cell: Any,
+    rec: Mapping[str, Any],
+    dt: xr.DataTree,
+    draws: _Draws,
+    *,
+    name: str,
+    spec: Any,
+    spec_sha: str,
+    added: str | None,
+) -> dict[str, Any]:
+    """``reference_posteriors/draws/info/NAME.info.json``: how the draws were made, their
+    diagnostics and checks, the grade and the gates that kept it from the next one, the
+    variables, the provenance and the versions."""
+    metrics = rec["metrics"]
+    attrs = datatree_attrs(dt)
+    diagnostics = _diagnostics(dt, draws, metrics)
+    return {
+        "name": name,
+        "inference": {
+            "method": f"bnn_zoo_{cell.method.kind}",
+            "method_arguments": attrs.get("settings")
+            or cell.method.model_dump(mode="json", exclude_defaults=True),
+            "seed": cell.spec.seed,
+            "chains": draws.chains,
+            "draws_per_chain": draws.n_draws,
+            "thin": draws.thin,
+            "draws_per_chain_stored": draws.kept.sizes["draw"],
+        },
+        "diagnostics": diagnostics,
+        "checks_made": {
+            **posteriordb_checks(diagnostics),
+            "reference_grade": metrics["reference_grade"],
+            "kept_from_next_grade_by": _split(metrics.get("grade_failed")),
+            "stan_gates_failed": _split(metrics.get("gates_failed")),
+            "grade_gates": [g._asdict() for g in GATES],
+        },
+        "variables": draws.variables(),
+        "provenance": {
+            "spec_name": spec.name,
+            "spec_sha256": spec_sha,
+            "cell_id": cell.cell_id,
+            "config_hash": cell.cell_id.rsplit("_", 1)[-1],
+            "axes": rec.get("axes"),
+            "device": rec.get("device"),
+            "threads": rec.get("threads"),
+        },
+        "comments": COMMENTS,
+        "added_by": _ADDED_BY,
+        "added_date": added,
+        "versions": {
+            "bnn_zoo": attrs.get("inference_library_version"),
+            "arviz": draws.post.attrs.get("creation_library_version"),
+            "export_commit": _commit(),
+        },
+    }
+
+
+def _model_info(
+    cell: Any,
+    spec: Any,
+    metrics: Mapping[str, Any],
+    variables: Mapping[str, Mapping[str, Any]],
+    added: str | None,
+) -> dict[str, Any]:
+    """``models/info/CELL.info.json``: the cell's network (model, prior, likelihood, width,
+    parameter count and sites) and where its code (the resolved spec) lies."""
+    cell_id = cell.cell_id
+    return {
+        "name": cell_id,
+        "keywords": ["bnn", "bnn-zoo", cell.spec.model.kind, cell.method.kind],
+        "title": f"{cell.spec.model.kind} of cell {cell_id} of the spec {spec.name}",
+        "description": spec.description,
+        "urls": [],
+        "references": [],
+        **model_code_keys(f"{MODEL_CODE}/{cell_id}.yaml"),
+        "network": {
+            "model": cell.spec.model.model_dump(mode="json"),
+            "prior": cell.spec.prior.model_dump(mode="json"),
+            "likelihood": cell.spec.likelihood.model_dump(mode="json"),
+            "width": _plain(metrics.get("width")),
+            "n_params": int(sum(math.prod(v["shape"]) for v in variables.values())),
+            "sites": {k: {"shape": v["shape"], "dims": v["dims"]} for k, v in variables.items()},
+        },
+        "added_by": _ADDED_BY,
+        "added_date": added,
+    }
 
 
 def draws_text(post: xr.Dataset) -> str:

@@ -19,7 +19,7 @@ it (a run directory does not record the commit that computed it).
 
 Nothing is written through a symbolic link or outside ``out``: ``out`` must be new or an
 empty directory and not a link, and every file goes through
-:func:`zoo.run.store_links.inside` and an atomic write. Every file is built in memory
+:func:`zoo.execution.store_links.inside` and an atomic write. Every file is built in memory
 before the first is written, so bad input leaves ``out`` as it was; the files are written
 into a new directory beside ``out`` (``.NAME.*.partial``) renamed into place once whole,
 so a failed write (a full disk) leaves ``out`` as it was too, and a retry starts afresh.
@@ -37,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from reports.grade import GRADES
+from zoo.execution.netcdf import datatree_from_bytes
+from zoo.execution.rundir import CELLS, SPEC_FILE, RunDir
+from zoo.execution.store import write_bytes_atomic
+from zoo.execution.store_links import LinkedPath, inside
 from zoo.references.cell_files import Exported, cell_files
-from zoo.run.netcdf import datatree_from_bytes
-from zoo.run.rundir import CELLS, SPEC_FILE, RunDir
-from zoo.run.store import write_bytes_atomic
-from zoo.run.store_links import LinkedPath, inside
 
 __all__ = ["DEFAULT_MAX_DRAWS", "ExportError", "ExportResult", "Exported", "export_run"]
 
@@ -112,7 +112,7 @@ def export_run(
     run_dir : path
         A run directory (``zoo run --out``).
     spec : zoo.spec.Spec
-        The spec stored in it (``zoo.cli.run_plan.run_dir_spec`` checks it).
+        The spec stored in it (``zoo.execution.plan.run_dir_spec`` checks it).
     out : path
         The database directory to write: new, or an empty directory; not a link.
     max_draws : int, default 400
@@ -143,22 +143,11 @@ def export_run(
     skipped: list[str] = []
     graded_any = False
     for cell in spec.cells():
-        rec = run.record(cell.cell_id)
-        metrics = (rec or {}).get("metrics") if isinstance(rec, dict) else None
-        grade = metrics.get("reference_grade") if isinstance(metrics, dict) else None
-        if rec is None or rec.get("status") != "ok" or not grade:
-            if getattr(cell.method, "needs_samplable_model", False):  # a sampler's cell
-                why = "not finished (pending or running)" if rec is None else "it failed"
-                skipped.append(f"{cell.cell_id}: {why}")
+        found = _graded_record(run, run_dir, cell, skipped)
+        if found is None:
             continue
         graded_any = True
-        if grade not in GRADES:
-            raise ExportError(
-                f"{run_dir / CELLS / cell.cell_id}.json: metrics.reference_grade is "
-                f"{grade!r}, not a grade ({', '.join(GRADES)}); the record is damaged or "
-                "from another program: run the cell again (zoo run resumes it) or remove "
-                "the record"
-            )
+        rec, grade = found
         if GRADES.index(grade) > GRADES.index(min_grade):
             skipped.append(f"{cell.cell_id}: grade {grade}, below --min-grade {min_grade}")
             continue
@@ -182,6 +171,35 @@ def export_run(
             f"no sampled cell of {run_dir} could be exported:\n  " + "\n  ".join(skipped)
         )
     return ExportResult(out, tuple(done), tuple(skipped), _write(out, files))
+
+
+def _graded_record(
+    run: RunDir, run_dir: Path, cell: Any, skipped: list[str]
+) -> tuple[dict[str, Any], str] | None:
+    """A cell's stored record and reference grade; None for a cell without one (a sampler's
+    cell that is not finished or failed is listed in ``skipped``, with why).
+
+    Raises
+    ------
+    ExportError
+        The record's grade is not a grade (damaged, or written by another program).
+    """
+    rec = run.record(cell.cell_id)
+    metrics = (rec or {}).get("metrics") if isinstance(rec, dict) else None
+    grade = metrics.get("reference_grade") if isinstance(metrics, dict) else None
+    if rec is None or rec.get("status") != "ok" or not grade:
+        if getattr(cell.method, "needs_samplable_model", False):  # a sampler's cell
+            why = "not finished (pending or running)" if rec is None else "it failed"
+            skipped.append(f"{cell.cell_id}: {why}")
+        return None
+    if grade not in GRADES:
+        raise ExportError(
+            f"{run_dir / CELLS / cell.cell_id}.json: metrics.reference_grade is "
+            f"{grade!r}, not a grade ({', '.join(GRADES)}); the record is damaged or "
+            "from another program: run the cell again (zoo run resumes it) or remove "
+            "the record"
+        )
+    return rec, grade
 
 
 def _write(out: Path, files: Mapping[str, bytes]) -> int:

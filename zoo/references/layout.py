@@ -145,7 +145,7 @@ def read_json(data: bytes) -> Any:
 def encode_attrs(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """DataTree attributes that netCDF can store: text and numbers as they are, any other
     value as JSON text named in ``json_attrs`` (the convention of the zoo's cell files,
-    read by :func:`decode_attrs` and :func:`zoo.run.arviz_io.datatree_attrs`)."""
+    read by :func:`decode_attrs` and :func:`zoo.execution.arviz_io.datatree_attrs`)."""
     out: dict[str, Any] = {}
     encoded = []
     for key, value in attrs.items():

@@ -38,6 +38,7 @@ import numpy as np
 import xarray as xr
 
 from reports.draws import param_labels
+from zoo.execution.store_links import LinkedPath, inside
 from zoo.references.layout import (
     DATA_INFO,
     DRAWS,
@@ -50,7 +51,6 @@ from zoo.references.layout import (
     read_json,
     read_json_zip,
 )
-from zoo.run.store_links import LinkedPath, inside
 from zoo.spec.errors import did_you_mean
 
 __all__ = [

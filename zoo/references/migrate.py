@@ -22,12 +22,12 @@ import os
 import sys
 from pathlib import Path
 
+from zoo.execution.store import write_bytes_atomic
+from zoo.execution.store_links import inside
 from zoo.references.cell_files import COMMENTS, draws_text, json_bytes, model_code_keys
 from zoo.references.layout import DRAWS, DRAWS_INFO, MODEL_INFO, POSTERIORS, json_zip
 from zoo.references.load import _read, _root, load, names, shipped_dir
 from zoo.references.pdb_checks import posteriordb_checks, reference_diagnostics
-from zoo.run.store import write_bytes_atomic
-from zoo.run.store_links import inside
 
 __all__ = ["NO_ENERGY", "main", "migrate"]
 

@@ -81,27 +81,7 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     """
     p = Path(path)
     fname = str(path)
-    try:
-        if not p.exists():
-            raise SpecError(
-                [f"{fname}: no such file; `zoo list` shows the specs shipped in specs/"]
-            )
-        if p.is_dir():
-            raise SpecError([f"{fname}: is a directory; give the path of a YAML spec file"])
-        if not p.is_file():  # a device or a pipe: reading it might never end
-            raise SpecError([f"{fname}: not a regular file; give the path of a YAML spec file"])
-        if p.stat().st_size > MAX_BYTES:
-            raise SpecError(
-                [f"{fname}: {p.stat().st_size} bytes; a spec file is at most {MAX_BYTES} bytes"]
-            )
-        raw = p.read_bytes()
-    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
-        why = getattr(e, "strerror", None) or one_line(e)
-        raise SpecError([f"{fname}: cannot read the file ({why})"]) from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SpecError([f"{fname}:1:1: not a text file; a spec is a YAML file"]) from None
+    text = _read_text(p, fname)
     parsed = parse_overrides(overrides)
     root, data = read_yaml(text, fname)
     if not isinstance(data, dict):
@@ -137,6 +117,37 @@ def load_spec(path: str | Path, overrides: Iterable[str] = ()) -> Spec:
     if errors:
         raise SpecError(errors)
     return spec
+
+
+def _read_text(p: Path, fname: str) -> str:
+    """The text of a spec file: a regular file of at most :data:`MAX_BYTES` bytes, UTF-8.
+
+    Raises
+    ------
+    SpecError
+        No such file, a directory or a device, too large, unreadable, or not text.
+    """
+    try:
+        if not p.exists():
+            raise SpecError(
+                [f"{fname}: no such file; `zoo list` shows the specs shipped in specs/"]
+            )
+        if p.is_dir():
+            raise SpecError([f"{fname}: is a directory; give the path of a YAML spec file"])
+        if not p.is_file():  # a device or a pipe: reading it might never end
+            raise SpecError([f"{fname}: not a regular file; give the path of a YAML spec file"])
+        if p.stat().st_size > MAX_BYTES:
+            raise SpecError(
+                [f"{fname}: {p.stat().st_size} bytes; a spec file is at most {MAX_BYTES} bytes"]
+            )
+        raw = p.read_bytes()
+    except (OSError, ValueError) as e:  # ValueError: a NUL in the path
+        why = getattr(e, "strerror", None) or one_line(e)
+        raise SpecError([f"{fname}: cannot read the file ({why})"]) from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError([f"{fname}:1:1: not a text file; a spec is a YAML file"]) from None
 
 
 def _sweep_axes(sweep: Any, rep: Reporter) -> list[str]:

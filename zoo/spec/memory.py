@@ -4,7 +4,7 @@ A cell whose arrays cannot be allocated used to pass validation and fail only wh
 there (ChEES at width 100,000 asked for 16 TB after 9 s; test-set predictions of 2.4 GB and
 training log-likelihoods of 8 GB after minutes). :func:`estimate` adds the largest arrays a
 cell holds at once; ``zoo validate`` and ``zoo run`` refuse a cell past the machine's
-memory and warn past :data:`WARN_FRACTION` of it (``zoo.cli.checks``).
+memory and warn past :data:`WARN_FRACTION` of it (``zoo.execution.preflight``).
 
 The formula, in bytes, with :math:`D` the network's weights and biases, :math:`s` the bytes
 of the runtime's dtype (4 or 8), :math:`N, T` the training and test points, :math:`K` the

@@ -11,7 +11,7 @@ A spec with ``tune`` (:class:`~zoo.spec.sections.tune.TuneSpec`) has two kinds o
   method's cells get the chosen grid values written into their configuration and a
   ``tuned.<path>`` axis each (:func:`tuned_cell`), so their ids name the values.
 
-Which values are chosen is the run's business (:mod:`zoo.run.tune` reads the stored
+Which values are chosen is the run's business (:mod:`zoo.execution.tune` reads the stored
 tuning cells); this module only makes cells. No torch import here.
 """
 

@@ -8,7 +8,7 @@ in :mod:`zoo.spec.sections.studies`, a folder here with its probe and report sec
 one entry below (``tests/zoo/studies/test_studies_conformance.py`` fails until it is there).
 
 Dependency rule: studies import :mod:`zoo.spec`, :mod:`zoo.data`, :mod:`zoo.models`,
-:mod:`zoo.inference`, :mod:`zoo.runtime` and :mod:`reports`, never :mod:`zoo.run`.
+:mod:`zoo.inference`, :mod:`zoo.runtime` and :mod:`reports`, never :mod:`zoo.execution`.
 """
 
 from collections.abc import Callable

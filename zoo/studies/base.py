@@ -72,7 +72,7 @@ class Probe(Protocol):
 
 
 class ArtifactReader(Protocol):
-    """Read access to a run directory's cell artifacts (:class:`zoo.run.store.RunDir` has it)."""
+    """Read access to a run directory's cell artifacts (:class:`zoo.execution.store.RunDir` has it)."""
 
     def read_artifact(self, cell_id: str, suffix: str) -> bytes | None:
         """The bytes of ``cells/<cell_id><suffix>``, or None if there is no such file."""

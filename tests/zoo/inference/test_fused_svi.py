@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from guides import AutoFixedVarianceNormal, AutoKTiedNormal, AutoMatrixNormal, AutoMeanField
+from zoo.execution.cell import run_cell
+from zoo.execution.netcdf import datatree_from_bytes
 from zoo.inference import Hooks
 from zoo.inference import svi as svi_module
 from zoo.inference.fused_svi import fused_step_applies
 from zoo.inference.svi import fit_svi
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
-from zoo.run.cell import run_cell
-from zoo.run.netcdf import datatree_from_bytes
 from zoo.runtime import Runtime
 from zoo.spec import load_spec
 from zoo.spec.sections.inference import SVIMethod

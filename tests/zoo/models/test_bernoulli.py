@@ -10,10 +10,10 @@ import torch.nn.functional as F
 import zoo.data
 import zoo.models
 from tests import specs
+from zoo.execution.cell import run_cell
+from zoo.execution.evaluate import predictive_probs
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models import BernoulliLikelihood
-from zoo.run.cell import run_cell
-from zoo.run.evaluate import predictive_probs
 from zoo.runtime import Runtime
 from zoo.spec import SpecError
 

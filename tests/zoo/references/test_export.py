@@ -24,9 +24,9 @@ import xarray as xr
 import zoo.references
 from tests import specs
 from zoo.cli import export_args, main
+from zoo.execution.netcdf import load_datatree
 from zoo.references import export as export_mod
 from zoo.references.layout import json_array, read_array, read_json_zip
-from zoo.run.netcdf import load_datatree
 from zoo.spec import load_spec
 
 SPEC = specs.spec(

@@ -9,8 +9,8 @@ import pytest
 from tests import specs
 from tests.conftest import SPECS
 from zoo.cli import main
-from zoo.cli.checks import check_widths
-from zoo.cli.common import UsageError
+from zoo.execution.preflight import check_widths
+from zoo.execution.usage import UsageError
 from zoo.spec import load_spec
 from zoo.spec.memory import DataShape, estimate
 

@@ -15,9 +15,9 @@ import torch
 import guides
 import zoo.inference.svi as zsvi
 from tests import specs
+from zoo.execution.cell import run_cell
 from zoo.inference import NO_HOOKS, Hooks, fit
 from zoo.inference.svi import kl_weight_at
-from zoo.run.cell import run_cell
 from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
 from zoo.studies.ktied.probe import (
@@ -82,7 +82,7 @@ def _fit(ctx, hooks: Hooks = NO_HOOKS):
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """Both cells of SPEC run once through the runner (report included)."""
-    from zoo.run.runner import run_spec
+    from zoo.execution.runner import run_spec
 
     tmp = tmp_path_factory.mktemp("ktied")
     run_spec(specs.load(tmp, SPEC), tmp / "run", workers=1, progress=False, log=lambda m: None)

@@ -18,7 +18,7 @@ from reports.laplace import axis_effects
 from tests import specs
 from zoo.cli import main
 from zoo.data import Dataset
-from zoo.run.runner import run_spec
+from zoo.execution.runner import run_spec
 from zoo.spec.sections.likelihoods import GaussianLikelihood
 from zoo.spec.sections.models import MLPModel
 from zoo.spec.sections.priors import NormalPrior

@@ -10,9 +10,9 @@ import pytest
 
 from reports.predictive import predictive_tv
 from tests import specs
+from zoo.execution.runner import run_spec
 from zoo.inference.base import Fit
 from zoo.inference.sampling import SampledPosterior
-from zoo.run.runner import run_spec
 from zoo.spec.sections.studies import PredictiveStudy
 from zoo.studies.predictive.probe import PredictiveProbe, log_predictive, ood_inputs
 

@@ -14,11 +14,11 @@ from reports.draws import flatten_sites
 from reports.gaussian import fit_gaussian, kl_sampling_bias
 from reports.kl_reference import mean_ess, pooled_n, squares_ess_from_moments
 from tests import specs
+from zoo.execution.cell import run_cell
 from zoo.inference.base import Fit
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.streaming import StreamingMoments
 from zoo.inference.sampling import SampledPosterior
-from zoo.run.cell import run_cell
 from zoo.runtime import Runtime
 from zoo.spec.sections.studies import GaussianFitSpec
 

@@ -16,9 +16,9 @@ from tests import specs
 from tests.conftest import SPECS
 from zoo.cli import main
 from zoo.data.teacher import teacher_params
+from zoo.execution.cell import run_cell
+from zoo.execution.store import RunDir
 from zoo.inference import NO_HOOKS, Hooks, fit
-from zoo.run.cell import run_cell
-from zoo.run.store import RunDir
 from zoo.runtime import Runtime
 from zoo.spec.load import load_spec
 from zoo.studies.pruning.nulls import functional_nulls, prior_draws, shuffled_units_eff

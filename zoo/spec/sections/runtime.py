@@ -1,7 +1,7 @@
 """The ``runtime`` section of a spec: where and in which precision the cells compute.
 
 ``device`` is ``cpu``, ``cuda`` or ``cuda:N``; whether CUDA is there is checked when a run
-starts (:class:`zoo.run.runtime.Runtime`), not here, so a spec for a GPU machine validates
+starts (:class:`zoo.execution.runtime.Runtime`), not here, so a spec for a GPU machine validates
 anywhere. ``zoo run --device`` overrides it. No torch import here.
 """
 

@@ -6,7 +6,7 @@ small grid is searched instead of their Bayesian optimization: for each tuned me
 each grid combination, a *tuning cell* fits the method at the ``at`` sweep values with
 ``validation_fraction`` of the training part held out, and scores it on that held-out part
 (never on the test part). The main cells of the method then run with the grid values of
-the best score (:mod:`zoo.spec.tuning` makes the cells, :mod:`zoo.run.tune` chooses).
+the best score (:mod:`zoo.spec.tuning` makes the cells, :mod:`zoo.execution.tune` chooses).
 No torch import here.
 """
 

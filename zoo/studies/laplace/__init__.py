@@ -20,7 +20,7 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "laplace_grad_norm": ("gradient norm at the refined mode", None),
     "laplace_refine_iters": ("L-BFGS refinement iterations", None),
     "laplace_refine_shift": ("distance the refinement moved the mode", "parameter units"),
-    # a wall-clock time: in the cell's record, never in results.csv (zoo.run.report.is_timing)
+    # a wall-clock time: in the cell's record, never in results.csv (zoo.execution.report.is_timing)
     "laplace_seconds": ("time to refine the mode and compute its curvature", "s"),
 }
 #: Text columns (which curvature; why a cell was skipped): no number to tabulate.

@@ -20,7 +20,7 @@ curvature ``H`` there (exact Hessian or generalized Gauss-Newton,
 - ``laplace_min_eig`` (smallest eigenvalue of ``H``), ``laplace_grad_norm`` (the gradient
   norm at the mode), ``laplace_refine_iters`` and ``laplace_refine_shift`` (how far L-BFGS
   moved the point), ``laplace_curvature``; and ``laplace_seconds``, a wall-clock time that
-  stays in the cell's record, out of results.csv (:func:`zoo.run.report.is_timing`).
+  stays in the cell's record, out of results.csv (:func:`zoo.execution.report.is_timing`).
 
 With ``save_precision``, H itself is stored as the cell artifact
 ``.laplace_precision.npy`` (:data:`PRECISION_ARTIFACT`): the target of the Gaussian ground

@@ -26,7 +26,7 @@ __all__ = ["SimulationStore", "run_simulation"]
 
 
 class SimulationStore(Protocol):
-    """The writer of a run directory that a simulation needs (:class:`zoo.run.store.RunStore`)."""
+    """The writer of a run directory that a simulation needs (:class:`zoo.execution.store.RunStore`)."""
 
     def prepare(self) -> None: ...
 

@@ -10,6 +10,7 @@ import xarray as xr
 from torch import nn
 
 from tests import specs
+from zoo.execution.cell import run_cell
 from zoo.inference.mcmc.functional import (
     CPU_CHUNK,
     ModulePotential,
@@ -26,7 +27,6 @@ from zoo.models.likelihoods import (
 )
 from zoo.models.mlp import BayesianMLP
 from zoo.models.priors import he_prior
-from zoo.run.cell import run_cell
 from zoo.runtime import Runtime
 
 LIKELIHOODS = {

@@ -16,12 +16,12 @@ import pytest
 import torch
 from arviz_stats.base import array_stats
 
+from zoo.execution.arviz_io import SAMPLE_STATS
 from zoo.inference.mcmc import samplers
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.models.likelihoods import CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 from zoo.models.priors import he_prior, normal_prior
-from zoo.run.arviz_io import SAMPLE_STATS
 from zoo.spec.sections.samplers import HMCMethod, NUTSMethod
 
 
