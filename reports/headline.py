@@ -71,7 +71,7 @@ def headline(
     str or None
         None when the metric has no finite mean and no failed cell was left out of one.
     """
-    mean_col, sem_col = f"{metric}_mean", f"{metric}_ci95"
+    mean_col = f"{metric}_mean"
     if summary.empty or mean_col not in summary.columns or x not in summary.columns:
         return None
     finite = np.isfinite(summary[mean_col].astype(float))
@@ -87,22 +87,11 @@ def headline(
         )
     axis = x_axis(data[x])
     _, groups = line_groups(data, summary, x, None if hue == x else hue)
-    word = axis_word(x)
-    parts, stated = [], False
-    for label, _, whole in groups[:max_groups]:
-        whole = whole.assign(_x=axis.positions(whole[x])).sort_values("_x")
-        sub, held = _supported(whole, use, x, word)
-        who = f"of {label} " if label else ""
-        if sub.empty:
-            parts.append(f"{who}not stated: {held}")
-            continue
-        stated = True
-        claim = _claim(sub, mean_col, sem_col, x, word, axis.categorical)
-        if axis.categorical:
-            claim = f"{label}: {claim}" if label else claim
-        else:
-            claim = who + claim
-        parts.append(claim + _grades(sub, use, _left_out(whole)) + (f" ({held})" if held else ""))
+    parts = [
+        _line_claim(label, whole, axis, metric, x, use) for label, _, whole in groups[:max_groups]
+    ]
+    stated = any(ok for _, ok in parts)
+    parts = [p for p, _ in parts]
     more = len(groups) - max_groups
     text = "; ".join(parts) + (f"; and {more} more {plural('line', more)}" if more > 0 else "")
     if gone:
@@ -169,3 +158,20 @@ def _grades(sub: pd.DataFrame, use: str, left_out: int) -> str:
         [f"{k} failed {plural('cell', k)} left out"] if k else []
     )
     return f" [{'; '.join(said)}]" if said else ""
+
+
+def _line_claim(label: str, whole: pd.DataFrame, axis, metric: str, x: str, use: str):
+    """One line's part of the headline and whether it states a value: its claim along ``x``
+    with its grades, or why its cells cannot carry ``metric`` (``use``'s grade not met)."""
+    word = axis_word(x)
+    whole = whole.assign(_x=axis.positions(whole[x])).sort_values("_x")
+    sub, held = _supported(whole, use, x, word)
+    who = f"of {label} " if label else ""
+    if sub.empty:
+        return f"{who}not stated: {held}", False
+    claim = _claim(sub, f"{metric}_mean", f"{metric}_ci95", x, word, axis.categorical)
+    if axis.categorical:
+        claim = f"{label}: {claim}" if label else claim
+    else:
+        claim = who + claim
+    return claim + _grades(sub, use, _left_out(whole)) + (f" ({held})" if held else ""), True
