@@ -27,6 +27,7 @@ FLOORS = {
     "ess": 1,
     "thinning": 1,
     "resume": 1,
+    "gig": 1,
     "kernel": 2,
     "batched": 2,
     "chees": 2,
