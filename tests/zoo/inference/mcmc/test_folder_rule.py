@@ -33,6 +33,7 @@ FLOORS = {
     "chees": 2,
     "mclmc": 2,
     "mams": 2,
+    "symmetry": 2,
     "window_adaptation": 3,
     "chees_adaptation": 3,
     "step_size": 3,
