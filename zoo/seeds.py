@@ -67,6 +67,8 @@ class Stream(IntEnum):
     UNIT_ALIGNMENT = 453
     #: AR(1) chains that calibrate the price of mean field's KL bias.
     KL_CALIBRATION = 454
+    #: The exact moves along the hidden units' symmetries of a sampler (``symmetry_moves``).
+    SYMMETRY_MOVES = 455
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

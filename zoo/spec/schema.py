@@ -252,6 +252,7 @@ class Spec(Section):
                         f"{' or '.join(sorted(others))}, or another model",
                     )
                 )
+            out += self._symmetry_problems(i, m)
             g = getattr(m, "guide", None)
             if g is not None and g.init_loc == "teacher" and not self.data.has_teacher:
                 out.append(
@@ -282,6 +283,28 @@ class Spec(Section):
                 )
             )
         return out
+
+    def _symmetry_problems(self, i: int, method: Any) -> list[tuple[str, str]]:
+        """A sampler's ``symmetry_moves`` that the network's hidden units do not have."""
+        moves = getattr(method, "symmetry_moves", "off")
+        if moves == "off":
+            return []
+        have = self.model.symmetries
+        if have and (moves == "auto" or moves in have):
+            return []
+        what = f"a {self.model.kind} network"
+        units = getattr(self.model, "activation", None)  # an MLP's
+        if units is not None:
+            what += f" of depth {self.model.depth} with {units} units"
+        fix = "set symmetry_moves: auto or off" if have else "set symmetry_moves: off"
+        return [
+            (
+                f"inference[{i}].symmetry_moves",
+                f"{moves!r} needs hidden units with that symmetry; {what} has "
+                f"{' and '.join(have) or 'none'} (rescale: relu, leaky_relu, linear; sign: tanh, "
+                f"linear); {fix}",
+            )
+        ]
 
     def _study_problems(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []

@@ -9,12 +9,14 @@ One concept per module, in floors; a module imports only from the floors below i
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
    result), :mod:`~.thinning` (the kept draws), :mod:`~.resume` (the loop's state, what a
    checkpoint saves of a run and how it resumes), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
-   chain's effective sample size, weighted moments).
+   chain's effective sample size, weighted moments), :mod:`~.gig` (exact generalised inverse
+   Gaussian draws).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
    (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C
    chains), :mod:`~.chees` (ChEES-HMC's jittered transition), :mod:`~.mclmc` (the isokinetic
-   integrator and MCLMC's transition), :mod:`~.mams` (adjusted MCLMC's); a kernel may use the
-   reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``), the batched point
+   integrator and MCLMC's transition), :mod:`~.mams` (adjusted MCLMC's), :mod:`~.symmetry`
+   (exact Gibbs moves along an MLP's weight-space symmetries, which the loop takes after any
+   kernel's transition); a kernel may use the reference's divergence threshold (``kernel.MAX_ENERGY_ERROR``), the batched point
    and metric types (``batched.BatchPoint``, ``BatchMetric``) and the isokinetic integrator
    (``mclmc``).
 3. **Adaptations** as ``(init, update, final)`` over a NamedTuple state, which import no

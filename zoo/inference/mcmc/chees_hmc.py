@@ -141,6 +141,10 @@ class ChEESProgram:
             zero = torch.zeros((), dtype=torch.float64, device=device)
             self.centre = (z[0].to(torch.float64), zero)
 
+    def reposition(self, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor) -> None:
+        """Go on from ``z`` (potentials ``u``, gradients ``g``): a move between transitions."""
+        self.z, self.u, self.g = z, u.to(torch.float64), g
+
     def _transition(self, jitter: float, log_traj: float, log_eps: float, eps: float):
         z = self.z
         n = num_steps(jitter, log_traj, log_eps, self.max_leapfrog)

@@ -17,6 +17,10 @@ nothing of them). :func:`sample` owns what every sampler shares:
   :data:`EXTEND_EVERY`, ``until(drawn, kept)`` is asked (``drawn`` draws per chain so far,
   ``kept`` the flat kept draws ``(C, k, D)`` as a NumPy view); sampling stops when it
   returns true or at ``max_draws``;
+- with a ``move`` (e.g. :class:`~zoo.inference.mcmc.symmetry.SymmetryMove`), a Gibbs step
+  in the position after every transition, warm-up included: the moved chains, their
+  potential and gradient evaluated once more, go back to the program
+  (``program.reposition(z, u, g)``), whose momentum and adaptation it does not touch;
 - the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted`;
 - the loop's own state, one typed object (:class:`LoopState`: where the chains are, the
   counters, the seconds);
@@ -51,6 +55,8 @@ from zoo.runtime import Runtime
 __all__ = [
     "EXTEND_EVERY",
     "LoopState",
+    "MOVE_KEY",
+    "Move",
     "Program",
     "Step",
     "Thinned",
@@ -115,6 +121,9 @@ class Program(Protocol):
     def draw(self, j: int) -> Step:
         """Post-warm-up transition ``j`` (from 0) with the adapted parameters."""
 
+    # A program that can take a move between its transitions (``sample(move=...)``) also has
+    # ``reposition(z, u, g)``: go on from the chains ``z`` (C, D), potentials ``u`` (C,)
+    # and gradients ``g`` (C, D) instead of where its last transition left them.
     # A program that a checkpoint can save also has ``not_state``: the names of its
     # attributes that are not state (the potential, functions, data made from arguments);
     # every other attribute is saved and restored as it is, and then its ``restored()``,
@@ -198,6 +207,48 @@ def check_step_sizes(label: str, eps: np.ndarray, target_accept: float, warmup: 
             )
 
 
+class Move(Protocol):
+    """A Gibbs step in the position of ``C`` chains that leaves the target invariant."""
+
+    label: str
+    """Its name (a checkpoint of another move does not resume)."""
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        """The moved chains, a new ``(C, D)`` tensor."""
+
+
+#: The key of the move in a checkpoint's ``carry`` and fingerprint.
+MOVE_KEY = "symmetry_moves"
+
+
+def _carry_move(program: Any, move: Move | None, carry: dict, fp: dict) -> None:
+    """Check that ``program`` can take ``move``; save the move's state with the loop's and
+    name it in the fingerprint (nothing without a move)."""
+    if move is None:
+        return
+    if not hasattr(program, "reposition"):
+        raise ValueError(f"{program.label}: the program cannot take a move (no reposition)")
+    carry[MOVE_KEY] = move
+    fp[MOVE_KEY] = move.label
+
+
+def _moved(program: Any, pot: FlatPotential, move: Move | None, st: Step) -> Step:
+    """``move`` after the transition ``st`` (``st`` itself without one): the program goes on
+    from the moved chains, at their potential and gradient; the step's position and ``lp``
+    are the moved ones."""
+    if move is None:
+        return st
+    z = move(st.z)
+    u, g = pot.value_and_grad_batch(z)
+    program.reposition(z, u, g)
+    stats = st.stats
+
+    def moved_stats() -> dict[str, np.ndarray]:
+        return {**stats(), "lp": -u.cpu().numpy()}
+
+    return st._replace(z=z, stats=moved_stats)
+
+
 def sample(
     program: Program,
     pot: FlatPotential,
@@ -215,6 +266,7 @@ def sample(
     threads: int | None = None,
     checkpoint: CheckpointChannel | None = None,
     carry: Mapping[str, Any] | None = None,
+    move: Move | None = None,
 ) -> MCMCResult:
     """Warm up ``chains`` chains of ``program`` on ``pot``, then draw (module docstring).
 
@@ -245,6 +297,9 @@ def sample(
     carry : dict, optional
         Objects whose state goes with the loop's (e.g. ``on_draw``'s streamed moments):
         their attributes are saved and restored with the program's.
+    move : Move, optional
+        A Gibbs step in the position after every transition (module docstring); saved with
+        the state as a ``carry`` object. The program needs ``reposition``.
     """
     label = program.label
     check_arguments(label, warmup, draws, chains, target_accept)
@@ -260,6 +315,7 @@ def sample(
     ls = LoopState()
     carry = dict(carry or {})
     fp = fingerprint(program, pot, chains, warmup, cap, buf.z.shape[1])
+    _carry_move(program, move, carry, fp)
     bar = (
         progress_bar(warmup + cap, f"{label} {chains} chains", unit="draw", warmup=warmup)
         if progress
@@ -292,7 +348,7 @@ def sample(
                     bar.update(ls.warmup_next + ls.draw_next)
             t_first, j_first = ls.warmup_next, ls.draw_next
             for t in range(t_first, warmup):
-                st = program.warmup(t)
+                st = _moved(program, pot, move, program.warmup(t))
                 ls.warm_div += int(st.divergences)
                 if bar is not None:
                     bar.update(1)
@@ -307,7 +363,7 @@ def sample(
                 ls.t_warm = ls.seconds + time.perf_counter() - t0
             check_step_sizes(label, adapted.step_size, target_accept, warmup)
             for j in range(j_first, cap):
-                st = program.draw(j)
+                st = _moved(program, pot, move, program.draw(j))
                 if on_draw is not None:
                     on_draw(st.z)
                 ls.div_total = ls.div_total + st.divergences

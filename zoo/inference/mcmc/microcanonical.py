@@ -132,6 +132,11 @@ class MCLMCProgram:
         self.sums = (torch.zeros(c, 1, **f64), torch.zeros(c, d, **f64), torch.zeros(c, d, **f64))
         self.trace: list[torch.Tensor] = []
 
+    def reposition(self, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor) -> None:
+        """Go on from ``z`` (potentials ``u``, gradients ``g``) with the momenta as they are:
+        a move of the position between transitions."""
+        self.state = self.state._replace(z=z, potential=u.to(torch.float64), g=g)
+
     def _reset_predictor(self) -> None:
         self.predictor = predictor_init(self.eps.shape[0], self.eps.device)
 
@@ -275,6 +280,10 @@ class MAMSProgram:
         f64 = dict(dtype=torch.float64, device=z.device)
         self.sums = (torch.zeros(c, 1, **f64), torch.zeros(c, d, **f64), torch.zeros(c, d, **f64))
         self.trace: list[torch.Tensor] = []
+
+    def reposition(self, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor) -> None:
+        """Go on from ``z`` (potentials ``u``, gradients ``g``): a move between transitions."""
+        self.state = self.state._replace(z=z, potential=u.to(torch.float64), g=g)
 
     def _transition(self) -> tuple[np.ndarray, MAMSInfo]:
         z = self.state.z

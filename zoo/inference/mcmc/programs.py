@@ -30,6 +30,7 @@ from zoo.inference.mcmc.microcanonical import MAMSProgram, MCLMCProgram
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.sequential import run_sequential
+from zoo.inference.mcmc.symmetry import symmetry_move
 from zoo.inference.mcmc.windowed import Transition, WindowedProgram
 
 __all__ = [
@@ -237,9 +238,17 @@ def run_method(
     (:func:`~zoo.inference.mcmc.loop.sample`). NUTS and HMC without ``vectorize_chains`` (or
     with one chain) take the one-chain Pyro path, which saves no checkpoint (it starts over)
     and has no stopping rule. ``program``: one built with settings beyond the section's
-    (:func:`chees_program`'s experiments); None: :func:`program_for`'s.
+    (:func:`chees_program`'s experiments); None: :func:`program_for`'s. The section's
+    ``symmetry_moves`` (not ``off``) adds the exact moves of
+    :func:`~zoo.inference.mcmc.symmetry.symmetry_move` after every transition.
     """
     if _one_chain_path(method):
+        if method.symmetry_moves != "off":
+            raise ValueError(
+                f"{method.kind}: symmetry_moves: {method.symmetry_moves} runs in the batched "
+                f"loop; it needs vectorize_chains=True and chains >= 2, got "
+                f"{method.vectorize_chains} and {method.chains}"
+            )
         if until is not None:
             raise ValueError(
                 f"{method.kind}: a stopping rule (until=) extends all chains together; it "
@@ -263,4 +272,5 @@ def run_method(
         threads=threads,
         checkpoint=checkpoint,
         carry=carry,
+        move=symmetry_move(method.symmetry_moves, potential, seed),
     )

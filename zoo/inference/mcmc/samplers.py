@@ -64,6 +64,8 @@ class _Settings:
     """A sampler's settings given as keywords (code without a spec): the fields
     :func:`program_for` reads."""
 
+    symmetry_moves: str = default_of(ChEESMethod, "symmetry_moves")
+
     def __init__(self, kind: str, **fields: Any) -> None:
         self.kind = kind
         self.__dict__.update(fields)

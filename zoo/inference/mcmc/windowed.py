@@ -156,3 +156,7 @@ class WindowedProgram:
 
     def draw(self, j: int) -> Step:
         return self._step()
+
+    def reposition(self, z: torch.Tensor, u: torch.Tensor, g: torch.Tensor) -> None:
+        """Go on from ``z`` (potentials ``u``, gradients ``g``): a move between transitions."""
+        self.z, self.u, self.g = z, u, g

@@ -1,7 +1,8 @@
 """The ``model`` section of a spec: network families (``mlp``, ``lenet``).
 
 A network section declares ``samplable`` (whether the samplers of :mod:`zoo.inference.mcmc`
-can run on it) and ``linear`` (no nonlinearity: the product matrix exists). The weight prior
+can run on it), ``linear`` (no nonlinearity: the product matrix exists) and ``symmetries``
+(the exact moves a sampler's ``symmetry_moves`` can take along its hidden units). The weight prior
 and the likelihood are sections of their own (:mod:`zoo.spec.sections.priors`,
 :mod:`zoo.spec.sections.likelihoods`). No torch import here.
 """
@@ -16,7 +17,24 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from zoo.spec.base import Section
 from zoo.spec.sections.bounds import MAX_DEPTH, MAX_PARAMS, MAX_WIDTH, Real
 
-__all__ = ["LeNetModel", "MLPModel", "ModelSpec", "mlp_num_params", "width_from_budget"]
+__all__ = [
+    "UNIT_SYMMETRIES",
+    "LeNetModel",
+    "MLPModel",
+    "ModelSpec",
+    "mlp_num_params",
+    "width_from_budget",
+]
+
+#: The weight-space symmetries of a hidden unit of each MLP activation that leave the
+#: network's function unchanged: ``rescale`` (positively homogeneous: relu, leaky relu,
+#: linear) and ``sign`` (odd: tanh, linear); what a sampler's ``symmetry_moves: auto`` takes.
+UNIT_SYMMETRIES: dict[str, tuple[str, ...]] = {
+    "relu": ("rescale",),
+    "leaky_relu": ("rescale",),
+    "tanh": ("sign",),
+    "linear": ("rescale", "sign"),
+}
 
 
 def mlp_num_params(in_dim: int, out_dim: int, depth: int, width: int) -> int:
@@ -178,6 +196,11 @@ class MLPModel(Section):
         """No nonlinearity between the layers: the network is a product of matrices."""
         return self.activation == "linear"
 
+    @property
+    def symmetries(self) -> tuple[str, ...]:
+        """Its hidden units' symmetries (:data:`UNIT_SYMMETRIES`; none at depth 0)."""
+        return UNIT_SYMMETRIES[self.activation] if self.depth > 0 else ()
+
 
 class LeNetModel(Section):
     """LeNet-style CNN: 3x3 convolutions (ReLU, 2x2 max-pool), a dense layer, the output.
@@ -188,6 +211,8 @@ class LeNetModel(Section):
 
     samplable: ClassVar[bool] = True  # through torch.func (zoo.inference.mcmc.functional)
     linear: ClassVar[bool] = False
+    #: No symmetry move covers convolutions (symmetry_moves: off).
+    symmetries: ClassVar[tuple[str, ...]] = ()
 
     kind: Literal["lenet"] = Field(description="Model kind.")
     channels: int = Field(

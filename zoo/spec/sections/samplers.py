@@ -23,7 +23,6 @@ from typing import Any, ClassVar, Literal, NamedTuple
 
 from pydantic import Field, model_validator
 
-from zoo.spec.base import Section
 from zoo.spec.sections.bounds import (
     MAX_CHAINS,
     MAX_CHEES_CHAINS,
@@ -33,6 +32,7 @@ from zoo.spec.sections.bounds import (
     METHOD_NAME,
     Real,
 )
+from zoo.spec.sections.symmetry import SymmetryMoves
 
 __all__ = ["ChEESMethod", "ChainPlan", "HMCMethod", "MAMSMethod", "MCLMCMethod", "NUTSMethod"]
 
@@ -58,7 +58,7 @@ class ChainPlan(NamedTuple):
     cell_threads: bool = False
 
 
-class _Sampler(Section):
+class _Sampler(SymmetryMoves):
     family: ClassVar[str] = "sampler"
     starts_samplers: ClassVar[bool] = False
     needs_samplable_model: ClassVar[bool] = True
