@@ -43,7 +43,7 @@ from zoo.inference.mcmc.programs import (
 )
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.windowed import WindowedProgram
-from zoo.spec.sections.samplers import ChEESMethod, MAMSMethod, MCLMCMethod
+from zoo.spec.sections.samplers import ChEESMethod, MAMSMethod, MCLMCMethod, mass_matrix_problem
 
 __all__ = [
     "BATCHED",
@@ -134,11 +134,10 @@ def _per_chain(
 ) -> MCMCResult:
     """NUTS or HMC of keyword ``settings`` through :func:`run_method`, after the checks of
     the keywords a section's validation makes."""
-    if vectorize_chains and mass_matrix != "diag":
-        raise ValueError(
-            f"{kind}: vectorize_chains=True supports only mass_matrix='diag', got "
-            f"mass_matrix={mass_matrix!r}; use mass_matrix='diag' or vectorize_chains=False"
-        )
+    problem = mass_matrix_problem(mass_matrix, vectorize_chains, settings["chains"])
+    if problem is not None:
+        raise ValueError(f"{kind}: {problem}")
+    settings = {"min_trajectory": None, **settings}
     method = _Settings(kind, mass_matrix=mass_matrix, vectorize_chains=vectorize_chains, **settings)
     return run_method(method, potential, seed=seed, **loop)
 
@@ -165,7 +164,9 @@ def run_nuts(
     """Sample ``potential`` with NUTS (Pyro's multinomial variant, Hoffman & Gelman 2014).
 
     Step size and mass matrix adapted (dual averaging, Stan's windows). ``mass_matrix``:
-    ``"diag"``, ``"dense"`` or ``"block"`` (dense per layer; the one-chain path only).
+    ``"diag"``, ``"dense"``, ``"block"`` (dense per layer; the one-chain path only) or, batched
+    only, ``"fisher_diag"`` and ``"fisher_low_rank"``; batched, ``dense`` and the Fisher
+    metrics are pooled over the chains (:mod:`~zoo.inference.mcmc.metrics`).
     ``vectorize_chains`` (two chains or more): one batch, :func:`run_batched`; otherwise the
     one-chain Pyro reference path. ``until``/``max_draws``: the stopping rule of
     :func:`~zoo.inference.mcmc.loop.sample` (batched only).

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from zoo.spec.base import Section
 from zoo.spec.sections.bounds import (
@@ -34,7 +34,15 @@ from zoo.spec.sections.bounds import (
     Real,
 )
 
-__all__ = ["ChEESMethod", "ChainPlan", "HMCMethod", "MAMSMethod", "MCLMCMethod", "NUTSMethod"]
+__all__ = [
+    "ChEESMethod",
+    "ChainPlan",
+    "HMCMethod",
+    "MAMSMethod",
+    "MCLMCMethod",
+    "NUTSMethod",
+    "mass_matrix_problem",
+]
 
 #: Most independent fits of init_from that start one chees cell's chains (init_fits).
 MAX_INIT_FITS = 64
@@ -114,12 +122,70 @@ class _Sampler(Section):
         return self
 
 
+#: The mass matrices only the batched kernels adapt (one metric pooled over the chains).
+BATCHED_ONLY = ("fisher_diag", "fisher_low_rank")
+
+
+def mass_matrix_problem(mass_matrix: str, vectorize_chains: bool, chains: int) -> str | None:
+    """Why ``mass_matrix`` does not go with how the chains run (None: it does): the one-chain
+    path adapts diag, dense and block matrices, the batched one diag (per chain), dense and
+    the Fisher metrics (pooled over the chains)."""
+    batched = vectorize_chains and chains > 1
+    if batched and mass_matrix == "block":
+        return (
+            "mass_matrix: block is adapted on the one-chain path only; use mass_matrix: "
+            "dense (pooled over the chains) or vectorize_chains: false"
+        )
+    if not batched and mass_matrix in BATCHED_ONLY:
+        return (
+            f"mass_matrix: {mass_matrix} is pooled over the chains of a batch; set "
+            "vectorize_chains: true with chains >= 2, or mass_matrix: diag or dense"
+        )
+    return None
+
+
 class _PerChainSampler(_Sampler):
     vectorize_chains: bool = Field(
         False,
         description="Run the chains as one batched computation (each keeps its own seed and "
-        "adaptation); diag mass matrix only.",
+        "step size; the mass matrix as mass_matrix says).",
     )
+    min_trajectory: Real | Literal["prior"] | None = Field(
+        None,
+        description="A floor on the trajectory length (integration time, step size x steps; "
+        "batched chains only): NUTS builds its tree at least to the depth that reaches it, "
+        "HMC takes at least that many steps' worth. 'prior': Izmailov et al.'s (2021) "
+        "pi/2 x the prior's largest standard deviation, under the adapted metric's widest "
+        "coordinate (zoo.inference.mcmc.trajectory_floor). null: no floor.",
+    )
+
+    @field_validator("min_trajectory", mode="before")
+    @classmethod
+    def _number_or_prior(cls, v: Any) -> Any:
+        if isinstance(v, str) and v != "prior":
+            raise ValueError(
+                f"{v!r} is neither a number nor 'prior': give the floor's time (step size x "
+                "steps) or prior"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _batched_settings(self):
+        problems = []
+        mass = getattr(self, "mass_matrix", "diag")
+        problem = mass_matrix_problem(mass, self.vectorize_chains, self.chains)
+        if problem is not None:
+            problems.append(problem)
+        if self.min_trajectory is not None and not (self.vectorize_chains and self.chains > 1):
+            problems.append(
+                "min_trajectory is a setting of the batched kernels; set vectorize_chains: "
+                "true with chains >= 2, or remove min_trajectory"
+            )
+        if isinstance(self.min_trajectory, float | int) and self.min_trajectory <= 0:
+            problems.append(f"min_trajectory ({self.min_trajectory}) must be > 0")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class NUTSMethod(_PerChainSampler):
@@ -127,18 +193,15 @@ class NUTSMethod(_PerChainSampler):
 
     kind: Literal["nuts"] = Field(description="Inference kind.")
     max_tree_depth: int = Field(10, ge=1, le=15, description="Maximum tree depth.")
-    mass_matrix: Literal["diag", "dense", "block"] = Field(
-        "diag", description="Adapted mass matrix: diagonal, dense, or dense per layer."
+    mass_matrix: Literal["diag", "dense", "block", "fisher_diag", "fisher_low_rank"] = Field(
+        "diag",
+        description="Adapted mass matrix, in Stan's windows: diag (each chain its own); "
+        "dense (one chain at a time: each its own; vectorize_chains: one for all chains, from "
+        "the pooled within-chain covariance of the window's draws); block (dense per layer, "
+        "one chain at a time); fisher_diag and fisher_low_rank (vectorize_chains only: one "
+        "for all chains, the Fisher-divergence diagonal sqrt(var(draws) / var(gradients)) "
+        "and its low-rank correction, Seyboldt, Carlson & Carpenter 2026, as nutpie).",
     )
-
-    @model_validator(mode="after")
-    def _vectorized_needs_diag(self):
-        if self.vectorize_chains and self.mass_matrix != "diag":
-            raise ValueError(
-                f"vectorize_chains: true supports only mass_matrix: diag, got mass_matrix: "
-                f"{self.mass_matrix}; set mass_matrix: diag or vectorize_chains: false"
-            )
-        return self
 
 
 class HMCMethod(_PerChainSampler):
@@ -146,7 +209,22 @@ class HMCMethod(_PerChainSampler):
 
     kind: Literal["hmc"] = Field(description="Inference kind.")
     num_steps: int = Field(20, ge=1, le=10_000, description="Leapfrog steps per draw.")
-    adapt_mass_matrix: bool = Field(False, description="Also adapt a diagonal mass matrix.")
+    adapt_mass_matrix: bool = Field(False, description="Also adapt a mass matrix.")
+    mass_matrix: Literal["diag", "dense", "fisher_diag", "fisher_low_rank"] = Field(
+        "diag",
+        description="The mass matrix adapt_mass_matrix adapts, as nuts's mass_matrix: diag "
+        "(each chain its own), dense, fisher_diag or fisher_low_rank (batched: one for all "
+        "chains).",
+    )
+
+    @model_validator(mode="after")
+    def _mass_needs_adaptation(self):
+        if self.mass_matrix != "diag" and not self.adapt_mass_matrix:
+            raise ValueError(
+                f"mass_matrix: {self.mass_matrix} is adapted only with adapt_mass_matrix: "
+                "true; set it or remove mass_matrix"
+            )
+        return self
 
 
 class ChEESMethod(_Sampler):
