@@ -301,7 +301,8 @@ class ChEESMethod(_Sampler):
         "posterior",
         description="Where the chains start: 'posterior', each at its own draw of the "
         "init_from posterior (of the prior with init_from: prior); 'mode', all at that "
-        "posterior's median (needs init_from: a variational method).",
+        "posterior's median (with init_from: prior and init_fits K >= 2: each block of "
+        "chains at its own prior draw, superchains from over-dispersed starts).",
     )
     compile: bool = Field(
         False,
@@ -317,7 +318,9 @@ class ChEESMethod(_Sampler):
         "at its own draw of its block's fit (init_spread: posterior) or at that fit's median "
         "(mode). 1: every chain from the same fit, so that they sample one mode; more: an "
         "ensemble of starts in different modes, whose R-hat shows how far apart the modes "
-        "are (set stream_groups to the same number to keep each fit's moments apart).",
+        "are (set stream_groups to the same number to keep each fit's moments apart). With "
+        "init_from: prior and init_spread: mode, K independent prior draws instead of fits "
+        "(a control that no fit chose).",
     )
     stream_groups: int = Field(
         8,
@@ -376,22 +379,24 @@ class ChEESMethod(_Sampler):
                 f"max_draws = {cap:,} draws can give; lower target_ess or raise "
                 "chains or max_draws"
             )
-        if self.init_fits > 1 and self.init_from == "prior":
+        if self.init_fits > 1 and self.init_from == "prior" and self.init_spread != "mode":
             problems.append(
-                f"init_fits: {self.init_fits} needs init_from: a method of this "
-                "spec to fit that many times; set init_from or init_fits: 1"
+                f"init_fits: {self.init_fits} with init_from: prior starts superchains at "
+                f"{self.init_fits} prior draws, each shared by its block: set init_spread: "
+                "mode (or init_fits: 1 for a prior draw per chain, or init_from: a method "
+                "of this spec)"
             )
         if self.init_fits > self.chains:
             problems.append(
                 f"init_fits ({self.init_fits}) must be <= chains ({self.chains}): "
                 "each fit starts a block of chains"
             )
-        if self.init_spread == "mode" and self.init_from == "prior":
+        if self.init_spread == "mode" and self.init_from == "prior" and self.init_fits < 2:
             problems.append(
-                "init_spread: mode needs init_from: a variational method (the "
-                "prior's median, all weights 0, is a saddle of every network); "
-                "set init_from or use init_spread: posterior (each chain its own "
-                "prior draw)"
+                "init_spread: mode with init_from: prior needs init_fits >= 2 (superchains "
+                "at independent prior draws; the prior's median, all weights 0, is a saddle "
+                "of every network); set init_fits, init_from: a variational method, or "
+                "init_spread: posterior (each chain its own prior draw)"
             )
         if problems:
             raise ValueError("; ".join(problems))
