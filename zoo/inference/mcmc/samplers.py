@@ -43,7 +43,13 @@ from zoo.inference.mcmc.programs import (
 )
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.windowed import WindowedProgram
-from zoo.spec.sections.samplers import ChEESMethod, MAMSMethod, MCLMCMethod, mass_matrix_problem
+from zoo.spec.sections.samplers import (
+    ChEESMethod,
+    MAMSMethod,
+    MCLMCMethod,
+    NUTSMethod,
+    mass_matrix_problem,
+)
 
 __all__ = [
     "BATCHED",
@@ -137,7 +143,7 @@ def _per_chain(
     problem = mass_matrix_problem(mass_matrix, vectorize_chains, settings["chains"])
     if problem is not None:
         raise ValueError(f"{kind}: {problem}")
-    settings = {"min_trajectory": None, **settings}
+    settings = {"min_trajectory": default_of(NUTSMethod, "min_trajectory"), **settings}
     method = _Settings(kind, mass_matrix=mass_matrix, vectorize_chains=vectorize_chains, **settings)
     return run_method(method, potential, seed=seed, **loop)
 
