@@ -10,7 +10,7 @@ import pytest
 
 from tests import specs
 from tests.zoo.spec._helpers import errors
-from zoo.spec.sections.inference import HMCMethod, NUTSMethod
+from zoo.spec.sections.inference import ChEESMethod, HMCMethod, NUTSMethod
 
 
 def _spec(**nuts) -> dict:
@@ -73,12 +73,13 @@ def test_hmc_pooled_metric_needs_adaptation() -> None:
 
 
 def test_every_new_field_is_described() -> None:
-    for cls, names in (
-        (NUTSMethod, ["mass_matrix", "min_trajectory"]),
-        (HMCMethod, ["mass_matrix", "min_trajectory"]),
-    ):
-        for n in names:
-            assert cls.model_fields[n].description
+    for cls in (NUTSMethod, HMCMethod, ChEESMethod):
+        assert cls.model_fields["min_trajectory"].description
+    for cls in (NUTSMethod, HMCMethod):
+        assert cls.model_fields["mass_matrix"].description
+    assert ChEESMethod(name="c", kind="chees", min_trajectory="prior").min_trajectory == "prior"
+    with pytest.raises(ValueError, match="neither a number nor 'prior'"):
+        ChEESMethod(name="c", kind="chees", min_trajectory="long")
 
 
 def test_validate_exits_2_with_the_message(tmp_path: Path) -> None:

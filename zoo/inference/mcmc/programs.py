@@ -146,6 +146,7 @@ def chees_program(
         trajectory_length=trajectory_length,
         learning_rate=learning_rate,
         adam_restart=adam_restart,
+        min_trajectory=method.min_trajectory,
     )
 
 

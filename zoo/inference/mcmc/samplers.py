@@ -259,6 +259,7 @@ def run_chees(
     target_accept: float = default_of(ChEESMethod, "target_accept"),
     max_leapfrog: int = default_of(ChEESMethod, "max_leapfrog"),
     step_size: float | None = default_of(ChEESMethod, "step_size"),
+    min_trajectory: float | str | None = default_of(ChEESMethod, "min_trajectory"),
     adapt_mass_matrix: bool = True,
     trajectory_length: float | None = None,
     learning_rate: float = LEARNING_RATE,
@@ -282,6 +283,7 @@ def run_chees(
         target_accept=target_accept,
         step_size=step_size,
         max_leapfrog=max_leapfrog,
+        min_trajectory=min_trajectory,
     )
     program = chees_program(
         method,

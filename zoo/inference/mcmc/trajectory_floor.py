@@ -19,7 +19,9 @@ NUTS: the floor is a minimum tree depth, the least :math:`d` with :math:`(2^d - 
 \epsilon \ge T` (at most ``max_tree_depth``), which
 :func:`~zoo.inference.mcmc.batched.nuts_step_batch` honours by not letting subtrees below
 that size stop the trajectory. HMC: at least :math:`\lceil T/\epsilon \rceil` leapfrog
-steps (the most over the chains, so that all take the same number).
+steps (the most over the chains, so that all take the same number). ChEES: every
+transition at least :math:`\lceil T/\epsilon \rceil` steps, whatever its jitter drew
+(:class:`~zoo.inference.mcmc.chees_hmc.ChEESProgram`).
 
 References
 ----------

@@ -144,30 +144,37 @@ def mass_matrix_problem(mass_matrix: str, vectorize_chains: bool, chains: int) -
     return None
 
 
+#: What ``min_trajectory`` means, for every sampler section that has it.
+MIN_TRAJECTORY = (
+    "A floor on the trajectory length (integration time, step size x steps; "
+    "batched chains only): NUTS builds its tree at least to the depth that reaches it, "
+    "HMC and ChEES take at least that many steps' worth. 'prior': Izmailov et al.'s (2021) "
+    "pi/2 x the prior's largest standard deviation, under the adapted metric's widest "
+    "coordinate (zoo.inference.mcmc.trajectory_floor). null: no floor."
+)
+
+
+def _number_or_prior(v: Any) -> Any:
+    """``min_trajectory``'s check before its type's: a number or ``prior``."""
+    if isinstance(v, str) and v != "prior":
+        raise ValueError(
+            f"{v!r} is neither a number nor 'prior': give the floor's time (step size x "
+            "steps) or prior"
+        )
+    if isinstance(v, float | int) and not isinstance(v, bool) and v <= 0:
+        raise ValueError(f"min_trajectory ({float(v)}) must be > 0")
+    return v
+
+
 class _PerChainSampler(_Sampler):
     vectorize_chains: bool = Field(
         False,
         description="Run the chains as one batched computation (each keeps its own seed and "
         "step size; the mass matrix as mass_matrix says).",
     )
-    min_trajectory: Real | Literal["prior"] | None = Field(
-        None,
-        description="A floor on the trajectory length (integration time, step size x steps; "
-        "batched chains only): NUTS builds its tree at least to the depth that reaches it, "
-        "HMC takes at least that many steps' worth. 'prior': Izmailov et al.'s (2021) "
-        "pi/2 x the prior's largest standard deviation, under the adapted metric's widest "
-        "coordinate (zoo.inference.mcmc.trajectory_floor). null: no floor.",
-    )
+    min_trajectory: Real | Literal["prior"] | None = Field(None, description=MIN_TRAJECTORY)
 
-    @field_validator("min_trajectory", mode="before")
-    @classmethod
-    def _number_or_prior(cls, v: Any) -> Any:
-        if isinstance(v, str) and v != "prior":
-            raise ValueError(
-                f"{v!r} is neither a number nor 'prior': give the floor's time (step size x "
-                "steps) or prior"
-            )
-        return v
+    check_min_trajectory = field_validator("min_trajectory", mode="before")(_number_or_prior)
 
     @model_validator(mode="after")
     def _batched_settings(self):
@@ -181,8 +188,6 @@ class _PerChainSampler(_Sampler):
                 "min_trajectory is a setting of the batched kernels; set vectorize_chains: "
                 "true with chains >= 2, or remove min_trajectory"
             )
-        if isinstance(self.min_trajectory, float | int) and self.min_trajectory <= 0:
-            problems.append(f"min_trajectory ({self.min_trajectory}) must be > 0")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -297,6 +302,7 @@ class ChEESMethod(_Sampler):
         description="Most leapfrog steps of one trajectory (caps the adapted length / step "
         "size and so the time of a draw).",
     )
+    min_trajectory: Real | Literal["prior"] | None = Field(None, description=MIN_TRAJECTORY)
     init_spread: Literal["posterior", "mode"] = Field(
         "posterior",
         description="Where the chains start: 'posterior', each at its own draw of the "
@@ -330,6 +336,8 @@ class ChEESMethod(_Sampler):
         "apart (the spread of the covariance estimate between independent sets of chains); "
         "8 D^2 bytes each (8 MB at D = 1000); lowered to chains when more.",
     )
+
+    check_min_trajectory = field_validator("min_trajectory", mode="before")(_number_or_prior)
 
     @model_validator(mode="before")
     @classmethod

@@ -1,5 +1,5 @@
-"""The floor on batched NUTS's and HMC's trajectories (``min_trajectory``), and a pooled
-metric's run resumed from a checkpoint."""
+"""The floor on batched NUTS's, HMC's and ChEES's trajectories (``min_trajectory``), and a
+pooled metric's run resumed from a checkpoint."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from zoo.inference.mcmc.batched import BatchMetric
 from zoo.inference.mcmc.loop import sample
 from zoo.inference.mcmc.metrics import DenseBatchMetric
 from zoo.inference.mcmc.programs import BATCHED
+from zoo.inference.mcmc.samplers import run_chees
 from zoo.inference.mcmc.trajectory_floor import floor_time, min_leapfrog_steps, min_tree_depth
 from zoo.inference.mcmc.windowed import WindowedProgram
 
@@ -113,3 +114,15 @@ def test_a_pooled_metrics_run_resumes_bitwise(stop_after: int) -> None:
     assert len(said) == 1 and "resumed" in said[0]
     np.testing.assert_array_equal(plain.flat, resumed.flat)
     np.testing.assert_array_equal(plain.adapted.step_size, resumed.adapted.step_size)
+
+
+def test_chees_takes_at_least_the_floors_steps_and_samples_the_gaussian() -> None:
+    kw = dict(seed=2, warmup=100, draws=150, chains=16, max_leapfrog=64)
+    free = run_chees(GaussianPotential(COV), **kw)
+    floored = run_chees(GaussianPotential(COV), min_trajectory=4.0, **kw)
+    eps = float(floored.adapted.step_size[0])
+    want = math.ceil(4.0 / eps)
+    steps = floored.sample_stats["n_steps"]
+    assert want > 1 and (steps >= want).all() and (steps * eps >= 4.0).all()
+    assert free.sample_stats["n_steps"].min() < want  # the jitter alone goes below it
+    _check_draws(floored.flat, COV)
