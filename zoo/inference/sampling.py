@@ -189,8 +189,11 @@ def fit_sampler(
         )
     plan = method.plan()
     stats: dict[str, Any] = {}
-    init_fit, init = _start(method, plan, ctx, stats)
     pot = potential_for(model, data.x_train, data.y_train)
+    if method.init_from == "prior" and plan.fits > 1:
+        init_fit, init = None, _prior_superchains(method.chains, plan.fits, pot, ctx, stats)
+    else:
+        init_fit, init = _start(method, plan, ctx, stats)
     if plan.compile:  # compiled for the chains' batch now, so sampling times only sampling
         stats["compile_seconds"] = pot.compile(rows=method.chains)
     moments = None
@@ -216,8 +219,8 @@ def fit_sampler(
         ctx.runtime.device,
         moments=summary,
         site_slices=None if moments is None else dict(pot.site_slices),
-        # the init_fits blocks; with init_from: prior every chain starts at its own prior
-        # draw, but not from a fit: one superchain (the spec refuses init_fits > 1 there)
+        # the init_fits blocks (of fits, or of prior draws); with init_from: prior and one
+        # block every chain starts at its own prior draw: no superchains
         superchain_ids=superchains(method.chains, plan.fits) if init is not None else None,
     )
     return Fit(
@@ -331,6 +334,26 @@ def _start(
         stats["init_fits"] = len(sizes)
         start = {s: torch.cat([starts[k][s] for k in range(len(sizes))]) for s in starts[0]}
     return fits[0], {s: v.detach() for s, v in start.items()}
+
+
+def _prior_superchains(
+    chains: int, blocks: int, pot: FlatPotential, ctx: FitContext, stats: dict[str, Any]
+) -> dict[str, torch.Tensor]:
+    """Over-dispersed starts in superchains: ``blocks`` independent prior draws, block ``k`` of
+    the chains (:func:`~zoo.inference.mcmc.streaming.group_sizes`, contiguous) all at draw
+    ``k``, made with the seed ``seed + k *`` :data:`~zoo.seeds.INIT_FIT_STRIDE` on stream
+    :attr:`~zoo.seeds.Stream.INIT_DRAWS` (the same draws on every device). The nested R-hat
+    of Margossian et al. (2024) reads the superchains (:func:`superchains`): a control
+    beside the starts from variational fits, whose answer does not depend on a fit."""
+    sizes = group_sizes(chains, blocks)
+    starts = []
+    for k, size in enumerate(sizes):
+        gen = torch.Generator().manual_seed(
+            seed_for(ctx.seed + k * INIT_FIT_STRIDE, Stream.INIT_DRAWS)
+        )
+        starts.append(pot.prior_draw(gen).expand(size, -1))
+    stats["init_fits"] = len(sizes)
+    return {s: v.detach() for s, v in pot.unravel(torch.cat(starts)).items()}
 
 
 def trajectory_at_cap(steps: np.ndarray | None, cap: int | None) -> float | None:

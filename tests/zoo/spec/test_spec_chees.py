@@ -95,7 +95,10 @@ def test_kept_draws_bound_counts_kept_not_drawn(tmp_path: Path) -> None:
         (", target_ess: 50, max_draws: 15", ["max_draws (15) must be >= draws (20)"]),
         (
             ", init_spread: mode, init_from: prior",
-            ["init_spread: mode needs init_from", "init_spread: posterior"],
+            [
+                "init_spread: mode with init_from: prior needs init_fits >= 2",
+                "init_spread: posterior",
+            ],
         ),
         (
             ", target_ess: 100000",
@@ -105,7 +108,10 @@ def test_kept_draws_bound_counts_kept_not_drawn(tmp_path: Path) -> None:
         (", target_accept: 1.5", ["target_accept", "less than 1"]),
         (", init_spread: median", ["init_spread", "'posterior' or 'mode'"]),
         (", stream_groups: 0", ["stream_groups", "greater than or equal to 1"]),
-        (", init_fits: 2, init_from: prior", ["init_fits: 2 needs init_from", "init_fits: 1"]),
+        (
+            ", init_fits: 2, init_from: prior",
+            ["init_fits: 2 with init_from: prior starts superchains", "init_spread: mode"],
+        ),
         (", init_fits: 65", ["init_fits", "less than or equal to 64"]),
         (", init_fits: 20", ["init_fits (20) must be <= chains (16)"]),
         (", keep_draws: 30", ["keep_draws (30) must be <= draws (20)", "lower keep_draws"]),

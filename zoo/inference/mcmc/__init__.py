@@ -23,7 +23,9 @@ One concept per module, in floors; a module imports only from the floors below i
    kernel: :mod:`~.window_adaptation` (Stan's windows, per chain), :mod:`~.chees_adaptation`
    (one step size and trajectory length for all chains), :mod:`~.mclmc_adaptation` and
    :mod:`~.mams_adaptation` (BlackJAX's tunings, per chain); and :mod:`~.step_size` (Hoffman &
-   Gelman's search, which runs a kernel's leapfrog step).
+   Gelman's search, which runs a kernel's leapfrog step), :mod:`~.metrics` (one metric for
+   all chains from the pooled warm-up: dense, Fisher diagonal and low rank) and
+   :mod:`~.trajectory_floor` (``min_trajectory``).
 4. **The loop**, :mod:`~.loop`: warm-up, draws, threads, progress, stopping, thinning,
    collapse check; it imports no kernel and no adaptation.
 5. **Programs**, a kernel plus an adaptation for the loop: :mod:`~.windowed` (any batched

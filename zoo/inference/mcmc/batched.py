@@ -74,7 +74,12 @@ class BatchPoint(NamedTuple):
 
 
 class BatchMetric:
-    """Diagonal inverse mass matrices of C chains, ``minv`` of shape (C, D)."""
+    """Diagonal inverse mass matrices of C chains, ``minv`` of shape (C, D).
+
+    The kernels ask a metric only through :meth:`momentum`, :meth:`from_noise`,
+    :meth:`velocity`, :meth:`scale` and :meth:`drift`, so a shared dense metric
+    (:class:`zoo.inference.mcmc.metrics.DenseBatchMetric`) runs in the same kernels.
+    """
 
     def __init__(self, minv: torch.Tensor) -> None:
         if minv.dim() != 2:
@@ -86,7 +91,23 @@ class BatchMetric:
         """One momentum per chain, each from its own generator (as ``Metric.momentum``)."""
         d = like.shape[1]
         eps = torch.stack([torch.randn(d, generator=g, dtype=like.dtype) for g in gens])
-        return self.sqrt_m * eps
+        return self.from_noise(eps)
+
+    def from_noise(self, noise: torch.Tensor) -> torch.Tensor:
+        """Momenta :math:`r \\sim N(0, M)` from standard normal ``noise`` ``(C, D)``."""
+        return self.sqrt_m * noise
+
+    def velocity(self, r: torch.Tensor) -> torch.Tensor:
+        """:math:`M^{-1} r` of every chain."""
+        return self.minv * r
+
+    def scale(self, eps: torch.Tensor) -> torch.Tensor:
+        """What :meth:`drift` takes for step sizes ``eps`` ``(C, 1)``: :math:`M^{-1}\\epsilon`."""
+        return self.minv * eps
+
+    def drift(self, z: torch.Tensor, scaled: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """The position step :math:`z + \\epsilon M^{-1} r` (``scaled``: :meth:`scale`'s)."""
+        return torch.addcmul(z, scaled, r)
 
 
 def _kinetic(r: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -96,7 +117,7 @@ def _kinetic(r: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
 def new_point_batch(metric: BatchMetric, z, u, g, gens) -> BatchPoint:
     """Points at ``z`` (potential ``u``, gradient ``g``) with fresh momenta."""
     r = metric.momentum(gens, z)
-    v = metric.minv * r
+    v = metric.velocity(r)
     return BatchPoint(z, r, v, g, u, u + _kinetic(r, v))
 
 
@@ -104,17 +125,17 @@ def leapfrog_batch(
     pot: FlatPotential, metric: BatchMetric, p: BatchPoint, eps: torch.Tensor
 ) -> BatchPoint:
     """One leapfrog step of every chain; ``eps`` of shape (C, 1) (signed: the direction)."""
-    return _leapfrog(pot, metric, p, metric.minv * eps, 0.5 * eps)
+    return _leapfrog(pot, metric, p, metric.scale(eps), 0.5 * eps)
 
 
 def _leapfrog(pot, metric, p: BatchPoint, minv_eps, half, finite: bool = True) -> BatchPoint:
     """:func:`leapfrog_batch` with ``M^-1 eps`` and ``eps / 2`` computed once per subtree;
     ``finite=False`` leaves a NaN energy as it is (the tree takes it for a divergence)."""
     r = torch.addcmul(p.r, p.g, half, value=-1)
-    z = torch.addcmul(p.z, minv_eps, r)
+    z = metric.drift(p.z, minv_eps, r)
     u, g = pot.value_and_grad_batch(z)
     r = torch.addcmul(r, g, half, value=-1)
-    v = metric.minv * r
+    v = metric.velocity(r)
     # u + K with K's factor 1/2 in the add (exact: a power of two), one operation fewer
     energy = torch.add(u, (r * v).sum(1).double(), alpha=0.5)
     if finite:
@@ -200,7 +221,7 @@ class _Built(NamedTuple):
 INDEX_BYTES = 2**26
 
 
-def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins) -> _Built:
+def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, floor=None) -> _Built:
     """A subtree of ``2**depth`` leaves for every chain in ``live``, leaf by leaf, on the device.
 
     The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf
@@ -210,13 +231,15 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins) -> 
     merge its tree with the left halves at the higher one bits of ``k`` on the way up and draw
     those coins; they decide nothing, so :func:`nuts_step_batch` counts them on the host from
     the record. A live chain's merged weight is never ``-inf`` (its leaves have finite
-    energy errors), so it always draws. Nothing is read back here.
+    energy errors), so it always draws. Nothing is read back here. ``floor`` ``(C,)``: a
+    chain's subtrees of fewer than ``2**floor`` leaves do not stop it by turning
+    (:func:`nuts_step_batch`'s ``min_depth``).
     """
     c, dim = start.z.shape
     pending: list[_Sub | None] = [None] * depth
     by_index = depth >= 2 and 2**depth * c * dim * 4 * start.z.element_size() <= INDEX_BYTES
     leaves, lw_of, live_of, turn_of = [], [], [], []
-    minv_eps, half = metric.minv * eps, 0.5 * eps
+    minv_eps, half = metric.scale(eps), 0.5 * eps
     if by_index:  # 0-d views made at once (not a select per leaf)
         index = torch.arange(2**depth, device=e0.device).unbind()
     log_u, drew = coins.block(2**depth - 1).unbind(1), []
@@ -238,6 +261,8 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins) -> 
             take = log_u[len(drew) - 1] < cur.log_w - w  # decides nothing unless live
             r_sum = left.r_sum + cur.r_sum
             turn = _turning(left.v0, left.r0, p.v, p.r, r_sum)
+            if floor is not None:
+                turn = turn & (floor <= level + 1)
             turn_of.append(turn)
             if by_index:
                 prop = torch.where(take, cur.proposal, left.proposal)
@@ -307,6 +332,7 @@ def nuts_step_batch(
     eps: torch.Tensor,
     max_depth: int,
     rngs: Sequence[np.random.Generator],
+    min_depth: torch.Tensor | None = None,
 ) -> tuple[BatchPoint, dict]:
     """One NUTS transition of every chain from ``p`` (with fresh momenta); Pyro's scheme.
 
@@ -328,6 +354,14 @@ def nuts_step_batch(
         Maximum number of doublings.
     rngs : sequence of numpy.random.Generator
         One per chain (directions and multinomial coin flips).
+    min_depth : Tensor, optional
+        ``(C,)`` integers: a floor on each chain's tree depth. A (sub)tree of fewer than
+        ``2**min_depth`` points is never taken to have turned, so the trajectory has at
+        least ``2**min_depth - 1`` steps unless it diverges or hits ``max_depth``. Which
+        subtrees are checked depends only on their size in the tree's binary
+        decomposition, not on where the chain started in it, so the transition stays
+        reversible (the stopping rule is a function of the final tree, as NUTS's is).
+        None: no floor.
 
     Returns
     -------
@@ -349,7 +383,8 @@ def nuts_step_batch(
     for d in range(max_depth):
         fwd = (coins.draw(active, log=False) < 0.5) | ~active
         sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
-        b = _build(pot, metric, right.where(fwd, left), eps * sign, d, e0, active, coins)
+        start = right.where(fwd, left)
+        b = _build(pot, metric, start, eps * sign, d, e0, active, coins, min_depth)
         lw_of += b.log_w
         live_of += b.live_at
         turn_of += b.turn
@@ -360,6 +395,8 @@ def nuts_step_batch(
         proposal = b.proposal.where(take, proposal)
         r_sum = torch.where(go.unsqueeze(1), r_sum + b.tree.r_sum, r_sum)
         turn = _turning(left.v, left.r, right.v, right.r, r_sum)
+        if min_depth is not None:
+            turn = turn & (min_depth <= d + 1)
         log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.tree.log_w), log_w)
         active = go & ~turn
         if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling

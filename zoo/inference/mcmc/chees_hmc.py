@@ -25,6 +25,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 
+from zoo.inference.mcmc.batched import BatchMetric
 from zoo.inference.mcmc.chees import chees_transition, halton, num_steps
 from zoo.inference.mcmc.chees_adaptation import (
     BETA1_ONE_CHAIN,
@@ -36,6 +37,7 @@ from zoo.inference.mcmc.loop import Step, given_starts
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import Adapted
 from zoo.inference.mcmc.step_size import find_shared_step_size
+from zoo.inference.mcmc.trajectory_floor import floor_time, min_leapfrog_steps
 from zoo.inference.mcmc.welford import chan_merge, regularized_variance, welford_init
 from zoo.inference.mcmc.window_adaptation import build_schedule
 
@@ -71,6 +73,11 @@ class ChEESProgram:
         Adam's rate on :math:`\\log T`.
     adam_restart : int, optional
         Restart Adam's moments at this dual-averaging iteration after each (re)start.
+    min_trajectory : float or str, optional
+        A floor on every transition's integration time: at least :math:`\\lceil T_{\\min} /
+        \\epsilon \\rceil` steps (at most ``max_leapfrog``), whatever the jitter drew; a
+        number or ``prior`` (:mod:`~zoo.inference.mcmc.trajectory_floor`, under the pooled
+        diagonal metric). The adaptation of :math:`T` is unchanged. None: no floor.
     """
 
     label = "chees"
@@ -90,6 +97,7 @@ class ChEESProgram:
         trajectory_length: float | None,
         learning_rate: float,
         adam_restart: int | None,
+        min_trajectory: float | str | None = None,
     ) -> None:
         if max_leapfrog < 1:
             raise ValueError(f"chees: need max_leapfrog >= 1, got {max_leapfrog}")
@@ -99,6 +107,8 @@ class ChEESProgram:
         self.target_accept, self.max_leapfrog = target_accept, max_leapfrog
         self.adapt_mass_matrix, self.trajectory_length = adapt_mass_matrix, trajectory_length
         self.learning_rate, self.adam_restart = learning_rate, adam_restart
+        if min_trajectory is not None:  # set only then: checkpoints without it keep their layout
+            self.min_trajectory = min_trajectory
 
     @property
     def trajectory_cap(self) -> int:
@@ -148,6 +158,11 @@ class ChEESProgram:
     def _transition(self, jitter: float, log_traj: float, log_eps: float, eps: float):
         z = self.z
         n = num_steps(jitter, log_traj, log_eps, self.max_leapfrog)
+        floor = getattr(self, "min_trajectory", None)
+        if floor is not None:
+            metric = BatchMetric(self.minv.unsqueeze(0))
+            time = floor_time(floor, self.pot, metric, 1)
+            n = max(n, min(min_leapfrog_steps(time, torch.tensor([eps])), self.max_leapfrog))
         noise = torch.randn(z.shape, generator=self.gen, dtype=z.dtype, device=z.device)
         logu = torch.rand(
             self.chains, generator=self.gen, dtype=torch.float64, device=z.device

@@ -442,6 +442,11 @@ class FlatPotential:
         )
         return time.perf_counter() - t0
 
+    def prior_scale(self) -> float:
+        """The largest prior standard deviation of a weight: the widest scale the prior
+        gives a coordinate (what ``min_trajectory: prior`` of NUTS and HMC reads)."""
+        return float(self._prec.min().rsqrt())
+
     def prior_draw(self, gen: torch.Generator) -> torch.Tensor:
         """A flat ``z`` drawn from the prior with ``gen`` (a CPU generator: the draw is made
         on the CPU, so it is the same number on every device, then moved to the data's)."""

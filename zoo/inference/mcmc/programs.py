@@ -26,11 +26,13 @@ from zoo.inference.mcmc.chees_adaptation import ADAM_RESTART, LEARNING_RATE
 from zoo.inference.mcmc.chees_hmc import ChEESProgram
 from zoo.inference.mcmc.kernel import hmc_step, nuts_step
 from zoo.inference.mcmc.loop import Program, Until, sample
+from zoo.inference.mcmc.metrics import POOLED
 from zoo.inference.mcmc.microcanonical import MAMSProgram, MCLMCProgram
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.sequential import run_sequential
 from zoo.inference.mcmc.symmetry import symmetry_move
+from zoo.inference.mcmc.trajectory_floor import floor_time, min_leapfrog_steps, min_tree_depth
 from zoo.inference.mcmc.windowed import Transition, WindowedProgram
 
 __all__ = [
@@ -57,12 +59,18 @@ class BatchedKernel(NamedTuple):
     """NUTS's ``max_tree_depth`` (its transitions flag ``reached_max_treedepth``); None."""
 
 
-def _nuts(max_tree_depth: int) -> BatchedKernel:
+def _nuts(max_tree_depth: int, min_trajectory: float | str | None = None) -> BatchedKernel:
+    """Batched NUTS; ``min_trajectory``: a floor on its trajectories
+    (:mod:`~zoo.inference.mcmc.trajectory_floor`), None: none."""
     if max_tree_depth < 1:
         raise ValueError(f"max_tree_depth={max_tree_depth} must be >= 1")
 
     def transition(pot, metric, p, eps, rngs):
-        q, stats = nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs)
+        floor = None
+        if min_trajectory is not None:
+            time = floor_time(min_trajectory, pot, metric, len(rngs))
+            floor = min_tree_depth(time, eps, max_tree_depth)
+        q, stats = nuts_step_batch(pot, metric, p, eps, max_tree_depth, rngs, floor)
         return q, _flag_max_depth(stats, max_tree_depth)
 
     return BatchedKernel(transition, max_tree_depth)
@@ -75,12 +83,18 @@ def _flag_max_depth(stats: dict, max_tree_depth: int) -> dict:
     return stats
 
 
-def _hmc(num_steps: int) -> BatchedKernel:
+def _hmc(num_steps: int, min_trajectory: float | str | None = None) -> BatchedKernel:
+    """Batched HMC of ``num_steps`` leapfrog steps, or more where ``min_trajectory``
+    (:mod:`~zoo.inference.mcmc.trajectory_floor`) asks for a longer trajectory."""
     if num_steps < 1:
         raise ValueError(f"num_steps={num_steps} must be >= 1")
 
     def transition(pot, metric, p, eps, rngs):
-        return hmc_step_batch(pot, metric, p, eps, num_steps, rngs)
+        steps = num_steps
+        if min_trajectory is not None:
+            time = floor_time(min_trajectory, pot, metric, len(rngs))
+            steps = max(steps, min_leapfrog_steps(time, eps))
+        return hmc_step_batch(pot, metric, p, eps, steps, rngs)
 
     return BatchedKernel(transition, None)  # a fixed number of steps: nothing is cut
 
@@ -91,10 +105,12 @@ BATCHED: dict[str, Callable[..., BatchedKernel]] = {"nuts": _nuts, "hmc": _hmc}
 
 def _windowed(method: Any, seed: int) -> WindowedProgram:
     """NUTS or HMC (``method.kind``) under the window adaptation, from its section."""
+    floor = method.min_trajectory
     if method.kind == "nuts":
-        kernel, adapt_mass_matrix = _nuts(method.max_tree_depth), True
+        kernel, adapt_mass_matrix = _nuts(method.max_tree_depth, floor), True
     else:
-        kernel, adapt_mass_matrix = _hmc(method.num_steps), method.adapt_mass_matrix
+        kernel, adapt_mass_matrix = _hmc(method.num_steps, floor), method.adapt_mass_matrix
+    pooled = method.mass_matrix if method.mass_matrix in POOLED else None
     return WindowedProgram(
         kernel.transition,
         method.kind,
@@ -104,6 +120,7 @@ def _windowed(method: Any, seed: int) -> WindowedProgram:
         target_accept=method.target_accept,
         step_size=method.step_size,
         adapt_mass_matrix=adapt_mass_matrix,
+        pooled=pooled,
     )
 
 
@@ -130,6 +147,7 @@ def chees_program(
         trajectory_length=trajectory_length,
         learning_rate=learning_rate,
         adam_restart=adam_restart,
+        min_trajectory=method.min_trajectory,
     )
 
 

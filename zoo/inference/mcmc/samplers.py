@@ -43,7 +43,13 @@ from zoo.inference.mcmc.programs import (
 )
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.windowed import WindowedProgram
-from zoo.spec.sections.samplers import ChEESMethod, MAMSMethod, MCLMCMethod
+from zoo.spec.sections.samplers import (
+    ChEESMethod,
+    MAMSMethod,
+    MCLMCMethod,
+    NUTSMethod,
+    mass_matrix_problem,
+)
 
 __all__ = [
     "BATCHED",
@@ -136,11 +142,10 @@ def _per_chain(
 ) -> MCMCResult:
     """NUTS or HMC of keyword ``settings`` through :func:`run_method`, after the checks of
     the keywords a section's validation makes."""
-    if vectorize_chains and mass_matrix != "diag":
-        raise ValueError(
-            f"{kind}: vectorize_chains=True supports only mass_matrix='diag', got "
-            f"mass_matrix={mass_matrix!r}; use mass_matrix='diag' or vectorize_chains=False"
-        )
+    problem = mass_matrix_problem(mass_matrix, vectorize_chains, settings["chains"])
+    if problem is not None:
+        raise ValueError(f"{kind}: {problem}")
+    settings = {"min_trajectory": default_of(NUTSMethod, "min_trajectory"), **settings}
     method = _Settings(kind, mass_matrix=mass_matrix, vectorize_chains=vectorize_chains, **settings)
     return run_method(method, potential, seed=seed, **loop)
 
@@ -167,7 +172,9 @@ def run_nuts(
     """Sample ``potential`` with NUTS (Pyro's multinomial variant, Hoffman & Gelman 2014).
 
     Step size and mass matrix adapted (dual averaging, Stan's windows). ``mass_matrix``:
-    ``"diag"``, ``"dense"`` or ``"block"`` (dense per layer; the one-chain path only).
+    ``"diag"``, ``"dense"``, ``"block"`` (dense per layer; the one-chain path only) or, batched
+    only, ``"fisher_diag"`` and ``"fisher_low_rank"``; batched, ``dense`` and the Fisher
+    metrics are pooled over the chains (:mod:`~zoo.inference.mcmc.metrics`).
     ``vectorize_chains`` (two chains or more): one batch, :func:`run_batched`; otherwise the
     one-chain Pyro reference path. ``until``/``max_draws``: the stopping rule of
     :func:`~zoo.inference.mcmc.loop.sample` (batched only).
@@ -254,6 +261,7 @@ def run_chees(
     target_accept: float = default_of(ChEESMethod, "target_accept"),
     max_leapfrog: int = default_of(ChEESMethod, "max_leapfrog"),
     step_size: float | None = default_of(ChEESMethod, "step_size"),
+    min_trajectory: float | str | None = default_of(ChEESMethod, "min_trajectory"),
     adapt_mass_matrix: bool = True,
     trajectory_length: float | None = None,
     learning_rate: float = LEARNING_RATE,
@@ -277,6 +285,7 @@ def run_chees(
         target_accept=target_accept,
         step_size=step_size,
         max_leapfrog=max_leapfrog,
+        min_trajectory=min_trajectory,
     )
     program = chees_program(
         method,

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
-from zoo.inference.mcmc.batched import BatchPoint
+from zoo.inference.mcmc.batched import BatchMetric, BatchPoint
 from zoo.inference.mcmc.chees import chees_transition
 from zoo.inference.mcmc.potential import FlatPotential
 
@@ -36,7 +37,7 @@ def find_reasonable_step_size(
     leapfrog: Callable[[BatchPoint, torch.Tensor], BatchPoint],
     z: torch.Tensor,
     step_size: torch.Tensor,
-    inverse_mass_matrix: torch.Tensor,
+    inverse_mass_matrix: torch.Tensor | Any,
     generators: Sequence[torch.Generator],
     active: torch.Tensor | None = None,
 ) -> torch.Tensor:
@@ -68,8 +69,10 @@ def find_reasonable_step_size(
         (C, D) positions.
     step_size : Tensor
         (C,) starting step sizes (float64).
-    inverse_mass_matrix : Tensor
-        (C, D) diagonal inverse mass matrices (the ones ``leapfrog`` uses).
+    inverse_mass_matrix : Tensor or metric
+        (C, D) diagonal inverse mass matrices (the ones ``leapfrog`` uses), or the metric
+        itself (a :class:`BatchMetric` or
+        :class:`~zoo.inference.mcmc.metrics.DenseBatchMetric`).
     generators : sequence of torch.Generator
         One per chain.
     active : Tensor, optional
@@ -86,7 +89,11 @@ def find_reasonable_step_size(
     searching &= (MIN_STEP_SIZE < eps) & (eps < MAX_STEP_SIZE)
     if bool(searching.any()):
         threshold = math.log(0.8)
-        sqrt_m = inverse_mass_matrix.rsqrt()
+        metric = (
+            inverse_mass_matrix
+            if hasattr(inverse_mass_matrix, "from_noise")
+            else BatchMetric(inverse_mass_matrix)
+        )
         u, g = value_and_grad_batch(z)
         direction = torch.zeros(c, dtype=torch.int64)  # 0: not yet fixed
         while bool(searching.any()):
@@ -95,8 +102,8 @@ def find_reasonable_step_size(
             noise = torch.zeros_like(z)
             for i in searching.nonzero().flatten().tolist():
                 noise[i] = torch.randn(z.shape[1], generator=generators[i], dtype=z.dtype)
-            r = sqrt_m * noise
-            v = inverse_mass_matrix * r
+            r = metric.from_noise(noise)
+            v = metric.velocity(r)
             e0 = u + 0.5 * (r * v).sum(1).double()
             step = torch.where(searching, eps, 0.0).to(z.dtype).unsqueeze(1)
             q = leapfrog(BatchPoint(z, r, v, g, u, e0), step)

@@ -26,6 +26,7 @@ import torch
 
 from zoo.inference.mcmc.batched import BatchMetric, leapfrog_batch, new_point_batch
 from zoo.inference.mcmc.loop import Step, chain_rngs, given_starts
+from zoo.inference.mcmc.metrics import pooled_estimate, pooled_metric
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import Adapted
 from zoo.inference.mcmc.step_size import find_reasonable_step_size
@@ -60,6 +61,11 @@ class WindowedProgram:
         The starting step size of every chain; None searches one per chain.
     adapt_mass_matrix : bool
         Estimate each chain's diagonal inverse mass matrix in Stan's windows.
+    pooled : str, optional
+        Instead, at the end of each of Stan's slow windows, one metric for all chains from
+        the draws and gradients of all chains in the window
+        (:data:`~zoo.inference.mcmc.metrics.POOLED`: ``dense``, ``fisher_diag``,
+        ``fisher_low_rank``; needs ``adapt_mass_matrix``); None: per chain, diagonal.
     """
 
     #: Not saved by a checkpoint (:func:`~zoo.inference.mcmc.loop.sample`): the potential,
@@ -68,7 +74,14 @@ class WindowedProgram:
 
     def restored(self) -> None:
         """After a checkpoint's state was set: the metric of the restored mass matrix."""
-        self.metric = BatchMetric(self.minv)
+        self.metric = self._metric_of(self.minv)
+
+    def _metric_of(self, minv: torch.Tensor):
+        """The batched metric in use: the pooled one once a window set it, else ``minv``'s."""
+        cov = getattr(self, "cov", None)
+        if cov is None:
+            return BatchMetric(minv)
+        return pooled_metric(cov, minv.shape[0], minv)
 
     def __init__(
         self,
@@ -81,8 +94,13 @@ class WindowedProgram:
         target_accept: float,
         step_size: float | None,
         adapt_mass_matrix: bool,
+        pooled: str | None = None,
     ) -> None:
         self.transition, self.label, self.seed = transition, label, seed
+        if pooled is not None:  # set only then: the diagonal's checkpoints keep their layout
+            if not adapt_mass_matrix:
+                raise ValueError(f"pooled={pooled!r} needs adapt_mass_matrix=True")
+            self.pooled, self.cov, self.seen_z, self.seen_g = pooled, None, [], []
         self.trajectory_cap = trajectory_cap
         self.step_size = step_size
         self.ad = window_adaptation(
@@ -106,10 +124,10 @@ class WindowedProgram:
         """The batched step-size search where the schedule asks for it, and the restart."""
         if not state.needs_search:
             return state
-        minv = state.inverse_mass_matrix
-        leap = functools.partial(leapfrog_batch, self.pot, BatchMetric(minv))
+        metric = self._metric_of(state.inverse_mass_matrix)
+        leap = functools.partial(leapfrog_batch, self.pot, metric)
         eps = find_reasonable_step_size(
-            self.pot.value_and_grad_batch, leap, self.z, state.step_size, minv, self.gens
+            self.pot.value_and_grad_batch, leap, self.z, state.step_size, metric, self.gens
         )
         return self.ad.restart(state, eps)
 
@@ -144,11 +162,30 @@ class WindowedProgram:
         step = self._step()
         # float32 acceptance statistics, as the per-chain adapters were fed
         acc = torch.from_numpy(self.acceptance).float()
-        self.state = self._search(self.ad.update(self.state, t, self.z, acc))
+        state = self.ad.update(self.state, t, self.z, acc)
+        if getattr(self, "pooled", None) is not None:
+            state = self._pool(state, t)
+        self.state = self._search(state)
         if self.state.inverse_mass_matrix is not self.minv:
             self.minv = self.state.inverse_mass_matrix
-            self.metric = BatchMetric(self.minv)
+            self.metric = self._metric_of(self.minv)
         return step
+
+    def _pool(self, state, t: int):
+        """Keep a slow window's draws and gradients; at its end, the pooled metric
+        (:func:`~zoo.inference.mcmc.metrics.pooled_estimate`) replaces the per-chain one."""
+        i = self.state.window
+        if i >= len(self.ad.schedule) or self.ad.schedule[i].kind != "slow":
+            return state
+        self.seen_z.append(self.z.detach().to("cpu", torch.float64))
+        self.seen_g.append(self.g.detach().to("cpu", torch.float64))
+        if t != self.ad.schedule[i].end:
+            return state
+        z, g = torch.stack(self.seen_z), torch.stack(self.seen_g)
+        self.cov, self.seen_z, self.seen_g = pooled_estimate(self.pooled, z, g), [], []
+        metric = pooled_metric(self.cov, self.z.shape[0], self.z)
+        diag = metric.diagonal(self.z.shape[0]) if self.cov.dim() == 2 else metric.minv
+        return state._replace(inverse_mass_matrix=diag)
 
     def adapted(self) -> Adapted:
         eps, minv = self.ad.final(self.state)

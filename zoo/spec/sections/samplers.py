@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal, NamedTuple
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from zoo.spec.sections.bounds import (
     MAX_CHAINS,
@@ -34,7 +34,15 @@ from zoo.spec.sections.bounds import (
 )
 from zoo.spec.sections.symmetry import SymmetryMoves
 
-__all__ = ["ChEESMethod", "ChainPlan", "HMCMethod", "MAMSMethod", "MCLMCMethod", "NUTSMethod"]
+__all__ = [
+    "ChEESMethod",
+    "ChainPlan",
+    "HMCMethod",
+    "MAMSMethod",
+    "MCLMCMethod",
+    "NUTSMethod",
+    "mass_matrix_problem",
+]
 
 #: Most independent fits of init_from that start one chees cell's chains (init_fits).
 MAX_INIT_FITS = 64
@@ -114,12 +122,75 @@ class _Sampler(SymmetryMoves):
         return self
 
 
+#: The mass matrices only the batched kernels adapt (one metric pooled over the chains).
+BATCHED_ONLY = ("fisher_diag", "fisher_low_rank")
+
+
+def mass_matrix_problem(mass_matrix: str, vectorize_chains: bool, chains: int) -> str | None:
+    """Why ``mass_matrix`` does not go with how the chains run (None: it does): the one-chain
+    path adapts diag, dense and block matrices, the batched one diag (per chain), dense and
+    the Fisher metrics (pooled over the chains)."""
+    batched = vectorize_chains and chains > 1
+    if batched and mass_matrix == "block":
+        return (
+            "mass_matrix: block is adapted on the one-chain path only; use mass_matrix: "
+            "dense (pooled over the chains) or vectorize_chains: false"
+        )
+    if not batched and mass_matrix in BATCHED_ONLY:
+        return (
+            f"mass_matrix: {mass_matrix} is pooled over the chains of a batch; set "
+            "vectorize_chains: true with chains >= 2, or mass_matrix: diag or dense"
+        )
+    return None
+
+
+#: What ``min_trajectory`` means, for every sampler section that has it.
+MIN_TRAJECTORY = (
+    "A floor on the trajectory length (integration time, step size x steps; "
+    "batched chains only): NUTS builds its tree at least to the depth that reaches it, "
+    "HMC and ChEES take at least that many steps' worth. 'prior': Izmailov et al.'s (2021) "
+    "pi/2 x the prior's largest standard deviation, under the adapted metric's widest "
+    "coordinate (zoo.inference.mcmc.trajectory_floor). null: no floor."
+)
+
+
+def _number_or_prior(v: Any) -> Any:
+    """``min_trajectory``'s check before its type's: a number or ``prior``."""
+    if isinstance(v, str) and v != "prior":
+        raise ValueError(
+            f"{v!r} is neither a number nor 'prior': give the floor's time (step size x "
+            "steps) or prior"
+        )
+    if isinstance(v, float | int) and not isinstance(v, bool) and v <= 0:
+        raise ValueError(f"min_trajectory ({float(v)}) must be > 0")
+    return v
+
+
 class _PerChainSampler(_Sampler):
     vectorize_chains: bool = Field(
         False,
         description="Run the chains as one batched computation (each keeps its own seed and "
-        "adaptation); diag mass matrix only.",
+        "step size; the mass matrix as mass_matrix says).",
     )
+    min_trajectory: Real | Literal["prior"] | None = Field(None, description=MIN_TRAJECTORY)
+
+    check_min_trajectory = field_validator("min_trajectory", mode="before")(_number_or_prior)
+
+    @model_validator(mode="after")
+    def _batched_settings(self):
+        problems = []
+        mass = getattr(self, "mass_matrix", "diag")
+        problem = mass_matrix_problem(mass, self.vectorize_chains, self.chains)
+        if problem is not None:
+            problems.append(problem)
+        if self.min_trajectory is not None and not (self.vectorize_chains and self.chains > 1):
+            problems.append(
+                "min_trajectory is a setting of the batched kernels; set vectorize_chains: "
+                "true with chains >= 2, or remove min_trajectory"
+            )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class NUTSMethod(_PerChainSampler):
@@ -127,18 +198,15 @@ class NUTSMethod(_PerChainSampler):
 
     kind: Literal["nuts"] = Field(description="Inference kind.")
     max_tree_depth: int = Field(10, ge=1, le=15, description="Maximum tree depth.")
-    mass_matrix: Literal["diag", "dense", "block"] = Field(
-        "diag", description="Adapted mass matrix: diagonal, dense, or dense per layer."
+    mass_matrix: Literal["diag", "dense", "block", "fisher_diag", "fisher_low_rank"] = Field(
+        "diag",
+        description="Adapted mass matrix, in Stan's windows: diag (each chain its own); "
+        "dense (one chain at a time: each its own; vectorize_chains: one for all chains, from "
+        "the pooled within-chain covariance of the window's draws); block (dense per layer, "
+        "one chain at a time); fisher_diag and fisher_low_rank (vectorize_chains only: one "
+        "for all chains, the Fisher-divergence diagonal sqrt(var(draws) / var(gradients)) "
+        "and its low-rank correction, Seyboldt, Carlson & Carpenter 2026, as nutpie).",
     )
-
-    @model_validator(mode="after")
-    def _vectorized_needs_diag(self):
-        if self.vectorize_chains and self.mass_matrix != "diag":
-            raise ValueError(
-                f"vectorize_chains: true supports only mass_matrix: diag, got mass_matrix: "
-                f"{self.mass_matrix}; set mass_matrix: diag or vectorize_chains: false"
-            )
-        return self
 
 
 class HMCMethod(_PerChainSampler):
@@ -146,7 +214,22 @@ class HMCMethod(_PerChainSampler):
 
     kind: Literal["hmc"] = Field(description="Inference kind.")
     num_steps: int = Field(20, ge=1, le=10_000, description="Leapfrog steps per draw.")
-    adapt_mass_matrix: bool = Field(False, description="Also adapt a diagonal mass matrix.")
+    adapt_mass_matrix: bool = Field(False, description="Also adapt a mass matrix.")
+    mass_matrix: Literal["diag", "dense", "fisher_diag", "fisher_low_rank"] = Field(
+        "diag",
+        description="The mass matrix adapt_mass_matrix adapts, as nuts's mass_matrix: diag "
+        "(each chain its own), dense, fisher_diag or fisher_low_rank (batched: one for all "
+        "chains).",
+    )
+
+    @model_validator(mode="after")
+    def _mass_needs_adaptation(self):
+        if self.mass_matrix != "diag" and not self.adapt_mass_matrix:
+            raise ValueError(
+                f"mass_matrix: {self.mass_matrix} is adapted only with adapt_mass_matrix: "
+                "true; set it or remove mass_matrix"
+            )
+        return self
 
 
 class ChEESMethod(_Sampler):
@@ -219,11 +302,13 @@ class ChEESMethod(_Sampler):
         description="Most leapfrog steps of one trajectory (caps the adapted length / step "
         "size and so the time of a draw).",
     )
+    min_trajectory: Real | Literal["prior"] | None = Field(None, description=MIN_TRAJECTORY)
     init_spread: Literal["posterior", "mode"] = Field(
         "posterior",
         description="Where the chains start: 'posterior', each at its own draw of the "
         "init_from posterior (of the prior with init_from: prior); 'mode', all at that "
-        "posterior's median (needs init_from: a variational method).",
+        "posterior's median (with init_from: prior and init_fits K >= 2: each block of "
+        "chains at its own prior draw, superchains from over-dispersed starts).",
     )
     compile: bool = Field(
         False,
@@ -239,7 +324,9 @@ class ChEESMethod(_Sampler):
         "at its own draw of its block's fit (init_spread: posterior) or at that fit's median "
         "(mode). 1: every chain from the same fit, so that they sample one mode; more: an "
         "ensemble of starts in different modes, whose R-hat shows how far apart the modes "
-        "are (set stream_groups to the same number to keep each fit's moments apart).",
+        "are (set stream_groups to the same number to keep each fit's moments apart). With "
+        "init_from: prior and init_spread: mode, K independent prior draws instead of fits "
+        "(a control that no fit chose).",
     )
     stream_groups: int = Field(
         8,
@@ -249,6 +336,8 @@ class ChEESMethod(_Sampler):
         "apart (the spread of the covariance estimate between independent sets of chains); "
         "8 D^2 bytes each (8 MB at D = 1000); lowered to chains when more.",
     )
+
+    check_min_trajectory = field_validator("min_trajectory", mode="before")(_number_or_prior)
 
     @model_validator(mode="before")
     @classmethod
@@ -298,22 +387,24 @@ class ChEESMethod(_Sampler):
                 f"max_draws = {cap:,} draws can give; lower target_ess or raise "
                 "chains or max_draws"
             )
-        if self.init_fits > 1 and self.init_from == "prior":
+        if self.init_fits > 1 and self.init_from == "prior" and self.init_spread != "mode":
             problems.append(
-                f"init_fits: {self.init_fits} needs init_from: a method of this "
-                "spec to fit that many times; set init_from or init_fits: 1"
+                f"init_fits: {self.init_fits} with init_from: prior starts superchains at "
+                f"{self.init_fits} prior draws, each shared by its block: set init_spread: "
+                "mode (or init_fits: 1 for a prior draw per chain, or init_from: a method "
+                "of this spec)"
             )
         if self.init_fits > self.chains:
             problems.append(
                 f"init_fits ({self.init_fits}) must be <= chains ({self.chains}): "
                 "each fit starts a block of chains"
             )
-        if self.init_spread == "mode" and self.init_from == "prior":
+        if self.init_spread == "mode" and self.init_from == "prior" and self.init_fits < 2:
             problems.append(
-                "init_spread: mode needs init_from: a variational method (the "
-                "prior's median, all weights 0, is a saddle of every network); "
-                "set init_from or use init_spread: posterior (each chain its own "
-                "prior draw)"
+                "init_spread: mode with init_from: prior needs init_fits >= 2 (superchains "
+                "at independent prior draws; the prior's median, all weights 0, is a saddle "
+                "of every network); set init_fits, init_from: a variational method, or "
+                "init_spread: posterior (each chain its own prior draw)"
             )
         if problems:
             raise ValueError("; ".join(problems))

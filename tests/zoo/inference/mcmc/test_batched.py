@@ -227,14 +227,19 @@ def test_vectorized_run_is_the_sequential_run() -> None:
     np.testing.assert_allclose(b.flat, a.flat, rtol=1e-4, atol=1e-5)
 
 
-def test_vectorized_needs_diag_mass_matrix() -> None:
+def test_vectorized_mass_matrices() -> None:
+    """Batched: diag per chain, dense and the Fisher metrics pooled; block only one chain at
+    a time, the Fisher metrics only batched."""
     pot, _, _ = _small("classification")
-    with pytest.raises(ValueError, match="mass_matrix='diag'"):
-        run_nuts(
-            pot, seed=0, warmup=5, draws=5, chains=2, mass_matrix="dense", vectorize_chains=True
-        )
+    kw = dict(seed=0, warmup=5, draws=5, chains=2)
+    with pytest.raises(ValueError, match="mass_matrix: block"):
+        run_nuts(pot, mass_matrix="block", vectorize_chains=True, **kw)
     with pytest.raises(pydantic.ValidationError, match="vectorize_chains"):
-        NUTSMethod(name="n", kind="nuts", mass_matrix="block", vectorize_chains=True)
+        NUTSMethod(name="n", kind="nuts", mass_matrix="block", vectorize_chains=True, chains=2)
+    with pytest.raises(pydantic.ValidationError, match="mass_matrix: fisher_diag is pooled"):
+        NUTSMethod(name="n", kind="nuts", mass_matrix="fisher_diag", chains=2)
+    dense = NUTSMethod(name="n", kind="nuts", mass_matrix="dense", vectorize_chains=True, chains=2)
+    assert dense.mass_matrix == "dense"
     assert NUTSMethod(name="n", kind="nuts", vectorize_chains=True).vectorize_chains
     assert HMCMethod(name="h", kind="hmc", vectorize_chains=True).vectorize_chains
 

@@ -37,6 +37,8 @@ FLOORS = {
     "window_adaptation": 3,
     "chees_adaptation": 3,
     "step_size": 3,
+    "metrics": 3,
+    "trajectory_floor": 3,
     "mclmc_adaptation": 3,
     "mams_adaptation": 3,
     "loop": 4,
