@@ -4,7 +4,7 @@ The entry points of :mod:`reports` for a user's own draws. Each takes what arviz
 functions take (``ess``, ``rhat``): a :class:`xarray.DataTree` (or a Dataset), the
 ``group`` to read (default ``"posterior"``), ``var_names`` and ``filter_vars`` (as in
 :func:`arviz_base.extract`); the variables must have ``chain`` and ``draw`` dimensions.
-One helper, :func:`chain_draws`, reads the chosen variables as a ``(chain, draw, D)``
+One reader, :func:`chain_draws`, takes the chosen variables as a ``(chain, draw, D)``
 array (each variable's entries in C order, the variables in the order of the group); the
 numbers are then those of the array functions the zoo's studies call, unchanged:
 
