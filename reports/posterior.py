@@ -44,6 +44,7 @@ from reports.superchains import max_rhat_nested
 from reports.w2_reference import debiased_w2_draws
 
 __all__ = [
+    "MLP_SITES",
     "aligned_price_of_mean_field",
     "chain_draws",
     "nested_rhat",

@@ -14,6 +14,7 @@ from reports.alignment import (
 )
 from reports.kl_reference import debiased_kl_draws
 from reports.posterior import (
+    MLP_SITES,
     aligned_price_of_mean_field,
     chain_draws,
     nested_rhat,
@@ -22,6 +23,11 @@ from reports.posterior import (
 )
 from reports.superchains import max_rhat_nested
 from reports.w2_reference import debiased_w2_draws
+from tests import specs
+from zoo.execution.cell import run_cell
+from zoo.execution.netcdf import datatree_from_bytes
+from zoo.runtime import Runtime
+from zoo.seeds import Stream, seed_for
 
 
 def _gaussian_tree(seed: int = 0, chains: int = 8, draws: int = 200):
@@ -105,3 +111,44 @@ def test_a_variable_without_chains_is_named() -> None:
     ds = dt["posterior"].to_dataset().isel(chain=0, drop=True)
     with pytest.raises(ValueError, match="chain"):
         chain_draws(ds)
+
+
+PMF_SPEC = specs.spec(
+    "pmf_tree",
+    seed=0,
+    data=specs.two_moons(n_train=60, n_test=50, noise=0.1),
+    model=specs.mlp(depth=1, width=3),
+    inference=[
+        specs.svi("mfvi", steps=20, predictive_samples=5),
+        specs.nuts(
+            init_from="mfvi",
+            warmup=20,
+            draws=40,
+            chains=4,
+            vectorize_chains=True,
+            max_tree_depth=4,
+            predictive_draws=10,
+        ),
+    ],
+    studies=[specs.study("price_of_mean_field", gaussian_fit={"cov": "empirical"})],
+)
+
+
+def test_a_cells_file_gives_the_numbers_its_study_recorded(tmp_path) -> None:
+    """A shrunk NUTS cell of the price-of-mean-field study: its ArviZ file, read by the entry
+    points, gives the KL, W2 and aligned KL the study recorded from the same draws (the
+    aligned ones bit for bit; the plug-ins to rounding, the study's KL being of one pass over
+    the draws and this of the chain groups' merged moments)."""
+    cell = specs.load(tmp_path, PMF_SPEC).cells()[1]
+    out = run_cell(cell, Runtime.cpu())
+    m, dt = out.metrics, datatree_from_bytes(out.artifacts[".nc"])
+    seed = cell.spec.seed
+    price = price_of_mean_field(
+        dt, var_names=[MLP_SITES], filter_vars="regex", seed=seed_for(seed, Stream.KL_CALIBRATION)
+    )
+    for key in ("kl_diag_full", "kl_debiased", "w2_diag_full", "kl_ess_n"):
+        assert price[key] == pytest.approx(m[key], rel=1e-9), key
+    assert price["kl_debiased_se"] == m["kl_debiased_se"]
+    aligned = aligned_price_of_mean_field(dt, seed=seed_for(seed, Stream.UNIT_ALIGNMENT))
+    for key in ("kl_aligned", "kl_relabelled", "kl_alignment_null", "kl_aligned_debiased"):
+        assert aligned[key] == m[key], key
