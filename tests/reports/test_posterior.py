@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import arviz_stats as azs
 import numpy as np
 import pytest
+import xarray as xr
 from arviz_base import from_dict
 
 from reports.alignment import (
@@ -77,6 +79,11 @@ def test_nested_rhat_is_max_rhat_nested_of_the_draws() -> None:
     ids = [0, 0, 1, 1, 2, 2, 3, 3]
     assert nested_rhat(dt, ids, var_names=["a", "b"]) == max_rhat_nested(x, ids)
     assert nested_rhat(dt, [0] * 8) is None
+    # arviz-stats' own rhat_nested on the same tree, whichever ArviZ line is installed
+    stat = azs.rhat_nested(dt, var_names=["a", "b"], superchain_ids=ids)
+    ds = stat.to_dataset() if isinstance(stat, xr.DataTree) else stat
+    theirs = max(float(np.max(v.values)) for v in ds.data_vars.values())
+    assert nested_rhat(dt, ids, var_names=["a", "b"]) == pytest.approx(theirs, rel=1e-12)
 
 
 def _mlp_tree(seed: int = 0):
