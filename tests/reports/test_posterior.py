@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import arviz_stats as azs
 import numpy as np
 import pytest
@@ -26,6 +28,7 @@ from reports.posterior import (
 from reports.superchains import max_rhat_nested
 from reports.w2_reference import debiased_w2_draws
 from tests import specs
+from tests.zoo.studies.test_price_of_mf import SPEC
 from zoo.execution.cell import run_cell
 from zoo.execution.netcdf import datatree_from_bytes
 from zoo.runtime import Runtime
@@ -120,33 +123,14 @@ def test_a_variable_without_chains_is_named() -> None:
         chain_draws(ds)
 
 
-PMF_SPEC = specs.spec(
-    "pmf_tree",
-    seed=0,
-    data=specs.two_moons(n_train=60, n_test=50, noise=0.1),
-    model=specs.mlp(depth=1, width=3),
-    inference=[
-        specs.svi("mfvi", steps=20, predictive_samples=5),
-        specs.nuts(
-            init_from="mfvi",
-            warmup=20,
-            draws=40,
-            chains=4,
-            vectorize_chains=True,
-            max_tree_depth=4,
-            predictive_draws=10,
-        ),
-    ],
-    studies=[specs.study("price_of_mean_field", gaussian_fit={"cov": "empirical"})],
-)
-
-
 def test_a_cells_file_gives_the_numbers_its_study_recorded(tmp_path) -> None:
     """A shrunk NUTS cell of the price-of-mean-field study: its ArviZ file, read by the entry
     points, gives the KL, W2 and aligned KL the study recorded from the same draws (the
     aligned ones bit for bit; the plug-ins to rounding, the study's KL being of one pass over
     the draws and this of the chain groups' merged moments)."""
-    cell = specs.load(tmp_path, PMF_SPEC).cells()[1]
+    spec = copy.deepcopy(SPEC)
+    spec["inference"][1]["chains"] = 4  # chain groups for the KL's bias and its error
+    cell = specs.load(tmp_path, spec).cells()[1]
     out = run_cell(cell, Runtime.cpu())
     m, dt = out.metrics, datatree_from_bytes(out.artifacts[".nc"])
     seed = cell.spec.seed
