@@ -5,29 +5,31 @@ NumPy arrays, pandas frames or xarray objects), and nothing here writes a file (
 report files come back as bytes; the caller, ``zoo.execution.store``, writes them). Tests
 (``tests/test_layers.py``) enforce it.
 
-One concept per module:
+By concept (the map, with what is public: docs/reports.md):
 
-- numbers: :mod:`~reports.calibration` (test metrics), :mod:`~reports.predictive`
-  (function-space comparisons, predictive convergence), :mod:`~reports.draws` (flat draws),
-  :mod:`~reports.gaussian` (Gaussian fits, KL), :mod:`~reports.alignment` (draws modulo
-  hidden-unit permutations), :mod:`~reports.wasserstein`,
-  :mod:`~reports.price_of_mf` (the study's records), :mod:`~reports.kl_null`,
-  :mod:`~reports.kl_reference` (the KL's bias at its own n; its chain
-  groups in :mod:`~reports.kl_groups`, its AR(1) calibration in :mod:`~reports.kl_calibration`), :mod:`~reports.laplace`,
-  :mod:`~reports.ground_truth` (and the known answers with a network's symmetries,
-  :mod:`~reports.targets` and :mod:`~reports.ridge_target`), :mod:`~reports.spectrum`,
-  :mod:`~reports.pruning`,
-  :mod:`~reports.product_matrix`, :mod:`~reports.diagnostics`
-  (convergence numbers and gates), :mod:`~reports.rank_ecdf`;
-- tables and words: :mod:`~reports.tables` (summaries), :mod:`~reports.labels` (names for
-  people and the one set of number formatters), :mod:`~reports.sweep` (how a summary lies
-  along a sweep axis), :mod:`~reports.headline`, :mod:`~reports.sampler_report` (the
-  sampler diagnostics section from the cells' records);
-- :mod:`reports.figures`: every matplotlib figure, one module per concept (the only
-  place that draws; numbers never import it);
-- :mod:`~reports.document`: a report as a :class:`~reports.document.Document` of blocks,
-  rendered once per format (:func:`~reports.document.to_markdown`,
-  :func:`~reports.document.to_html`, :func:`~reports.document.render`).
+- for a user's own draws, :mod:`reports.posterior`: the price of mean field, its aligned
+  version and nested R-hat of any ArviZ DataTree (``group``, ``var_names``,
+  ``filter_vars`` as arviz-stats takes them);
+- generic posterior numerics (public): :mod:`~reports.gaussian` (Gaussian fits, KL),
+  :mod:`~reports.kl_reference` (the KL's bias at its own n, with :mod:`~reports.kl_groups`
+  and :mod:`~reports.kl_calibration`), :mod:`~reports.wasserstein`,
+  :mod:`~reports.w2_reference`, :mod:`~reports.draws` (flat draws),
+  :mod:`~reports.alignment` (draws modulo hidden-unit permutations),
+  :mod:`~reports.superchains`, :mod:`~reports.diagnostics` (convergence numbers and
+  gates), :mod:`~reports.rank_ecdf`, :mod:`~reports.calibration` (test metrics),
+  :mod:`~reports.predictive` (function-space comparisons);
+- each study's numbers (the zoo's internals): :mod:`~reports.price_of_mf`,
+  :mod:`~reports.kl_null`, :mod:`~reports.kl_rhat`, :mod:`~reports.orbit`,
+  :mod:`~reports.ground_truth`, :mod:`~reports.targets`, :mod:`~reports.ridge_target`,
+  :mod:`~reports.laplace`, :mod:`~reports.spectrum`, :mod:`~reports.pruning`,
+  :mod:`~reports.product_matrix`, :mod:`~reports.product_block`, :mod:`~reports.tv_floor`,
+  :mod:`~reports.grade`;
+- the document (internals): :mod:`~reports.tables` and :mod:`~reports.study_table` (the one
+  aggregation rule), :mod:`~reports.labels` (names and the one set of number formatters),
+  :mod:`~reports.sweep`, :mod:`~reports.headline`, :mod:`~reports.sampler_report`,
+  :mod:`reports.figures` (every matplotlib figure, the only place that draws; numbers never
+  import it) and :mod:`~reports.document` (a report as a
+  :class:`~reports.document.Document` of blocks, rendered once per format).
 """
 
 from reports.calibration import (

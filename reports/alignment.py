@@ -41,17 +41,20 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
 from reports.gaussian import fit_gaussian, kl_diag_full
+from reports.kl_reference import debiased_kl_draws
+from reports.w2_reference import debiased_w2_draws
 
 __all__ = [
     "AlignedKL",
     "Alignment",
     "align_to_pivot",
+    "aligned_reference",
     "hidden_layers",
     "kl_by_labelling",
     "label_switches",
@@ -353,3 +356,28 @@ def kl_by_labelling(
         n=flat.shape[0],
         d=flat.shape[1],
     )
+
+
+def aligned_reference(x: np.ndarray, kl: AlignedKL, seed: int, jitter: float) -> dict[str, Any]:
+    """The KL's and W2's references on the aligned draws ``x`` ``(chain, draw, D)`` themselves.
+
+    ``kl_aligned_ess_n`` and ``kl_aligned_bias``: the KL's effective n and its exact sampling
+    bias there (:func:`reports.kl_reference.debiased_kl_draws`, AR(1)-calibrated, seeded by
+    ``seed``); ``kl_aligned_debiased = kl_aligned - kl_aligned_bias - kl_alignment_null``
+    with ``kl_aligned_debiased_se`` (the chain-group error; the null's own noise is not in
+    it); ``w2_aligned``, the closed-form W2(q_diag, q_full) of the aligned draws, and
+    ``w2sq_aligned_debiased`` (``_se``), its square less the chain-group jackknife's bias
+    (:func:`reports.w2_reference.debiased_w2_draws`). The KL's are None where the bias has
+    no closed form (n not above D).
+    """
+    deb = debiased_kl_draws(x, jitter=jitter, calibrate=True, seed=seed)
+    w2 = debiased_w2_draws(x, jitter=jitter)
+    return {
+        "kl_aligned_ess_n": deb.n,
+        "kl_aligned_bias": deb.bias,
+        "kl_aligned_debiased": None if deb.bias is None else kl.aligned - deb.bias - kl.null,
+        "kl_aligned_debiased_se": None if deb.bias is None else deb.se,
+        "w2_aligned": float(np.sqrt(max(w2.w2sq, 0.0))),
+        "w2sq_aligned_debiased": w2.w2sq_debiased,
+        "w2sq_aligned_debiased_se": w2.se,
+    }

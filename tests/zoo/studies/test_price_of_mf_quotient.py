@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.alignment import AlignedKL
+from reports.alignment import AlignedKL, aligned_reference
 from reports.gaussian import fit_gaussian, kl_diag_full, kl_sampling_bias
 from reports.w2_reference import w2sq_diag_full
-from zoo.studies.price_of_mf.quotient import aligned_reference
 
 
 def test_aligned_reference_debiases_independent_draws_to_zero_less_the_null() -> None:

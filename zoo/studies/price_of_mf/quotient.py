@@ -17,19 +17,17 @@ from typing import Any
 import numpy as np
 
 from reports.alignment import (
-    AlignedKL,
     align_to_pivot,
+    aligned_reference,
     kl_by_labelling,
     label_switches,
     pivot_from_draws,
 )
 from reports.draws import flatten_sites
-from reports.kl_reference import debiased_kl_draws
 from reports.orbit import max_split_rhat, min_bulk_ess, orbit_rhat
 from reports.superchains import max_rhat_nested
-from reports.w2_reference import debiased_w2_draws
 
-__all__ = ["aligned_reference", "quotient_metrics"]
+__all__ = ["quotient_metrics"]
 
 Sites = Mapping[str, np.ndarray]
 
@@ -70,7 +68,7 @@ def quotient_metrics(
         (``weights_rhat_aligned``, nested ``weights_rhat_nested_aligned``) and the smallest
         bulk ESS aligned (``weights_ess_bulk_aligned``); the mean number
         of draws per chain whose labelling changed (``label_switches``, summed over layers);
-        :func:`aligned_reference`'s references; with ``homogeneous``, ``orbit_rhat`` (the
+        :func:`reports.alignment.aligned_reference`'s references; with ``homogeneous``, ``orbit_rhat`` (the
         larger of ``orbit_rhat_balance`` and ``orbit_rhat_invariant``) and
         ``orbit_rhat_nested``.
     """
@@ -99,31 +97,6 @@ def quotient_metrics(
             orbit_rhat_nested=orbit.nested,
         )
     return out
-
-
-def aligned_reference(x: np.ndarray, kl: AlignedKL, seed: int, jitter: float) -> dict[str, Any]:
-    """The KL's and W2's references on the aligned draws ``x`` ``(chain, draw, D)`` themselves.
-
-    ``kl_aligned_ess_n`` and ``kl_aligned_bias``: the KL's effective n and its exact sampling
-    bias there (:func:`reports.kl_reference.debiased_kl_draws`, AR(1)-calibrated, seeded by
-    ``seed``); ``kl_aligned_debiased = kl_aligned - kl_aligned_bias - kl_alignment_null``
-    with ``kl_aligned_debiased_se`` (the chain-group error; the null's own noise is not in
-    it); ``w2_aligned``, the closed-form W2(q_diag, q_full) of the aligned draws, and
-    ``w2sq_aligned_debiased`` (``_se``), its square less the chain-group jackknife's bias
-    (:func:`reports.w2_reference.debiased_w2_draws`). The KL's are None where the bias has
-    no closed form (n not above D).
-    """
-    deb = debiased_kl_draws(x, jitter=jitter, calibrate=True, seed=seed)
-    w2 = debiased_w2_draws(x, jitter=jitter)
-    return {
-        "kl_aligned_ess_n": deb.n,
-        "kl_aligned_bias": deb.bias,
-        "kl_aligned_debiased": None if deb.bias is None else kl.aligned - deb.bias - kl.null,
-        "kl_aligned_debiased_se": None if deb.bias is None else deb.se,
-        "w2_aligned": float(np.sqrt(max(w2.w2sq, 0.0))),
-        "w2sq_aligned_debiased": w2.w2sq_debiased,
-        "w2sq_aligned_debiased_se": w2.se,
-    }
 
 
 def _by_chain(sites: Sites, chains: int) -> np.ndarray:
