@@ -141,7 +141,7 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         emin, emed, epred, rhat = r["stats"]
         print(
-            f"{r['target']:<16} {r['sampler']:<24} {r['pair']:>4} {r['cpu']:>7.1f} "
+            f"{r['target']:<16} {r['sampler']:<24} {r['pair']:>4} {r['cpu']:>7.3g} "
             f"{emin:>8.3f} {emed:>8.3f} {epred:>8.3f} {rhat:>6.3f}"
             + ("" if rhat <= RHAT_OK else "*")
         )
