@@ -222,6 +222,9 @@ def _per_step(model, x, y, init, warmup, draws, depth, reps, rounds) -> dict[str
             target_accept=0.8,
             init=init,
             max_tree_depth=depth,
+            step_size=None,
+            mass_matrix="diag",
+            vectorize_chains=False,
         )
         keep("zoo run_nuts", res.seconds / pot.calls * 1e3)
         flat_fn.calls = 0
@@ -358,6 +361,9 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
         target_accept=0.8,
         init=init,
         max_tree_depth=depth,
+        step_size=None,
+        mass_matrix="diag",
+        vectorize_chains=False,
     )
     rows = [("zoo run_nuts", res.flat, res.seconds, pot.calls / (warmup + draws))]
     kern = _CountedNUTS(model, max_tree_depth=depth)
