@@ -1,8 +1,11 @@
-"""BlackJAX's ChEES-HMC, run by ``benchmarks/chees.py --blackjax PYTHON`` in the peers' venv.
+"""BlackJAX's ChEES-HMC (and MCLMC), the peer that ``benchmarks/chees.py --blackjax PYTHON``
+and ``benchmarks/crosscheck.py --peers PYTHON`` run in the peers' venv.
 
 Never imported by the project (it needs jax, optax and blackjax, which the project's venv
-does not have): ``chees.py`` runs it as ``PYTHON benchmarks/blackjax_chees.py IN.npz CFG
-OUT.npz``. ``IN.npz`` holds the target (``prec`` and ``starts`` for a Gaussian
+does not have): the benchmarks start it as ``PYTHON benchmarks/blackjax_chees.py IN.npz
+CFG`` and keep it running (``benchmarks/_paired.py``'s ``PeerServer``): each line ``SEED
+OUT`` on its stdin runs the sampler once with PRNG key ``SEED``, writes ``OUT.npz`` and
+prints ``done``. ``IN.npz`` holds the target (``prec`` and ``starts`` for a Gaussian
 :math:`U(z) = z^\\top P z / 2`; ``x``, ``y`` and ``init0..`` for the ReLU network with a
 categorical likelihood and Normal priors of ``benchmarks/nuts.py``, over the flat vector
 of its sites in order, as BlackJAX's ChEES adaptation needs ``(C, D)`` positions); ``CFG`` is JSON:
@@ -14,13 +17,16 @@ of its sites in order, as BlackJAX's ChEES adaptation needs ``(C, D)`` positions
   ``"fixed"`` runs ``draws`` transitions of the same kernel at step size ``step_size``
   with :math:`\\lceil u_t L\\rceil` steps (``u_t`` the Halton sequence, ``L`` =
   ``leapfrog``), identity mass matrix: the per-step cost with no adaptation;
-- ``chains``, ``seed``, ``target_accept``, ``max_leapfrog``, ``repeats``.
+  ``"mclmc"`` runs BlackJAX's ``mclmc_find_L_and_step_size`` (diagonal preconditioning,
+  ``num_steps = 3 * warmup`` so that its three tuning windows take about ``warmup`` steps)
+  per chain, vmapped over the chains, then ``draws`` steps of the tuned ``mclmc`` kernel;
+- ``chains``, ``target_accept``, ``max_leapfrog``.
 
 The whole run is one ``jax.jit`` (the data its arguments, not constants folded at compile
-time); it is timed (process CPU seconds) once with its
-compilation (``first``) and then ``repeats`` times compiled (``steady``, the fastest).
-``OUT.npz``: ``flat`` ``(C, draws, D)``, ``first``, ``steady``, ``steps`` (leapfrog steps of
-one chain over the whole run; every chain takes the same number).
+time), compiled in the first run and reused by later ones; each run is timed in process CPU
+seconds. ``OUT.npz``: ``flat`` ``(C, draws, D)``, ``cpu``, ``steps`` (gradients of one chain
+over the whole run; every ChEES chain takes the same number) and ``draw_steps`` (those of
+the draws alone; MCLMC counts two per step).
 """
 
 import json
@@ -80,8 +86,42 @@ def draw(kernel, states, key, n):
     return jnp.swapaxes(pos, 0, 1), steps.sum()
 
 
+def mclmc(logdensity, key):
+    """BlackJAX's MCLMC tuning per chain, then ``draws`` steps: ``(flat, steps, draw_steps)``."""
+    kernel = blackjax.mcmc.mclmc.build_kernel()
+
+    def one(z, key):
+        k1, k2, k3 = jax.random.split(key, 3)
+        st = blackjax.mcmc.mclmc.init(z, logdensity, k1)
+        st, params, _ = blackjax.mclmc_find_L_and_step_size(
+            mclmc_kernel=kernel,
+            num_steps=3 * cfg["warmup"],
+            state=st,
+            rng_key=k2,
+            logdensity_fn=logdensity,
+            diagonal_preconditioning=True,
+        )
+        alg = blackjax.mclmc(
+            logdensity,
+            L=params.L,
+            step_size=params.step_size,
+            inverse_mass_matrix=params.inverse_mass_matrix,
+        )
+
+        def step(s, k):
+            s, _ = alg.step(k, s)
+            return s, s.position
+
+        return jax.lax.scan(step, st, jax.random.split(k3, cfg["draws"]))[1]
+
+    flat = jax.vmap(one)(positions, jax.random.split(key, C))
+    return flat, 2 * (3 * cfg["warmup"] + cfg["draws"]), 2 * cfg["draws"]
+
+
 def run(key, *args):  # the data are arguments, not constants XLA would fold at compile time
     logdensity = target(*args)
+    if cfg["mode"] == "mclmc":
+        return mclmc(logdensity, key)
     kw, ks = jax.random.split(key)
     if cfg["mode"] == "fixed":
         bits = int(np.ceil(np.log2(cfg["draws"] + 1))) + 1
@@ -96,7 +136,8 @@ def run(key, *args):  # the data are arguments, not constants XLA would fold at 
             integration_steps_params=(float(cfg["leapfrog"]),),
         )
         states = jax.vmap(lambda p: dynamic_hmc.init(p, logdensity, 0))(positions)
-        return draw(kernel, states, ks, cfg["draws"])
+        flat, steps = draw(kernel, states, ks, cfg["draws"])
+        return flat, steps, steps
     warm = blackjax.chees_adaptation(
         logdensity,
         C,
@@ -112,17 +153,14 @@ def run(key, *args):  # the data are arguments, not constants XLA would fold at 
         max_sampling_steps=cfg["draws"],
     )
     flat, steps = draw(blackjax.dynamic_hmc(logdensity, **params), states, ks, cfg["draws"])
-    return flat, steps + info.info.num_integration_steps[:, 0].sum()
+    return flat, steps + info.info.num_integration_steps[:, 0].sum(), steps
 
 
 f = jax.jit(run)
-key = jax.random.PRNGKey(cfg["seed"])
-t0 = time.process_time()
-flat, steps = jax.block_until_ready(f(key, *args))
-first = time.process_time() - t0
-steady = float("inf")
-for _ in range(cfg.get("repeats", 1)):
+for line in sys.stdin:  # one run per line ``SEED OUT``: the first compiles, later ones reuse
+    seed, out = line.split()
     t0 = time.process_time()
-    flat, steps = jax.block_until_ready(f(key, *args))
-    steady = min(steady, time.process_time() - t0)
-np.savez(sys.argv[3], flat=np.asarray(flat), first=first, steady=steady, steps=int(steps))
+    flat, steps, draw_steps = jax.block_until_ready(f(jax.random.PRNGKey(int(seed)), *args))
+    cpu = time.process_time() - t0
+    np.savez(out, flat=np.asarray(flat), cpu=cpu, steps=int(steps), draw_steps=int(draw_steps))
+    print("done", flush=True)

@@ -8,7 +8,7 @@ prints one table of ratios headed by the machine it ran on::
                                [--ess-chains 64]
                                [--warmup 200] [--draws 200] [--numpyro PYTHON]
                                [--blackjax PYTHON] [--skip-throughput] [--skip-gaussian]
-                               [--skip-ess] [--no-nuts]
+                               [--skip-ess] [--no-nuts] [--pairs 2]
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
 
@@ -21,22 +21,26 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   (CUDA rows when ``torch.cuda.is_available()``). The sampler runs its sampling phase with
   a fixed small step size and a trajectory of 16 steps on average (``warmup=0``), so the
   ratio is the kernel's overhead per gradient, not the adaptation's.
-- ``ESS/s``: bulk ESS (arviz-stats, every draw of every chain) per second of the whole run
-  (warm-up included), minimum and median over the parameters and median over the class-1
-  predictive probabilities at 100 test points, of ChEES (``keep=None``: every draw held)
-  against our batched NUTS (:func:`~zoo.inference.mcmc.samplers.run_nuts` with
-  ``vectorize_chains=True``, which runs on the CPU only) with the same ``--ess-chains``
-  chains, warm-up, draws and start (maximum-likelihood pretrained weights, shared by the
-  chains), with the largest R-hat of each beside them (an ESS/s of chains that have not
-  converged compares nothing; ChEES needs many chains: its criterion is estimated across
-  them), on ``--ess-n`` training points and a network of ``--ess-budget`` parameters
-  (defaults ``--n`` and 1000: a CPU cannot run three samplers to convergence on the
-  954-parameter network in a benchmark's time; ``--ess-budget 100`` gives D = 93, the
-  depth-2 network of ``specs/two_moons_depth_gpu_cpu.yaml`` with two logits); with
-  ``--numpyro PYTHON`` also against NumPyro's NUTS with
-  ``chain_method="vectorized"`` on the same network, data, start and chains, run by another
-  interpreter that has jax and numpyro (never the project's venv; ``benchmarks/nuts.py``'s
-  runner, JAX on the CPU, its JIT compilation timed).
+- paired ESS runs (:mod:`_paired`): bulk ESS (arviz-stats, every draw of every chain) per
+  CPU-second of the whole run (process CPU time, warm-up included; a GPU's ChEES in wall
+  seconds), minimum and median over the parameters and median over the class-1
+  predictive probabilities at 100 test points, with the largest R-hat beside them (an
+  ESS of chains that have not converged compares nothing; ChEES needs many chains: its
+  criterion is estimated across them), of ChEES (``keep=None``: every draw held), our
+  batched NUTS (:func:`~zoo.inference.mcmc.samplers.run_nuts` with
+  ``vectorize_chains=True``, CPU only), with ``--numpyro PYTHON`` NumPyro's vectorized
+  NUTS (``benchmarks/nuts.py``'s peer) and with ``--blackjax PYTHON`` BlackJAX's ChEES
+  (``benchmarks/blackjax_chees.py``), all with the same ``--ess-chains`` chains, warm-up,
+  draws and start (maximum-likelihood pretrained weights, shared by the chains), on
+  ``--ess-n`` training points and a network of ``--ess-budget`` parameters (defaults
+  ``--n`` and 1000: a CPU cannot run four samplers to convergence on the 954-parameter
+  network in a benchmark's time; ``--ess-budget 100`` gives D = 93, the depth-2 network of
+  ``specs/two_moons_depth_gpu_cpu.yaml`` with two logits). Pair ``k`` runs every sampler
+  with seed ``k`` in turn (interleaved); the peers (other interpreters, never the
+  project's venv; JAX on one CPU thread) stay running, so pair 0 holds their first runs
+  (JIT compilation included) and pairs 1 .. ``--pairs`` their compiled samplers: the
+  first-run and steady ratios (median and range over pairs) print apart, with the CPU and
+  the load average.
 - ``compiled``: the same with :meth:`~zoo.inference.mcmc.potential.FlatPotential.compile`
   (``torch.compile``, the ``chees`` method's ``compile: true``): the raw compiled batch
   over the raw eager one (what compiling pays), ChEES on the compiled potential over that
@@ -51,20 +55,16 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
   co-moments (8 groups x D^2 float64, 58 MB at D = 954) are a fixed part that the per-chain
   figure amortizes at large C.
 
-- ``gaussian``: the cheap target of the one-chain floor, :math:`\\mathcal N(0, S)` with ``S`` rotated
-  (``--gaussian-dim`` 50, eigenvalues log-spaced over ``[1, --gaussian-condition]``),
+- ``gaussian``: the cheap target of the one-chain floor, :math:`\\mathcal N(0, S)` with ``S``
+  rotated (``--gaussian-dim`` 50, eigenvalues log-spaced over ``[1, --gaussian-condition]``),
   float64, ``--gaussian-chains`` 64 from the same overdispersed starts
   (:func:`gaussian_rows`): process CPU microseconds per batched leapfrog step at a fixed
-  trajectory and over an adaptive run, and bulk ESS (min, median) per CPU-second with the
-  largest R-hat; with ``--blackjax PYTHON`` over BlackJAX's ChEES
-  (``benchmarks/blackjax_chees.py``, run by that interpreter, which has jax, optax and
-  blackjax: never the project's venv) compiled and with its compilation.
-- ``--blackjax PYTHON`` also adds to the ESS rows BlackJAX's ChEES on the same network,
-  data, start and chains (bulk ESS per CPU-second of both, BlackJAX compiled and with its
-  compilation). A missing interpreter skips the BlackJAX rows with a message; ``--no-nuts``
-  skips our batched NUTS in the ESS rows.
+  trajectory, with ``--blackjax PYTHON`` over BlackJAX's first run and its steady runs
+  (interleaved with ours), and paired adaptive runs of ChEES and BlackJAX's ChEES as
+  above (bulk ESS per CPU-second, R-hat, leapfrog steps per transition). A missing
+  interpreter skips the BlackJAX rows with a message; ``--no-nuts`` skips our batched NUTS.
 
-Timings: every configuration is timed in each of ``--rounds`` interleaved rounds and its
+Throughput timings: every configuration is timed in each of ``--rounds`` interleaved rounds, its
 fastest round counts (a shared machine's load comes and goes). Not a test: numbers depend on
 the machine; the ratios are what to compare. ``--threads`` torch threads (default 1).
 """
@@ -74,21 +74,16 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
-import json
-import os
-import platform
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
-from arviz_stats.base import array_stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from nuts import _numpyro, _setup  # noqa: E402  (the NUTS benchmark's network and runner)
+from _paired import Peer, ess_cpu, load, machine, print_ratios, print_table, run_pairs  # noqa: E402
+from nuts import _Peer, _predictive, _setup  # noqa: E402  (the NUTS benchmark's network and peer)
 
 from reports.ground_truth import random_spd  # noqa: E402
 from zoo.inference.mcmc.gaussian import GaussianPotential  # noqa: E402
@@ -126,23 +121,6 @@ class _CountedGaussian(GaussianPotential):  # counts batched leapfrog steps (one
     def grad_batch(self, z):
         self.calls += 1
         return super().grad_batch(z)
-
-
-def machine() -> str:
-    """One line naming the machine: CPU model and cores, torch, and the GPU if any."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
-    return (
-        f"machine: {cpu}, {os.cpu_count()} cores; {gpu}; torch {torch.__version__}, "
-        f"Python {platform.python_version()}"
-    )
 
 
 def _sync(device: torch.device) -> None:
@@ -289,51 +267,20 @@ def throughput(
     return rows
 
 
-def _predictive(model, pot: FlatPotential, flat: np.ndarray, x_test: torch.Tensor) -> np.ndarray:
-    """Class-1 probability at ``x_test`` per draw, ``(chains, draws, points)``."""
-    c, s, _ = flat.shape
-    with torch.no_grad():
-        draws = pot.unravel(torch.as_tensor(flat.reshape(c * s, -1), dtype=pot.x.dtype))
-        logp = model.likelihood.class_log_probs(model.apply(x_test, draws))
-    return logp[..., 1].exp().double().numpy().reshape(c, s, -1)
+def _ess_row(model, pot, flat: np.ndarray, cpu: float, x_test) -> tuple[float, ...]:
+    """:func:`_paired.ess_cpu` with the class-1 predictive probabilities at ``x_test``."""
+    return ess_cpu(flat, cpu, _predictive(model, pot, flat, x_test))
 
 
-def _ess_row(model, pot, flat: np.ndarray, seconds: float, x_test) -> tuple[float, ...]:
-    """(min, median) bulk ESS/s over parameters, median bulk ESS/s of the predictive, and
-    the largest rank-normalized split R-hat over parameters (to see whether it converged)."""
-    ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
-    pred = array_stats.ess(
-        _predictive(model, pot, flat, x_test), chain_axis=0, draw_axis=1, method="bulk"
-    )
-    rhat = array_stats.rhat(flat, chain_axis=0, draw_axis=1)
-    return (
-        ess.min() / seconds,
-        np.median(ess) / seconds,
-        np.nanmedian(pred) / seconds,
-        float(np.max(rhat)),
-    )
-
-
-def _blackjax(python: str, cfg: dict, arrays: dict) -> dict | None:
-    """Run :data:`BLACKJAX` with ``python`` (JAX on one CPU thread); None, with a message,
-    when that interpreter is not there."""
+def _blackjax(python: str | None, cfg: dict, arrays: dict) -> Peer | None:
+    """:data:`BLACKJAX` kept running with ``python`` (JAX on one CPU thread); None, with a
+    message, when that interpreter is not there."""
+    if python is None:
+        return None
     if not Path(python).exists():
         print(f"--blackjax {python}: no such interpreter; BlackJAX rows skipped")
         return None
-    env = dict(
-        os.environ,
-        JAX_PLATFORMS="cpu",
-        XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-    )
-    with tempfile.TemporaryDirectory() as d:
-        np.savez(f"{d}/in.npz", **arrays)
-        subprocess.run(
-            [python, str(BLACKJAX), f"{d}/in.npz", json.dumps(cfg), f"{d}/out.npz"],
-            check=True,
-            env=env,
-        )
-        r = np.load(f"{d}/out.npz")
-        return {k: r[k] for k in r.files}
+    return Peer(python, [str(BLACKJAX)], arrays, cfg)
 
 
 def _cpu_run(fn):
@@ -343,10 +290,33 @@ def _cpu_run(fn):
     return res, time.process_time() - t0
 
 
-def _ess_cpu(flat: np.ndarray, seconds: float) -> tuple[float, float, float]:
-    ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
-    rhat = array_stats.rhat(flat, chain_axis=0, draw_axis=1)
-    return ess.min() / seconds, np.median(ess) / seconds, float(np.max(rhat))
+def _fixed_step_rows(pot, init, chains, rounds, bj, step, leapfrog, draws, tag) -> list[tuple]:
+    """CPU microseconds per batched leapfrog step at a fixed trajectory: ours (fastest of
+    ``rounds``) over BlackJAX's first run (its compilation included) and its steady runs
+    (fastest of ``rounds``), interleaved."""
+    ours, first, steady = float("inf"), None, float("inf")
+    for r in range(rounds + (bj is not None)):
+        if r < rounds:
+            pot.calls = 0
+            _, sec = _cpu_run(
+                lambda: run_chees(
+                    pot, seed=0, warmup=0, draws=draws, chains=chains, init=init,
+                    step_size=step, trajectory_length=leapfrog * step, keep=2, threads=None,
+                    target_accept=0.651, max_leapfrog=1024,
+                )
+            )  # fmt: skip
+            ours = min(ours, sec / (pot.calls - 1))  # less the start's evaluation
+        if bj is not None:
+            b = bj.run(0)
+            per = float(b["cpu"]) / int(b["steps"])
+            first, steady = (per, steady) if first is None else (first, min(steady, per))
+    what = f"us/step fixed trajectory  chees / blackjax, {tag}"
+    if bj is None:
+        return [(f"us/step fixed trajectory  chees, {tag}", "cpu", chains, 1e6 * ours, np.nan)]
+    return [
+        (f"{what}, first run", "cpu", chains, 1e6 * ours, 1e6 * first),
+        (f"{what}, steady", "cpu", chains, 1e6 * ours, 1e6 * steady),
+    ]
 
 
 def gaussian_rows(
@@ -357,131 +327,68 @@ def gaussian_rows(
     draws: int,
     rounds: int,
     blackjax: str | None,
+    pairs: int = 2,
     step: float = 0.2,
     leapfrog: int = 16,
     fixed_draws: int = 200,
-) -> list[tuple]:
+) -> tuple[list[tuple], list[dict]]:
     """The cheap target: N(0, S) with S rotated (:func:`reports.ground_truth.random_spd`,
     eigenvalues log-spaced over ``[1, condition]``), float64, ``chains`` chains from the
     same overdispersed starts (:meth:`GaussianPotential.prior_draw`, generators 0..C-1).
 
-    Rows: process CPU microseconds per batched leapfrog step of a sampling-phase run at a
-    fixed step size ``step`` and :math:`\\lceil u_t L\\rceil` steps (``L = leapfrog``, identity
-    mass matrix, fastest of ``rounds``) and of the whole adaptive run (``warmup`` + ``draws``),
-    ours over BlackJAX's compiled (steady) run; bulk ESS (min, median) per CPU-second of
-    the adaptive runs over BlackJAX's steady run and over its first (with its compilation),
-    and the largest R-hat of each."""
+    Returns the rows of process CPU microseconds per batched leapfrog step of a
+    sampling-phase run at a fixed step size ``step`` and :math:`\\lceil u_t L\\rceil` steps
+    (``L = leapfrog``, identity mass matrix), ours over BlackJAX's first and steady runs
+    (:func:`_fixed_step_rows`), and the paired adaptive runs (``warmup`` + ``draws``, pair
+    ``k`` with seed ``k`` on both sides, ours then BlackJAX's): their bulk ESS (min, median)
+    per CPU-second, largest R-hat and leapfrog steps."""
     pot = _CountedGaussian(random_spd(dim, condition, seed=0, rotate=True))
     starts = torch.stack([pot.prior_draw(torch.Generator().manual_seed(i)) for i in range(chains)])
-    init = {"theta": starts}
-    fixed = float("inf")
-    for _ in range(rounds):
+    init, tag = {"theta": starts}, f"gaussian D={dim}"
+    arrays = {"prec": pot.prec.numpy(), "starts": starts.numpy()}
+    cfg = dict(kind="gaussian", x64=True, chains=chains)
+    fixed = dict(cfg, mode="fixed", step_size=step, leapfrog=leapfrog, draws=fixed_draws)
+    bj = _blackjax(blackjax, fixed, arrays)
+    try:
+        rows = _fixed_step_rows(pot, init, chains, rounds, bj, step, leapfrog, fixed_draws, tag)
+    finally:
+        if bj is not None:
+            bj.close()
+
+    def ours(k):
         pot.calls = 0
-        _, sec = _cpu_run(
+        res, cpu = _cpu_run(
             lambda: run_chees(
-                pot,
-                seed=0,
-                warmup=0,
-                draws=fixed_draws,
-                chains=chains,
-                init=init,
-                step_size=step,
-                trajectory_length=leapfrog * step,
-                keep=2,
-                threads=None,
-                target_accept=0.651,
-                max_leapfrog=1024,
+                pot, seed=k, warmup=warmup, draws=draws, chains=chains, init=init,
+                step_size=None, keep=None, threads=None, target_accept=0.651, max_leapfrog=1000,
             )
-        )
-        fixed = min(fixed, sec / (pot.calls - 1))  # less the start's evaluation
-    best = None
-    for _ in range(rounds):
-        pot.calls = 0
-        res, sec = _cpu_run(
-            lambda: run_chees(
-                pot,
-                seed=0,
-                warmup=warmup,
-                draws=draws,
-                chains=chains,
-                init=init,
-                step_size=None,
-                keep=None,
-                threads=None,
-                target_accept=0.651,
-                max_leapfrog=1000,
-            )
-        )
-        if best is None or sec < best[1]:
-            best = (res, sec, pot.calls)
-    res, sec, calls = best
-    ours = _ess_cpu(res.flat, sec)
-    tag = f"gaussian D={dim}"
-    rows = [(f"us/step fixed trajectory  chees / {tag}", "cpu", chains, 1e6 * fixed, float("nan"))]
+        )  # fmt: skip
+        return {"target": tag, "cpu": cpu, "steps": pot.calls, "stats": ess_cpu(res.flat, cpu)}
+
+    contenders, bj = {"zoo chees": ours}, None
     if blackjax:
         z = starts.clone()
         u, g = pot.value_and_grad_batch(z)
         eps0 = find_shared_step_size(
             pot, z, u, g, torch.ones(dim, dtype=z.dtype), 1.0, torch.Generator().manual_seed(0)
         )
-        arrays = {"prec": pot.prec.numpy(), "starts": starts.numpy()}
-        cfg = dict(kind="gaussian", x64=True, chains=chains, seed=0, repeats=rounds)
-        bj_fixed = _blackjax(
-            blackjax,
-            dict(cfg, mode="fixed", step_size=step, leapfrog=leapfrog, draws=fixed_draws),
-            arrays,
-        )
-        bj = _blackjax(
-            blackjax,
-            dict(
-                cfg,
-                mode="adapt",
-                step_size=eps0,
-                warmup=warmup,
-                draws=draws,
-                target_accept=0.651,
-                max_leapfrog=1000,
-                lr=0.05,
-            ),
-            arrays,
-        )
-        if bj_fixed is not None and bj is not None:
-            print(
-                f"{tag}: leapfrog steps per transition of the adaptive runs (warm-up and "
-                f"draws): chees {calls / (warmup + draws):.1f}, "
-                f"blackjax {int(bj['steps']) / (warmup + draws):.1f}"
-            )
-            rows = [
-                (
-                    f"us/step fixed trajectory  chees / blackjax steady, {tag}",
-                    "cpu",
-                    chains,
-                    1e6 * fixed,
-                    1e6 * float(bj_fixed["steady"]) / int(bj_fixed["steps"]),
-                ),
-                (
-                    f"us/step adaptive run  chees / blackjax steady, {tag}",
-                    "cpu",
-                    chains,
-                    1e6 * sec / calls,
-                    1e6 * float(bj["steady"]) / int(bj["steps"]),
-                ),
-            ]
-            steady = _ess_cpu(bj["flat"], float(bj["steady"]))
-            first = _ess_cpu(bj["flat"], float(bj["first"]))
-            for k, what in enumerate(("ESS/s min", "ESS/s median")):
-                for name, theirs in (("steady", steady), ("incl. compilation", first)):
-                    rows.append(
-                        (
-                            f"{what}  chees / blackjax {name}, {tag}",
-                            "cpu",
-                            chains,
-                            ours[k],
-                            theirs[k],
-                        )
-                    )
-            rows.append((f"max R-hat  chees / blackjax, {tag}", "cpu", chains, ours[2], steady[2]))
-    return rows
+        adapt = dict(cfg, mode="adapt", step_size=eps0, warmup=warmup, draws=draws, lr=0.05)
+        adapt |= dict(target_accept=0.651, max_leapfrog=1000)
+        bj = _blackjax(blackjax, adapt, arrays)
+    if bj is not None:
+
+        def theirs(k):
+            r = bj.run(k)
+            cpu = float(r["cpu"])
+            return {"target": tag, "cpu": cpu, "steps": int(r["steps"]),
+                    "stats": ess_cpu(r["flat"], cpu)}  # fmt: skip
+
+        contenders["blackjax chees"] = theirs
+    try:
+        return rows, run_pairs(pairs, contenders)
+    finally:
+        if bj is not None:
+            bj.close()
 
 
 def ess_rows(
@@ -498,101 +405,81 @@ def ess_rows(
     x_test: torch.Tensor,
     blackjax: str | None = None,
     nuts: bool = True,
-) -> list[tuple]:
-    """ESS/s of ChEES on each device against batched NUTS (CPU), NumPyro's vectorized NUTS
-    and (CPU seconds of both) BlackJAX's ChEES."""
+    pairs: int = 2,
+) -> list[dict]:
+    """Paired runs on the network: ChEES (process CPU seconds on the CPU, wall seconds on a
+    GPU), our batched NUTS, NumPyro's vectorized NUTS and BlackJAX's ChEES, pair ``k`` each
+    with seed ``k`` in turn; the peers kept running, so pair 0 holds their first runs (their
+    compilation included) and later pairs their compiled samplers."""
     pot = FlatPotential(model, x, y)
-    base = {}
+    tag = f"network D={pot.dim}"
+
+    def row(flat, cpu, steps=np.nan):
+        return {"target": tag, "cpu": cpu, "steps": steps,
+                "stats": _ess_row(model, pot, flat, cpu, x_test)}  # fmt: skip
+
+    contenders = {}
+    for dev in devices:
+        dpot = FlatPotential(model, x.to(dev), y.to(dev))
+
+        def chees(k, dpot=dpot, dev=dev):
+            res, cpu = _cpu_run(
+                lambda: run_chees(
+                    dpot, seed=k, warmup=warmup, draws=draws, chains=chains, init=init,
+                    keep=None, threads=None, step_size=None, target_accept=0.651,
+                    max_leapfrog=1024,
+                )
+            )  # fmt: skip
+            return row(res.flat, cpu if dev.type == "cpu" else res.seconds)
+
+        contenders["zoo chees" + ("" if dev.type == "cpu" else f" ({dev.type}, wall s)")] = chees
     if nuts:
-        res = run_nuts(
-            pot,
-            seed=0,
-            warmup=warmup,
-            draws=draws,
-            chains=chains,
-            init=init,
-            max_tree_depth=depth,
-            target_accept=0.8,
-            step_size=None,
-            mass_matrix="diag",
-            vectorize_chains=True,
-            threads=None,
-        )
-        base["batched NUTS (cpu)"] = _ess_row(model, pot, res.flat, res.seconds, x_test)
+
+        def batched_nuts(k):
+            res, cpu = _cpu_run(
+                lambda: run_nuts(
+                    pot, seed=k, warmup=warmup, draws=draws, chains=chains, init=init,
+                    max_tree_depth=depth, target_accept=0.8, step_size=None,
+                    mass_matrix="diag", vectorize_chains=True, threads=None,
+                )
+            )  # fmt: skip
+            return row(res.flat, cpu)
+
+        contenders["zoo batched NUTS"] = batched_nuts
+    peers = []
     if numpyro:
-        _, flat, sec, _ = _numpyro(numpyro, model, x, y, init, warmup, draws, depth, chains)
-        base["numpyro vectorized NUTS (cpu)"] = _ess_row(model, pot, flat, sec, x_test)
-    bj = None
+        npy = _Peer(numpyro, model, x, y, init, warmup, draws, depth, chains)
+        peers.append(npy)
+        contenders["numpyro vectorized NUTS"] = lambda k: (
+            lambda r: row(r["flat"], float(r["cpu"]))
+        )(npy.run(k))
+    names = list(init)
     if blackjax:
-        names = list(init)
         z = pot.ravel(init).expand(chains, -1).contiguous()
         u, g = pot.value_and_grad_batch(z)
         ones = torch.ones(pot.dim, dtype=z.dtype)
         cfg = {
-            "kind": "bnn",
-            "mode": "adapt",
-            "names": names,
+            "kind": "bnn", "mode": "adapt", "names": names, "chains": chains,
             "shapes": {n: list(init[n].shape) for n in names},
             "priors": {n: model.prior_params[n] for n in names},
-            "chains": chains,
-            "seed": 0,
-            "repeats": 1,
-            "warmup": warmup,
-            "draws": draws,
-            "target_accept": 0.651,
-            "max_leapfrog": 1000,
+            "warmup": warmup, "draws": draws, "target_accept": 0.651, "max_leapfrog": 1000,
             "lr": 0.05,
             "step_size": find_shared_step_size(
                 pot, z, u, g, ones, 1.0, torch.Generator().manual_seed(0)
             ),
-        }
+        }  # fmt: skip
         arrays = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
         bj = _blackjax(blackjax, cfg, dict(arrays, x=x.numpy(), y=y.numpy()))
-    rows = []
-    for dev in devices:
-        dpot = FlatPotential(model, x.to(dev), y.to(dev))
-        res, cpu = _cpu_run(
-            lambda dpot=dpot: run_chees(
-                dpot,
-                seed=0,
-                warmup=warmup,
-                draws=draws,
-                chains=chains,
-                init=init,
-                keep=None,
-                threads=None,
-                step_size=None,
-                target_accept=0.651,
-                max_leapfrog=1024,
-            )
-        )
-        ours = _ess_row(model, pot, res.flat, res.seconds, x_test)
-        if bj is not None and dev.type == "cpu":  # CPU seconds on both sides
-            ours_cpu = _ess_row(model, pot, res.flat, cpu, x_test)
-            for name, sec in (("steady", bj["steady"]), ("incl. compilation", bj["first"])):
-                theirs = _ess_row(model, pot, bj["flat"], float(sec), x_test)
-                for k, what in enumerate(("ESS/cpu-s min", "ESS/cpu-s median", "ESS/cpu-s pred.")):
-                    rows.append(
-                        (
-                            f"{what}  chees / blackjax chees {name}",
-                            "cpu",
-                            chains,
-                            ours_cpu[k],
-                            theirs[k],
-                        )
-                    )
-            rows.append(("max R-hat  chees / blackjax chees", "cpu", chains, ours[3], theirs[3]))
-        for name, theirs in base.items():
-            for k, what in enumerate(
-                (
-                    "ESS/s min",
-                    "ESS/s median",
-                    "ESS/s predictive median",
-                    "max R-hat (1.01: converged)",
-                )
-            ):
-                rows.append((f"{what}  chees / {name}", dev.type, chains, ours[k], theirs[k]))
-    return rows
+        if bj is not None:
+            peers.append(bj)
+            contenders["blackjax chees"] = lambda k: (
+                lambda r: row(r["flat"], float(r["cpu"]), int(r["steps"]))
+            )(bj.run(k))
+    try:
+        return run_pairs(pairs, contenders)
+    finally:
+        for p in peers:
+            p.close()
 
 
 def main() -> None:
@@ -645,6 +532,9 @@ def main() -> None:
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--skip-gaussian", action="store_true")
     ap.add_argument("--no-nuts", action="store_true", help="no batched NUTS in the ESS rows")
+    ap.add_argument(
+        "--pairs", type=int, default=2, help="steady pairs after the first (paired ESS runs)"
+    )
     ap.add_argument("--gaussian-dim", type=int, default=50)
     ap.add_argument("--gaussian-chains", type=int, default=64)
     ap.add_argument("--gaussian-condition", type=float, default=100.0)
@@ -671,13 +561,14 @@ def main() -> None:
         f"+ {a.draws} draws, {a.ess_chains} chains, NUTS max tree depth "
         f"{a.max_tree_depth}, start = MLE-pretrained weights"
     )
-    rows = []
+    rows, paired = [], []
     if not a.skip_throughput:
         rows += throughput(
             model, x, y, init, devices, chains_of, a.rounds, a.draws_timed, not a.no_compile
         )
+    load0 = load()
     if not a.skip_gaussian:
-        rows += gaussian_rows(
+        fixed, runs = gaussian_rows(
             a.gaussian_dim,
             a.gaussian_chains,
             a.gaussian_condition,
@@ -685,12 +576,15 @@ def main() -> None:
             a.draws,
             a.rounds,
             a.blackjax,
+            a.pairs,
         )
+        rows += fixed
+        paired += runs
     if not a.skip_ess:
         if (a.ess_n and a.ess_n != a.n) or a.ess_budget != 1000:
             model, x, y, init = _setup(a.ess_n or a.n, a.ess_budget)
             print(f"ESS rows: N={a.ess_n or a.n}, D={model.num_params} (width {model.dims[1]})")
-        rows += ess_rows(
+        paired += ess_rows(
             model,
             x,
             y,
@@ -704,14 +598,33 @@ def main() -> None:
             x_test,
             a.blackjax,
             not a.no_nuts,
+            a.pairs,
         )
-    width = max(len(r[0]) for r in rows)
-    print(
-        f"{'what':<{width}} {'device':>6} {'chains':>6} {'ours':>10} {'baseline':>10} {'ratio':>7}"
-    )
-    for what, dev, c, ours, base in rows:
-        ratio = ours / base if base else float("nan")
-        print(f"{what:<{width}} {dev:>6} {c:>6} {ours:>10.4g} {base:>10.4g} {ratio:>7.3f}")
+    if rows:
+        width = max(len(r[0]) for r in rows)
+        print(
+            f"{'what':<{width}} {'device':>6} {'chains':>6} {'ours':>10} {'baseline':>10} "
+            f"{'ratio':>7}"
+        )
+        for what, dev, c, ours, base in rows:
+            ratio = ours / base if base else float("nan")
+            print(f"{what:<{width}} {dev:>6} {c:>6} {ours:>10.4g} {base:>10.4g} {ratio:>7.3f}")
+    if paired:
+        print(
+            f"\n{machine()}; load average {load0:.1f} before the paired runs, {load():.1f} "
+            f"after. Bulk ESS per CPU-second (process CPU time, each peer's of its own "
+            f"process; warm-up included), pair k: seed k on every side in turn; pair 0 holds "
+            f"the peers' first runs (compilation included), later pairs their compiled "
+            f"samplers. R-hat > 1.01 is marked unconverged (*)."
+        )
+        print_table(paired)
+        for target in dict.fromkeys(r["target"] for r in paired):
+            runs = [r for r in paired if r["target"] == target]
+            for r in runs:
+                if r["steps"] == r["steps"]:  # not nan: leapfrog steps per transition
+                    print(f"{target} {r['sampler']} pair {r['pair']}: "
+                          f"{r['steps'] / (a.warmup + a.draws):.1f} leapfrog steps per transition")  # fmt: skip
+            print_ratios(runs, "zoo chees", label=f"{target}, ")
 
 
 if __name__ == "__main__":

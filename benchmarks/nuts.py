@@ -58,11 +58,9 @@ Not a test: numbers depend on the machine; the ratios are what to compare. One t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import types
 from pathlib import Path
@@ -70,6 +68,17 @@ from pathlib import Path
 import numpy as np
 import pyro
 import torch
+from _paired import (
+    PEER_ENV,
+    RHAT_OK,
+    Peer,
+    ess_cpu,
+    load,
+    machine,
+    print_ratios,
+    print_table,
+    run_pairs,
+)
 from arviz_stats.base import array_stats
 from pyro.infer.mcmc import MCMC, NUTS
 
@@ -213,6 +222,9 @@ def _per_step(model, x, y, init, warmup, draws, depth, reps, rounds) -> dict[str
             target_accept=0.8,
             init=init,
             max_tree_depth=depth,
+            step_size=None,
+            mass_matrix="diag",
+            vectorize_chains=False,
         )
         keep("zoo run_nuts", res.seconds / pot.calls * 1e3)
         flat_fn.calls = 0
@@ -284,7 +296,7 @@ for line in sys.stdin:
 )
 
 
-class _Peer:
+class _Peer(Peer):
     """NumPyro's NUTS on the same model in another interpreter (its own venv with jax),
     kept running: :meth:`run` asks for one more run of the same compiled sampler.
 
@@ -292,15 +304,16 @@ class _Peer:
     computation), the counterpart of ``vectorize_chains=True``. ``cfg`` adds ``likelihood``
     ("bernoulli") or ``target_accept``; ``arrays`` with ``cov`` (and ``inits``, one start
     per chain) samples ``theta ~ N(0, cov)`` instead of the network (``model=None``). Its
-    first run compiles (NumPyro's ``MCMC`` with ``jit_model_args=True``); later runs of the
-    same shapes reuse the compiled sampler.
+    first run compiles; later runs of the same shapes reuse the compiled sampler. A run
+    returns ``flat``, ``seconds``, ``cpu`` (the peer process's CPU seconds of this run
+    alone) and ``steps``.
     """
 
     def __init__(
         self, python: str, model, x, y, init, warmup, draws, depth, chains=1, cfg=None, arrays=None
     ) -> None:
         names = list(init)
-        self.cfg = {
+        cfg = {
             "names": names,
             "shapes": {n: list(init[n].shape) for n in names},
             "priors": {n: model.prior_params[n] for n in names} if model is not None else {},
@@ -310,45 +323,16 @@ class _Peer:
             "chains": chains,
             **(cfg or {}),
         }
-        self.env = dict(
-            os.environ,
-            JAX_PLATFORMS="cpu",
-            XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
-        )
-        self.python, self.dir = python, tempfile.TemporaryDirectory()
         inits = {f"init{i}": init[n].numpy() for i, n in enumerate(names)}
-        np.savez(f"{self.dir.name}/in.npz", x=x.numpy(), y=y.numpy(), **inits, **(arrays or {}))
-        self.proc: subprocess.Popen | None = None
-
-    def _args(self, script: str) -> list[str]:
-        return [self.python, "-c", script, f"{self.dir.name}/in.npz", json.dumps(self.cfg)]
+        arrays = dict(x=x.numpy(), y=y.numpy(), **inits, **(arrays or {}))
+        super().__init__(python, ["-c", _NUMPYRO_SERVER], arrays, cfg)
 
     def once(self) -> dict:
         """One run in a fresh interpreter (compilation included)."""
         out = f"{self.dir.name}/once.npz"
-        subprocess.run([*self._args(_NUMPYRO), out], check=True, env=self.env)
+        argv = [self.argv[0], "-c", _NUMPYRO, *self.argv[3:], out]
+        subprocess.run(argv, check=True, env=dict(os.environ, **PEER_ENV))
         return dict(np.load(out))
-
-    def run(self, seed: int) -> dict:
-        """One run (warm-up and draws) with PRNG key ``seed``: ``flat``, ``seconds``, ``cpu``
-        (the peer process's CPU seconds of this run alone), ``steps``."""
-        if self.proc is None:
-            self.proc = subprocess.Popen(
-                self._args(_NUMPYRO_SERVER), env=self.env, stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, text=True,
-            )  # fmt: skip
-        out = f"{self.dir.name}/run{seed}.npz"
-        self.proc.stdin.write(f"{seed} {out}\n")
-        self.proc.stdin.flush()
-        if self.proc.stdout.readline().strip() != "done":
-            raise RuntimeError("the NumPyro peer stopped (its error is above)")
-        return dict(np.load(out))
-
-    def close(self) -> None:
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait()
-        self.dir.cleanup()
 
 
 def _numpyro(
@@ -377,6 +361,9 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
         target_accept=0.8,
         init=init,
         max_tree_depth=depth,
+        step_size=None,
+        mass_matrix="diag",
+        vectorize_chains=False,
     )
     rows = [("zoo run_nuts", res.flat, res.seconds, pot.calls / (warmup + draws))]
     kern = _CountedNUTS(model, max_tree_depth=depth)
@@ -484,17 +471,6 @@ def _throughput(kernels: dict, pot, z: torch.Tensor, depth: int, reps: int, roun
     return best
 
 
-def _ess_cpu(flat: np.ndarray, cpu: float, pred: np.ndarray | None) -> tuple:
-    """(min, median) bulk ESS per CPU-second over parameters, median over predictions (nan
-    without), and the largest R-hat."""
-    ess = array_stats.ess(flat, chain_axis=0, draw_axis=1, method="bulk")
-    rhat = float(np.max(array_stats.rhat(flat, chain_axis=0, draw_axis=1)))
-    p = np.nan
-    if pred is not None:
-        p = np.nanmedian(array_stats.ess(pred, chain_axis=0, draw_axis=1, method="bulk")) / cpu
-    return ess.min() / cpu, np.median(ess) / cpu, p, rhat
-
-
 def _run_zoo(step, pot, seed: int = 0, **kw) -> tuple[np.ndarray, float]:
     """``run_nuts(vectorize_chains=True)`` with the batched kernel ``step``; CPU seconds."""
     old = programs.nuts_step_batch  # the module the batched sampler calls it from
@@ -523,43 +499,40 @@ def batched(a) -> None:
         z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
         best = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
         print(f"{c:>4}  " + "  ".join(f"{best[k] / best['raw']:>14.3f}" for k in kernels))
-    print(f"load average after: {os.getloadavg()[0]:.1f}")
+    print(f"load average after: {load():.1f}")
     if a.skip_ess:
         return
     _paired_ess(a, model, pot, init, x, y, x_test)
 
 
-#: R-hat above this marks an ESS as unconverged (Vehtari et al. 2021's threshold)
-RHAT_OK = 1.01
-
-
-def _pairs(a, target, ours, peer, pred) -> list[tuple]:
+def _pairs(a, target, ours, peer, pred) -> list[dict]:
     """``a.pairs + 1`` pairs, ours then the peer's, each pair with seed ``k``: pair 0 is the
     peer's first run (its compilation included), pairs 1.. its compiled sampler again."""
-    rows = []
-    for k in range(a.pairs + 1):
+
+    def zoo(k):
         flat, cpu = ours(k)
-        rows.append((target, "zoo batched NUTS", k, cpu, *_ess_cpu(flat, cpu, pred(flat))))
-        if peer is not None:
-            r = peer.run(k)
-            cpu = float(r["cpu"])
-            rows.append(
-                (target, "numpyro vectorized", k, cpu, *_ess_cpu(r["flat"], cpu, pred(r["flat"])))
-            )
-    return rows
+        return {"target": target, "cpu": cpu, "stats": ess_cpu(flat, cpu, pred(flat))}
+
+    def numpyro(k):
+        r = peer.run(k)
+        cpu = float(r["cpu"])
+        return {"target": target, "cpu": cpu, "stats": ess_cpu(r["flat"], cpu, pred(r["flat"]))}
+
+    contenders = {"zoo batched NUTS": zoo}
+    if peer is not None:
+        contenders["numpyro vectorized"] = numpyro
+    return run_pairs(a.pairs, contenders)
 
 
 def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
     """ESS per CPU-second of our batched NUTS and NumPyro's, paired and interleaved."""
-    from chees import machine
-
     rows, dim = [], a.gauss_dim
     q, _ = np.linalg.qr(np.random.default_rng(0).normal(size=(dim, dim)))
     cov = (q * np.logspace(-0.5, 0.5, dim)) @ q.T  # variances 0.32 .. 3.2, rotated
     gpot = GaussianPotential(cov)
     kw = dict(warmup=a.gauss_warmup, draws=a.gauss_draws, chains=a.gauss_chains)
     kw |= dict(max_tree_depth=10, target_accept=0.8, step_size=None, init=None)
-    load0 = os.getloadavg()[0]
+    load0 = load()
     peer = None
     if a.numpyro:
         inits = np.stack(
@@ -592,7 +565,7 @@ def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
             peer.close()
     print(
         f"\n{machine()}; load average {load0:.1f} before the ESS runs, "
-        f"{os.getloadavg()[0]:.1f} after\n"
+        f"{load():.1f} after\n"
         f"ESS_bulk per CPU-second (process CPU time; NumPyro's of its own process): gaussian "
         f"{a.gauss_chains} chains, {a.gauss_warmup}+{a.gauss_draws}, depth 10; default depth 2 "
         f"{a.bnn_chains} chains, {a.bnn_warmup}+{a.bnn_draws}, depth 8, target 0.9, MLE start; "
@@ -600,40 +573,11 @@ def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
         f"NumPyro's; pair 0 is NumPyro's first run (compilation included), later pairs reuse "
         f"its compiled sampler. An ESS with R-hat > {RHAT_OK} is marked unconverged (*)."
     )
-    print(
-        f"{'target':<16} {'sampler':<20} {'pair':>4} {'CPU s':>7} {'min/s':>8} {'med/s':>8} "
-        f"{'pred/s':>8} {'R-hat':>7}"
-    )
-    for row in rows:
-        flag = "" if row[7] <= RHAT_OK else "*"
-        print(
-            f"{row[0]:<16} {row[1]:<20} {row[2]:>4} {row[3]:>7.1f} "
-            + " ".join(f"{v:>8.3f}" for v in row[4:7])
-            + f" {row[7]:>6.3f}{flag}"
+    print_table(rows)
+    for target in dict.fromkeys(r["target"] for r in rows):
+        print_ratios(
+            [r for r in rows if r["target"] == target], "zoo batched NUTS", label=f"{target}, "
         )
-    for target in dict.fromkeys(r[0] for r in rows):
-        ours = {r[2]: r for r in rows if r[0] == target and r[1].startswith("zoo")}
-        peers = {r[2]: r for r in rows if r[0] == target and r[1].startswith("numpyro")}
-        if not peers:
-            continue
-        ratio = {
-            k: [o / t for o, t in zip(ours[k][4:7], peers[k][4:7], strict=True)] for k in peers
-        }
-        unconv = {k: max(ours[k][7], peers[k][7]) > RHAT_OK for k in peers}
-        first = " / ".join(f"{v:.2f}" for v in ratio[0]) + (" (unconverged)" if unconv[0] else "")
-        print(f"ratio {target}, zoo / numpyro, min / median / predictions: first run {first}")
-        steady = [k for k in peers if k > 0]
-        if steady:
-            parts = []
-            for i in range(3):
-                vals = [ratio[k][i] for k in steady]
-                parts.append(f"{np.median(vals):.2f} ({min(vals):.2f}-{max(vals):.2f})")
-            n_bad = sum(unconv[k] for k in steady)
-            print(
-                f"    steady (median (range) of {len(steady)} pairs): "
-                + " / ".join(parts)
-                + (f"; {n_bad} of them unconverged" if n_bad else "")
-            )
 
 
 def main() -> None:
@@ -669,9 +613,7 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.batched:
-        from chees import machine  # chees imports this module: here, not at the top
-
-        print(machine(), f"; load average {os.getloadavg()[0]:.1f}")
+        print(machine(), f"; load average {load():.1f}")
         batched(a)
         return
     print(
