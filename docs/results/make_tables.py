@@ -62,6 +62,9 @@ MEAN_METRICS = (
     "kl_ess_n",
     "kl_bias_ess",
     "kl_debiased",
+    "kl_aligned",
+    "kl_alignment_null",
+    "kl_aligned_debiased",
     "kl_null",
     "kl_excess",
     "w2_diag_full",
@@ -81,11 +84,14 @@ MEAN_METRICS = (
 EXTREMES = {
     "kl_rhat": "max",
     "max_r_hat": "max",
+    "weights_rhat_raw": "max",
+    "weights_rhat_aligned": "max",
+    "orbit_rhat": "max",
     "max_r_hat_pred": "max",
     "min_ess_bulk": "min",
 }
 #: Per depth, each seed's value (seed order).
-PER_SEED = ("kl_debiased_se", "draws_per_chain", "reference_grade")
+PER_SEED = ("kl_debiased_se", "kl_aligned_debiased_se", "draws_per_chain", "reference_grade")
 
 
 class UsageError(Exception):
@@ -177,25 +183,34 @@ def _tv(rec: pd.Series) -> str:
 Row = tuple[str, Callable[[pd.Series], str]]
 _KL, _DEB = ci("kl_diag_full", 2), ci("kl_debiased", 2)
 _W2 = joined(ci("w2sq_plugin", 1), ci("w2sq_debiased", 1))
+_DIV = joined(val("n_divergent_mean", 0), pct("saturated_frac_mean"))
 #: The tables rendered from ``default_depth.csv``: (row label, how a depth's cell reads); a
 #: label's ``{n}`` is the number of seeds and ``{seeds}`` their list.
 DEFAULT_ROWS: dict[str, list[Row]] = {
     "default_depth": [
         ("width (D = weights and biases)", _width),
-        ("KL(q_diag || q_full), plug-in", _KL),
-        ("KL less its sampling bias (`kl_debiased`)", _DEB),
-        ("its chain-group s.e. within one cell", span("kl_debiased_se")),
         (
-            "excess over the shift null (a cross-check, biased low where chains mix slowly)",
-            ci("kl_excess", 2),
+            "**headline**: KL with the hidden units aligned, less its bias and its alignment "
+            "null (`kl_aligned_debiased`)",
+            ci("kl_aligned_debiased", 2),
         ),
+        ("its chain-group s.e. within one cell", span("kl_aligned_debiased_se")),
+        ("the alignment null subtracted (`kl_alignment_null`)", ci("kl_alignment_null", 2)),
+        ("KL(q_diag || q_full) of the draws as sampled, plug-in", _KL),
+        ("the same less its sampling bias (`kl_debiased`)", _DEB),
         ("W2(q_diag, q_full)², plug-in / less its sampling bias (`w2sq_debiased`)", _W2),
         ("the KL's own R-hat (largest of {n})", val("kl_rhat_max", 3)),
         ("TV of MF-VI's predictive to the samples', test / far [its floor]", _tv),
         (
-            "largest R-hat, weights / test predictions",
-            joined(val("max_r_hat_max", 2), val("max_r_hat_pred_max", 2)),
+            "largest R-hat of the weights aligned / of their orbit coordinates / as sampled",
+            joined(
+                val("weights_rhat_aligned_max", 3),
+                val("orbit_rhat_max", 3),
+                val("weights_rhat_raw_max", 2),
+            ),
         ),
+        ("largest R-hat of the test predictions", val("max_r_hat_pred_max", 3)),
+        ("divergent transitions per cell / trees cut at max_tree_depth 8", _DIV),
         ("reference grade of the {n} NUTS cells", seeds("reference_grade", ", ")),
     ],
     "default_depth_detail": [
@@ -241,9 +256,10 @@ DEFAULT_ROWS: dict[str, list[Row]] = {
             joined(val("min_ess_bulk_min", 0), val("max_r_hat_max", 2)),
         ),
         (
-            "divergent transitions per cell / trees cut at max_tree_depth 8",
-            joined(val("n_divergent_mean", 0), pct("saturated_frac_mean")),
+            "excess over the shift null (a cross-check, biased low where chains mix slowly)",
+            ci("kl_excess", 2),
         ),
+        ("the aligned KL, plug-in (`kl_aligned`)", ci("kl_aligned", 2)),
     ],
 }
 
