@@ -36,8 +36,8 @@ def _table() -> str:
     """docs/references.md's table of the shipped references, made from the files."""
     rows = [
         "| depth | seed | posterior | grade | kept from the next grade by | largest R-hat, "
-        "weights / predictions | smallest bulk ESS, weights / predictions | chains x draws "
-        "kept (thin) |",
+        "weights aligned / as sampled / predictions | smallest bulk ESS, weights aligned / "
+        "predictions | chains x draws kept (thin) |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name in zoo.references.names():
@@ -47,8 +47,9 @@ def _table() -> str:
         rows.append(
             f"| {axes['model.depth']} | {axes['seed']} | `{name}` | {checks['reference_grade']} "
             f"| {', '.join(checks['kept_from_next_grade_by']) or '-'} "
-            f"| {cell['max_r_hat']:.2f} / {cell['max_r_hat_pred']:.3f} "
-            f"| {cell['min_ess_bulk']:.0f} / {cell['min_ess_bulk_pred']:.0f} "
+            f"| {cell['weights_rhat_aligned']:.3f} / {cell['max_r_hat']:.2f} "
+            f"/ {cell['max_r_hat_pred']:.3f} "
+            f"| {cell['weights_ess_bulk_aligned']:.0f} / {cell['min_ess_bulk_pred']:.0f} "
             f"| {inf['chains']} x {inf['draws_per_chain_stored']} ({inf['thin']}) |"
         )
     return "\n".join(rows)

@@ -115,6 +115,7 @@ def predictive_sections(results, run: ArtifactReader, spec: Any) -> list[Section
         if a not in (x, "seed") and a in rows.columns and rows[a].nunique() > 1
     ]
     tables = [render(rows, tv_table(by, x, m, present, where)) for m in ("tv", "agree")]
+    tables = [t for t in tables if t is not None]
     figs = []
     numeric = pd.api.types.is_numeric_dtype(rows[x]) and not pd.api.types.is_bool_dtype(rows[x])
     lines = _tv_curves(rows, x, by, present, where) if numeric else {}

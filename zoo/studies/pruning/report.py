@@ -279,7 +279,8 @@ def pruning_sections(results, run: ArtifactReader, spec: Any) -> list:
     entries = ENTRIES_TEXT.format(over=over)
     depth_cols = sorted(c for c in ok.columns if c.startswith("pruned_frac.layer"))
     rule = RULE_TEXT.format(**_thresholds(p), entries=entries)
-    tables = [render(results, pruned_table(groups, depth_cols, over, spec))]
+    pruned = render(results, pruned_table(groups, depth_cols, over, spec))
+    tables = [pruned] if pruned is not None else []
     sections = [section("Over-pruning: pruned hidden units", [rule, GD_TEXT], tables)]
     long = _by_layer(ok)
     if long is not None:
