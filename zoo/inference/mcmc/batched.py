@@ -325,6 +325,35 @@ def _chain_record(lw: list[float], live: list[float], turn: list[float], doublin
     return total, steps, doublings, False, 0
 
 
+def _transition_stats(coins: _Coins, lw_of: list, live_of: list, turn_of: list, doublings: int):
+    """The chains' statistics of one transition from its record, read to the host in one
+    copy (in Python floats, as the one-chain kernel computes them), each generator advanced
+    by the uniforms its chain used."""
+    record = [coins.used.double(), torch.stack(lw_of, 1), torch.stack(live_of, 1).double()]
+    if turn_of:
+        record.append(torch.stack(turn_of, 1).double())
+    host = torch.cat(record, 1).cpu().numpy()
+    n_leaves = len(lw_of)
+    used, sum_acc, n, depth, diverging = [], [], [], [], []
+    for row in host:
+        lw, live = row[1 : 1 + n_leaves].tolist(), row[1 + n_leaves : 1 + 2 * n_leaves]
+        acc, steps, dep, div, up = _chain_record(
+            lw, live.tolist(), row[1 + 2 * n_leaves :].tolist(), doublings
+        )
+        used.append(int(row[0]) + up)
+        sum_acc.append(acc)
+        n.append(steps)
+        depth.append(dep)
+        diverging.append(div)
+    coins.settle(used)
+    return {
+        "n_steps": np.array(n),
+        "tree_depth": np.array(depth),
+        "diverging": np.array(diverging),
+        "acceptance_rate": np.array(sum_acc) / np.array(n),
+    }
+
+
 def nuts_step_batch(
     pot: FlatPotential,
     metric: BatchMetric,
@@ -401,29 +430,7 @@ def nuts_step_batch(
         active = go & ~turn
         if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
-    record = [coins.used.double(), torch.stack(lw_of, 1), torch.stack(live_of, 1).double()]
-    if turn_of:
-        record.append(torch.stack(turn_of, 1).double())
-    host = torch.cat(record, 1).cpu().numpy()
-    n_leaves, doublings = len(lw_of), d + 1
-    used, sum_acc, n, depth, diverging = [], [], [], [], []
-    for row in host:
-        lw, live = row[1 : 1 + n_leaves].tolist(), row[1 + n_leaves : 1 + 2 * n_leaves]
-        acc, steps, dep, div, up = _chain_record(
-            lw, live.tolist(), row[1 + 2 * n_leaves :].tolist(), doublings
-        )
-        used.append(int(row[0]) + up)
-        sum_acc.append(acc)
-        n.append(steps)
-        depth.append(dep)
-        diverging.append(div)
-    coins.settle(used)
-    stats = {
-        "n_steps": np.array(n),
-        "tree_depth": np.array(depth),
-        "diverging": np.array(diverging),
-        "acceptance_rate": np.array(sum_acc) / np.array(n),
-    }
+    stats = _transition_stats(coins, lw_of, live_of, turn_of, d + 1)
     return proposal, stats
 
 

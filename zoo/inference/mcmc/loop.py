@@ -303,95 +303,68 @@ def sample(
     """
     label = program.label
     check_arguments(label, warmup, draws, chains, target_accept)
-    if keep is not None and keep < 1:
-        raise ValueError(f"{label}: need keep >= 1, got {keep}")
-    if until is not None and (max_draws is None or max_draws < draws):
-        raise ValueError(
-            f"{label}: with a stopping rule max_draws must be >= draws ({draws}), got {max_draws}"
-        )
+    _check_stopping(label, keep, until, max_draws, draws)
     cap = draws if until is None else int(max_draws)
     buf = Thinned(chains, pot.dim, cap if keep is None else min(keep, cap), draws, pot.x.dtype)
-    t0 = time.perf_counter()
-    ls = LoopState()
     carry = dict(carry or {})
     fp = fingerprint(program, pot, chains, warmup, cap, buf.z.shape[1])
     _carry_move(program, move, carry, fp)
-    bar = (
-        progress_bar(warmup + cap, f"{label} {chains} chains", unit="draw", warmup=warmup)
-        if progress
-        else None
-    )
-    last_save = time.perf_counter()
-    adapted: Adapted | None = None
-
-    def save(warmup_next: int, draw_next: int) -> None:
-        nonlocal last_save
-        assert checkpoint is not None
-        ls.warmup_next, ls.draw_next = warmup_next, draw_next
-        ls_now = LoopState(**{**ls.__dict__, "seconds": ls.seconds + time.perf_counter() - t0})
-        checkpoint.save(to_bytes(saved_tree(program, fp, ls_now, carry, buf, adapted)))
-        last_save = time.perf_counter()
-
-    def due() -> bool:
-        return checkpoint is not None and time.perf_counter() - last_save >= checkpoint.every_s
-
+    saver = _Saver(checkpoint, program, fp, carry, buf)
+    ls = LoopState()
+    bar = _bar(progress, label, chains, warmup, cap)
     try:
         with Runtime(threads=threads).threads_scope():
-            z, how = program.starts(pot, init, chains)
-            u, g = pot.value_and_grad_batch(z)
-            check_start(pot, z, u, g, "a prior draw (init=None)" if init is None else "init")
-            program.start(z, u, g)
-            saved = None if checkpoint is None else read_saved(checkpoint, fp, label)
-            if checkpoint is not None and saved is not None:
-                ls = restore(program, carry, buf, saved, checkpoint, label, warmup) or ls
-                if bar is not None:
-                    bar.update(ls.warmup_next + ls.draw_next)
-            t_first, j_first = ls.warmup_next, ls.draw_next
-            for t in range(t_first, warmup):
-                st = _moved(program, pot, move, program.warmup(t))
-                ls.warm_div += int(st.divergences)
-                if bar is not None:
-                    bar.update(1)
-                if due():
-                    save(t + 1, 0)
-            was = None if saved is None else saved.tree.get("adapted")
-            if j_first == 0 or was is None:  # (checkpoints written by the code of commit 8e7e53e)
-                adapted = program.adapted()
-            else:  # the warm-up ended before the save: its end is not run twice
-                adapted = decode(was)
+            how = _start(program, pot, init, chains)
+            saved, ls = _resume(program, carry, buf, checkpoint, fp, warmup, ls, bar)
+            j_first = ls.draw_next
+            _warm_up(program, pot, move, ls, warmup, bar, saver)
+            saver.adapted = _adapted(program, saved, j_first)
             if j_first == 0:
-                ls.t_warm = ls.seconds + time.perf_counter() - t0
-            check_step_sizes(label, adapted.step_size, target_accept, warmup)
-            for j in range(j_first, cap):
-                st = _moved(program, pot, move, program.draw(j))
-                if on_draw is not None:
-                    on_draw(st.z)
-                ls.div_total = ls.div_total + st.divergences
-                ls.saturated = ls.saturated + st.at_cap
-                ls.steps_total += st.n_steps
-                if buf.due(j):
-                    buf.add(j, st.z, st.stats())
-                if bar is not None:
-                    bar.update(1)
-                ls.drawn = j + 1
-                if (
-                    until is not None
-                    and ls.drawn >= draws
-                    and (ls.drawn - draws) % EXTEND_EVERY == 0
-                ):
-                    if ls.drawn == cap or until(ls.drawn, buf.kept().numpy()):
-                        break
-                if due() and ls.drawn < cap:
-                    save(warmup, ls.drawn)
+                ls.t_warm = ls.seconds + saver.elapsed()
+            check_step_sizes(label, saver.adapted.step_size, target_accept, warmup)
+            loop = _DrawLoop(program, pot, move, on_draw, buf, until, draws, cap, bar)
+            loop.run(ls, j_first, warmup, saver)
     finally:
         if bar is not None:
             bar.close()
-    flat = buf.kept().clone()
+    return _result(pot, program, buf, ls, ls.seconds + saver.elapsed(), saver.adapted, how)
+
+
+def _bar(progress: bool, label: str, chains: int, warmup: int, cap: int):
+    """One progress bar for all chains' warm-up and draws, or None."""
+    if not progress:
+        return None
+    return progress_bar(warmup + cap, f"{label} {chains} chains", unit="draw", warmup=warmup)
+
+
+def _resume(program, carry: dict, buf: Thinned, checkpoint, fp: dict, warmup: int, ls, bar):
+    """``(saved, loop state)``: the saved state read and restored when the channel holds one
+    of this run (the bar moved on to it), else ``(None, ls)``."""
+    saved = None if checkpoint is None else read_saved(checkpoint, fp, program.label)
+    if saved is None:
+        return None, ls
+    ls = restore(program, carry, buf, saved, checkpoint, program.label, warmup) or ls
+    if bar is not None:
+        bar.update(ls.warmup_next + ls.draw_next)
+    return saved, ls
+
+
+def _start(program, pot: FlatPotential, init: Mapping[str, torch.Tensor] | None, chains: int):
+    """The chains' starts, checked, handed to the program; returns how they were made."""
+    z, how = program.starts(pot, init, chains)
+    u, g = pot.value_and_grad_batch(z)
+    check_start(pot, z, u, g, "a prior draw (init=None)" if init is None else "init")
+    program.start(z, u, g)
+    return how
+
+
+def _result(pot, program, buf: Thinned, ls: LoopState, seconds: float, adapted, how):
+    """The run's :class:`MCMCResult` from the held draws and the loop's counters."""
     return result(
         pot,
-        flat,
+        buf.kept().clone(),
         buf.stacked(),
-        ls.seconds + time.perf_counter() - t0,
+        seconds,
         ls.t_warm,
         adapted=adapted,
         drawn=ls.drawn,
@@ -404,3 +377,103 @@ def sample(
         trajectory_cap=program.trajectory_cap,
         saturated=int(ls.saturated),
     )
+
+
+def _check_stopping(
+    label: str, keep: int | None, until: Until | None, max_draws: int | None, draws: int
+) -> None:
+    """``keep >= 1``, and with a stopping rule ``max_draws >= draws``."""
+    if keep is not None and keep < 1:
+        raise ValueError(f"{label}: need keep >= 1, got {keep}")
+    if until is not None and (max_draws is None or max_draws < draws):
+        raise ValueError(
+            f"{label}: with a stopping rule max_draws must be >= draws ({draws}), got {max_draws}"
+        )
+
+
+class _Saver:
+    """The loop's checkpoints: the state saved whole every ``checkpoint.every_s`` seconds
+    (nothing without a channel), the seconds spent counted from this object's creation."""
+
+    def __init__(self, checkpoint, program, fp: dict, carry: dict, buf: Thinned) -> None:
+        self.checkpoint = checkpoint
+        self.program = program
+        self.fp = fp
+        self.carry = carry
+        self.buf = buf
+        self.t0 = self.last = time.perf_counter()
+        self.adapted: Adapted | None = None
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def due(self) -> bool:
+        return (
+            self.checkpoint is not None
+            and time.perf_counter() - self.last >= self.checkpoint.every_s
+        )
+
+    def save(self, ls: LoopState, warmup_next: int, draw_next: int) -> None:
+        ls.warmup_next, ls.draw_next = warmup_next, draw_next
+        now = LoopState(**{**ls.__dict__, "seconds": ls.seconds + self.elapsed()})
+        tree = saved_tree(self.program, self.fp, now, self.carry, self.buf, self.adapted)
+        self.checkpoint.save(to_bytes(tree))
+        self.last = time.perf_counter()
+
+
+def _warm_up(program, pot, move, ls: LoopState, warmup: int, bar, saver: _Saver) -> None:
+    """The warm-up transitions from where a saved state left them, saving when due."""
+    for t in range(ls.warmup_next, warmup):
+        st = _moved(program, pot, move, program.warmup(t))
+        ls.warm_div += int(st.divergences)
+        if bar is not None:
+            bar.update(1)
+        if saver.due():
+            saver.save(ls, t + 1, 0)
+
+
+def _adapted(program, saved, j_first: int) -> Adapted:
+    """The warm-up's result: the program's, or the saved one when the warm-up ended before
+    the save (its end is not run twice)."""
+    was = None if saved is None else saved.tree.get("adapted")
+    if j_first == 0 or was is None:  # (checkpoints written by the code of commit 8e7e53e)
+        return program.adapted()
+    return decode(was)
+
+
+class _DrawLoop(NamedTuple):
+    """The draws after the warm-up: each through ``on_draw`` and the thinned buffer, the
+    stopping rule asked every :data:`EXTEND_EVERY` draws past ``draws``."""
+
+    program: Any
+    pot: FlatPotential
+    move: Move | None
+    on_draw: Callable[[torch.Tensor], None] | None
+    buf: Thinned
+    until: Until | None
+    draws: int
+    cap: int
+    bar: Any
+
+    def run(self, ls: LoopState, j_first: int, warmup: int, saver: _Saver) -> None:
+        for j in range(j_first, self.cap):
+            st = _moved(self.program, self.pot, self.move, self.program.draw(j))
+            if self.on_draw is not None:
+                self.on_draw(st.z)
+            ls.div_total = ls.div_total + st.divergences
+            ls.saturated = ls.saturated + st.at_cap
+            ls.steps_total += st.n_steps
+            if self.buf.due(j):
+                self.buf.add(j, st.z, st.stats())
+            if self.bar is not None:
+                self.bar.update(1)
+            ls.drawn = j + 1
+            if self._stop(ls.drawn):
+                break
+            if saver.due() and ls.drawn < self.cap:
+                saver.save(ls, warmup, ls.drawn)
+
+    def _stop(self, drawn: int) -> bool:
+        if self.until is None or drawn < self.draws or (drawn - self.draws) % EXTEND_EVERY:
+            return False
+        return drawn == self.cap or bool(self.until(drawn, self.buf.kept().numpy()))

@@ -59,6 +59,7 @@ term buffer 50).
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import torch
@@ -256,32 +257,46 @@ def window_adaptation(
         )
         return restart(state, eps)._replace(needs_search=search)
 
-    def update(
-        state: AdaptationState, t: int, z: torch.Tensor, accept_prob: torch.Tensor
-    ) -> AdaptationState:
-        if t >= num_warmup:
-            return state
-        i = state.window
-        window = schedule[i]
-        slow = adapt_mass_matrix and window.kind == "slow"
-        # dual averaging, in Pyro's order of operations (its Python floats are float64)
-        d = da.update(state.da, target_accept - accept_prob.to(torch.float64))
-        state = state._replace(step_size=exp(d.x), da=d)
-        if slow:  # Welford (Pyro's WelfordCovariance, diagonal)
-            state = state._replace(welford=welford_update(state.welford, z))
-        if t != window.end:
-            return state
-        if window.kind == "final":
-            return state._replace(window=i + 1, step_size=exp(da.final(d)))
-        if slow:
-            state = state._replace(
-                inverse_mass_matrix=regularized_variance(state.welford),
-                welford=welford_init(tuple(z.shape), dtype=z.dtype, device=z.device),
-                needs_search=True,
-            )
-        return state._replace(window=i + 1)
+    update = partial(_window_update, schedule, da, num_warmup, target_accept, adapt_mass_matrix)
 
     def final(state: AdaptationState) -> tuple[torch.Tensor, torch.Tensor]:
         return state.step_size, state.inverse_mass_matrix
 
     return WindowAdaptation(init, update, restart, final, schedule)
+
+
+def _window_update(
+    schedule,
+    da,
+    num_warmup: int,
+    target_accept: float,
+    adapt_mass_matrix: bool,
+    state: AdaptationState,
+    t: int,
+    z: torch.Tensor,
+    accept_prob: torch.Tensor,
+) -> AdaptationState:
+    """:func:`window_adaptation`'s ``update`` after transition ``t``: dual averaging every
+    iteration, Welford in the slow windows, the inverse mass matrix at a slow window's end
+    (and a new step-size search), the averaged step size at the final window's end."""
+    if t >= num_warmup:
+        return state
+    i = state.window
+    window = schedule[i]
+    slow = adapt_mass_matrix and window.kind == "slow"
+    # dual averaging, in Pyro's order of operations (its Python floats are float64)
+    d = da.update(state.da, target_accept - accept_prob.to(torch.float64))
+    state = state._replace(step_size=exp(d.x), da=d)
+    if slow:  # Welford (Pyro's WelfordCovariance, diagonal)
+        state = state._replace(welford=welford_update(state.welford, z))
+    if t != window.end:
+        return state
+    if window.kind == "final":
+        return state._replace(window=i + 1, step_size=exp(da.final(d)))
+    if slow:
+        state = state._replace(
+            inverse_mass_matrix=regularized_variance(state.welford),
+            welford=welford_init(tuple(z.shape), dtype=z.dtype, device=z.device),
+            needs_search=True,
+        )
+    return state._replace(window=i + 1)
