@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import numpy as np
 import torch
-from zoo.run.cell import run_cell
-from zoo.run.runner import spec_runtime
 
 from tests import specs
 from tests.zoo.inference.mcmc.test_sequential import _small
+from zoo.execution.cell import run_cell
+from zoo.execution.runner import spec_runtime
 from zoo.inference.mcmc.programs import BATCHED
 from zoo.inference.mcmc.windowed import WindowedProgram
 from zoo.inference.sampling import _prior_superchains, superchains
