@@ -217,20 +217,6 @@ def _nonfinite_note(results: pd.DataFrame, metrics: list[str]) -> str | None:
     )
 
 
-def _nonfinite_note(results: pd.DataFrame, metrics: list[str]) -> str | None:
-    """A note naming the NaN or infinite metric values of ok cells (left out of the means)."""
-    bad = nonfinite_values(results, metrics)
-    if bad.empty:
-        return None
-    listed = "; ".join(f"{r.metric} = {r.value} in {r.cell_id}" for r in bad.head(8).itertuples())
-    more = f"; and {len(bad) - 8} more" if len(bad) > 8 else ""
-    return (
-        f"{len(bad)} metric value(s) of ok cells are NaN or infinite and are left out of "
-        f"the means (the tables mark such means [k/n]; summary.csv has <metric>_n, the "
-        f"number of finite values): {listed}{more}."
-    )
-
-
 def _axes(spec: Spec) -> list[str]:
     return ["method", "seed", *[k for k in spec.sweep if k != "seed"]]
 
