@@ -317,7 +317,7 @@ def worst_grade(grades: Iterable[Any]) -> str | None:
     return max(known, key=GRADES.index) if known else None
 
 
-def _fmt(x: float) -> str:
+def _threshold(x: float) -> str:
     return f"{x:g}" if x >= 1 or x == 0 else f"{100 * x:g}%"
 
 
@@ -333,7 +333,8 @@ def gate_table(gates: Iterable[Gate] = GATES) -> tuple[list[str], list[list[str]
     rows = []
     for g in gates:
         cells = [
-            f"{g.op} {_fmt(g.thresholds[k])}" if k in g.thresholds else "-" for k in GRADES[:-1]
+            f"{g.op} {_threshold(g.thresholds[k])}" if k in g.thresholds else "-"
+            for k in GRADES[:-1]
         ]
         metric = " (else ".join([g.metric, *g.fallback]) + ")" * len(g.fallback)
         rows.append([g.name, metric, g.what, *cells, "fails" if g.required else "n/a"])

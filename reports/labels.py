@@ -5,7 +5,7 @@ metrics every cell records (:data:`METRIC_LABELS`: test metrics, fit numbers, sa
 diagnostics, sizes) plus the ones a study declares beside its probe (``zoo.studies``: the
 caller merges them into the table it passes). A sweep axis gets its label from
 :data:`AXIS_LABELS`. Numbers in tables and sentences are written by the formatters here
-(:func:`fmt_value`, :func:`fmt_mean_sem`, :func:`fmt_num`, :func:`fmt_cell`), so every
+(:func:`fmt_value`, :func:`fmt_mean_error`, :func:`fmt_num`, :func:`fmt_cell`), so every
 table of a report writes a number the same way.
 """
 
@@ -29,7 +29,7 @@ __all__ = [
     "axis_word",
     "fmt_cell",
     "fmt_g",
-    "fmt_mean_sem",
+    "fmt_mean_error",
     "fmt_num",
     "fmt_value",
     "is_labelled",
@@ -214,14 +214,15 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
-def fmt_mean_sem(mean: Any, sem: Any, n_finite: Any = None, n: Any = None) -> str:
-    """``mean ± sem`` (4 significant digits, 2 for the error); ``[k/n]`` when only ``k`` of
-    the group's ``n`` values were finite; ``-`` when none was."""
+def fmt_mean_error(mean: Any, error: Any, n_finite: Any = None, n: Any = None) -> str:
+    """``mean ± error`` (4 significant digits, 2 for the error: the tables pass the 95%
+    t-interval's half-width); ``[k/n]`` when only ``k`` of the group's ``n`` values were
+    finite; ``-`` when none was."""
     if is_missing(mean):
         return "-"
     text = f"{float(mean):.4g}"
-    if not is_missing(sem) and math.isfinite(float(sem)):
-        text += f" ± {float(sem):.2g}"
+    if not is_missing(error) and math.isfinite(float(error)):
+        text += f" ± {float(error):.2g}"
     if not is_missing(n_finite) and not is_missing(n) and int(n_finite) < int(n):
         text += f" [{int(n_finite)}/{int(n)}]"
     return text

@@ -12,7 +12,7 @@ of a report is a mean read the same way:
 - the mean over the repeats (seeds, or splits) of the row's cells with status ``ok``;
 - ``±`` the half-width of its 95% Student-t interval (:func:`reports.tables.t_half_width`:
   4.30 standard errors with 3 seeds, 12.7 with 2), written by
-  :func:`reports.labels.fmt_mean_sem`;
+  :func:`reports.labels.fmt_mean_error`;
 - a cell graded ``failed`` (``reference_grade``) left out of every mean, like a NaN, which
   shows as ``[k/n]`` beside the entry, and counted in the row's ``grade`` column
   (:func:`reports.tables.grade_cell`: the worst grade of the cells behind the row, and
@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from reports.grade import NEEDS, usable_for
-from reports.labels import fmt_mean_sem, fmt_value, is_missing
+from reports.labels import fmt_mean_error, fmt_value, is_missing
 from reports.tables import grade_cell, summarize
 
 __all__ = ["Column", "StudyTable", "curves", "present", "render", "render_grid"]
@@ -144,11 +144,11 @@ def _entry(rec: pd.Series, c: Column) -> str:
     if is_missing(mean):
         return c.missing
     if c.kind == "pooled_se":
-        text = fmt_mean_sem(np.sqrt(mean / k), None, k, rec["n"])
+        text = fmt_mean_error(np.sqrt(mean / k), None, k, rec["n"])
     elif c.kind == "setting":
         text = fmt_value(float(mean))
     else:
-        text = fmt_mean_sem(mean, rec[f"{m}_ci95"], k, rec["n"])
+        text = fmt_mean_error(mean, rec[f"{m}_ci95"], k, rec["n"])
     grade = rec.get("grade")
     if c.needs is not None and not is_missing(grade) and not usable_for(grade, c.needs):
         text += f" ({grade}; needs {NEEDS[c.needs]})"

@@ -30,7 +30,7 @@ import pandas as pd
 from scipy.stats import t as student_t
 
 from reports.grade import worst_grade
-from reports.labels import fmt_mean_sem, fmt_value, is_missing
+from reports.labels import fmt_mean_error, fmt_value, is_missing
 
 __all__ = [
     "BOOKKEEPING_COLUMNS",
@@ -393,7 +393,7 @@ def _entry(rec: Any, m: str) -> str:
     err = rec.get(f"{m}_ci95")
     if m in SETTING_COLUMNS and (is_missing(err) or float(err) == 0.0):
         err = None
-    return fmt_mean_sem(rec.get(f"{m}_mean"), err, rec.get(f"{m}_n"), rec.get("n"))
+    return fmt_mean_error(rec.get(f"{m}_mean"), err, rec.get(f"{m}_n"), rec.get("n"))
 
 
 def grade_cell(rec: Any) -> str:

@@ -25,7 +25,7 @@ def _results() -> pd.DataFrame:
     )
 
 
-def test_summarize_default_groups_mean_sem_n_and_order():
+def test_summarize_default_groups_mean_error_n_and_order():
     out = summarize(_results(), ["accuracy", "nll"])
     assert list(out.columns) == [
         "model.depth",
