@@ -265,13 +265,25 @@ def posterior_to_datatree(
     if sample_stats:
         groups["sample_stats"] = _sample_stats_group(sample_stats, shape)
     train, test = ObservationSet("train", TRAIN_DIM, shape), ObservationSet("test", TEST_DIM, shape)
-    groups.update(_observation_groups(
-        train, test, n_classes, log_likelihood=log_likelihood,
-        posterior_predictive=posterior_predictive, observed=observed, constant_data=constant_data,
-        predictions=predictions, log_likelihood_test=log_likelihood_test,
+    groups |= _observation_groups(
+        train,
+        test,
+        n_classes,
+        log_likelihood=log_likelihood,
+        posterior_predictive=posterior_predictive,
+        observed=observed,
+        constant_data=constant_data,
+        predictions=predictions,
+        log_likelihood_test=log_likelihood_test,
         predictions_constant_data=predictions_constant_data,
-    ))  # fmt: skip
+    )
     versions = (inference_library, inference_library_version)
+    return _tree_with_attrs(groups, dims, train, test, versions, draws_kind, attrs)
+
+
+def _tree_with_attrs(groups, dims, train, test, versions, draws_kind, attrs) -> xr.DataTree:
+    """The tree of ``groups`` with its root's attributes: the inference library and its
+    version where given, the draws' kind, and the caller's ``attrs`` encoded."""
     library = {k: v for k, v in zip(_LIBRARY_KEYS, versions, strict=True) if v is not None}
     dt = _datatree(groups, dims, train, test, library)
     dt.attrs = {

@@ -95,6 +95,27 @@ def spec_runtime(spec: Spec, device: str | None = None) -> Runtime:
 # --------------------------------------------------------------------------- the run
 
 
+def _open_run(
+    spec: Spec, out_dir: Path, executor: str, device: str | None, runtime: Runtime | None
+) -> tuple[RunStore, Runtime | None]:
+    """The run directory's store, its version and target checked, and the runtime the cells
+    get (none for a simulation), before anything runs or is deleted."""
+    store = RunStore(out_dir)
+    check_version(store, damaged_ok=True)  # a damaged spec.yaml is written anew
+    if executor not in EXECUTORS:
+        raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
+    if spec.simulation is None:
+        runtime = runtime or spec_runtime(spec, device)
+    store.check_target()
+    return store, runtime
+
+
+def _simulate(spec: Spec, store: RunStore, out_dir: Path, log: Callable[[str], None]):
+    """A spec with a ``simulation`` section: no cells, its one study run and stored."""
+    SIMULATIONS[type(spec.simulation)](spec, store, log=log)
+    return RunOutcome(out_dir, 1, 1, 0, 0)
+
+
 def run_spec(
     spec: Spec,
     out_dir: Path,
@@ -134,9 +155,8 @@ def run_spec(
     fresh : bool
         Delete the cells already stored (only in a run directory, holding its lock).
     checkpoint_every : float, optional
-        Seconds between two saves of a running sampled cell's sampler state in
-        ``checkpoints/`` (:mod:`zoo.inference.checkpoint`; in-process and local executors),
-        from which the next run of the directory resumes the cell; None or 0: none.
+        Seconds between saves of a running sampled cell's sampler state in ``checkpoints/``
+        (in-process and local executors), whence a next run resumes the cell; None or 0: none.
 
     Raises
     ------
@@ -155,26 +175,27 @@ def run_spec(
     others go on. Each cell is written as soon as it finishes, atomically.
     """
     log = log or (lambda msg: print(msg, file=sys.stderr))
-    store = RunStore(out_dir)
-    check_version(store, damaged_ok=True)  # a damaged spec.yaml is written anew
-    if executor not in EXECUTORS:
-        raise ValueError(f"unknown executor {executor!r}; use one of {sorted(EXECUTORS)}")
-    if spec.simulation is None:
-        runtime = runtime or spec_runtime(spec, device)
-    store.check_target()
+    store, runtime = _open_run(spec, out_dir, executor, device, runtime)
     stopper = Stopper()
     with _said_if_stopped_early(out_dir, log), store.lock(), stopper.installed():
         store.check_writable()
         if fresh:
             store.clear_cells()
         if spec.simulation is not None:  # no cells: seconds of numpy
-            SIMULATIONS[type(spec.simulation)](spec, store, log=log)
-            return RunOutcome(out_dir, 1, 1, 0, 0)
+            return _simulate(spec, store, out_dir, log)
         return _run_cells(
-            spec, store, stopper, executor=executor, workers=workers, address=address,
-            retry_failed=retry_failed, progress=progress, log=log, runtime=runtime,
+            spec,
+            store,
+            stopper,
+            executor=executor,
+            workers=workers,
+            address=address,
+            retry_failed=retry_failed,
+            progress=progress,
+            log=log,
+            runtime=runtime,
             checkpoint_every=checkpoint_every,
-        )  # fmt: skip
+        )
 
 
 @contextmanager

@@ -102,6 +102,35 @@ class VIPosterior:
             return self.guide.median(*self.model_args)
 
 
+def _fit_loop(model, guide, x, y, m, seed, gen, hooks, fused, progress, desc):
+    """``(losses, seconds)`` of :func:`fit_svi`'s optimization: Pyro's seed set, the KL
+    weight, the optimizer and the step function built, then every step taken and timed."""
+    n = x.shape[0]
+    bs = n if m.batch_size is None else min(m.batch_size, n)
+    total = m.steps if m.steps is not None else m.epochs * -(-n // bs)
+    pyro.set_rng_seed(seed)
+    scale = KLWeight(m.kl_weight if m.kl_warmup_steps == 0 else 0.0)
+    optim, tap = _optimizer(guide, m, total, hooks)
+    svi_step, pyro_local_reparam = _step_function(model, guide, m, scale, optim, n, fused)
+    t0 = time.perf_counter()
+    losses = _train(
+        svi_step,
+        x,
+        y,
+        guide,
+        m,
+        total=total,
+        batch_size=bs,
+        gen=gen,
+        scale=scale,
+        tap=tap,
+        pyro_local_reparam=pyro_local_reparam,
+        hooks=hooks,
+        desc=desc if progress else None,
+    )
+    return losses, time.perf_counter() - t0
+
+
 def fit_svi(
     model: Callable,
     guide: AutoGuide,
@@ -161,19 +190,7 @@ def fit_svi(
         ``n_var_params``.
     """
     m = method
-    n = x.shape[0]
-    bs = n if m.batch_size is None else min(m.batch_size, n)
-    total = m.steps if m.steps is not None else m.epochs * -(-n // bs)
-    pyro.set_rng_seed(seed)
-    scale = KLWeight(m.kl_weight if m.kl_warmup_steps == 0 else 0.0)
-    optim, tap = _optimizer(guide, m, total, hooks)
-    svi_step, pyro_local_reparam = _step_function(model, guide, m, scale, optim, n, fused)
-    t0 = time.perf_counter()
-    losses = _train(
-        svi_step, x, y, guide, m, total=total, batch_size=bs, gen=gen, scale=scale, tap=tap,
-        pyro_local_reparam=pyro_local_reparam, hooks=hooks, desc=desc if progress else None,
-    )  # fmt: skip
-    seconds = time.perf_counter() - t0
+    losses, seconds = _fit_loop(model, guide, x, y, m, seed, gen, hooks, fused, progress, desc)
     return Fit(
         VIPosterior(guide, (x[:1],)),
         seconds,
