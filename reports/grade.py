@@ -70,6 +70,7 @@ __all__ = [
     "Grade",
     "gate_metrics",
     "gate_table",
+    "gates_pass",
     "reference_grade",
     "usable_for",
     "worst_grade",
@@ -301,6 +302,17 @@ def reference_grade(metrics: Mapping[str, Any], gates: Iterable[Gate] = GATES) -
             return Grade(grade, tuple(above))
         above = failed or [*above, f"no {grade} gate applies"]
     return Grade("failed", tuple(above))
+
+
+def gates_pass(grade: str, metrics: Mapping[str, Any], names: Iterable[str]) -> bool:
+    """Whether the gates called ``names`` all pass at ``grade`` on ``metrics`` (at least one
+    of them applying): a stopping rule's question, asked of part of a cell's record
+    (:mod:`zoo.studies.price_of_mf.stopping`) with the thresholds the cell is graded by."""
+    wanted = set(names)
+    unknown = wanted - {g.name for g in GATES}
+    if unknown:
+        raise ValueError(f"no gate named {sorted(unknown)}; gates: {[g.name for g in GATES]}")
+    return _check(grade, metrics, (g for g in GATES if g.name in wanted))[0]
 
 
 def usable_for(grade: str | None, use: str) -> bool:

@@ -349,3 +349,16 @@ def test_new_metrics_are_none_where_they_do_not_apply(tmp_path, cell_context):
     assert out["kl_debiased_se"] is None
     assert pmf.kl_bias_at(float("nan"), 3, "empirical") is None
     assert pmf.kl_bias_at(10.0, 3, "empirical") == kl_sampling_bias(10.0, 3)
+
+
+def test_stop_at_grade_draws_on_until_its_gates_or_the_cap(tmp_path):
+    # the KL target alone (10 draws' worth) stops at the first question; with gold's gates
+    # (bulk ESS >= 400 of 2 chains' <= 35 draws each: never) the chains run to max_draws
+    # (n_draws: all chains' draws)
+    def n_draws(**study):
+        base = SPEC["studies"][0]
+        spec = {**SPEC, "studies": [{**base, "kl_target_draws": 10, **study}]}
+        return run_cell(specs.load(tmp_path, spec).cells()[1], Runtime.cpu()).metrics["n_draws"]
+
+    assert n_draws() < 2 * 35
+    assert n_draws(stop_at_grade="gold") == 2 * 35

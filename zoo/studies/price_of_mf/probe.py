@@ -120,6 +120,7 @@ from zoo.inference.sampling import SampledPosterior
 from zoo.seeds import Stream, seed_for
 from zoo.studies.base import CellContext
 from zoo.studies.price_of_mf.quotient import quotient_metrics
+from zoo.studies.price_of_mf.stopping import GateRule
 
 __all__ = [
     "PriceOfMeanFieldProbe",
@@ -207,6 +208,16 @@ def kl_output_columns(flat: FlatDraws, fit: Any, cov: np.ndarray | None = None) 
     return float(sum(v for k, v in kls.items() if k != "total"))
 
 
+def _is_mlp(sites: Mapping[str, np.ndarray]) -> bool:
+    """Whether ``(chain, draw, *shape)`` weight sites are an MLP's with a hidden layer."""
+    return len(sites) >= 4 and all(v.ndim == 4 for n, v in sites.items() if n.endswith(".weight"))
+
+
+def _homogeneous(model: Any) -> bool:
+    """ReLU or leaky ReLU: the hidden units have rescaling orbits."""
+    return getattr(model, "act_name", None) in HOMOGENEOUS
+
+
 def unit_alignment(
     model: Any, draws: Mapping[str, np.ndarray], superchain_ids: Any, seed: int, jitter: float
 ) -> dict[str, Any]:
@@ -215,12 +226,12 @@ def unit_alignment(
     the other sites passed as sampled; rescaling orbits for ReLU and leaky-ReLU networks).
     Empty for other networks (no ``layer<k>.weight`` matrices, or no hidden layer)."""
     sites = weight_draws(model, draws)
-    if any(n.endswith(".weight") and v.ndim != 4 for n, v in sites.items()) or len(sites) < 4:
+    if not _is_mlp(sites):
         return {}
     return quotient_metrics(
         sites,
         {k: np.asarray(v) for k, v in draws.items() if k not in sites},
-        homogeneous=getattr(model, "act_name", None) in HOMOGENEOUS,
+        homogeneous=_homogeneous(model),
         superchain_ids=superchain_ids,
         seed=seed,
         jitter=jitter,
@@ -232,11 +243,15 @@ def kl_draws_rule(
 ) -> Callable[[Mapping[str, np.ndarray]], bool]:
     """The stopping rule of ``kl_target_draws``: true once the weights' draws are worth that
     many independent draws to the covariance estimate (a 4-rotation shift null, stream
-    :attr:`~zoo.seeds.Stream.KL_STOP_NULL`)."""
+    :attr:`~zoo.seeds.Stream.KL_STOP_NULL`) and, with ``stop_at_grade``, an MLP's aligned
+    weights pass that grade's gates (:class:`~zoo.studies.price_of_mf.stopping.GateRule`)."""
     fit = section.gaussian_fit
+    grade = getattr(section, "stop_at_grade", None)
+    gates = None if grade is None else GateRule(grade, homogeneous=_homogeneous(model))
 
     def enough(draws: Mapping[str, np.ndarray]) -> bool:
-        parts = [v.reshape(v.shape[:2] + (-1,)) for v in weight_draws(model, draws).values()]
+        sites = weight_draws(model, draws)
+        parts = [v.reshape(v.shape[:2] + (-1,)) for v in sites.values()]
         null = kl_shift_null(
             np.concatenate(parts, -1),
             cov=fit.cov,
@@ -244,7 +259,9 @@ def kl_draws_rule(
             reps=4,
             seed=seed_for(seed, Stream.KL_STOP_NULL),
         )
-        return null.iid_draws is not None and null.iid_draws >= section.kl_target_draws
+        if null.iid_draws is None or null.iid_draws < section.kl_target_draws:
+            return False
+        return gates is None or not _is_mlp(sites) or gates(sites)
 
     return enough
 

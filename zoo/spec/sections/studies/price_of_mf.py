@@ -47,14 +47,25 @@ class PriceOfMeanFieldStudy(StudySection):
         le=MAX_DRAWS,
         description="Cap on draws per chain with kl_target_draws; null: 4 x draws.",
     )
+    stop_at_grade: Literal["silver", "gold"] | None = Field(
+        None,
+        description="With kl_target_draws, a second stopping rule: once the draws are worth "
+        "kl_target_draws, draw on (in the same rounds, up to max_draws) until an MLP's "
+        "weights aligned modulo unit permutations pass this grade's R-hat and bulk-ESS "
+        "gates, and for ReLU networks the orbit coordinates' R-hat gate "
+        "(zoo.studies.price_of_mf.stopping); the cell is still graded by its own record. "
+        "null: stop on kl_target_draws alone.",
+    )
 
     @model_validator(mode="after")
     def _stopping_rule(self) -> PriceOfMeanFieldStudy:
         if self.kl_target_draws is None:
-            if self.max_draws is not None:
-                raise ValueError(
-                    "max_draws applies only with kl_target_draws; remove it or set kl_target_draws"
-                )
+            for name in ("max_draws", "stop_at_grade"):
+                if getattr(self, name) is not None:
+                    raise ValueError(
+                        f"{name} applies only with kl_target_draws; remove it or set "
+                        "kl_target_draws"
+                    )
             return self
         if self.gaussian_fit.cov != "empirical":
             raise ValueError(
