@@ -19,15 +19,21 @@ H = 4
 DIRS = np.array([[3.0, 0.0], [0.0, 3.0], [-3.0, 0.0], [0.0, -3.0]])
 
 
-def _draws(chains: int, k: int, seed: int, *, shift: float = 0.0, switch: bool = False):
+def _draws(
+    chains: int, k: int, seed: int, *, shift: float = 0.0, switch: bool = False, tie: bool = False
+):
     """iid draws around the planted units; ``switch`` relabels each chain's units at random,
-    ``shift`` moves chain 0's first unit by that much."""
+    ``shift`` moves chain 0's first unit by that much, ``tie`` makes the output bias equal
+    the first output weight's deviation in half the chains (the same marginals, another
+    correlation: a KL that differs between chains)."""
     rng = np.random.default_rng(seed)
     w0 = DIRS[None, None] + 0.3 * rng.standard_normal((chains, k, H, 2))
     b0 = 0.3 * rng.standard_normal((chains, k, H))
     w1 = 1.0 + 0.1 * np.arange(H) + 0.3 * rng.standard_normal((chains, k, 1, H))
     b1 = 0.3 * rng.standard_normal((chains, k, 1))
     w0[0, :, 0, 0] += shift
+    if tie:
+        b1[: chains // 2, :, 0] = w1[: chains // 2, :, 0, 0] - 1.0
     if switch:
         for c in range(chains):
             p = rng.permutation(H)
@@ -40,6 +46,14 @@ def test_label_switched_chains_pass_once_aligned():
     assert rule(_draws(8, 200, 0, switch=True)) is True
     assert rule.last["weights_rhat_aligned"] < 1.05
     assert rule.last["weights_ess_bulk_aligned"] >= 100
+    assert rule.last["kl_rhat"] < 1.05
+
+
+def test_chains_that_agree_on_the_marginals_but_not_the_kl_fail():
+    rule = GateRule("silver", homogeneous=True)
+    assert rule(_draws(8, 200, 4, tie=True)) is False
+    assert rule.last["weights_rhat_aligned"] < 1.05
+    assert rule.last["kl_rhat"] > 1.05
 
 
 def test_a_chain_away_from_the_others_fails():

@@ -247,7 +247,11 @@ def kl_draws_rule(
     weights pass that grade's gates (:class:`~zoo.studies.price_of_mf.stopping.GateRule`)."""
     fit = section.gaussian_fit
     grade = getattr(section, "stop_at_grade", None)
-    gates = None if grade is None else GateRule(grade, homogeneous=_homogeneous(model))
+    gates = (
+        None
+        if grade is None
+        else GateRule(grade, homogeneous=_homogeneous(model), jitter=fit.jitter)
+    )
 
     def enough(draws: Mapping[str, np.ndarray]) -> bool:
         sites = weight_draws(model, draws)

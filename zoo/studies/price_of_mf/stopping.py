@@ -7,13 +7,14 @@ aligned split R-hat falls roughly as one over the draws per chain (1.36 -> 1.10 
 600 draws), so a fixed cap leaves the deep cells bronze while the shallow ones stop long
 past their gates. :class:`GateRule` is the second half of the study's stopping rule: after
 ``kl_target_draws`` is met, draw on (in the sampler's rounds) until the weights' aligned
-split R-hat, their aligned bulk ESS and, for ReLU and leaky-ReLU networks, the orbit
-coordinates' R-hat pass the gates of the named grade (:func:`reports.grade.gates_pass`, the
+split R-hat, their aligned bulk ESS, the KL's own split R-hat (:mod:`reports.kl_rhat`) and,
+for ReLU and leaky-ReLU networks, the orbit coordinates' R-hat pass the gates of the named
+grade (:func:`reports.grade.gates_pass`, the
 thresholds the cell is graded by), or until ``max_draws``.
 
 The rule aligns to a pivot it fixes once (Stephens' iteration on the draws at its first
 question, :func:`reports.alignment.pivot_from_draws`) and aligns only the draws that are new
-at each later question, so a question costs one R-hat and one ESS over the draws so far.
+at each later question, so a question costs a few R-hats and one ESS over the draws so far.
 The cell's grade is read afterwards from its own record (a pivot from all draws), not from
 the rule's answer: a rule that stopped on the round its R-hat first crossed the threshold
 may leave the final R-hat just above it, and the cell is then graded by that. Stopping on a
@@ -31,12 +32,13 @@ import numpy as np
 
 from reports.alignment import align_to_pivot, pivot_from_draws
 from reports.grade import gates_pass
+from reports.kl_rhat import kl_rhat
 from reports.orbit import max_split_rhat, min_bulk_ess, orbit_rhat
 
 __all__ = ["GATES_READ", "GateRule"]
 
-#: The gates the rule asks: those of the weights that more draws move.
-GATES_READ = ("r_hat", "ess_bulk", "orbit_r_hat")
+#: The gates the rule asks: those of the weights and of the KL that more draws move.
+GATES_READ = ("r_hat", "ess_bulk", "orbit_r_hat", "kl_r_hat")
 
 
 class GateRule:
@@ -48,6 +50,9 @@ class GateRule:
         ``"silver"`` or ``"gold"`` (:data:`reports.grade.GRADES`).
     homogeneous : bool
         ReLU or leaky ReLU: the orbit coordinates' R-hat is asked too.
+    jitter : float, default 1e-6
+        The Gaussian fit's jitter, for the KL's own R-hat (:func:`reports.kl_rhat.kl_rhat`,
+        of the draws as sampled, as the cell records it).
 
     Notes
     -----
@@ -56,8 +61,8 @@ class GateRule:
     metrics of the latest question, for tests and logs.
     """
 
-    def __init__(self, grade: str, *, homogeneous: bool) -> None:
-        self.grade, self.homogeneous = grade, homogeneous
+    def __init__(self, grade: str, *, homogeneous: bool, jitter: float = 1e-6) -> None:
+        self.grade, self.homogeneous, self.jitter = grade, homogeneous, jitter
         self._pivot: dict | None = None
         self._aligned: dict[str, list[np.ndarray]] = {}
         self._seen = 0
@@ -78,10 +83,15 @@ class GateRule:
     def __call__(self, sites: Mapping[str, np.ndarray]) -> bool:
         aligned = self._align_new(sites)
         chains = next(iter(aligned.values())).shape[0]
-        flat = np.concatenate([v.reshape(chains, v.shape[1], -1) for v in aligned.values()], -1)
+
+        def flat(d: Mapping[str, np.ndarray]) -> np.ndarray:
+            return np.concatenate([np.reshape(v, (chains, v.shape[1], -1)) for v in d.values()], -1)
+
+        x = flat(aligned)
         metrics: dict[str, Any] = {
-            "weights_rhat_aligned": max_split_rhat(flat),
-            "weights_ess_bulk_aligned": min_bulk_ess(flat),
+            "weights_rhat_aligned": max_split_rhat(x),
+            "weights_ess_bulk_aligned": min_bulk_ess(x),
+            "kl_rhat": kl_rhat(flat(sites), jitter=self.jitter)[0],
         }
         if self.homogeneous:
             metrics["orbit_rhat"] = orbit_rhat(aligned).split

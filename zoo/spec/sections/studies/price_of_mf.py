@@ -52,7 +52,8 @@ class PriceOfMeanFieldStudy(StudySection):
         description="With kl_target_draws, a second stopping rule: once the draws are worth "
         "kl_target_draws, draw on (in the same rounds, up to max_draws) until an MLP's "
         "weights aligned modulo unit permutations pass this grade's R-hat and bulk-ESS "
-        "gates, and for ReLU networks the orbit coordinates' R-hat gate "
+        "gates, the KL's own R-hat gate and, for ReLU networks, the orbit coordinates' "
+        "R-hat gate "
         "(zoo.studies.price_of_mf.stopping); the cell is still graded by its own record. "
         "null: stop on kl_target_draws alone.",
     )
