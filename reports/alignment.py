@@ -166,8 +166,10 @@ def _unit(v: np.ndarray) -> np.ndarray:
     return v / np.where(norm > 0, norm, 1.0)
 
 
-def unit_signatures(sites: Sites, layer: int, *, last_hidden: bool) -> np.ndarray:
-    """Scale-free signatures of hidden layer ``layer``'s units.
+def unit_signatures(
+    sites: Sites, layer: int, *, last_hidden: bool, strength: float = 0.0
+) -> np.ndarray:
+    r"""Scale-free signatures of hidden layer ``layer``'s units.
 
     Parameters
     ----------
@@ -177,23 +179,35 @@ def unit_signatures(sites: Sites, layer: int, *, last_hidden: bool) -> np.ndarra
         A hidden layer.
     last_hidden : bool
         Whether ``layer + 1`` is the output layer: its outgoing directions are added.
+    strength : float, default 0
+        With a positive weight, one more coordinate: ``strength`` times the log of the
+        unit's strength :math:`\lVert (W_l[j, :], b_l[j]) \rVert\, \lVert W_{l+1}[:, j]
+        \rVert`, which the rescaling orbit leaves unchanged. It tells a dead unit (outgoing
+        weights near 0) from live ones where its direction cannot: a dead unit whose
+        incoming weights sit at a centred prior has no mean direction, and matching by
+        direction alone assigns it by chance (``docs/notes/known_answers.md``).
 
     Returns
     -------
     np.ndarray
         Shape ``(*sample_shape, H, F)``: the unit-norm direction of the incoming weights
-        and bias, followed (for the last hidden layer) by the unit-norm outgoing direction.
-        A unit with all-zero weights gets a zero signature.
+        and bias, followed (for the last hidden layer) by the unit-norm outgoing direction
+        (and, with ``strength``, the weighted log strength). A unit with all-zero weights
+        gets a zero direction.
     """
     w = np.asarray(sites[f"layer{layer}.weight"], dtype=float)
     parts = [w]
     bias = sites.get(f"layer{layer}.bias")
     if bias is not None:
         parts.append(np.asarray(bias, dtype=float)[..., None])
-    sig = [_unit(np.concatenate(parts, axis=-1))]
+    incoming = np.concatenate(parts, axis=-1)
+    sig = [_unit(incoming)]
+    w_out = np.asarray(sites[f"layer{layer + 1}.weight"], dtype=float)
     if last_hidden:
-        w_out = np.asarray(sites[f"layer{layer + 1}.weight"], dtype=float)
         sig.append(_unit(np.swapaxes(w_out, -1, -2)))
+    if strength > 0:
+        size = np.linalg.norm(incoming, axis=-1) * np.linalg.norm(w_out, axis=-2)
+        sig.append(strength * np.log(np.maximum(size, 1e-12))[..., None])
     return np.concatenate(sig, axis=-1)
 
 
@@ -211,7 +225,9 @@ def _match(sig: np.ndarray, pivot_sig: np.ndarray) -> np.ndarray:
     return perms
 
 
-def align_to_pivot(sites: Sites, pivot: Sites, *, sample_ndim: int = 2) -> Alignment:
+def align_to_pivot(
+    sites: Sites, pivot: Sites, *, sample_ndim: int = 2, strength: float = 0.0
+) -> Alignment:
     """Relabel every draw's hidden units to the pivot's, layer by layer from the input.
 
     Parameters
@@ -222,6 +238,8 @@ def align_to_pivot(sites: Sites, pivot: Sites, *, sample_ndim: int = 2) -> Align
         One network of the same sites without sample axes (e.g. the MF-VI mean).
     sample_ndim : int, default 2
         Number of leading sample axes of ``sites``.
+    strength : float, default 0
+        Weight of the units' log strength in the signatures (:func:`unit_signatures`).
 
     Returns
     -------
@@ -233,22 +251,25 @@ def align_to_pivot(sites: Sites, pivot: Sites, *, sample_ndim: int = 2) -> Align
     perms: dict[int, np.ndarray] = {}
     for layer in layers:
         last = layer == layers[-1]
-        sig = unit_signatures(out, layer, last_hidden=last)
+        sig = unit_signatures(out, layer, last_hidden=last, strength=strength)
         sample_shape = sig.shape[:sample_ndim]
         flat = sig.reshape(-1, *sig.shape[sample_ndim:])
-        piv = unit_signatures(pivot, layer, last_hidden=last)
+        piv = unit_signatures(pivot, layer, last_hidden=last, strength=strength)
         perm = _match(flat, piv).reshape(*sample_shape, -1)
         out = permute_units(out, layer, perm, sample_ndim=sample_ndim)
         perms[layer] = perm
     return Alignment(out, perms)
 
 
-def pivot_from_draws(sites: Sites, *, iterations: int = 5, sample_ndim: int = 2) -> dict:
+def pivot_from_draws(
+    sites: Sites, *, iterations: int = 5, sample_ndim: int = 2, strength: float = 0.0
+) -> dict:
     """A pivot for draws whose own start is unknown: Stephens' (2000) relabelling iteration.
 
     Starts from the first draw of the first chain, then alternates aligning every draw to
     the pivot and taking the aligned draws' mean as the next pivot, until no draw's
-    labelling changes (at most ``iterations`` times).
+    labelling changes (at most ``iterations`` times); ``strength`` as in
+    :func:`align_to_pivot`.
 
     Returns
     -------
@@ -259,7 +280,7 @@ def pivot_from_draws(sites: Sites, *, iterations: int = 5, sample_ndim: int = 2)
     pivot = {k: np.asarray(v)[(0,) * sample_ndim] for k, v in sites.items()}
     perms: dict[int, np.ndarray] | None = None
     for _ in range(iterations):
-        out = align_to_pivot(sites, pivot, sample_ndim=sample_ndim)
+        out = align_to_pivot(sites, pivot, sample_ndim=sample_ndim, strength=strength)
         pivot = {k: v.mean(axis=axes) for k, v in out.sites.items()}
         if perms is not None and all(np.array_equal(perms[k], out.perms[k]) for k in perms):
             break
@@ -317,6 +338,7 @@ def kl_by_labelling(
     seed: int = 0,
     sample_ndim: int = 2,
     jitter: float = 1e-6,
+    strength: float = 0.0,
 ) -> AlignedKL:
     """KL(q_diag || q_full) of the draws raw, randomly relabelled and aligned, with the null.
 
@@ -331,6 +353,8 @@ def kl_by_labelling(
     sample_ndim : int, default 2
     jitter : float, default 1e-6
         Added to the fitted covariances' diagonal (:func:`reports.gaussian.fit_gaussian`).
+    strength : float, default 0
+        Weight of the units' log strength in the alignment (:func:`unit_signatures`).
 
     Returns
     -------
@@ -339,7 +363,7 @@ def kl_by_labelling(
     rng = np.random.default_rng(seed)
     raw = {k: np.asarray(v, dtype=float) for k, v in sites.items()}
     flat = _flat(raw, sample_ndim)
-    aligned = align_to_pivot(raw, pivot, sample_ndim=sample_ndim).sites
+    aligned = align_to_pivot(raw, pivot, sample_ndim=sample_ndim, strength=strength).sites
     # the null: independent Gaussian draws with the aligned draws' marginal means and
     # scales, so the alignment meets units as distinct as the cell's own
     null = {
@@ -347,7 +371,7 @@ def kl_by_labelling(
         + v.std(axis=tuple(range(sample_ndim))) * rng.standard_normal(v.shape)
         for k, v in aligned.items()
     }
-    null_aligned = align_to_pivot(null, pivot, sample_ndim=sample_ndim).sites
+    null_aligned = align_to_pivot(null, pivot, sample_ndim=sample_ndim, strength=strength).sites
     return AlignedKL(
         raw=_kl(raw, sample_ndim, jitter),
         relabelled=_kl(relabel_randomly(raw, rng, sample_ndim=sample_ndim), sample_ndim, jitter),

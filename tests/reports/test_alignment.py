@@ -51,7 +51,9 @@ def test_relabelling_keeps_the_function():
     np.testing.assert_allclose(_forward(relabelled, x), _forward(draws, x), atol=1e-12)
 
 
-def test_alignment_undoes_planted_permutations_and_rescalings():
+@pytest.mark.parametrize("strength", [0.0, 0.5])
+def test_alignment_undoes_planted_permutations_and_rescalings(strength):
+    # the units' log strength (incoming norm x outgoing norm) is rescaling-invariant too
     rng = np.random.default_rng(1)
     pivot = _net(rng)
     truth = _draws(pivot, rng)
@@ -63,7 +65,7 @@ def test_alignment_undoes_planted_permutations_and_rescalings():
         scaled[f"layer{layer}.bias"] = scaled[f"layer{layer}.bias"] * c
         scaled[f"layer{layer + 1}.weight"] = scaled[f"layer{layer + 1}.weight"] / c[..., None, :]
     mixed = relabel_randomly(scaled, rng)
-    out = align_to_pivot(mixed, pivot)
+    out = align_to_pivot(mixed, pivot, strength=strength)
     for name in scaled:
         np.testing.assert_array_equal(out.sites[name], scaled[name])
     x = rng.normal(size=(5, 2))

@@ -114,6 +114,10 @@ def test_aligned_price_of_mean_field_is_the_studys_numbers() -> None:
     ref = aligned_reference(x, res, 5, 1e-6)
     assert {k: out[k] for k in ref} == ref
     assert flat.shape == (4, 100, 17)
+    strong = aligned_price_of_mean_field(dt, seed=5, strength=0.5)
+    pivot = pivot_from_draws(sites, strength=0.5)
+    res = kl_by_labelling(sites, pivot, seed=5, jitter=1e-6, strength=0.5)
+    assert strong["kl_aligned"] == res.aligned and strong["kl_alignment_null"] == res.null
 
 
 def test_a_variable_without_chains_is_named() -> None:
