@@ -10,11 +10,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from reports.targets import UNIT_KINDS, permutation_target
+from reports.ground_truth import random_spd
+from reports.ridge_target import RidgeTarget, moment_band
+from reports.targets import UNIT_KINDS, gaussian_chains, permutation_target
 from zoo.cli import main
 from zoo.spec.sections.known_answers import UNIT_KINDS as SPEC_UNIT_KINDS
 from zoo.spec.sections.known_answers import VARIANTS
-from zoo.studies.known_answers.ridge import EXPECTED
+from zoo.studies.known_answers.ridge import EXPECTED, ridge_metrics
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -83,6 +85,27 @@ def test_ridge_target_long_recovers_and_short_fails_its_gates(tmp_path: Path) ->
     assert long["recovered"] and long["gates"] == "pass" and long["as_expected"], long.to_dict()
     assert short["gates"] == "fail" and short["split_rhat"] > 1.05, short.to_dict()
     assert short["as_expected"], short.to_dict()
+
+
+def test_ridge_metrics_verdicts_on_draws_with_the_exact_moments() -> None:
+    """No sampler: independent Gaussian draws with the ridge target's exact mean and
+    covariance recover its moments and KL and pass the gates; the same draws with two of
+    four superchains shifted by 1 sd in ``a_1`` fail nested R-hat and are not recovered."""
+    target = RidgeTarget(
+        np.array([0.5, 0.8]), 0.5, (0.0, 0.0), (1.0, 1.0), np.zeros(3), random_spd(3, 10.0, seed=1)
+    )
+    mean, cov = target.moments()
+    x = gaussian_chains(mean, cov, 16, 500, seed=3)
+    ids = [c // 4 for c in range(16)]
+    m = ridge_metrics(x, target, ids)
+    assert m["moments"] == 35 and m["z_band"] == pytest.approx(moment_band(35))
+    assert moment_band(35) == pytest.approx(3.1888, abs=1e-4)
+    assert m["max_abs_z"] <= m["z_band"] and m["kl_inside"], m
+    assert m["recovered"] and m["gates"] == "pass", m
+    x[:8, :, 0] += np.sqrt(cov[0, 0])
+    bad = ridge_metrics(x, target, ids)
+    assert bad["nested_rhat"] > 1.05 and bad["gates"] == "fail", bad
+    assert not bad["recovered"] and bad["max_abs_z"] > bad["z_band"], bad
 
 
 @pytest.mark.parametrize(
