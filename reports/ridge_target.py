@@ -32,10 +32,12 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.integrate import simpson
+from scipy.stats import norm
 
 from reports.gaussian import kl_diag_full
+from reports.kl_reference import ess
 
-__all__ = ["RidgeTarget", "bilinear_moments"]
+__all__ = ["RidgeTarget", "bilinear_moments", "moment_band", "moment_z"]
 
 
 def bilinear_moments(
@@ -143,3 +145,33 @@ class RidgeTarget(NamedTuple):
         chol = np.linalg.cholesky(np.asarray(self.block_cov, dtype=float))
         z = self.block_mean + scale * rng.standard_normal((n, len(self.block_mean))) @ chol.T
         return np.concatenate([a, b, z], axis=1)
+
+
+def moment_z(x: np.ndarray, mean: np.ndarray, cov: np.ndarray) -> np.ndarray:
+    """z-scores of every mean and covariance entry of draws ``x`` ``(C, S, D)`` against the
+    exact ``mean`` ``(D,)`` and ``cov`` ``(D, D)``: (estimate - exact) / s.e.
+
+    The estimates are the pooled draws' means and the means of the centred products
+    :math:`(x_i - m_i)(x_j - m_j)`, :math:`i \\le j`, centred at the exact mean (so each is
+    a plain average); each s.e. is the standard deviation over the draws divided by the
+    square root of the multi-chain ESS (:func:`reports.kl_reference.ess`, arviz-stats) of
+    the coordinate or of its centred product. Returns ``(D + D (D + 1) / 2,)``: the means
+    first, then the upper triangle row by row.
+    """
+    x = np.asarray(x, dtype=float)
+    d = x.shape[-1]
+    dev = x - mean
+    iu = np.triu_indices(d)
+    prods = dev[..., iu[0]] * dev[..., iu[1]]
+    est = np.concatenate([x.mean((0, 1)), prods.mean((0, 1))])
+    exact = np.concatenate([mean, np.asarray(cov)[iu]])
+    both = np.concatenate([x, prods], axis=-1)
+    se = both.std(axis=(0, 1)) / np.sqrt(ess(both))
+    return (est - exact) / se
+
+
+def moment_band(count: int, level: float = 0.95) -> float:
+    """The largest |z| of :func:`moment_z` that a family of ``count`` z-scores may reach at
+    family-wise ``level``: the Bonferroni bound, the normal quantile at
+    ``1 - (1 - level) / (2 count)`` (3.19 for the 35 moments of 7 parameters)."""
+    return float(norm.ppf(1.0 - (1.0 - level) / (2.0 * count)))

@@ -272,6 +272,16 @@ TINY_SIMULATIONS: dict[str, dict[str, Any]] = {
         "draws": 60,
         "null_reps": 2,
     },
+    "ridge_target": {
+        "chains": 4,
+        "superchains": 2,
+        "kl_groups": 2,
+        "warmup": 20,
+        "draws": 30,
+        "short_draws": 10,
+        "max_tree_depth": 4,
+    },
+    "permutation_target": {"seeds": 1, "chains": 4, "draws": 100, "groups": 2},
 }
 
 

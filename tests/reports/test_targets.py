@@ -9,14 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reports.alignment import align_to_pivot, kl_by_labelling, pivot_from_draws
 from reports.gaussian import kl_diag_full
-from reports.kl_reference import debiased_kl_draws
 from reports.targets import (
-    chains_of_sites,
+    UNIT_KINDS,
+    aligned_run,
     gaussian_chains,
     permutation_target,
-    symmetrised_draws,
     unit_sites,
 )
 
@@ -24,15 +22,9 @@ CHAINS, DRAWS, RHO = 16, 500, 0.5
 
 
 def _pipeline(target, seed: int, strength: float = 0.0):
-    """Symmetrised draws -> Stephens pivot -> aligned draws -> debiased KL; and the raw
-    draws' debiased KL and the alignment null of :func:`kl_by_labelling` (``strength``:
-    the weight of the units' log strength in the signatures)."""
-    sites = symmetrised_draws(target, CHAINS, DRAWS, rho=RHO, seed=seed)
-    pivot = pivot_from_draws(sites, strength=strength)
-    aligned = align_to_pivot(sites, pivot, strength=strength).sites
-    aligned = debiased_kl_draws(chains_of_sites(aligned), groups=8)
-    raw = debiased_kl_draws(chains_of_sites(sites), groups=8)
-    return aligned, raw, kl_by_labelling(sites, pivot, seed=seed, strength=strength).null
+    """The aligned and raw debiased KL and the alignment null (:func:`aligned_run`;
+    ``strength``: the weight of the units' log strength in the signatures)."""
+    return aligned_run(target, CHAINS, DRAWS, rho=RHO, groups=8, seed=seed, strength=strength)
 
 
 def test_gaussian_chains_are_stationary_ar1():
@@ -74,7 +66,7 @@ def test_pipeline_recovers_the_quotient_kl_with_distinct_and_dead_units():
     """Distinct units and a dead one (outgoing weights ~0): aligning to the Stephens pivot
     recovers the exact KL within the debiased KL's 95% t-interval; the raw KL of the
     symmetrised draws is many intervals off; the alignment null is within its noise of 0."""
-    t = permutation_target(2, 4, 1, near_identical=None, dead=1, separation=6.0, seed=0)
+    t = permutation_target(2, 4, 1, separation=6.0, seed=0, **UNIT_KINDS["distinct"])
     aligned, raw, null = _pipeline(t, seed=0)
     assert abs(aligned.debiased - t.kl) <= aligned.half_width()
     assert abs(raw.debiased - t.kl) > 20 * raw.half_width()
@@ -88,16 +80,12 @@ def test_pipeline_recovers_the_quotient_kl_with_distinct_and_dead_units():
     "from the aligned draws alone can; the strength-weighted signature places the dead unit "
     "(test below), not the near-identical pair (docs/notes/known_answers.md)",
 )
-@pytest.mark.parametrize(
-    "kind",
-    [dict(near_identical=0.3, dead=1), dict(near_identical=None, dead=1, dead_incoming="prior")],
-    ids=["near_identical", "dead_at_prior"],
-)
+@pytest.mark.parametrize("kind", ["near_identical", "dead_at_prior"])
 def test_alignment_null_accounts_for_exchangeable_units(kind):
     """Aligned KL less the null is the exact KL within the aligned KL's 95% t-interval:
     misses by -0.26 nats (near-identical pair, 12 s.e.) and +2.3 nats (a dead unit whose
     incoming weights sit at a centred prior, so its pivot signature is zero) on seed 0."""
-    t = permutation_target(2, 4, 1, separation=6.0, seed=0, **kind)
+    t = permutation_target(2, 4, 1, separation=6.0, seed=0, **UNIT_KINDS[kind])
     aligned, _, null = _pipeline(t, seed=0)
     assert abs(aligned.debiased - null - t.kl) <= aligned.half_width()
 
@@ -107,8 +95,6 @@ def test_strength_in_the_signature_places_a_dead_unit_at_a_centred_prior():
     whose incoming weights sit at a centred prior is told from the live ones: the aligned
     KL less the null is the exact KL within its 95% t-interval (by direction alone it is
     2.3 nats off: the xfail above)."""
-    t = permutation_target(
-        2, 4, 1, near_identical=None, dead=1, dead_incoming="prior", separation=6.0, seed=0
-    )
+    t = permutation_target(2, 4, 1, separation=6.0, seed=0, **UNIT_KINDS["dead_at_prior"])
     aligned, _, null = _pipeline(t, seed=0, strength=0.5)
     assert abs(aligned.debiased - null - t.kl) <= aligned.half_width()

@@ -14,7 +14,12 @@ Dependency rule: studies import :mod:`zoo.spec`, :mod:`zoo.data`, :mod:`zoo.mode
 from collections.abc import Callable
 from pathlib import Path
 
-from zoo.spec.sections.simulation import GaussianGroundTruthSimulation, ProductMatrixSimulation
+from zoo.spec.sections.simulation import (
+    GaussianGroundTruthSimulation,
+    PermutationTargetSimulation,
+    ProductMatrixSimulation,
+    RidgeTargetSimulation,
+)
 from zoo.spec.sections.studies import (
     KTiedStudy,
     LaplaceStudy,
@@ -26,6 +31,7 @@ from zoo.spec.sections.studies import (
 )
 from zoo.studies import ktied, laplace, predictive, price_of_mf, product_matrix, pruning, vsbc
 from zoo.studies.base import ArtifactReader, CellContext, Probe, Study, StudyPlugin
+from zoo.studies.known_answers import run_permutation_target, run_ridge_target
 from zoo.studies.price_of_mf.ground_truth import run_ground_truth
 from zoo.studies.product_matrix.simulate import run_simulation
 
@@ -54,4 +60,6 @@ STUDIES: dict[type, Study] = {
 SIMULATIONS: dict[type, Callable[..., dict[str, Path]]] = {
     ProductMatrixSimulation: run_simulation,
     GaussianGroundTruthSimulation: run_ground_truth,
+    RidgeTargetSimulation: run_ridge_target,
+    PermutationTargetSimulation: run_permutation_target,
 }

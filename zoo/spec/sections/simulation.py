@@ -11,9 +11,16 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from zoo.spec.base import Section
 from zoo.spec.sections.bounds import MAX_DEPTH, MAX_DRAWS, Real, file_path
+from zoo.spec.sections.known_answers import PermutationTargetSimulation, RidgeTargetSimulation
 from zoo.spec.sections.studies import GaussianFitSpec
 
-__all__ = ["GaussianGroundTruthSimulation", "ProductMatrixSimulation", "SimulationSpec"]
+__all__ = [
+    "GaussianGroundTruthSimulation",
+    "PermutationTargetSimulation",
+    "ProductMatrixSimulation",
+    "RidgeTargetSimulation",
+    "SimulationSpec",
+]
 
 
 class ProductMatrixSimulation(Section):
@@ -153,5 +160,9 @@ class GaussianGroundTruthSimulation(Section):
 
 
 SimulationSpec = Annotated[
-    ProductMatrixSimulation | GaussianGroundTruthSimulation, Field(discriminator="kind")
+    ProductMatrixSimulation
+    | GaussianGroundTruthSimulation
+    | RidgeTargetSimulation
+    | PermutationTargetSimulation,
+    Field(discriminator="kind"),
 ]
