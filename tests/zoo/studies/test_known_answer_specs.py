@@ -119,6 +119,7 @@ def test_ridge_metrics_verdicts_on_draws_with_the_exact_moments() -> None:
         ("permutation_target.yaml", ["simulation.groups=32"], "groups (32) exceeds chains"),
         ("permutation_target.yaml", ["simulation.kinds=[dead]"], "simulation.kinds"),
         ("permutation_target.yaml", ["simulation.rho=1"], "simulation.rho"),
+        ("permutation_target.yaml", ["simulation.strength=-0.5"], "simulation.strength"),
     ],
 )
 def test_bad_fields_are_named(spec: str, sets: list[str], field: str, capsys) -> None:

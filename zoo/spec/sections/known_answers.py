@@ -164,6 +164,14 @@ class PermutationTargetSimulation(Section):
     draws: int = Field(500, ge=8, le=MAX_DRAWS, description="Draws per chain.")
     rho: Real = Field(0.5, ge=0, lt=1, description="Lag-one correlation of the chains.")
     groups: int = Field(8, ge=2, le=256, description="Chain groups of the debiased KL (<= chains).")
+    strength: Real = Field(
+        0.0,
+        ge=0,
+        le=10,
+        description="Weight of the units' log strength in the alignment's signatures "
+        "(reports.alignment.unit_signatures); 0: by direction alone, as the "
+        "price_of_mean_field study aligns. 0.5 places the dead unit at a centred prior.",
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> PermutationTargetSimulation:

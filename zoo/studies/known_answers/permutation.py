@@ -47,7 +47,13 @@ def permutation_rows(sim: Any, seed: int, kind: str) -> list[dict[str, Any]]:
     for draw_seed in range(seed, seed + sim.seeds):
         t0 = time.perf_counter()
         run = aligned_run(
-            target, sim.chains, sim.draws, rho=float(sim.rho), groups=sim.groups, seed=draw_seed
+            target,
+            sim.chains,
+            sim.draws,
+            rho=float(sim.rho),
+            groups=sim.groups,
+            seed=draw_seed,
+            strength=float(sim.strength),
         )
         a = run.aligned
         estimate = np.nan if a.debiased is None else float(a.debiased) - run.null
