@@ -355,10 +355,12 @@ def test_stop_at_grade_draws_on_until_its_gates_or_the_cap(tmp_path):
     # the KL target alone (10 draws' worth) stops at the first question; with gold's gates
     # (bulk ESS >= 400 of 2 chains' <= 35 draws each: never) the chains run to max_draws
     # (n_draws: all chains' draws)
-    def n_draws(**study):
+    def stopped(**study):
         base = SPEC["studies"][0]
         spec = {**SPEC, "studies": [{**base, "kl_target_draws": 10, **study}]}
-        return run_cell(specs.load(tmp_path, spec).cells()[1], Runtime.cpu()).metrics["n_draws"]
+        m = run_cell(specs.load(tmp_path, spec).cells()[1], Runtime.cpu()).metrics
+        return m["n_draws"], m["stop_rule_met"]
 
-    assert n_draws() < 2 * 35
-    assert n_draws(stop_at_grade="gold") == 2 * 35
+    n, met = stopped()
+    assert n < 2 * 35 and met is True
+    assert stopped(stop_at_grade="gold") == (2 * 35, False)  # at the cap, rule not met

@@ -17,6 +17,11 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "kl_excess": ("KL(q_diag ‖ q_full) above its shift null", "nats"),
     "kl_output_columns": ("KL of the output layer's columns", "nats"),
     "kl_null_draws": ("independent draws the chains are worth", "draws"),
+    "stop_rule_met": (
+        "whether the chains stopped on kl_target_draws (and stop_at_grade's gates), "
+        "not at max_draws",
+        None,
+    ),
     "kl_bias_ess": ("exact KL sampling bias at the KL's effective n", "nats"),
     "kl_ess_n": ("the KL's effective n (chain groups' covariance spread)", "draws"),
     "kl_squares_n": ("centred squares' pooled ESS (per-coordinate reference)", "draws"),

@@ -25,7 +25,10 @@ records (Farquhar, Smith & Gal 2020):
 - for a softmax classifier (more than one output), ``kl_output_columns``: the KLs of the output layer's columns, block by
   block, the part that the softmax's invariance to shifting all logits alone explains;
 - with ``kl_target_draws``, the stopping rule of the sampler (``Hooks.stop_when``): draw
-  until the draws are worth that many independent draws to the covariance estimate;
+  until the draws are worth that many independent draws to the covariance estimate (and,
+  with ``stop_at_grade``, until the aligned weights pass that grade's gates);
+  ``stop_rule_met`` records whether the chains stopped on the rule (True) or at
+  ``max_draws`` without meeting it (False);
 - for an MLP with hidden layers, the price of mean field modulo hidden-unit permutations
   (:func:`unit_alignment`, :mod:`zoo.studies.price_of_mf.quotient`, :mod:`reports.alignment`):
   ``kl_aligned`` (every draw's units matched to a pivot before q_full is fitted),
@@ -270,21 +273,34 @@ def kl_draws_rule(
     return enough
 
 
+class _Recorded:
+    """A stopping rule that remembers whether it was ever met (the chains stopped on it,
+    not on ``max_draws``)."""
+
+    def __init__(self, rule: Callable[[Mapping[str, np.ndarray]], bool]) -> None:
+        self.rule, self.met = rule, False
+
+    def __call__(self, draws: Mapping[str, np.ndarray]) -> bool:
+        ok = bool(self.rule(draws))
+        self.met = self.met or ok
+        return ok
+
+
 class PriceOfMeanFieldProbe:
     """KL(q_diag || q_full), its shift null and the Wasserstein errors of one sampled cell."""
 
     def __init__(self, section: Any, ctx: CellContext) -> None:
         self.section, self.ctx = section, ctx
+        self._rule: _Recorded | None = None
 
     @property
     def hooks(self) -> Hooks:
         s = self.section
         if s.kl_target_draws is None:
             return Hooks()
-        return Hooks(
-            stop_when=kl_draws_rule(self.ctx.model, s, self.ctx.seed),
-            max_draws=s.draws_cap(self.ctx.cell.method),
-        )
+        if self._rule is None:
+            self._rule = _Recorded(kl_draws_rule(self.ctx.model, s, self.ctx.seed))
+        return Hooks(stop_when=self._rule, max_draws=s.draws_cap(self.ctx.cell.method))
 
     def finish(self, fit: Fit) -> tuple[dict[str, Any], dict[str, bytes]]:
         """The KL, null and Wasserstein metrics (no artifacts); nothing without draws.
@@ -321,6 +337,8 @@ class PriceOfMeanFieldProbe:
         out["kl_rhat"], out["kl_rhat_nested"] = kl_rhat(
             x, getattr(post, "superchain_ids", None), jitter=gf.jitter
         )
+        if self.section.kl_target_draws is not None:
+            out["stop_rule_met"] = self._rule is not None and self._rule.met
         if exact:
             out.update(
                 unit_alignment(
