@@ -84,6 +84,10 @@ def _tree_copy(dst: Path) -> Path:
 @pytest.mark.slow
 def test_the_wheel_runs_its_specs_from_anywhere(tmp_path: Path) -> None:
     src = _tree_copy(tmp_path / "src")
+    # a file an earlier build left in build/lib that the checkout no longer has
+    stale = src / "build" / "lib" / "zoo" / "references" / "shipped" / "stale.json"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("{}")
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     subprocess.run(
         [*pip, "wheel", str(src), "-w", str(tmp_path / "whl"), "--no-deps", "--no-build-isolation"],
@@ -96,6 +100,7 @@ def test_the_wheel_runs_its_specs_from_anywhere(tmp_path: Path) -> None:
     shipped = {f"zoo/_specs/{p.name}" for p in (ROOT / "specs").glob("*.yaml")}
     assert shipped <= names
     assert not [n for n in names if n.startswith(("tests/", "specs/", "benchmarks/"))]
+    assert "zoo/references/shipped/stale.json" not in names
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True)
     away = tmp_path / "elsewhere"
