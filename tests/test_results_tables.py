@@ -54,7 +54,7 @@ def test_every_recorded_summary_is_shown() -> None:
     recorded = {p.stem for p in make_tables.DATA.glob("*.csv")}
     assert shown, "no marked table found"
     assert recorded <= shown, f"recorded but shown nowhere: {sorted(recorded - shown)}"
-    assert set(make_tables.DEFAULT_ROWS) <= shown
+    assert set(make_tables.ROWS) <= shown
 
 
 def test_readme_and_default_page_show_one_table() -> None:
@@ -152,3 +152,23 @@ def test_bad_input_is_a_usage_error(tmp_path: Path, capsys) -> None:
     assert "results.csv" in capsys.readouterr().err
     assert make_tables.main(["--print", "no_such_table"]) == 2
     assert "no_such_table" in capsys.readouterr().err
+
+
+def test_from_as_records_another_summary(tmp_path: Path, monkeypatch) -> None:
+    """``--as fixed_width_depth`` records that summary (not the default's) and rewrites the
+    tables read from it, leaving the default's untouched."""
+    data = tmp_path / "data"
+    data.mkdir()
+    page = tmp_path / "page.md"
+    page.write_text("<!-- table:fixed_width_depth -->\nold\n<!-- /table -->\n")
+    monkeypatch.setattr(make_tables, "DATA", data)
+    monkeypatch.setattr(make_tables, "PAGES", (page,))
+    monkeypatch.setattr(make_tables, "ROOT", tmp_path)
+    run = _run(tmp_path)
+    assert make_tables.main(["--from", str(run), "--as", "fixed_width_depth"]) == 0
+    assert sorted(p.name for p in data.iterdir()) == ["fixed_width_depth.csv"]
+    text = page.read_text()
+    assert "reference grade of the 3 ChEES cells" in text and "old" not in text
+    assert "| bronze, failed, silver |" in text
+    with pytest.raises(SystemExit):
+        make_tables.main(["--from", str(run), "--as", "no_such_summary"])

@@ -9,7 +9,10 @@ number has one source:
   ``n``, ``grade``, ``n_grade_failed``) plus, per depth, the largest value of a diagnostic
   over the seeds' cells (``<metric>_max``, ``<metric>_min``) and the per-seed values
   (``<metric>_seeds``, space-separated, seed order). The tables ``default_depth`` and
-  ``default_depth_detail`` are rendered from it by the declarations :data:`DEFAULT_ROWS`.
+  ``default_depth_detail`` are rendered from it by the declarations :data:`ROWS`.
+- ``fixed_width_depth.csv``: the same summary of a run of
+  ``specs/two_moons_depth_fixed_width.yaml`` (``--from RUN --as fixed_width_depth``), the
+  table ``fixed_width_depth`` (:data:`SUMMARIES` says which table reads which summary).
 - ``NAME.csv`` for every other table: its header and rows as the page shows them (a table
   recorded from a run that no longer exists, or from runs this script cannot read).
 
@@ -21,6 +24,7 @@ Usage (from the repository root)::
     python docs/results/make_tables.py --from RUN_DIR   # record the default's summary
                                                         # from a run's results.csv, then
                                                         # rewrite the tables
+    python docs/results/make_tables.py --from RUN_DIR --as fixed_width_depth
 
 ``--from`` aggregates with the summary's own rule (:func:`reports.tables.summarize`: mean
 and 95% Student-t interval over the seeds, cells graded failed left out of every mean and
@@ -53,6 +57,12 @@ PAGES = (
 )
 BLOCK = re.compile(r"(<!-- table:([\w-]+) -->\n)(.*?)(<!-- /table -->)", re.S)
 DEFAULT = "default_depth"
+#: The summaries ``--from`` records (``--as NAME``, default the default's) and the tables
+#: rendered from each.
+SUMMARIES = {
+    DEFAULT: ("default_depth", "default_depth_detail"),
+    "fixed_width_depth": ("fixed_width_depth",),
+}
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"
 MEAN_METRICS = (
@@ -89,6 +99,11 @@ EXTREMES = {
     "orbit_rhat": "max",
     "max_r_hat_pred": "max",
     "min_ess_bulk": "min",
+    "kl_rhat_nested": "max",
+    "weights_rhat_nested_aligned": "max",
+    "orbit_rhat_nested": "max",
+    "rhat_nested_pred": "max",
+    "weights_ess_bulk_aligned": "min",
 }
 #: Per depth, each seed's value (seed order).
 PER_SEED = ("kl_debiased_se", "kl_aligned_debiased_se", "draws_per_chain", "reference_grade")
@@ -186,19 +201,23 @@ _W2 = joined(ci("w2sq_plugin", 1), ci("w2sq_debiased", 1))
 _DIV = joined(val("n_divergent_mean", 0), pct("saturated_frac_mean"))
 #: The tables rendered from ``default_depth.csv``: (row label, how a depth's cell reads); a
 #: label's ``{n}`` is the number of seeds and ``{seeds}`` their list.
-DEFAULT_ROWS: dict[str, list[Row]] = {
+#: The rows every depth table opens with: the network, the headline and its parts.
+_KL_ROWS: list[Row] = [
+    ("width (D = weights and biases)", _width),
+    (
+        "**headline**: KL with the hidden units aligned, less its bias and its alignment "
+        "null (`kl_aligned_debiased`)",
+        ci("kl_aligned_debiased", 2),
+    ),
+    ("its chain-group s.e. within one cell", span("kl_aligned_debiased_se")),
+    ("the alignment null subtracted (`kl_alignment_null`)", ci("kl_alignment_null", 2)),
+    ("KL(q_diag || q_full) of the draws as sampled, plug-in", _KL),
+    ("the same less its sampling bias (`kl_debiased`)", _DEB),
+    ("W2(q_diag, q_full)², plug-in / less its sampling bias (`w2sq_debiased`)", _W2),
+]
+ROWS: dict[str, list[Row]] = {
     "default_depth": [
-        ("width (D = weights and biases)", _width),
-        (
-            "**headline**: KL with the hidden units aligned, less its bias and its alignment "
-            "null (`kl_aligned_debiased`)",
-            ci("kl_aligned_debiased", 2),
-        ),
-        ("its chain-group s.e. within one cell", span("kl_aligned_debiased_se")),
-        ("the alignment null subtracted (`kl_alignment_null`)", ci("kl_alignment_null", 2)),
-        ("KL(q_diag || q_full) of the draws as sampled, plug-in", _KL),
-        ("the same less its sampling bias (`kl_debiased`)", _DEB),
-        ("W2(q_diag, q_full)², plug-in / less its sampling bias (`w2sq_debiased`)", _W2),
+        *_KL_ROWS,
         ("the KL's own R-hat (largest of {n})", val("kl_rhat_max", 3)),
         ("TV of MF-VI's predictive to the samples', test / far [its floor]", _tv),
         (
@@ -261,18 +280,47 @@ DEFAULT_ROWS: dict[str, list[Row]] = {
         ),
         ("the aligned KL, plug-in (`kl_aligned`)", ci("kl_aligned", 2)),
     ],
+    "fixed_width_depth": [
+        *_KL_ROWS,
+        (
+            "the KL's own R-hat, split / nested (largest of {n})",
+            joined(val("kl_rhat_max", 3), val("kl_rhat_nested_max", 3)),
+        ),
+        ("TV of MF-VI's predictive to the samples', test / far [its floor]", _tv),
+        (
+            "largest R-hat of the weights aligned, split / nested (superchains)",
+            joined(val("weights_rhat_aligned_max", 3), val("weights_rhat_nested_aligned_max", 3)),
+        ),
+        (
+            "largest R-hat of the orbit coordinates, split / nested / of the weights as sampled",
+            joined(
+                val("orbit_rhat_max", 3),
+                val("orbit_rhat_nested_max", 3),
+                val("weights_rhat_raw_max", 2),
+            ),
+        ),
+        (
+            "largest R-hat of the test predictions, split / nested",
+            joined(val("max_r_hat_pred_max", 3), val("rhat_nested_pred_max", 3)),
+        ),
+        ("smallest bulk ESS of the aligned weights", val("weights_ess_bulk_aligned_min", 0)),
+        ("divergent transitions per cell / trajectories at max_leapfrog", _DIV),
+        ("Laplace KL at the MF-VI mode (Gauss-Newton, no sampling)", ci("laplace_kl", 1)),
+        ("draws per chain, seeds {seeds}", seeds("draws_per_chain")),
+        ("reference grade of the {n} ChEES cells", seeds("reference_grade", ", ")),
+    ],
 }
 
 
 def default_table(name: str, summary: pd.DataFrame) -> str:
-    """A table of :data:`DEFAULT_ROWS`: one column per depth."""
+    """A table of :data:`ROWS`: one column per depth."""
     summary = summary.sort_values(AXIS)
     header = [""] + [f"depth {int(d)}" for d in summary[AXIS]]
     n = int(summary["n"].max())  # seeds behind a mean; a label may name them
     words = {"n": n, "seeds": " / ".join(str(s) for s in range(n))}
     rows = [
         [label.format(**words)] + [how(rec) for _, rec in summary.iterrows()]
-        for label, how in DEFAULT_ROWS[name]
+        for label, how in ROWS[name]
     ]
     return markdown(header, rows)
 
@@ -286,10 +334,10 @@ def recorded_table(path: Path) -> str:
 
 def render(name: str) -> str:
     """The table ``name`` as this script writes it."""
-    if name in DEFAULT_ROWS:
-        return default_table(
-            name, pd.read_csv(DATA / f"{DEFAULT}.csv", dtype={f"{c}_seeds": str for c in PER_SEED})
-        )
+    if name in ROWS:
+        (summary,) = (s for s, tables in SUMMARIES.items() if name in tables)
+        dtype = {f"{c}_seeds": str for c in PER_SEED}
+        return default_table(name, pd.read_csv(DATA / f"{summary}.csv", dtype=dtype))
     path = DATA / f"{name}.csv"
     if not path.is_file():
         raise UsageError(
@@ -371,6 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--from", dest="run", metavar="RUN_DIR", help="record the default's summary from a run"
     )
+    ap.add_argument(
+        "--as",
+        dest="summary",
+        default=DEFAULT,
+        choices=sorted(SUMMARIES),
+        help=f"which summary --from records (default {DEFAULT})",
+    )
     args = ap.parse_args(argv)
     try:
         if args.print:
@@ -380,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = from_run(Path(args.run))
             buf = io.StringIO()
             summary.to_csv(buf, index=False)
-            (DATA / f"{DEFAULT}.csv").write_text(buf.getvalue())
+            (DATA / f"{args.summary}.csv").write_text(buf.getvalue())
         stale = []
         for page in PAGES:
             old = page.read_text()
