@@ -172,6 +172,22 @@ class PermutationTargetSimulation(Section):
         "(reports.alignment.unit_signatures); 0: by direction alone, as the "
         "price_of_mean_field study aligns. 0.5 places the dead unit at a centred prior.",
     )
+    pivot_iterations: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="Cap on Stephens' pivot iteration (reports.alignment.pivot_from_draws); 5 "
+        "as the price_of_mean_field study; a near-identical pair needs 20-30 rounds to reach "
+        "the fixed point that rule_draws' answer is computed at.",
+    )
+    rule_draws: int = Field(
+        200_000,
+        ge=1_000,
+        le=10_000_000,
+        description="Independent draws of the rule's own answer per kind "
+        "(reports.targets.rule_answer: the quotient KL that aligning defines, pivot iterated "
+        "to its fixed point).",
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> PermutationTargetSimulation:
