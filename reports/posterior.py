@@ -254,8 +254,9 @@ def aligned_price_of_mean_field(
         the alignment rule where units are dead or alike (``docs/notes/known_answers.md``).
     pivot_iterations : int, default 5
         Cap on Stephens' iteration (the zoo's study: 5). Near-identical units need more
-        before no draw's labelling changes; 100 iterates to the fixed point, and the
-        difference shows what the cap does to the headline (``docs/notes/known_answers.md``).
+        before no draw's labelling changes (on deep networks it may not stop at all), and
+        the difference shows what the cap does to the headline
+        (``docs/notes/known_answers.md``).
 
     Returns
     -------
