@@ -172,3 +172,45 @@ def test_from_as_records_another_summary(tmp_path: Path, monkeypatch) -> None:
     assert "| bronze, failed, silver |" in text
     with pytest.raises(SystemExit):
         make_tables.main(["--from", str(run), "--as", "no_such_summary"])
+
+
+def test_ground_truth_table_from_runs(tmp_path: Path, monkeypatch) -> None:
+    """``--from ROTATED --from DIAGONAL --as ground_truth_d100``: a row per run, the S named
+    from its spec, the debiased KL's distance to the truth in its own s.e.; a run of another
+    spec is a usage error."""
+    row = {
+        "dim": 100,
+        "kl_true": 38.0,
+        "kl": 38.4,
+        "kl_null": 0.3,
+        "kl_excess": 38.1,
+        "excess_se": 0.2,
+        "kl_bias": 0.4,
+        "kl_bias_se": 0.01,
+        "kl_debiased": 37.8,
+        "kl_debiased_se": 0.1,
+        "n_eff": 7000.4,
+        "warmup_seconds": 2.0,
+        "seconds": 8.0,
+    }
+    runs = []
+    for kind in ("rotated", "diagonal"):
+        run = tmp_path / kind
+        run.mkdir()
+        pd.DataFrame([row]).to_csv(run / "results.csv", index=False)
+        (run / "spec.yaml").write_text(f"simulation: {{kind: gaussian, structure: {kind}}}\n")
+        runs.append(run)
+    rows = make_tables.ground_truth_rows(runs)
+    assert [r[1] for r in rows] == ["rotated", "diagonal (control)"]
+    assert rows[0][7] == "37.800 ± 0.100 (-2.0 s.e.)" and rows[0][8] == "7000"
+    data = tmp_path / "data"
+    data.mkdir()
+    monkeypatch.setattr(make_tables, "DATA", data)
+    make_tables.record("ground_truth_d100", runs)
+    assert make_tables.recorded_table(data / "ground_truth_d100.csv").count("\n") == 4
+    other = _run(tmp_path)
+    with pytest.raises(make_tables.UsageError, match="spec.yaml"):
+        make_tables.ground_truth_rows([other])
+    (other / "spec.yaml").write_text("name: two_moons_depth\n")
+    with pytest.raises(make_tables.UsageError, match="kl_true"):
+        make_tables.ground_truth_rows([other])

@@ -13,6 +13,9 @@ number has one source:
 - ``fixed_width_depth.csv``: the same summary of a run of
   ``specs/two_moons_depth_fixed_width.yaml`` (``--from RUN --as fixed_width_depth``), the
   table ``fixed_width_depth`` (:data:`SUMMARIES` says which table reads which summary).
+- ``ground_truth_d100.csv``: the known-Gaussian control at D = 100, a row per run of
+  ``specs/gaussian_ground_truth.yaml`` (``--from RUN --from RUN --as ground_truth_d100``:
+  the rotated S and its diagonal control), written by :func:`ground_truth_rows`.
 - ``NAME.csv`` for every other table: its header and rows as the page shows them (a table
   recorded from a run that no longer exists, or from runs this script cannot read).
 
@@ -25,6 +28,7 @@ Usage (from the repository root)::
                                                         # from a run's results.csv, then
                                                         # rewrite the tables
     python docs/results/make_tables.py --from RUN_DIR --as fixed_width_depth
+    python docs/results/make_tables.py --from ROTATED --from DIAGONAL --as ground_truth_d100
 
 ``--from`` aggregates with the summary's own rule (:func:`reports.tables.summarize`: mean
 and 95% Student-t interval over the seeds, cells graded failed left out of every mean and
@@ -39,13 +43,15 @@ import csv
 import io
 import re
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+import yaml
 
 from reports.tables import summarize
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from table_rows import ROWS, markdown  # noqa: E402  (the sibling module of the rows)
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -113,203 +119,7 @@ class UsageError(Exception):
     """Bad input to this script: its message names the file and the fix (exit code 2)."""
 
 
-# --- rendering ------------------------------------------------------------------------
-
-
-def markdown(header: list[str], rows: list[list[str]]) -> str:
-    """A Markdown table (``|`` inside a cell escaped)."""
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-    out = [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows]
-    return "\n".join(out) + "\n"
-
-
-def _num(rec: pd.Series, col: str, dec: int) -> str:
-    v = rec.get(col)
-    return "-" if v is None or pd.isna(v) else f"{float(v):.{dec}f}"
-
-
-def ci(metric: str, dec: int) -> Callable[[pd.Series], str]:
-    """``mean ± 95% half-width`` at ``dec`` decimals, ``[k/n]`` when cells were left out."""
-
-    def cell(rec: pd.Series) -> str:
-        text = _num(rec, f"{metric}_mean", dec)
-        if not pd.isna(rec.get(f"{metric}_ci95", np.nan)):
-            text += f" ± {_num(rec, f'{metric}_ci95', dec)}"
-        k, n = rec.get(f"{metric}_n", np.nan), rec.get("n", np.nan)
-        if not (pd.isna(k) or pd.isna(n)) and int(k) < int(n):
-            text += f" [{int(k)}/{int(n)}]"
-        return text
-
-    return cell
-
-
-def val(col: str, dec: int) -> Callable[[pd.Series], str]:
-    """A value alone (a mean without its interval, or an extreme over the seeds)."""
-    return lambda rec: _num(rec, col, dec)
-
-
-def pct(col: str) -> Callable[[pd.Series], str]:
-    """A fraction as a percentage to 3 significant digits."""
-    return lambda rec: "-" if pd.isna(rec.get(col)) else f"{100 * float(rec[col]):.3g}%"
-
-
-def seeds(col: str, sep: str = " / ") -> Callable[[pd.Series], str]:
-    """The per-seed values; ``x (3)`` when every seed has the same."""
-
-    def cell(rec: pd.Series) -> str:
-        vals = str(rec.get(f"{col}_seeds", "")).split()
-        if len(set(vals)) == 1 and len(vals) > 1:
-            return f"{vals[0]} ({len(vals)})"
-        return sep.join(vals) or "-"
-
-    return cell
-
-
-def span(col: str) -> Callable[[pd.Series], str]:
-    """The range of the per-seed values, ``lo-hi``."""
-
-    def cell(rec: pd.Series) -> str:
-        vals = str(rec.get(f"{col}_seeds", "")).split()
-        if not vals:
-            return "-"
-        nums = sorted(vals, key=float)
-        return nums[0] if nums[0] == nums[-1] else f"{nums[0]}-{nums[-1]}"
-
-    return cell
-
-
-def joined(*parts: Callable[[pd.Series], str], sep: str = " / ") -> Callable[[pd.Series], str]:
-    return lambda rec: sep.join(p(rec) for p in parts)
-
-
-def _width(rec: pd.Series) -> str:
-    return f"{_num(rec, 'width_mean', 0)} ({_num(rec, 'n_params_mean', 0)})"
-
-
-def _tv(rec: pd.Series) -> str:
-    tv = joined(val("pred_tv_mfvi_mean", 3), val("pred_tv_mfvi_ood_mean", 3))(rec)
-    floor = joined(val("pred_tv_floor_mfvi_mean", 3), val("pred_tv_floor_mfvi_ood_mean", 3))
-    return f"{tv} [{floor(rec)}]"
-
-
-Row = tuple[str, Callable[[pd.Series], str]]
-_KL, _DEB = ci("kl_diag_full", 2), ci("kl_debiased", 2)
-_W2 = joined(ci("w2sq_plugin", 1), ci("w2sq_debiased", 1))
-_DIV = joined(val("n_divergent_mean", 0), pct("saturated_frac_mean"))
-#: The tables rendered from ``default_depth.csv``: (row label, how a depth's cell reads); a
-#: label's ``{n}`` is the number of seeds and ``{seeds}`` their list.
-#: The rows every depth table opens with: the network, the headline and its parts.
-_KL_ROWS: list[Row] = [
-    ("width (D = weights and biases)", _width),
-    (
-        "**headline**: KL with the hidden units aligned, less its bias and its alignment "
-        "null (`kl_aligned_debiased`)",
-        ci("kl_aligned_debiased", 2),
-    ),
-    ("its chain-group s.e. within one cell", span("kl_aligned_debiased_se")),
-    ("the alignment null subtracted (`kl_alignment_null`)", ci("kl_alignment_null", 2)),
-    ("KL(q_diag || q_full) of the draws as sampled, plug-in", _KL),
-    ("the same less its sampling bias (`kl_debiased`)", _DEB),
-    ("W2(q_diag, q_full)², plug-in / less its sampling bias (`w2sq_debiased`)", _W2),
-]
-ROWS: dict[str, list[Row]] = {
-    "default_depth": [
-        *_KL_ROWS,
-        ("the KL's own R-hat (largest of {n})", val("kl_rhat_max", 3)),
-        ("TV of MF-VI's predictive to the samples', test / far [its floor]", _tv),
-        (
-            "largest R-hat of the weights aligned / of their orbit coordinates / as sampled",
-            joined(
-                val("weights_rhat_aligned_max", 3),
-                val("orbit_rhat_max", 3),
-                val("weights_rhat_raw_max", 2),
-            ),
-        ),
-        ("largest R-hat of the test predictions", val("max_r_hat_pred_max", 3)),
-        ("divergent transitions per cell / trees cut at max_tree_depth 8", _DIV),
-        ("reference grade of the {n} NUTS cells", seeds("reference_grade", ", ")),
-    ],
-    "default_depth_detail": [
-        ("the KL's effective n (chain-group spread, `kl_ess_n`)", ci("kl_ess_n", 0)),
-        ("exact Wishart bias at that n (`kl_bias_ess`)", ci("kl_bias_ess", 2)),
-        (
-            "`kl_debiased_se` of each cell (chain-group jackknife), seeds {seeds}",
-            seeds("kl_debiased_se"),
-        ),
-        ("the shift null (same chains, parameters made independent)", ci("kl_null", 2)),
-        (
-            "closed-form W2(q_diag, q_full) / its shift-null floor",
-            joined(val("w2_diag_full_mean", 2), val("w2_null_mean", 2)),
-        ),
-        ("Laplace KL at the MF-VI mode (Gauss-Newton, no sampling)", ci("laplace_kl", 1)),
-        (
-            "predictive TV to the samples on test points: q_diag / q_full / MF-VI",
-            joined(
-                val("pred_tv_qdiag_mean", 2),
-                val("pred_tv_qfull_mean", 2),
-                val("pred_tv_mfvi_mean", 3),
-            ),
-        ),
-        (
-            "each TV's own floor (draw noise of both sides): q_diag / q_full / MF-VI",
-            joined(*(val(f"pred_tv_floor_{q}_mean", 3) for q in ("qdiag", "qfull", "mfvi"))),
-        ),
-        (
-            "test NLL: samples / q_full / q_diag / MF-VI",
-            joined(
-                val("nll_samples_mean", 3),
-                val("nll_qfull_mean", 2),
-                val("nll_qdiag_mean", 2),
-                val("nll_mfvi_mean", 3),
-            ),
-        ),
-        (
-            "draws per chain (16 chains) where the stopping rule stopped, seeds {seeds}",
-            seeds("draws_per_chain"),
-        ),
-        (
-            "smallest bulk ESS / largest R-hat of the weights",
-            joined(val("min_ess_bulk_min", 0), val("max_r_hat_max", 2)),
-        ),
-        (
-            "excess over the shift null (a cross-check, biased low where chains mix slowly)",
-            ci("kl_excess", 2),
-        ),
-        ("the aligned KL, plug-in (`kl_aligned`)", ci("kl_aligned", 2)),
-    ],
-    "fixed_width_depth": [
-        *_KL_ROWS,
-        (
-            "the KL's own R-hat, split / nested (largest of {n})",
-            joined(val("kl_rhat_max", 3), val("kl_rhat_nested_max", 3)),
-        ),
-        ("TV of MF-VI's predictive to the samples', test / far [its floor]", _tv),
-        (
-            "largest R-hat of the weights aligned, split / nested (superchains)",
-            joined(val("weights_rhat_aligned_max", 3), val("weights_rhat_nested_aligned_max", 3)),
-        ),
-        (
-            "largest R-hat of the orbit coordinates, split / nested / of the weights as sampled",
-            joined(
-                val("orbit_rhat_max", 3),
-                val("orbit_rhat_nested_max", 3),
-                val("weights_rhat_raw_max", 2),
-            ),
-        ),
-        (
-            "largest R-hat of the test predictions, split / nested",
-            joined(val("max_r_hat_pred_max", 3), val("rhat_nested_pred_max", 3)),
-        ),
-        ("smallest bulk ESS of the aligned weights", val("weights_ess_bulk_aligned_min", 0)),
-        ("divergent transitions per cell / trajectories at max_leapfrog", _DIV),
-        ("Laplace KL at the MF-VI mode (Gauss-Newton, no sampling)", ci("laplace_kl", 1)),
-        ("draws per chain, seeds {seeds}", seeds("draws_per_chain")),
-        ("reference grade of the {n} ChEES cells", seeds("reference_grade", ", ")),
-    ],
-}
+# --- rendering (the row declarations: table_rows.py) -----------------------------------
 
 
 def default_table(name: str, summary: pd.DataFrame) -> str:
@@ -403,6 +213,68 @@ def from_run(run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: The header of the known-Gaussian control's table (:func:`ground_truth_rows`).
+GROUND_TRUTH_HEADER = [
+    "D",
+    "S",
+    "true KL",
+    "sampled KL",
+    "shift null",
+    "excess over it ± s.e.",
+    "bias b(n, D) ± s.e.",
+    "kl_debiased ± s.e.",
+    "n",
+    "seconds (warm-up + draws)",
+]
+
+
+def ground_truth_rows(run_dirs: list[Path]) -> list[list[str]]:
+    """A row per dimension of each run of ``specs/gaussian_ground_truth.yaml``: its
+    ``results.csv`` beside the S it sampled (``spec.yaml``'s ``simulation.structure``), the
+    debiased KL's distance to the truth in its own s.e."""
+    rows = []
+    for run in run_dirs:
+        path = run / "results.csv"
+        if not path.is_file() or not (run / "spec.yaml").is_file():
+            raise UsageError(f"{run}: no results.csv and spec.yaml: give a `zoo run` directory")
+        sim = yaml.safe_load((run / "spec.yaml").read_text()).get("simulation") or {}
+        if "kl_true" not in pd.read_csv(path, nrows=0).columns:
+            raise UsageError(f"{path}: no kl_true column: not a run of gaussian_ground_truth")
+        kind = str(sim.get("structure", "rotated"))
+        label = "diagonal (control)" if kind == "diagonal" else kind
+        for _, r in pd.read_csv(path).iterrows():
+            z = (r["kl_debiased"] - r["kl_true"]) / r["kl_debiased_se"]
+            rows.append(
+                [
+                    f"{int(r['dim'])}",
+                    label,
+                    f"{r['kl_true']:.3f}" if r["kl_true"] else "0",
+                    f"{r['kl']:.3f}",
+                    f"{r['kl_null']:.3f}",
+                    f"{r['kl_excess']:.3f} ± {r['excess_se']:.3f}",
+                    f"{r['kl_bias']:.3f} ± {r['kl_bias_se']:.3f}",
+                    f"{r['kl_debiased']:.3f} ± {r['kl_debiased_se']:.3f} ({z:.1f} s.e.)",
+                    f"{r['n_eff']:.0f}",
+                    f"{r['warmup_seconds']:.1f} + {r['seconds']:.1f}",
+                ]
+            )
+    return rows
+
+
+def record(name: str, runs: list[Path]) -> None:
+    """Write ``data/<name>.csv`` from ``runs`` (``--from``, ``--as name``)."""
+    buf = io.StringIO()
+    if name in SUMMARIES:
+        if len(runs) != 1:
+            raise UsageError(f"{name} is recorded from one run; got {len(runs)}")
+        from_run(runs[0]).to_csv(buf, index=False)
+    else:
+        csv.writer(buf, lineterminator="\n").writerows(
+            [GROUND_TRUTH_HEADER, *ground_truth_rows(runs)]
+        )
+    (DATA / f"{name}.csv").write_text(buf.getvalue())
+
+
 def _seed_word(v: object) -> str:
     if isinstance(v, float) and v.is_integer():
         return str(int(v))
@@ -417,13 +289,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if a page's table is out of date")
     ap.add_argument("--print", metavar="NAME", help="print one table")
     ap.add_argument(
-        "--from", dest="run", metavar="RUN_DIR", help="record the default's summary from a run"
+        "--from",
+        dest="runs",
+        metavar="RUN_DIR",
+        action="append",
+        type=Path,
+        help="record a summary from a run (repeat for a table of several runs)",
     )
     ap.add_argument(
         "--as",
         dest="summary",
         default=DEFAULT,
-        choices=sorted(SUMMARIES),
+        choices=sorted([*SUMMARIES, "ground_truth_d100"]),
         help=f"which summary --from records (default {DEFAULT})",
     )
     args = ap.parse_args(argv)
@@ -431,11 +308,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.print:
             sys.stdout.write(render(args.print))
             return 0
-        if args.run:
-            summary = from_run(Path(args.run))
-            buf = io.StringIO()
-            summary.to_csv(buf, index=False)
-            (DATA / f"{args.summary}.csv").write_text(buf.getvalue())
+        if args.runs:
+            record(args.summary, args.runs)
         stale = []
         for page in PAGES:
             old = page.read_text()
