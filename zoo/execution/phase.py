@@ -14,6 +14,7 @@ from typing import Any
 from zoo.execution.checkpoint_file import UnusableCheckpoint, config_sha256
 from zoo.execution.executors import EXECUTORS, CellCheckpoints
 from zoo.execution.feedback import Feedback
+from zoo.execution.order import longest_first
 from zoo.execution.saver import Saver
 from zoo.execution.signals import Stopper
 from zoo.execution.store import RunStore
@@ -172,7 +173,7 @@ class Phases:
             rec = records[cid]
             return rec is None or (rec["status"] == "failed" and (retry_failed or rec.get("retry")))
 
-        todo = [c for c in cells if to_run(c.cell_id)]
+        todo = longest_first([c for c in cells if to_run(c.cell_id)])
         done_before = len(cells) - len(todo)
         self.skipped += done_before
         if any(r is not None for r in records.values()):

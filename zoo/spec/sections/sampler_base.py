@@ -87,6 +87,12 @@ class Sampler(SymmetryMoves):
         """``(field, draws held per chain)``: what the draws bound multiplies by chains."""
         return "draws", self.draws
 
+    def transition_gradients(self) -> int:
+        """The most gradients one chain's transition can take (one for a kernel without a
+        trajectory): what an upper bound of a cell's work multiplies
+        (:func:`zoo.execution.order.work_bound`)."""
+        return 1
+
     def plan(self) -> ChainPlan:
         """One fit's median starts all chains, every draw held, one thread."""
         return ChainPlan()

@@ -82,6 +82,11 @@ class NUTSMethod(_PerChainSampler):
 
     kind: Literal["nuts"] = Field(description="Inference kind.")
     max_tree_depth: int = Field(10, ge=1, le=15, description="Maximum tree depth.")
+
+    def transition_gradients(self) -> int:
+        """A full tree: ``2^max_tree_depth - 1`` leapfrog steps."""
+        return 2**self.max_tree_depth - 1
+
     mass_matrix: Literal["diag", "dense", "block", "fisher_diag", "fisher_low_rank"] = Field(
         "diag",
         description="Adapted mass matrix, in Stan's windows: diag (each chain its own); "
@@ -98,6 +103,10 @@ class HMCMethod(_PerChainSampler):
 
     kind: Literal["hmc"] = Field(description="Inference kind.")
     num_steps: int = Field(20, ge=1, le=10_000, description="Leapfrog steps per draw.")
+
+    def transition_gradients(self) -> int:
+        return self.num_steps
+
     adapt_mass_matrix: bool = Field(False, description="Also adapt a mass matrix.")
     mass_matrix: Literal["diag", "dense", "fisher_diag", "fisher_low_rank"] = Field(
         "diag",
@@ -236,6 +245,9 @@ class ChEESMethod(Sampler):
     def kept_per_chain(self) -> tuple[str, int]:
         return "keep_draws", self.keep_draws
 
+    def transition_gradients(self) -> int:
+        return self.max_leapfrog
+
     def plan(self) -> ChainPlan:
         """Its fields' (``init_fits``, ``init_spread``, ``keep_draws``, ...); cell threads."""
         own = self.init_fits, self.init_spread, self.keep_draws, self.stream_groups
@@ -348,6 +360,10 @@ class MCLMCMethod(_Microcanonical):
         "is tuned to (BlackJAX's default 5e-4; smaller: smaller steps, less bias).",
     )
 
+    def transition_gradients(self) -> int:
+        """One McLachlan step: two gradients."""
+        return 2
+
 
 class MAMSMethod(_Microcanonical):
     """Metropolis-adjusted microcanonical sampler (Robnik, Cohn-Gordon & Seljak 2025).
@@ -371,3 +387,6 @@ class MAMSMethod(_Microcanonical):
         le=MAX_LEAPFROG,
         description="Most integration steps of one trajectory (two gradients each).",
     )
+
+    def transition_gradients(self) -> int:
+        return 2 * self.max_steps
