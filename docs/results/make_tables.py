@@ -68,6 +68,8 @@ DEFAULT = "default_depth"
 SUMMARIES = {
     DEFAULT: ("default_depth", "default_depth_detail"),
     "fixed_width_depth": ("fixed_width_depth",),
+    # the fixed-width spec's ablation, in the same rows: chains drawn to 1600 draws
+    "fixed_width_long": ("fixed_width_long",),
 }
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"

@@ -204,3 +204,5 @@ ROWS: dict[str, list[Row]] = {
         ("reference grade of the {n} ChEES cells", seeds("reference_grade", ", ")),
     ],
 }
+#: The fixed-width spec's ablation reads as its own table.
+ROWS["fixed_width_long"] = ROWS["fixed_width_depth"]
