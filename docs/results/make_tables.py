@@ -68,8 +68,10 @@ DEFAULT = "default_depth"
 SUMMARIES = {
     DEFAULT: ("default_depth", "default_depth_detail"),
     "fixed_width_depth": ("fixed_width_depth",),
-    # the fixed-width spec's ablation, in the same rows: chains drawn to 1600 draws
+    # the fixed-width spec's ablations, in the same rows: chains drawn to 1600 draws, and
+    # with it ChEES's acceptance at 0.9
     "fixed_width_long": ("fixed_width_long",),
+    "fixed_width_long_accept": ("fixed_width_long_accept",),
 }
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"

@@ -204,5 +204,5 @@ ROWS: dict[str, list[Row]] = {
         ("reference grade of the {n} ChEES cells", seeds("reference_grade", ", ")),
     ],
 }
-#: The fixed-width spec's ablation reads as its own table.
-ROWS["fixed_width_long"] = ROWS["fixed_width_depth"]
+#: The fixed-width spec's ablations read as its own table.
+ROWS["fixed_width_long"] = ROWS["fixed_width_long_accept"] = ROWS["fixed_width_depth"]
