@@ -69,9 +69,10 @@ SUMMARIES = {
     DEFAULT: ("default_depth", "default_depth_detail"),
     "fixed_width_depth": ("fixed_width_depth",),
     # the fixed-width spec's ablations, in the same rows: chains drawn to 1600 draws, and
-    # with it ChEES's acceptance at 0.9
+    # with it ChEES's acceptance at 0.9 and at 0.8
     "fixed_width_long": ("fixed_width_long",),
     "fixed_width_long_accept": ("fixed_width_long_accept",),
+    "fixed_width_long_accept08": ("fixed_width_long_accept08",),
 }
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"
