@@ -218,6 +218,8 @@ def from_run(run_dir: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: The known-Gaussian control's table, recorded from its runs by :func:`ground_truth_rows`.
+GROUND_TRUTH = "ground_truth_d100"
 #: The header of the known-Gaussian control's table (:func:`ground_truth_rows`).
 GROUND_TRUTH_HEADER = [
     "D",
@@ -305,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         "--as",
         dest="summary",
         default=DEFAULT,
-        choices=sorted([*SUMMARIES, "ground_truth_d100"]),
+        choices=sorted([*SUMMARIES, GROUND_TRUTH]),
         help=f"which summary --from records (default {DEFAULT})",
     )
     args = ap.parse_args(argv)

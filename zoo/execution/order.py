@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from zoo.spec.sections.sampler_base import Sampler
+from zoo.spec.sections.studies.price_of_mf import PriceOfMeanFieldStudy
 
 __all__ = ["longest_first", "work_bound"]
 
@@ -36,9 +37,8 @@ def _draws_cap(cell: Any) -> int:
     """Most draws per chain: a study's cap where one extends the chains (``kl_target_draws``
     with ``max_draws``), else the method's own (ChEES's ``target_ess`` with ``max_draws``)."""
     method = cell.method
-    caps = [s.draws_cap(method) for s in cell.studies if hasattr(s, "draws_cap")]
-    own = method.draws_cap() if hasattr(method, "draws_cap") else method.draws
-    return max([own, *caps])
+    caps = [s.draws_cap(method) for s in cell.studies if isinstance(s, PriceOfMeanFieldStudy)]
+    return max([method.draws_cap(), *caps])
 
 
 def work_bound(cell: Any) -> float:

@@ -87,6 +87,11 @@ class Sampler(SymmetryMoves):
         """``(field, draws held per chain)``: what the draws bound multiplies by chains."""
         return "draws", self.draws
 
+    def draws_cap(self) -> int:
+        """Most draws per chain the method draws on its own (a study's stopping rule may
+        extend them: :meth:`PriceOfMeanFieldStudy.draws_cap`)."""
+        return self.draws
+
     def transition_gradients(self) -> int:
         """The most gradients one chain's transition can take (one for a kernel without a
         trajectory): what an upper bound of a cell's work multiplies
