@@ -38,6 +38,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 from reports.gaussian import (
     CovMethod,
@@ -48,7 +49,7 @@ from reports.gaussian import (
 )
 from reports.wasserstein import w2_gaussian
 
-__all__ = ["KLNull", "kl_shift_null", "shift_draws"]
+__all__ = ["KLNull", "kl_shift_null", "shift_draws", "shift_null_iid_draws"]
 
 
 class KLNull(NamedTuple):
@@ -104,8 +105,10 @@ def shift_draws(draws: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         raise ValueError(f"draws must have shape (chains, draws, D), got {x.shape}")
     c, s, d = x.shape
     offsets = rng.integers(0, s, size=(c, 1, d))
-    rows = (np.arange(s)[None, :, None] + offsets) % s
-    return np.take_along_axis(x, rows, axis=1)
+    # a rotation is a window of the chain written twice: one strided gather, no modulo
+    windows = sliding_window_view(np.concatenate((x, x), axis=1), s, axis=1)
+    picked = windows[np.arange(c)[:, None], offsets[:, 0, :], np.arange(d)[None, :]]
+    return np.ascontiguousarray(picked.transpose(0, 2, 1))
 
 
 def kl_shift_null(
@@ -142,13 +145,7 @@ def kl_shift_null(
     -------
     KLNull
     """
-    x = np.asarray(draws, dtype=float)
-    if x.ndim == 2:
-        if chains < 1 or x.shape[0] % chains:
-            raise ValueError(f"{x.shape[0]} draws do not split into {chains} equal chains")
-        x = x.reshape(chains, x.shape[0] // chains, x.shape[1])
-    if x.ndim != 3:
-        raise ValueError(f"draws must have shape (S, D) or (C, S, D), got {x.shape}")
+    x = _by_chain(draws, chains)
     if reps < 2:
         raise ValueError(f"reps must be at least 2 to give a spread, got {reps}")
 
@@ -169,3 +166,39 @@ def kl_shift_null(
     n_eq = iid_equivalent_draws(mean, d) if cov == "empirical" and d >= 2 else None
     w2_mean, w2_sd = (float(np.mean(w2s)), float(np.std(w2s, ddof=1))) if w2s else (None, None)
     return KLNull(kl, mean, float(null.std(ddof=1)), kl - mean, reps, n_eq, w2_mean, w2_sd)
+
+
+def shift_null_iid_draws(
+    draws: np.ndarray, *, jitter: float = 1e-6, reps: int = 4, seed: int = 0
+) -> float | None:
+    """``kl_shift_null(draws, cov="empirical", ...).iid_draws`` without the draws' own KL:
+    what a stopping rule asks every round (the same offsets, the same number).
+
+    ``draws``: ``(C, S, D)``. None with fewer than two parameters.
+    """
+    x = _by_chain(draws, 1)
+    rng = np.random.default_rng(seed)
+    kls = [
+        float(
+            kl_diag_full(
+                fit_gaussian(
+                    shift_draws(x, rng).reshape(-1, x.shape[-1]), cov="empirical", jitter=jitter
+                ).cov
+            )
+        )
+        for _ in range(reps)
+    ]
+    d = x.shape[-1]
+    return iid_equivalent_draws(float(np.array(kls).mean()), d) if d >= 2 else None
+
+
+def _by_chain(draws: np.ndarray, chains: int) -> np.ndarray:
+    """``(C, S, D)`` float draws from ``(C * S, D)`` chain-major ones or ``(C, S, D)``."""
+    x = np.asarray(draws, dtype=float)
+    if x.ndim == 2:
+        if chains < 1 or x.shape[0] % chains:
+            raise ValueError(f"{x.shape[0]} draws do not split into {chains} equal chains")
+        x = x.reshape(chains, x.shape[0] // chains, x.shape[1])
+    if x.ndim != 3:
+        raise ValueError(f"draws must have shape (S, D) or (C, S, D), got {x.shape}")
+    return x

@@ -44,6 +44,7 @@ import arviz_stats as azs
 import numpy as np
 
 from reports.alignment import hidden_layers
+from reports.rank_normal import split_rank_diagnostics
 from reports.superchains import max_rhat_nested
 
 __all__ = [
@@ -175,22 +176,34 @@ def orbit_coordinates(sites: Mapping[str, np.ndarray]) -> OrbitCoordinates:
     return OrbitCoordinates(np.concatenate(balance, -1), np.concatenate(invariant, -1), units)
 
 
+def _largest(r: np.ndarray) -> float | None:
+    """The largest R-hat; NaN if one is not finite, None without any."""
+    if not r.size:
+        return None
+    return float(r.max()) if np.isfinite(r).all() else float("nan")
+
+
+def _smallest_ess(e: np.ndarray, v: np.ndarray) -> float | None:
+    """The smallest ESS; NaN if one is not finite or its column never moves, None without
+    any."""
+    if not e.size:
+        return None
+    stuck = np.all(v == v[:, :1], axis=(0, 1)).ravel()
+    return float(e.min()) if np.isfinite(e).all() and not stuck.any() else float("nan")
+
+
 def max_split_rhat(values: np.ndarray) -> float | None:
     """Largest rank-normalized split R-hat over the columns of ``(chain, draw, n)`` values.
 
     NaN as soon as one column has none (a quantity that never moved), as
     :func:`reports.diagnostics.diagnostic_gates` reads the weights; None (not applicable)
-    with fewer than two chains.
+    with fewer than two chains. Arviz-stats' numbers, ranked in one sort for all columns
+    (:func:`reports.rank_normal.split_rank_diagnostics`).
     """
     v = np.asarray(values, dtype=float)
     if v.shape[0] < 2:
         return None
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.asarray(azs.rhat(v, method="rank", chain_axis=0, draw_axis=1), dtype=float)
-    r = r.ravel()
-    if not r.size:
-        return None
-    return float(r.max()) if np.isfinite(r).all() else float("nan")
+    return _largest(split_rank_diagnostics(v, ess=False)[0])
 
 
 def min_bulk_ess(values: np.ndarray) -> float | None:
@@ -203,10 +216,17 @@ def min_bulk_ess(values: np.ndarray) -> float | None:
     v = np.asarray(values, dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         e = np.asarray(azs.ess(v, method="bulk", chain_axis=0, draw_axis=1), dtype=float).ravel()
-    if not e.size:
-        return None
-    stuck = np.all(v == v[:, :1], axis=(0, 1)).ravel()
-    return float(e.min()) if np.isfinite(e).all() and not stuck.any() else float("nan")
+    return _smallest_ess(e, v)
+
+
+def rhat_and_ess(values: np.ndarray) -> tuple[float | None, float | None]:
+    """``(max_split_rhat(values), min_bulk_ess(values))`` from one ranking of the columns
+    (two or more chains; the bulk ranks serve both)."""
+    v = np.asarray(values, dtype=float)
+    if v.shape[0] < 2:
+        return None, min_bulk_ess(v)
+    r, e = split_rank_diagnostics(v)
+    return _largest(r), _smallest_ess(e, v)
 
 
 def orbit_rhat(

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 __all__ = ["DTYPES", "Runtime", "RuntimeUnavailable", "parse_device"]
 
@@ -201,13 +202,21 @@ class Runtime:
     # -- threads --------------------------------------------------------------------------
     @contextlib.contextmanager
     def threads_scope(self) -> Iterator[None]:
-        """Set torch's CPU threads to :attr:`threads` inside the block and restore them after."""
+        """Set torch's CPU threads, and NumPy's BLAS threads, to :attr:`threads` inside the
+        block and restore them after.
+
+        The BLAS limit matters where workers share the cores (``workers x threads <=
+        cores``): left at one thread per core, every worker's NumPy linear algebra (a
+        study's covariances, a stopping rule's questions) would start a thread on every
+        core, and OpenBLAS's idle threads spin, taking time from the other workers' cells.
+        """
         if self.threads is None:
             yield
             return
         before = torch.get_num_threads()
         torch.set_num_threads(self.threads)
         try:
-            yield
+            with threadpool_limits(self.threads, user_api="blas"):
+                yield
         finally:
             torch.set_num_threads(before)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from reports.gaussian import closest_diagonal, kl_diag_full, kl_sampling_bias
-from reports.kl_null import kl_shift_null, shift_draws
+from reports.kl_null import kl_shift_null, shift_draws, shift_null_iid_draws
 
 
 def _ar1(rng: np.random.Generator, s: int, d: int, phi: float) -> np.ndarray:
@@ -29,6 +29,19 @@ def test_shift_draws_rotates_each_column_within_its_chain():
             rotations = [np.roll(x[c, :, i], -k) for k in range(7)]
             assert any(np.array_equal(y[c, :, i], r) for r in rotations)
     assert np.array_equal(y, shift_draws(x, np.random.default_rng(1)))
+    # out[c, s, i] = x[c, (s + o[c, i]) % S, i], offsets drawn as (C, 1, D) integers
+    offsets = np.random.default_rng(1).integers(0, 7, size=(2, 1, 3))
+    rows = (np.arange(7)[None, :, None] + offsets) % 7
+    assert np.array_equal(y, np.take_along_axis(x, rows, axis=1))
+    assert y.flags.c_contiguous
+
+
+def test_the_stopping_rules_null_is_the_full_nulls_number():
+    """The rule's null-only path gives kl_shift_null's iid_draws, bit for bit."""
+    x = np.stack([_ar1(np.random.default_rng(c), 120, 6, 0.8) for c in range(4)])
+    full = kl_shift_null(x, reps=4, seed=11, jitter=1e-6)
+    assert shift_null_iid_draws(x, reps=4, seed=11, jitter=1e-6) == full.iid_draws
+    assert shift_null_iid_draws(x[..., :1], reps=4, seed=11) is None
 
 
 def test_independent_draws_have_no_excess():

@@ -99,11 +99,19 @@ def test_generator_is_seeded():
     assert rt.generator(0).device == torch.device("cpu")
 
 
+def _blas_threads() -> list[int]:
+    from threadpoolctl import threadpool_info
+
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+
 def test_threads_scope_sets_and_restores():
-    before = torch.get_num_threads()
+    before, blas = torch.get_num_threads(), _blas_threads()
     with Runtime.cpu(threads=1).threads_scope():
         assert torch.get_num_threads() == 1
+        assert all(n == 1 for n in _blas_threads())  # NumPy's BLAS shares the worker's cores
     assert torch.get_num_threads() == before
+    assert _blas_threads() == blas
     with pytest.raises(KeyError), Runtime.cpu(threads=1).threads_scope():
         raise KeyError
     assert torch.get_num_threads() == before

@@ -111,7 +111,7 @@ import numpy as np
 
 from reports.draws import FlatDraws, column_blocks, flatten_sites
 from reports.gaussian import fit_gaussian, gaussian_from_moments, kl_diag_full, kl_sampling_bias
-from reports.kl_null import kl_shift_null
+from reports.kl_null import kl_shift_null, shift_null_iid_draws
 from reports.kl_reference import DebiasedKL, debiased_kl_draws, debiased_kl_moments
 from reports.kl_rhat import kl_rhat
 from reports.orbit import HOMOGENEOUS
@@ -259,14 +259,13 @@ def kl_draws_rule(
     def enough(draws: Mapping[str, np.ndarray]) -> bool:
         sites = weight_draws(model, draws)
         parts = [v.reshape(v.shape[:2] + (-1,)) for v in sites.values()]
-        null = kl_shift_null(
+        iid = shift_null_iid_draws(
             np.concatenate(parts, -1),
-            cov=fit.cov,
             jitter=fit.jitter,
             reps=4,
             seed=seed_for(seed, Stream.KL_STOP_NULL),
         )
-        if null.iid_draws is None or null.iid_draws < section.kl_target_draws:
+        if iid is None or iid < section.kl_target_draws:
             return False
         return gates is None or not _is_mlp(sites) or gates(sites)
 

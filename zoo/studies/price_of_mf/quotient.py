@@ -24,7 +24,7 @@ from reports.alignment import (
     pivot_from_draws,
 )
 from reports.draws import flatten_sites
-from reports.orbit import max_split_rhat, min_bulk_ess, orbit_rhat
+from reports.orbit import max_split_rhat, orbit_rhat, rhat_and_ess
 from reports.superchains import max_rhat_nested
 
 __all__ = ["quotient_metrics"]
@@ -77,14 +77,15 @@ def quotient_metrics(
     aligned = align_to_pivot(sites, pivot)
     chains = next(iter(sites.values())).shape[0]
     flat_al = _by_chain({**aligned.sites, **rest}, chains)
+    rhat_al, ess_al = rhat_and_ess(flat_al)
     out: dict[str, Any] = {
         "kl_relabelled": res.relabelled,
         "kl_aligned": res.aligned,
         "kl_alignment_null": res.null,
         "weights_rhat_raw": max_split_rhat(_by_chain({**sites, **rest}, chains)),
-        "weights_rhat_aligned": max_split_rhat(flat_al),
+        "weights_rhat_aligned": rhat_al,
         "weights_rhat_nested_aligned": max_rhat_nested(flat_al, superchain_ids),
-        "weights_ess_bulk_aligned": min_bulk_ess(flat_al),
+        "weights_ess_bulk_aligned": ess_al,
         "label_switches": float(sum(label_switches(p).mean() for p in aligned.perms.values())),
     }
     out.update(aligned_reference(_by_chain(aligned.sites, chains), res, seed, jitter))

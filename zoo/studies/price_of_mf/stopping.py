@@ -33,7 +33,7 @@ import numpy as np
 from reports.alignment import align_to_pivot, pivot_from_draws
 from reports.grade import gates_pass
 from reports.kl_rhat import kl_rhat
-from reports.orbit import max_split_rhat, min_bulk_ess, orbit_rhat
+from reports.orbit import orbit_rhat, rhat_and_ess
 
 __all__ = ["GATES_READ", "GateRule"]
 
@@ -87,10 +87,10 @@ class GateRule:
         def flat(d: Mapping[str, np.ndarray]) -> np.ndarray:
             return np.concatenate([np.reshape(v, (chains, v.shape[1], -1)) for v in d.values()], -1)
 
-        x = flat(aligned)
+        rhat, ess = rhat_and_ess(flat(aligned))
         metrics: dict[str, Any] = {
-            "weights_rhat_aligned": max_split_rhat(x),
-            "weights_ess_bulk_aligned": min_bulk_ess(x),
+            "weights_rhat_aligned": rhat,
+            "weights_ess_bulk_aligned": ess,
             "kl_rhat": kl_rhat(flat(sites), jitter=self.jitter)[0],
         }
         if self.homogeneous:
