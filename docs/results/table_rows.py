@@ -205,5 +205,5 @@ ROWS: dict[str, list[Row]] = {
     ],
 }
 #: The fixed-width spec's ablations read as its own table.
-for _name in ("fixed_width_long", "fixed_width_long_accept", "fixed_width_long_accept08"):
+for _name in ("fixed_width_ess_stop", "fixed_width_long", "fixed_width_long_accept"):
     ROWS[_name] = ROWS["fixed_width_depth"]
