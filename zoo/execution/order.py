@@ -28,17 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from zoo.spec.sections.sampler_base import Sampler
-from zoo.spec.sections.studies.price_of_mf import PriceOfMeanFieldStudy
+from zoo.spec.sections.studies.price_of_mf import cell_draws_cap
 
 __all__ = ["longest_first", "work_bound"]
-
-
-def _draws_cap(cell: Any) -> int:
-    """Most draws per chain: a study's cap where one extends the chains (``kl_target_draws``
-    with ``max_draws``), else the method's own (ChEES's ``target_ess`` with ``max_draws``)."""
-    method = cell.method
-    caps = [s.draws_cap(method) for s in cell.studies if isinstance(s, PriceOfMeanFieldStudy)]
-    return max([method.draws_cap(), *caps])
 
 
 def work_bound(cell: Any) -> float:
@@ -49,14 +41,15 @@ def work_bound(cell: Any) -> float:
         (\text{warm-up} + \text{draws cap}) \times \text{chains} \times
         \text{gradients a transition} \times N_\text{train},
 
-    with the draws cap of :func:`_draws_cap` and the method's
+    with the draws cap of
+    :func:`~zoo.spec.sections.studies.price_of_mf.cell_draws_cap` and the method's
     :meth:`~zoo.spec.sections.sampler_base.Sampler.transition_gradients`; 0 for a method
     without chains."""
     method = cell.method
     if not isinstance(method, Sampler):
         return 0.0
     n = getattr(cell.spec.data, "n_train", None) or 1
-    transitions = method.warmup + _draws_cap(cell)
+    transitions = method.warmup + cell_draws_cap(method, cell.studies)[0]
     return float(transitions * method.chains * method.transition_gradients() * n)
 
 

@@ -19,6 +19,8 @@ network's outputs (classes, or 1), all dense matrices in float64:
       + \underbrace{8 N K D}_{\text{Jacobians}}
 
 - :math:`S` weight draws held: ``chains x draws`` (``keep_draws`` for ChEES) for a sampler,
+  with ``draws`` the most the chains may draw (a price-of-mean-field study's ``max_draws``
+  where its stopping rule extends them),
   ``predictive_samples`` for svi, 1 for a point method;
 - :math:`S_a` the draws whose pointwise values the cell's ArviZ file holds (log-likelihood,
   replicated targets on the training and test points), each value held twice (as computed
@@ -47,6 +49,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Any
+
+from zoo.spec.sections.studies.price_of_mf import cell_draws_cap
 
 __all__ = [
     "ARCHIVE_MAX_VALUES",
@@ -127,18 +131,29 @@ def _model_field(model: Any) -> str:
     return "model"
 
 
-def _draws(method: Any, shape: DataShape) -> tuple[int, int, int, list[str]]:
+def _index(items: Any, item: Any) -> int:
+    """Position of ``item`` in ``items`` (the first equal section)."""
+    return next(k for k, x in enumerate(items) if x == item)
+
+
+def _draws(
+    spec: Any, method: Any, studies: list[Any], shape: DataShape
+) -> tuple[int, int, int, list[str]]:
     """``(S, S_a, P, fields)``: weight draws held, draws evaluated pointwise, predictive
     draws, and the method's fields that set them."""
     m = f"inference.{method.name}"
     if method.family == "sampler":
         field, kept = method.kept_per_chain()
+        fields = [f"{m}.chains", f"{m}.{field}"]
+        if field == "draws":  # every draw is held: as many as the chains may draw
+            kept, by = cell_draws_cap(method, studies)
+            if by is not None:
+                fields = [f"{m}.chains", f"studies[{_index(spec.studies, by)}].max_draws"]
         points = shape.n_train + shape.n_test
         chains = method.chains
         if chains * kept * points > ARCHIVE_MAX_VALUES:
             chains = min(chains, max(2, ARCHIVE_MAX_VALUES // max(1, kept * points)))
         held = method.chains * kept
-        fields = [f"{m}.chains", f"{m}.{field}"]
         return held, chains * kept, method.predictive_draws, fields
     samples = getattr(method, "predictive_samples", 1)
     archived = samples if getattr(method, "save_draws", False) else 0
@@ -168,7 +183,7 @@ def estimate(spec: Any, method: Any, studies: list[Any], shape: DataShape) -> Es
     least on data of ``shape`` (the module docstring gives the formula)."""
     s = 8 if spec.runtime.dtype == "float64" else 4
     d = _num_params(spec.model, shape)
-    held, archived, predictive, draw_fields = _draws(method, shape)
+    held, archived, predictive, draw_fields = _draws(spec, method, studies, shape)
     c, dense_fields = _dense(spec, method, studies)
     k, n, t = shape.out_dim, shape.n_train, shape.n_test
     ggn = any(getattr(x, "curvature", None) == "ggn" for x in studies)

@@ -107,3 +107,34 @@ def test_a_grid_value_whose_network_cannot_be_built_is_named(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert "param_budget=3_" in err and "param_budget 3 is too small" in err
     assert "Traceback" not in err
+
+
+def test_draws_a_study_extends_are_counted_to_its_cap(tmp_path: Path) -> None:
+    """NUTS holds every draw: with the price of mean field's stopping rule, up to its
+    max_draws a chain, and that field is named when the draws are the largest term."""
+    study = specs.section(
+        "price_of_mean_field",
+        gaussian_fit={"cov": "empirical"},
+        kl_target_draws=100,
+        max_draws=4000,
+    )
+    spec = specs.load(
+        tmp_path,
+        model=specs.mlp(depth=1, width=2000),
+        inference=[specs.nuts("nuts", warmup=5, draws=50, chains=4, vectorize_chains=True)],
+        studies=[study],
+    )
+    cell = spec.cells()[0]
+    e = estimate(spec, cell.method, cell.studies, DataShape(20, 20, 2, 2, 2))
+    d = 3 * 2000 + 2001 * 2
+    assert e.terms["weight draws"] == 4 * 4000 * d * 4
+    assert e.fields == ["inference.nuts.chains", "studies[0].max_draws", "model.width"]
+    (tmp_path / "plain").mkdir()
+    plain = specs.load(
+        tmp_path / "plain",
+        model=specs.mlp(depth=1, width=2000),
+        inference=[specs.nuts("nuts", warmup=5, draws=50, chains=4)],
+    )
+    cell = plain.cells()[0]
+    e = estimate(plain, cell.method, cell.studies, DataShape(20, 20, 2, 2, 2))
+    assert e.terms["weight draws"] == 4 * 50 * d * 4

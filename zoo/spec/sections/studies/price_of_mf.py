@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 from zoo.spec.sections.bounds import MAX_DRAWS
 from zoo.spec.sections.studies.base import GaussianFitSpec, StudySection
 
-__all__ = ["PriceOfMeanFieldStudy"]
+__all__ = ["PriceOfMeanFieldStudy", "cell_draws_cap"]
 
 
 class PriceOfMeanFieldStudy(StudySection):
@@ -104,3 +104,15 @@ class PriceOfMeanFieldStudy(StudySection):
         if self.kl_target_draws is None:
             return method.draws
         return self.max_draws if self.max_draws is not None else 4 * method.draws
+
+
+def cell_draws_cap(method: Any, studies: Any) -> tuple[int, PriceOfMeanFieldStudy | None]:
+    """Most draws per chain a sampler ``method`` draws in a cell recording ``studies``, and
+    the study that sets it when one does: a price-of-mean-field study's cap where its
+    stopping rule extends the chains (``kl_target_draws`` with ``max_draws``), else the
+    method's own (``draws``, or ChEES's ``max_draws`` with ``target_ess``) and None."""
+    cap, by = method.draws_cap(), None
+    for study in studies:
+        if isinstance(study, PriceOfMeanFieldStudy) and study.draws_cap(method) > cap:
+            cap, by = study.draws_cap(method), study
+    return cap, by
