@@ -51,6 +51,7 @@ from reports.kl_reference import debiased_kl_draws
 from reports.w2_reference import debiased_w2_draws
 
 __all__ = [
+    "NULL_REPS",
     "AlignedKL",
     "Alignment",
     "align_to_pivot",
@@ -86,6 +87,11 @@ class Alignment(NamedTuple):
     perms: dict[int, np.ndarray]
 
 
+#: Further sets of null draws the zoo's study and :func:`reports.posterior.aligned_price_of_mean_field`
+#: draw for the null's own error (``AlignedKL.null_sd``): four sets in all.
+NULL_REPS = 3
+
+
 class AlignedKL(NamedTuple):
     """KL(q_diag || q_full) of one set of draws under three labellings, and the null.
 
@@ -106,6 +112,10 @@ class AlignedKL(NamedTuple):
         Number of draws.
     d : int
         Number of parameters.
+    null_sd : float or None
+        Standard deviation of ``null`` over its replicates (``null_reps`` more sets of
+        independent draws beside the one ``null`` reads): the null's own Monte Carlo error,
+        which a rerun on new draws would show. None without replicates.
     """
 
     raw: float
@@ -114,6 +124,7 @@ class AlignedKL(NamedTuple):
     null: float
     n: int
     d: int
+    null_sd: float | None = None
 
 
 def hidden_layers(sites: Sites) -> list[int]:
@@ -331,6 +342,26 @@ def _kl(sites: Sites, sample_ndim: int, jitter: float) -> float:
     return float(kl_diag_full(fit_gaussian(_flat(sites, sample_ndim), jitter=jitter).cov))
 
 
+def _null_of(
+    aligned: Sites,
+    pivot: Sites,
+    rng: np.random.Generator,
+    sample_ndim: int,
+    jitter: float,
+    strength: float,
+) -> float:
+    """What aligning adds to the KL of independent Gaussian draws with the aligned draws'
+    marginal means and scales (so the alignment meets units as distinct as the cell's own):
+    their aligned KL less their raw KL."""
+    axes = tuple(range(sample_ndim))
+    null = {
+        k: v.mean(axis=axes) + v.std(axis=axes) * rng.standard_normal(v.shape)
+        for k, v in aligned.items()
+    }
+    null_aligned = align_to_pivot(null, pivot, sample_ndim=sample_ndim, strength=strength).sites
+    return _kl(null_aligned, sample_ndim, jitter) - _kl(null, sample_ndim, jitter)
+
+
 def kl_by_labelling(
     sites: Sites,
     pivot: Sites,
@@ -339,6 +370,7 @@ def kl_by_labelling(
     sample_ndim: int = 2,
     jitter: float = 1e-6,
     strength: float = 0.0,
+    null_reps: int = 0,
 ) -> AlignedKL:
     """KL(q_diag || q_full) of the draws raw, randomly relabelled and aligned, with the null.
 
@@ -355,6 +387,9 @@ def kl_by_labelling(
         Added to the fitted covariances' diagonal (:func:`reports.gaussian.fit_gaussian`).
     strength : float, default 0
         Weight of the units' log strength in the alignment (:func:`unit_signatures`).
+    null_reps : int, default 0
+        Further sets of null draws (their own stream, so ``null`` stays the first set's),
+        for ``null_sd``.
 
     Returns
     -------
@@ -364,21 +399,22 @@ def kl_by_labelling(
     raw = {k: np.asarray(v, dtype=float) for k, v in sites.items()}
     flat = _flat(raw, sample_ndim)
     aligned = align_to_pivot(raw, pivot, sample_ndim=sample_ndim, strength=strength).sites
-    # the null: independent Gaussian draws with the aligned draws' marginal means and
-    # scales, so the alignment meets units as distinct as the cell's own
-    null = {
-        k: v.mean(axis=tuple(range(sample_ndim)))
-        + v.std(axis=tuple(range(sample_ndim))) * rng.standard_normal(v.shape)
-        for k, v in aligned.items()
-    }
-    null_aligned = align_to_pivot(null, pivot, sample_ndim=sample_ndim, strength=strength).sites
+    args = (sample_ndim, jitter, strength)
+    null = _null_of(aligned, pivot, rng, *args)
+    relabelled = _kl(relabel_randomly(raw, rng, sample_ndim=sample_ndim), sample_ndim, jitter)
+    null_sd = None
+    if null_reps > 0:
+        more = np.random.default_rng([seed, 1])
+        nulls = [null, *(_null_of(aligned, pivot, more, *args) for _ in range(null_reps))]
+        null_sd = float(np.std(nulls, ddof=1))
     return AlignedKL(
         raw=_kl(raw, sample_ndim, jitter),
-        relabelled=_kl(relabel_randomly(raw, rng, sample_ndim=sample_ndim), sample_ndim, jitter),
+        relabelled=relabelled,
         aligned=_kl(aligned, sample_ndim, jitter),
-        null=_kl(null_aligned, sample_ndim, jitter) - _kl(null, sample_ndim, jitter),
+        null=null,
         n=flat.shape[0],
         d=flat.shape[1],
+        null_sd=null_sd,
     )
 
 
@@ -388,19 +424,21 @@ def aligned_reference(x: np.ndarray, kl: AlignedKL, seed: int, jitter: float) ->
     ``kl_aligned_ess_n`` and ``kl_aligned_bias``: the KL's effective n and its exact sampling
     bias there (:func:`reports.kl_reference.debiased_kl_draws`, AR(1)-calibrated, seeded by
     ``seed``); ``kl_aligned_debiased = kl_aligned - kl_aligned_bias - kl_alignment_null``
-    with ``kl_aligned_debiased_se`` (the chain-group error; the null's own noise is not in
-    it); ``w2_aligned``, the closed-form W2(q_diag, q_full) of the aligned draws, and
+    with ``kl_aligned_debiased_se``: the chain-group error and, where ``kl`` has replicates
+    of its null, the null's own (``kl_alignment_null_sd``), in quadrature; ``w2_aligned``, the closed-form W2(q_diag, q_full) of the aligned draws, and
     ``w2sq_aligned_debiased`` (``_se``), its square less the chain-group jackknife's bias
     (:func:`reports.w2_reference.debiased_w2_draws`). The KL's are None where the bias has
     no closed form (n not above D).
     """
     deb = debiased_kl_draws(x, jitter=jitter, calibrate=True, seed=seed)
     w2 = debiased_w2_draws(x, jitter=jitter)
+    se = deb.se if kl.null_sd is None else float(np.hypot(deb.se, kl.null_sd))
     return {
         "kl_aligned_ess_n": deb.n,
         "kl_aligned_bias": deb.bias,
         "kl_aligned_debiased": None if deb.bias is None else kl.aligned - deb.bias - kl.null,
-        "kl_aligned_debiased_se": None if deb.bias is None else deb.se,
+        "kl_aligned_debiased_se": None if deb.bias is None else se,
+        "kl_alignment_null_sd": kl.null_sd,
         "w2_aligned": float(np.sqrt(max(w2.w2sq, 0.0))),
         "w2sq_aligned_debiased": w2.w2sq_debiased,
         "w2sq_aligned_debiased_se": w2.se,

@@ -32,6 +32,7 @@ import xarray as xr
 from arviz_base import extract
 
 from reports.alignment import (
+    NULL_REPS,
     align_to_pivot,
     aligned_reference,
     kl_by_labelling,
@@ -274,7 +275,9 @@ def aligned_price_of_mean_field(
     """
     sites = posterior_sites(data, group=group, var_names=[MLP_SITES], filter_vars="regex")
     pivot = pivot_from_draws(sites, strength=strength, iterations=pivot_iterations)
-    res = kl_by_labelling(sites, pivot, seed=seed, jitter=jitter, strength=strength)
+    res = kl_by_labelling(
+        sites, pivot, seed=seed, jitter=jitter, strength=strength, null_reps=NULL_REPS
+    )
     aligned = align_to_pivot(sites, pivot, strength=strength)
     out: dict[str, Any] = {
         "kl_raw": res.raw,

@@ -74,6 +74,9 @@ SUMMARIES = {
     "fixed_width_ess_stop": ("fixed_width_ess_stop",),
     "fixed_width_long": ("fixed_width_long",),
     "fixed_width_long_accept": ("fixed_width_long_accept",),
+    # the default's networks under the fixed-width spec's sampler (an ablation of the
+    # default's sampler), in the fixed-width rows
+    "default_chees": ("default_chees",),
 }
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"

@@ -101,7 +101,7 @@ _KL_ROWS: list[Row] = [
         "null (`kl_aligned_debiased`)",
         ci("kl_aligned_debiased", 2),
     ),
-    ("its chain-group s.e. within one cell", span("kl_aligned_debiased_se")),
+    ("its s.e. within one cell", span("kl_aligned_debiased_se")),
     ("the alignment null subtracted (`kl_alignment_null`)", ci("kl_alignment_null", 2)),
     ("KL(q_diag || q_full) of the draws as sampled, plug-in", _KL),
     ("the same less its sampling bias (`kl_debiased`)", _DEB),
@@ -204,6 +204,12 @@ ROWS: dict[str, list[Row]] = {
         ("reference grade of the {n} ChEES cells", seeds("reference_grade", ", ")),
     ],
 }
-#: The fixed-width spec's ablations read as its own table.
-for _name in ("fixed_width_ess_stop", "fixed_width_long", "fixed_width_long_accept"):
+#: The fixed-width spec's ablations, and the default's networks under its sampler, read as
+#: its own table.
+for _name in (
+    "fixed_width_ess_stop",
+    "fixed_width_long",
+    "fixed_width_long_accept",
+    "default_chees",
+):
     ROWS[_name] = ROWS["fixed_width_depth"]

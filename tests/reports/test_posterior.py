@@ -11,6 +11,7 @@ import xarray as xr
 from arviz_base import from_dict
 
 from reports.alignment import (
+    NULL_REPS,
     align_to_pivot,
     aligned_reference,
     kl_by_labelling,
@@ -106,13 +107,18 @@ def test_aligned_price_of_mean_field_is_the_studys_numbers() -> None:
     assert set(posterior_sites(dt, var_names=["~noise"])) == set(sites)
     out = aligned_price_of_mean_field(dt, seed=5)
     pivot = pivot_from_draws(sites)
-    res = kl_by_labelling(sites, pivot, seed=5, jitter=1e-6)
+    res = kl_by_labelling(sites, pivot, seed=5, jitter=1e-6, null_reps=NULL_REPS)
     flat, _ = chain_draws(dt, var_names=["~noise"])
     assert out["kl_raw"] == res.raw and out["kl_alignment_null"] == res.null
     aligned = align_to_pivot(sites, pivot).sites
     x = np.concatenate([aligned[k].reshape(4, 100, -1) for k in sites], axis=-1)
     ref = aligned_reference(x, res, 5, 1e-6)
     assert {k: out[k] for k in ref} == ref
+    assert ref["kl_alignment_null_sd"] > 0  # the null's own error is in the s.e.
+    assert (
+        ref["kl_aligned_debiased_se"]
+        > aligned_reference(x, res._replace(null_sd=None), 5, 1e-6)["kl_aligned_debiased_se"]
+    )
     assert flat.shape == (4, 100, 17)
     strong = aligned_price_of_mean_field(dt, seed=5, strength=0.5)
     pivot = pivot_from_draws(sites, strength=0.5)

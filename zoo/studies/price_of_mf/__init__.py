@@ -32,11 +32,15 @@ LABELS: dict[str, tuple[str, str | None]] = {
     "kl_relabelled": ("KL(q_diag ‖ q_full) with every draw's hidden units relabelled", "nats"),
     "kl_aligned": ("KL(q_diag ‖ q_full) with every draw's hidden units aligned to a pivot", "nats"),
     "kl_alignment_null": ("KL the alignment adds to independent draws (alignment null)", "nats"),
+    "kl_alignment_null_sd": ("the alignment null's spread over 4 sets of null draws", "nats"),
     "kl_aligned_debiased": (
         "KL(q_diag ‖ q_full) of the aligned draws less its sampling bias and alignment null",
         "nats",
     ),
-    "kl_aligned_debiased_se": ("chain-group standard error of the aligned debiased KL", "nats"),
+    "kl_aligned_debiased_se": (
+        "standard error of the aligned debiased KL (chain groups and the null's own)",
+        "nats",
+    ),
     "kl_aligned_bias": ("exact KL sampling bias at the aligned draws' effective n", "nats"),
     "kl_aligned_ess_n": ("the aligned KL's effective n", "draws"),
     "w2_aligned": ("W2(q_diag, q_full) of the aligned draws, closed form", "parameter units"),

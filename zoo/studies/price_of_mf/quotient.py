@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from reports.alignment import (
+    NULL_REPS,
     align_to_pivot,
     aligned_reference,
     kl_by_labelling,
@@ -64,7 +65,8 @@ def quotient_metrics(
         The draws' pivot is Stephens' iteration from the first draw. ``kl_relabelled``
         (every draw's units relabelled at random), ``kl_aligned`` (aligned to the pivot),
         ``kl_alignment_null`` (what aligning adds to independent draws of the same
-        marginals); the largest split R-hat raw (``weights_rhat_raw``) and aligned
+        marginals) and ``kl_alignment_null_sd`` (its spread over
+        :data:`~reports.alignment.NULL_REPS` more sets of such draws); the largest split R-hat raw (``weights_rhat_raw``) and aligned
         (``weights_rhat_aligned``, nested ``weights_rhat_nested_aligned``) and the smallest
         bulk ESS aligned (``weights_ess_bulk_aligned``); the mean number
         of draws per chain whose labelling changed (``label_switches``, summed over layers);
@@ -73,7 +75,7 @@ def quotient_metrics(
         ``orbit_rhat_nested``.
     """
     pivot = pivot_from_draws(sites)
-    res = kl_by_labelling(sites, pivot, seed=seed, jitter=jitter)
+    res = kl_by_labelling(sites, pivot, seed=seed, jitter=jitter, null_reps=NULL_REPS)
     aligned = align_to_pivot(sites, pivot)
     chains = next(iter(sites.values())).shape[0]
     flat_al = _by_chain({**aligned.sites, **rest}, chains)
