@@ -432,7 +432,7 @@ def aligned_reference(x: np.ndarray, kl: AlignedKL, seed: int, jitter: float) ->
     """
     deb = debiased_kl_draws(x, jitter=jitter, calibrate=True, seed=seed)
     w2 = debiased_w2_draws(x, jitter=jitter)
-    se = deb.se if kl.null_sd is None else float(np.hypot(deb.se, kl.null_sd))
+    se = deb.se if deb.se is None or kl.null_sd is None else float(np.hypot(deb.se, kl.null_sd))
     return {
         "kl_aligned_ess_n": deb.n,
         "kl_aligned_bias": deb.bias,
