@@ -16,7 +16,8 @@ By concept (the map, with what is public: docs/reports.md):
   :mod:`~reports.w2_reference`, :mod:`~reports.draws` (flat draws),
   :mod:`~reports.alignment` (draws modulo hidden-unit permutations),
   :mod:`~reports.superchains`, :mod:`~reports.diagnostics` (convergence numbers and
-  gates), :mod:`~reports.rank_ecdf`, :mod:`~reports.calibration` (test metrics),
+  gates), :mod:`~reports.rank_normal` (rank R-hat and bulk ESS of many columns at once),
+  :mod:`~reports.rank_ecdf`, :mod:`~reports.calibration` (test metrics),
   :mod:`~reports.predictive` (function-space comparisons);
 - each study's numbers (the zoo's internals): :mod:`~reports.price_of_mf`,
   :mod:`~reports.kl_null`, :mod:`~reports.kl_rhat`, :mod:`~reports.orbit`,
