@@ -87,8 +87,9 @@ class Alignment(NamedTuple):
     perms: dict[int, np.ndarray]
 
 
-#: Further sets of null draws the zoo's study and :func:`reports.posterior.aligned_price_of_mean_field`
-#: draw for the null's own error (``AlignedKL.null_sd``): four sets in all.
+#: Further sets of null draws that the zoo's study and
+#: :func:`reports.posterior.aligned_price_of_mean_field` draw for the null's own error
+#: (``AlignedKL.null_sd``): four sets in all.
 NULL_REPS = 3
 
 
@@ -425,8 +426,9 @@ def aligned_reference(x: np.ndarray, kl: AlignedKL, seed: int, jitter: float) ->
     bias there (:func:`reports.kl_reference.debiased_kl_draws`, AR(1)-calibrated, seeded by
     ``seed``); ``kl_aligned_debiased = kl_aligned - kl_aligned_bias - kl_alignment_null``
     with ``kl_aligned_debiased_se``: the chain-group error and, where ``kl`` has replicates
-    of its null, the null's own (``kl_alignment_null_sd``), in quadrature; ``w2_aligned``, the closed-form W2(q_diag, q_full) of the aligned draws, and
-    ``w2sq_aligned_debiased`` (``_se``), its square less the chain-group jackknife's bias
+    of its null, the null's own (``kl_alignment_null_sd``), in quadrature; ``w2_aligned``,
+    the closed-form W2(q_diag, q_full) of the aligned draws, and ``w2sq_aligned_debiased``
+    (``_se``), its square less the chain-group jackknife's bias
     (:func:`reports.w2_reference.debiased_w2_draws`). The KL's are None where the bias has
     no closed form (n not above D).
     """

@@ -177,18 +177,12 @@ def shift_null_iid_draws(
     ``draws``: ``(C, S, D)``. None with fewer than two parameters.
     """
     x = _by_chain(draws, 1)
-    rng = np.random.default_rng(seed)
-    kls = [
-        float(
-            kl_diag_full(
-                fit_gaussian(
-                    shift_draws(x, rng).reshape(-1, x.shape[-1]), cov="empirical", jitter=jitter
-                ).cov
-            )
-        )
-        for _ in range(reps)
-    ]
     d = x.shape[-1]
+    rng = np.random.default_rng(seed)
+    kls = []
+    for _ in range(reps):
+        fit = fit_gaussian(shift_draws(x, rng).reshape(-1, d), cov="empirical", jitter=jitter)
+        kls.append(float(kl_diag_full(fit.cov)))
     return iid_equivalent_draws(float(np.array(kls).mean()), d) if d >= 2 else None
 
 
