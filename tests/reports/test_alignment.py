@@ -129,6 +129,16 @@ def test_aligned_kl_recovers_a_known_gaussian_behind_label_switching():
     assert res.aligned - kl_sampling_bias(n, d) == pytest.approx(population, abs=0.02)
 
 
+def _near_identical_pair(pivot: dict) -> dict:
+    """The one-hidden-layer network with its unit 1 made unit 0 times 1.001 (in- and
+    outgoing weights): two units alignment cannot tell apart."""
+    for name, axis in (("layer0.weight", 0), ("layer0.bias", 0), ("layer1.weight", 1)):
+        arr = np.moveaxis(pivot[name], axis, 0).copy()
+        arr[1] = arr[0] * 1.001
+        pivot[name] = np.moveaxis(arr, 0, axis)
+    return pivot
+
+
 def test_alignment_null_measures_what_aligning_adds_for_near_identical_units():
     """Two units with the same signature are exchangeable: aligning their draws adds KL.
 
@@ -140,11 +150,7 @@ def test_alignment_null_measures_what_aligning_adds_for_near_identical_units():
     nulls, added = [], []
     for seed in range(6):
         rng = np.random.default_rng(seed)
-        pivot = _net(rng, widths=(4,))
-        for name, axis in (("layer0.weight", 0), ("layer0.bias", 0), ("layer1.weight", 1)):
-            arr = np.moveaxis(pivot[name], axis, 0).copy()
-            arr[1] = arr[0] * 1.001
-            pivot[name] = np.moveaxis(arr, 0, axis)
+        pivot = _near_identical_pair(_net(rng, widths=(4,)))
         draws = _draws(pivot, rng, chains=4, draws=500, noise=0.05)
         res = kl_by_labelling(draws, pivot, seed=seed + 100)
         nulls.append(res.null)
@@ -160,11 +166,7 @@ def test_the_nulls_own_error_is_its_spread_over_reruns():
     (their ratio's sd is about 13%), and the first set's null is the one without
     replicates, to the bit."""
     rng = np.random.default_rng(11)
-    pivot = _net(rng, widths=(4,))
-    for name, axis in (("layer0.weight", 0), ("layer0.bias", 0), ("layer1.weight", 1)):
-        arr = np.moveaxis(pivot[name], axis, 0).copy()
-        arr[1] = arr[0] * 1.001
-        pivot[name] = np.moveaxis(arr, 0, axis)
+    pivot = _near_identical_pair(_net(rng, widths=(4,)))
     draws = _draws(pivot, rng, chains=4, draws=200, noise=0.05)
     runs = [kl_by_labelling(draws, pivot, seed=s, null_reps=3) for s in range(40)]
     assert kl_by_labelling(draws, pivot, seed=3).null == runs[3].null
