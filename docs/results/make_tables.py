@@ -70,11 +70,11 @@ SUMMARIES = {
     "fixed_width_depth": ("fixed_width_depth",),
     # the fixed-width spec's ablations, in the same rows: its earlier settings (drawn until
     # a between-chain ESS of 1000, acceptance 0.651), chains drawn to 1600 draws, and with
-    # it ChEES's acceptance at 0.9, the spec's settings with 20 draws a chain held, and
-    # depths 3-4 drawn to 2400
+    # it ChEES's acceptance at 0.9, 1600 draws at 0.8 with 20 and with 100 draws a chain
+    # held
     "fixed_width_ess_stop": ("fixed_width_ess_stop",),
     "fixed_width_keep20": ("fixed_width_keep20",),
-    "fixed_width_2400": ("fixed_width_2400",),
+    "fixed_width_1600": ("fixed_width_1600",),
     "fixed_width_long": ("fixed_width_long",),
     "fixed_width_long_accept": ("fixed_width_long_accept",),
     # the default's networks under the fixed-width spec's sampler (an ablation of the

@@ -209,7 +209,7 @@ ROWS: dict[str, list[Row]] = {
 for _name in (
     "fixed_width_ess_stop",
     "fixed_width_keep20",
-    "fixed_width_2400",
+    "fixed_width_1600",
     "fixed_width_long",
     "fixed_width_long_accept",
     "default_chees",
