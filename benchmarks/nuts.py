@@ -40,9 +40,11 @@ has jax and numpyro (never install them into the project venv), timed with its J
   from an MLE-pretrained point with a step so small that every tree reaches depth 8 (as the
   default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
   from ``git show``, so that before and after are measured in one run);
-- ESS_bulk (min and median over parameters; median over the class-1 probabilities at 100
-  test points for the network) per CPU-second (process CPU time, warm-up included) with the
-  largest R-hat beside it (an ESS whose R-hat exceeds 1.01 is marked unconverged), of
+- ESS_bulk (min and median over parameters, the network's weights aligned modulo
+  hidden-unit permutations as the zoo's gates read them; median over the class-1
+  probabilities at 100 test points for the network) per CPU-second (process CPU time,
+  warm-up included) with the largest R-hat beside it (an ESS whose R-hat exceeds 1.01 is
+  marked unconverged), of
   ``run_nuts(vectorize_chains=True)`` and of NumPyro's NUTS vectorized over the chains
   (its transition vmapped and scanned in one ``jax.jit``, the CPU seconds of its own
   process), on a 50-d rotated Gaussian (variances 0.32-3.2, 64 chains, overdispersed starts
@@ -84,6 +86,7 @@ from pyro.infer.mcmc import MCMC, NUTS
 
 import zoo.data
 import zoo.models
+from reports.alignment import align_to_pivot, pivot_from_draws
 from zoo.inference.init import initial_locs, pretrain_mle
 from zoo.inference.mcmc import programs
 from zoo.inference.mcmc.batched import BatchMetric, new_point_batch, nuts_step_batch
@@ -398,6 +401,17 @@ def _ess(model, x, y, init, warmup, draws, depth, numpyro: str | None) -> list[t
     return out
 
 
+def _aligned(pot: FlatPotential, flat: np.ndarray) -> np.ndarray:
+    """The draws ``(chains, draws, D)`` with every draw's hidden units aligned to a pivot
+    (Stephens' iteration from the first draw, :func:`reports.alignment.pivot_from_draws`),
+    as the zoo's gates read a network's weights: the raw weights' R-hat measures how often
+    the chains switch unit labels, not whether they agree modulo those labels."""
+    c, s, _ = flat.shape
+    sites = {k: v.numpy() for k, v in pot.unravel(torch.as_tensor(flat)).items()}
+    aligned = align_to_pivot(sites, pivot_from_draws(sites)).sites
+    return np.concatenate([aligned[k].reshape(c, s, -1) for k in sites], axis=-1)
+
+
 def _predictive(model, pot: FlatPotential, flat: np.ndarray, x_test: torch.Tensor) -> np.ndarray:
     """Class-1 probability at ``x_test`` per draw, ``(chains, draws, points)``."""
     c, s, _ = flat.shape
@@ -505,18 +519,22 @@ def batched(a) -> None:
     _paired_ess(a, model, pot, init, x, y, x_test)
 
 
-def _pairs(a, target, ours, peer, pred) -> list[dict]:
+def _pairs(a, target, ours, peer, pred, view=lambda f: f) -> list[dict]:
     """``a.pairs + 1`` pairs, ours then the peer's, each pair with seed ``k``: pair 0 is the
-    peer's first run (its compilation included), pairs 1.. its compiled sampler again."""
+    peer's first run (its compilation included), pairs 1.. its compiled sampler again. The
+    ESS and R-hat are of ``view(draws)`` (the network's: :func:`_aligned`)."""
+
+    def stats(flat, cpu):
+        return ess_cpu(view(flat), cpu, pred(flat))
 
     def zoo(k):
         flat, cpu = ours(k)
-        return {"target": target, "cpu": cpu, "stats": ess_cpu(flat, cpu, pred(flat))}
+        return {"target": target, "cpu": cpu, "stats": stats(flat, cpu)}
 
     def numpyro(k):
         r = peer.run(k)
         cpu = float(r["cpu"])
-        return {"target": target, "cpu": cpu, "stats": ess_cpu(r["flat"], cpu, pred(r["flat"]))}
+        return {"target": target, "cpu": cpu, "stats": stats(r["flat"], cpu)}
 
     contenders = {"zoo batched NUTS": zoo}
     if peer is not None:
@@ -559,7 +577,7 @@ def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
     try:
         ours = lambda k: _run_zoo(nuts_step_batch, pot, seed=k, **kw)  # noqa: E731
         pred = lambda f: _predictive(model, pot, f, x_test)  # noqa: E731
-        rows += _pairs(a, "default depth 2", ours, peer, pred)
+        rows += _pairs(a, "default depth 2", ours, peer, pred, lambda f: _aligned(pot, f))
     finally:
         if peer is not None:
             peer.close()
@@ -569,6 +587,7 @@ def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
         f"ESS_bulk per CPU-second (process CPU time; NumPyro's of its own process): gaussian "
         f"{a.gauss_chains} chains, {a.gauss_warmup}+{a.gauss_draws}, depth 10; default depth 2 "
         f"{a.bnn_chains} chains, {a.bnn_warmup}+{a.bnn_draws}, depth 8, target 0.9, MLE start; "
+        f"the network's weights aligned modulo hidden-unit permutations (its ESS and R-hat); "
         f"predictions: p(y=1) at 100 test points. Pair k: seed k on both sides, ours then "
         f"NumPyro's; pair 0 is NumPyro's first run (compilation included), later pairs reuse "
         f"its compiled sampler. An ESS with R-hat > {RHAT_OK} is marked unconverged (*)."
