@@ -75,6 +75,9 @@ SUMMARIES = {
     "fixed_width_ess_stop": ("fixed_width_ess_stop",),
     "fixed_width_keep20": ("fixed_width_keep20",),
     "fixed_width_1600": ("fixed_width_1600",),
+    # the spec's settings with each superchain started at its own prior draw (a control
+    # over-dispersed against the MF-VI fits)
+    "fixed_width_prior_starts": ("fixed_width_prior_starts",),
     "fixed_width_long": ("fixed_width_long",),
     "fixed_width_long_accept": ("fixed_width_long_accept",),
     # the default's networks under the fixed-width spec's sampler (an ablation of the

@@ -210,6 +210,7 @@ for _name in (
     "fixed_width_ess_stop",
     "fixed_width_keep20",
     "fixed_width_1600",
+    "fixed_width_prior_starts",
     "fixed_width_long",
     "fixed_width_long_accept",
     "default_chees",
