@@ -78,6 +78,8 @@ SUMMARIES = {
     # the spec's settings with each superchain started at its own prior draw (a control
     # over-dispersed against the MF-VI fits)
     "fixed_width_prior_starts": ("fixed_width_prior_starts",),
+    # depths 3 and 4 with seeds 3-5 added to the spec's run (6 seeds)
+    "fixed_width_seeds6": ("fixed_width_seeds6",),
     "fixed_width_long": ("fixed_width_long",),
     "fixed_width_long_accept": ("fixed_width_long_accept",),
     # the default's networks under the fixed-width spec's sampler (an ablation of the

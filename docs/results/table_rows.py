@@ -211,6 +211,7 @@ for _name in (
     "fixed_width_keep20",
     "fixed_width_1600",
     "fixed_width_prior_starts",
+    "fixed_width_seeds6",
     "fixed_width_long",
     "fixed_width_long_accept",
     "default_chees",
