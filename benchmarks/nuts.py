@@ -87,6 +87,7 @@ from pyro.infer.mcmc import MCMC, NUTS
 import zoo.data
 import zoo.models
 from reports.alignment import align_to_pivot, pivot_from_draws
+from reports.draws import flatten_sites
 from zoo.inference.init import initial_locs, pretrain_mle
 from zoo.inference.mcmc import programs
 from zoo.inference.mcmc.batched import BatchMetric, new_point_batch, nuts_step_batch
@@ -409,7 +410,7 @@ def _aligned(pot: FlatPotential, flat: np.ndarray) -> np.ndarray:
     c, s, _ = flat.shape
     sites = {k: v.numpy() for k, v in pot.unravel(torch.as_tensor(flat)).items()}
     aligned = align_to_pivot(sites, pivot_from_draws(sites)).sites
-    return np.concatenate([aligned[k].reshape(c, s, -1) for k in sites], axis=-1)
+    return flatten_sites(aligned).draws.reshape(c, s, -1)
 
 
 def _predictive(model, pot: FlatPotential, flat: np.ndarray, x_test: torch.Tensor) -> np.ndarray:

@@ -344,7 +344,7 @@ def _kl(sites: Sites, sample_ndim: int, jitter: float) -> float:
 
 
 def _null_of(
-    aligned: Sites,
+    marginals: dict[str, tuple[np.ndarray, np.ndarray, tuple[int, ...]]],
     pivot: Sites,
     rng: np.random.Generator,
     sample_ndim: int,
@@ -352,13 +352,10 @@ def _null_of(
     strength: float,
 ) -> float:
     """What aligning adds to the KL of independent Gaussian draws with the aligned draws'
-    marginal means and scales (so the alignment meets units as distinct as the cell's own):
-    their aligned KL less their raw KL."""
-    axes = tuple(range(sample_ndim))
-    null = {
-        k: v.mean(axis=axes) + v.std(axis=axes) * rng.standard_normal(v.shape)
-        for k, v in aligned.items()
-    }
+    marginal means and scales (``marginals``: site -> mean, sd, shape of the draws; so the
+    alignment meets units as distinct as the cell's own): their aligned KL less their raw
+    KL."""
+    null = {k: m + sd * rng.standard_normal(shape) for k, (m, sd, shape) in marginals.items()}
     null_aligned = align_to_pivot(null, pivot, sample_ndim=sample_ndim, strength=strength).sites
     return _kl(null_aligned, sample_ndim, jitter) - _kl(null, sample_ndim, jitter)
 
@@ -400,13 +397,15 @@ def kl_by_labelling(
     raw = {k: np.asarray(v, dtype=float) for k, v in sites.items()}
     flat = _flat(raw, sample_ndim)
     aligned = align_to_pivot(raw, pivot, sample_ndim=sample_ndim, strength=strength).sites
+    axes = tuple(range(sample_ndim))
+    marginals = {k: (v.mean(axis=axes), v.std(axis=axes), v.shape) for k, v in aligned.items()}
     args = (sample_ndim, jitter, strength)
-    null = _null_of(aligned, pivot, rng, *args)
+    null = _null_of(marginals, pivot, rng, *args)
     relabelled = _kl(relabel_randomly(raw, rng, sample_ndim=sample_ndim), sample_ndim, jitter)
     null_sd = None
     if null_reps > 0:
         more = np.random.default_rng([seed, 1])
-        nulls = [null, *(_null_of(aligned, pivot, more, *args) for _ in range(null_reps))]
+        nulls = [null, *(_null_of(marginals, pivot, more, *args) for _ in range(null_reps))]
         null_sd = float(np.std(nulls, ddof=1))
     return AlignedKL(
         raw=_kl(raw, sample_ndim, jitter),
