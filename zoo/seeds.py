@@ -69,6 +69,8 @@ class Stream(IntEnum):
     KL_CALIBRATION = 454
     #: The exact moves along the hidden units' symmetries of a sampler (``symmetry_moves``).
     SYMMETRY_MOVES = 455
+    #: The swaps between the rungs of a sampler's tempering ladder (``tempering``).
+    TEMPERING = 456
     #: Evaluation draws of the k-tied study.
     KTIED_EVAL = 500
     #: First of the k-tied study's shuffled controls (``+ i``).

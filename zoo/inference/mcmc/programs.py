@@ -32,6 +32,7 @@ from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
 from zoo.inference.mcmc.sequential import run_sequential
 from zoo.inference.mcmc.symmetry import symmetry_move
+from zoo.inference.mcmc.tempering import TemperedProgram
 from zoo.inference.mcmc.trajectory_floor import floor_time, min_leapfrog_steps, min_tree_depth
 from zoo.inference.mcmc.windowed import Transition, WindowedProgram
 
@@ -111,9 +112,7 @@ def _windowed(method: Any, seed: int) -> WindowedProgram:
     else:
         kernel, adapt_mass_matrix = _hmc(method.num_steps, floor), method.adapt_mass_matrix
     pooled = method.mass_matrix if method.mass_matrix in POOLED else None
-    return WindowedProgram(
-        kernel.transition,
-        method.kind,
+    settings = dict(
         trajectory_cap=kernel.trajectory_cap,
         seed=seed,
         warmup=method.warmup,
@@ -121,6 +120,16 @@ def _windowed(method: Any, seed: int) -> WindowedProgram:
         step_size=method.step_size,
         adapt_mass_matrix=adapt_mass_matrix,
         pooled=pooled,
+    )
+    tempering = getattr(method, "tempering", None)
+    if tempering is None:
+        return WindowedProgram(kernel.transition, method.kind, **settings)
+    return TemperedProgram(
+        kernel.transition,
+        method.kind,
+        rungs=tempering.rungs,
+        beta_min=tempering.beta_min,
+        **settings,
     )
 
 
@@ -258,7 +267,8 @@ def run_method(
     and has no stopping rule. ``program``: one built with settings beyond the section's
     (:func:`chees_program`'s experiments); None: :func:`program_for`'s. The section's
     ``symmetry_moves`` (not ``off``) adds the exact moves of
-    :func:`~zoo.inference.mcmc.symmetry.symmetry_move` after every transition.
+    :func:`~zoo.inference.mcmc.symmetry.symmetry_move` after every transition (with
+    ``tempering``, the tempered program moves every rung itself).
     """
     if _one_chain_path(method):
         if method.symmetry_moves != "off":
@@ -274,8 +284,13 @@ def run_method(
                 f"and {method.chains}"
             )
         return _sequential(method, potential, seed, init=init, progress=progress, threads=threads)
+    program = program_for(method, seed) if program is None else program
+    move = symmetry_move(method.symmetry_moves, potential, seed)
+    if isinstance(program, TemperedProgram):
+        program.move, program.move_gen = move, None if move is None else move.gen
+        move = None
     return sample(
-        program_for(method, seed) if program is None else program,
+        program,
         potential,
         warmup=method.warmup,
         draws=method.draws,
@@ -290,5 +305,5 @@ def run_method(
         threads=threads,
         checkpoint=checkpoint,
         carry=carry,
-        move=symmetry_move(method.symmetry_moves, potential, seed),
+        move=move,
     )

@@ -38,6 +38,7 @@ from zoo.spec.sections.sampler_base import (
     mass_matrix_problem,
     number_or_prior,
 )
+from zoo.spec.sections.tempering import TEMPERING, Tempering, tempering_problems
 
 __all__ = [
     "ChEESMethod",
@@ -57,6 +58,7 @@ class _PerChainSampler(Sampler):
         "step size; the mass matrix as mass_matrix says).",
     )
     min_trajectory: Real | Literal["prior"] | None = Field(None, description=MIN_TRAJECTORY)
+    tempering: Tempering | None = Field(None, description=TEMPERING)
 
     check_min_trajectory = field_validator("min_trajectory", mode="before")(number_or_prior)
 
@@ -72,6 +74,8 @@ class _PerChainSampler(Sampler):
                 "min_trajectory is a setting of the batched kernels; set vectorize_chains: "
                 "true with chains >= 2, or remove min_trajectory"
             )
+        if self.tempering is not None:
+            problems += tempering_problems(self.vectorize_chains, self.chains, mass)
         if problems:
             raise ValueError("; ".join(problems))
         return self
