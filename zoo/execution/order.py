@@ -38,19 +38,21 @@ def work_bound(cell: Any) -> float:
 
     .. math::
 
-        (\text{warm-up} + \text{draws cap}) \times \text{chains} \times
-        \text{gradients a transition} \times N_\text{train},
+        (\text{warm-up} + \text{draws cap}) \times \text{chains} \times \text{rungs}
+        \times \text{gradients a transition} \times N_\text{train},
 
     with the draws cap of
     :func:`~zoo.spec.sections.studies.price_of_mf.cell_draws_cap` and the method's
-    :meth:`~zoo.spec.sections.sampler_base.Sampler.transition_gradients`; 0 for a method
-    without chains."""
+    :meth:`~zoo.spec.sections.sampler_base.Sampler.transition_gradients`, times the rungs
+    of its tempering ladder (1 without); 0 for a method without chains."""
     method = cell.method
     if not isinstance(method, Sampler):
         return 0.0
     n = getattr(cell.spec.data, "n_train", None) or 1
     transitions = method.warmup + cell_draws_cap(method, cell.studies)[0]
-    return float(transitions * method.chains * method.transition_gradients() * n)
+    tempering = getattr(method, "tempering", None)
+    rows = method.chains * (1 if tempering is None else tempering.rungs)
+    return float(transitions * rows * method.transition_gradients() * n)
 
 
 def _depth(cell: Any) -> int:

@@ -17,8 +17,9 @@ def test_default_spec_runs_its_deepest_sampled_cells_first() -> None:
     sweep = cells(spec)
     order = longest_first(sweep)
     nuts = [c for c in sweep if c.method.kind == "nuts"]
-    # warm-up 300 + max_draws 1500 transitions, 16 chains, a full tree of depth 8, N = 500
-    assert {work_bound(c) for c in nuts} == {(300 + 1500) * 16 * 255 * 500.0}
+    # warm-up 300 + max_draws 1500 transitions, 8 chains x 3 rungs of tempering, a full
+    # tree of depth 8, N = 500
+    assert {work_bound(c) for c in nuts} == {(300 + 1500) * 8 * 3 * 255 * 500.0}
     assert [c.spec.model.depth for c in order[:12]] == [4, 4, 4, 3, 3, 3, 2, 2, 2, 1, 1, 1]
     assert all(c.method.kind == "nuts" for c in order[:12])
     # the methods without chains follow, deeper first, then in sweep order

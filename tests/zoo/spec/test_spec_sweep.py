@@ -126,7 +126,7 @@ SHIPPED_IDS = {
     "overpruning_teacher.yaml": "5daa7b25a39fd65d",
     "overpruning_uci.yaml": "b61fbbd59a5248bd",
     "overpruning_uci_paper.yaml": "032bf4c626cfc690",
-    "two_moons_depth.yaml": "971f9fc01402e371",
+    "two_moons_depth.yaml": "54fac866b11cda2c",
     "two_moons_depth_paper.yaml": "57fb1dcb468fefa0",
 }
 

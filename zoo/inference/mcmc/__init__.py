@@ -32,13 +32,15 @@ One concept per module, in floors; a module imports only from the floors below i
    kernel with the window adaptation), :mod:`~.chees_hmc`, :mod:`~.microcanonical` (MCLMC
    and MAMS); and the one-chain Pyro reference
    path :mod:`~.sequential`, which has its own loop per chain.
-6. **The spec's sections as programs**, :mod:`~.programs`: :data:`~.programs.BATCHED`,
+6. **A program over a program**, :mod:`~.tempering`: parallel tempering, ladders of any
+   windowed program's chains at tempered likelihoods, of which the loop sees the cold ones.
+7. **The spec's sections as programs**, :mod:`~.programs`: :data:`~.programs.BATCHED`,
    :data:`~.programs.PROGRAMS` (where a sampler section's fields become its program, the
    one place), :func:`~.programs.run_method`.
-7. **The keyword entry points** for code without a spec, :mod:`~.samplers`:
+8. **The keyword entry points** for code without a spec, :mod:`~.samplers`:
    :func:`~.samplers.run_nuts`, :func:`~.samplers.run_hmc`, :func:`~.samplers.run_chees`,
    :func:`~.samplers.run_mclmc`, :func:`~.samplers.run_mams` (their defaults the schema's).
-8. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
+9. **Your own model**, :mod:`~.user`: :func:`~.user.sample_nuts` and
    :func:`~.user.sample_chees` on any Pyro model (its potential:
    :mod:`~.pyro_potential`, floor 1), an ArviZ DataTree out (``docs/samplers.md``).
 

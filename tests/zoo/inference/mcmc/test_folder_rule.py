@@ -46,9 +46,10 @@ FLOORS = {
     "chees_hmc": 5,
     "sequential": 5,
     "microcanonical": 5,
-    "programs": 6,
-    "samplers": 7,
-    "user": 8,
+    "tempering": 6,
+    "programs": 7,
+    "samplers": 8,
+    "user": 9,
 }
 ADAPTATIONS = ("window_adaptation", "chees_adaptation", "mclmc_adaptation", "mams_adaptation")
 KERNELS = ("kernel", "batched", "chees", "mclmc", "mams")
