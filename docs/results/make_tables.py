@@ -85,6 +85,9 @@ SUMMARIES = {
     # the default's networks under the fixed-width spec's sampler (an ablation of the
     # default's sampler), in the fixed-width rows
     "default_chees": ("default_chees",),
+    # the default as it was before its sampler was tempered (16 untempered chains), in the
+    # default's rows
+    "default_untempered": ("default_untempered",),
 }
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"
@@ -127,6 +130,8 @@ EXTREMES = {
     "orbit_rhat_nested": "max",
     "rhat_nested_pred": "max",
     "weights_ess_bulk_aligned": "min",
+    "tempering_swap_rate_min": "min",
+    "tempering_round_trips": "min",
 }
 #: Per depth, each seed's value (seed order).
 PER_SEED = ("kl_debiased_se", "kl_aligned_debiased_se", "draws_per_chain", "reference_grade")

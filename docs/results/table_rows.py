@@ -124,6 +124,11 @@ ROWS: dict[str, list[Row]] = {
         ),
         ("largest R-hat of the test predictions", val("max_r_hat_pred_max", 3)),
         ("divergent transitions per cell / trees cut at max_tree_depth 8", _DIV),
+        (
+            "tempering: lowest swap rate of a neighbouring pair / fewest round trips "
+            "(of {n} cells)",
+            joined(val("tempering_swap_rate_min_min", 2), val("tempering_round_trips_min", 0)),
+        ),
         ("reference grade of the {n} NUTS cells", seeds("reference_grade", ", ")),
     ],
     "default_depth_detail": [
@@ -161,7 +166,7 @@ ROWS: dict[str, list[Row]] = {
             ),
         ),
         (
-            "draws per chain (16 chains) where the stopping rule stopped, seeds {seeds}",
+            "draws per chain where the stopping rule stopped, seeds {seeds}",
             seeds("draws_per_chain"),
         ),
         (
@@ -217,3 +222,5 @@ for _name in (
     "default_chees",
 ):
     ROWS[_name] = ROWS["fixed_width_depth"]
+#: The default before its sampler was tempered: its rows but the ladder's.
+ROWS["default_untempered"] = [r for r in ROWS["default_depth"] if "tempering" not in r[0]]
