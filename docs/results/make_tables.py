@@ -88,6 +88,8 @@ SUMMARIES = {
     # the default as it was before its sampler was tempered (16 untempered chains), in the
     # default's rows
     "default_untempered": ("default_untempered",),
+    # depths 3 and 4 of the default with seeds 3-5 added to its run (6 seeds)
+    "default_seeds6": ("default_seeds6",),
 }
 #: The default's sweep axis and the columns summarized over its seeds.
 AXIS = "model.depth"

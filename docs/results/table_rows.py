@@ -224,3 +224,5 @@ for _name in (
     ROWS[_name] = ROWS["fixed_width_depth"]
 #: The default before its sampler was tempered: its rows but the ladder's.
 ROWS["default_untempered"] = [r for r in ROWS["default_depth"] if "tempering" not in r[0]]
+#: The default's depths 3 and 4 with 6 seeds, in its own rows.
+ROWS["default_seeds6"] = ROWS["default_depth"]
