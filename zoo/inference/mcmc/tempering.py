@@ -229,14 +229,17 @@ class TemperedProgram(WindowedProgram):
 
     def _cold(self, step: Step) -> Step:
         """The step as the loop sees it: the cold rows only."""
-        c, stats = self.chains, step.stats
-        held = {k: np.asarray(v)[:c] for k, v in stats().items()}
+        c = self.chains
+        # built now, every transition: the divergences and cuts are per row, and the cold
+        # rows' log density is that after the swaps (the row's state), not the transition's
+        held = {k: np.asarray(v)[:c] for k, v in step.stats().items()}
+        held["lp"] = -self.u[:c].cpu().numpy()
         at_cap = int(np.count_nonzero(held["reached_max_treedepth"])) if self.trajectory_cap else 0
         return Step(
             self.z[:c],
             float(np.mean(held["n_steps"])),
             int(np.sum(held["diverging"])),
-            lambda: {**held, "lp": -self.u[:c].cpu().numpy()},
+            lambda: held,
             at_cap,
         )
 
