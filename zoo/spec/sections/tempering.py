@@ -38,9 +38,9 @@ class Tempering(Section):
         gt=0.0,
         lt=1.0,
         description="The hottest rung's inverse temperature: the likelihood to this power "
-        "times the prior. Low enough that its chains cross between the posterior's modes "
-        "(the default's depth-4 network: 0.1), the rungs close enough that neighbours swap "
-        "(the run records each pair's swap rate, tempering_swap_rate).",
+        "times the prior. Low enough that chains at that power alone cross between the "
+        "posterior's modes (the default's depth-4 network: 0.2), the rungs close enough that "
+        "neighbours swap (the fit records the lowest pair's rate, tempering_swap_rate_min).",
     )
 
 
