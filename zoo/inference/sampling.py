@@ -33,7 +33,7 @@ from zoo.inference.checkpoint import current_checkpoint_channel
 from zoo.inference.mcmc.functional import potential_for
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.result import MCMCResult
-from zoo.inference.mcmc.samplers import program_for, run_method
+from zoo.inference.mcmc.samplers import run_method
 from zoo.inference.mcmc.streaming import Moments, StreamingMoments, group_sizes
 from zoo.models.base import BayesianNet
 from zoo.seeds import INIT_FIT_STRIDE, Stream, seed_for
@@ -201,12 +201,9 @@ def fit_sampler(
         moments = StreamingMoments(
             pot.dim, method.chains, groups=plan.moment_groups, device=ctx.runtime.device
         )
-    # a program built here only where the run has facts of its own (a tempering ladder's)
-    program = program_for(method, ctx.seed) if getattr(method, "tempering", None) else None
     result = run_method(
         method,
         pot,
-        program=program,
         seed=ctx.seed,
         init=init,
         progress=ctx.progress,
@@ -217,8 +214,6 @@ def fit_sampler(
     )
     summary = None if moments is None or moments.n < 2 else moments.summary()
     stats.update(_sampler_stats(method, pot, result, moments, summary))
-    if program is not None:
-        stats.update(program.facts())
     posterior = SampledPosterior(
         result.draws,
         ctx.runtime.device,
@@ -280,6 +275,7 @@ def _sampler_stats(
         "draws_per_chain": result.drawn,
         "warmup_seconds": result.warmup_seconds,
         **trajectory_facts(result),  # gold gates (reports.grade)
+        **result.facts,  # the program's own (a tempering ladder's)
     }
     adapted = result.adapted
     if moments is None:

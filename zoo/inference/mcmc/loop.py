@@ -21,7 +21,8 @@ nothing of them). :func:`sample` owns what every sampler shares:
   in the position after every transition, warm-up included: the moved chains, their
   potential and gradient evaluated once more, go back to the program
   (``program.reposition(z, u, g)``), whose momentum and adaptation it does not touch;
-- the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted`;
+- the result, :class:`MCMCResult`, with what the run adapted as :class:`Adapted` and the
+  program's own ``facts()`` where it has them;
 - the loop's own state, one typed object (:class:`LoopState`: where the chains are, the
   counters, the seconds);
 - with a :class:`~zoo.inference.checkpoint.CheckpointChannel`, the whole state (the
@@ -376,6 +377,7 @@ def _result(pot, program, buf: Thinned, ls: LoopState, seconds: float, adapted, 
         init=how,
         trajectory_cap=program.trajectory_cap,
         saturated=int(ls.saturated),
+        facts=program.facts() if hasattr(program, "facts") else {},
     )
 
 

@@ -78,6 +78,10 @@ class MCMCResult:
         cap it could want past (HMC's fixed steps, MCLMC's one step per draw).
     saturated : int
         Post-warm-up transitions of all chains (all drawn) cut at ``trajectory_cap``.
+    facts : dict of str to number
+        What the program records of its own run beyond these (a tempering ladder's swap
+        rate and round trips: :meth:`~zoo.inference.mcmc.tempering.TemperedProgram.facts`);
+        empty for the others.
     """
 
     draws: dict[str, np.ndarray]
@@ -96,6 +100,7 @@ class MCMCResult:
     init: str = "prior"
     trajectory_cap: int | None = None
     saturated: int = 0
+    facts: dict[str, Any] = field(default_factory=dict)
 
     @property
     def chains(self) -> int:

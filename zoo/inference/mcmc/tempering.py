@@ -142,6 +142,7 @@ class TemperedProgram(WindowedProgram):
                 "metric mixes the rungs: use mass_matrix: diag"
             )
         self.rungs, self.beta_min, self.move = int(rungs), float(beta_min), move
+        self.betas = ladder(self.rungs, self.beta_min)
         self.move_gen = None if move is None else move.gen
         ss = np.random.SeedSequence([seed_for(self.seed, Stream.TEMPERING)])
         self.swap_seed = int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
@@ -166,7 +167,7 @@ class TemperedProgram(WindowedProgram):
 
     def _bind(self, pot: FlatPotential) -> None:
         self.base = pot
-        betas = torch.tensor(ladder(self.rungs, self.beta_min), device=pot.x.device)
+        betas = torch.tensor(self.betas, device=pot.x.device)
         self.pot = TemperedPotential(pot, betas.repeat_interleave(self.chains))
         self.swap_gen = torch.Generator(device="cpu").manual_seed(self.swap_seed)
 
@@ -201,7 +202,7 @@ class TemperedProgram(WindowedProgram):
         c, k = self.chains, self.rungs
         ell = self.pot.likelihood_energy(self.z, self.u).cpu().view(k, c)
         uniforms = torch.rand((k - 1, c), generator=self.swap_gen, dtype=torch.float64)
-        betas = ladder(k, self.beta_min)
+        betas = self.betas
         order = torch.arange(k * c)
         for r in range(self.transitions % 2, k - 1, 2):
             log_a = (betas[r] - betas[r + 1]) * (ell[r] - ell[r + 1])
@@ -260,11 +261,10 @@ class TemperedProgram(WindowedProgram):
         """What a report needs of the ladder: its size and hottest rung, the lowest swap
         acceptance of a neighbouring pair (the ladder's bottleneck) and the replicas' round
         trips (hot end to cold end), over the warm-up and the draws."""
-        rates = self.taken / np.maximum(self.tried, 1)
         return {
             "tempering_rungs": self.rungs,
             "tempering_beta_min": self.beta_min,
-            "tempering_swap_rate_min": float(rates.min()),
+            "tempering_swap_rate_min": float(self.swap_rates().min()),
             "tempering_round_trips": int(self.round_trips),
         }
 

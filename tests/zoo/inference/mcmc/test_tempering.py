@@ -22,18 +22,13 @@ from zoo.spec.sections.samplers import HMCMethod, NUTSMethod
 LADDER = {"rungs": 3, "beta_min": 0.1}
 
 
+#: What the tempered sections here share.
+BATCHED = {"name": "m", "vectorize_chains": True, "tempering": LADDER}
+
+
 def _nuts(**kw) -> NUTSMethod:
-    settings = dict(
-        name="m",
-        kind="nuts",
-        vectorize_chains=True,
-        chains=4,
-        warmup=200,
-        draws=300,
-        max_tree_depth=5,
-        tempering=LADDER,
-    )
-    return NUTSMethod(**{**settings, **kw})
+    settings = dict(kind="nuts", chains=4, warmup=200, draws=300, max_tree_depth=5)
+    return NUTSMethod(**{**BATCHED, **settings, **kw})
 
 
 def _sign_pot() -> FlatPotential:
@@ -68,6 +63,7 @@ def test_the_cold_rung_samples_the_conjugate_posterior() -> None:
     pot, mean, cov = _regression()
     program = program_for(_nuts(draws=400), seed=0)
     res = run_method(_nuts(draws=400), pot, seed=0, program=program)
+    assert res.facts == program.facts()  # the run's result carries its program's facts
     assert res.flat.shape == (4, 400, pot.dim) and res.adapted.step_size.shape == (4,)
     assert res.adapted.inverse_mass_matrix.shape == (4, pot.dim)
     _check_posterior(res, mean, cov)
@@ -115,16 +111,7 @@ def test_a_tempered_run_resumes_bitwise(stop_after: int, moves: str) -> None:
 
 
 def test_hmc_takes_a_ladder_and_the_section_refuses_what_cannot_go_with_it() -> None:
-    hmc = HMCMethod(
-        name="m",
-        kind="hmc",
-        vectorize_chains=True,
-        chains=2,
-        warmup=30,
-        draws=10,
-        num_steps=5,
-        tempering=LADDER,
-    )
+    hmc = HMCMethod(**BATCHED, kind="hmc", chains=2, warmup=30, draws=10, num_steps=5)
     res = run_method(hmc, _regression()[0], seed=1)
     assert res.flat.shape == (2, 10, 3) and np.isfinite(res.flat).all()
     with pytest.raises(pydantic.ValidationError, match="tempering is a setting of the batched"):
