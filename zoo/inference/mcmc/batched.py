@@ -4,24 +4,30 @@ The same algorithms as :func:`zoo.inference.mcmc.kernel.nuts_step` and :func:`~z
 on a :class:`BatchPoint` of ``C`` chains (tensors ``(C, D)``, potential and energy ``(C,)``
 float64) with a diagonal inverse mass matrix and a step size per chain. Every leapfrog step
 of all chains is one :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch`.
-The NUTS subtrees are built iteratively, leaf by leaf, with a stack of pending left halves
-(one per level): all chains build subtrees of the same size at the same time, each in its
-own random direction. The tree state is ``(C, ...)`` tensors and every decision a ``(C,)``
-mask: a chain whose subtree turned or diverged leaves the live mask and its rows go on
-unused. Nothing is read back inside a tree; the host reads one flag per doubling (to stop
-when every chain is done) and the transition's record once at the end.
+All chains build subtrees of the same size at the same time, each in its own random
+direction, and a subtree is built in two passes: first its leapfrog steps, the points stacked
+``(leaves, C, ...)``; then the recursion's merges, level by level, each level one operation per
+quantity on the stacked blocks, and which chains were still live at each leaf and merge from
+the cumulative count of the stopping events in the recursion's order. That is possible because
+nothing a chain computes depends on whether it is live (a chain whose subtree turned or
+diverged goes on with rows that are not used), and it turns the ~20 small operations a merge
+took per leaf into ~20 per level. The host reads one flag per doubling (to stop when every
+chain is done) and the transition's record once at the end (:mod:`~zoo.inference.mcmc.nuts_record`).
 
 Each chain's uniforms come from its own ``numpy.random.Generator``, drawn ahead as a block
 and consumed in the order in which the recursive one-chain kernel draws them (including the
-merges on the way up out of a subtree that stopped early, counted on the host); momenta come
+merges on the way up out of a subtree that stopped, counted on the host); momenta come
 from its own ``torch.Generator`` as in :class:`~zoo.inference.mcmc.kernel.Metric`. So each
 chain follows the trajectory it would follow alone (up to floating-point rounding of the
-batched products); history and measurements: ``docs/notes/samplers.md``.
+batched products); each merge does the one-chain kernel's arithmetic, so the two-pass build
+gives the same bits as building leaf by leaf. History and measurements: ``docs/notes/samplers.md``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import threading
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -29,6 +35,7 @@ import numpy as np
 import torch
 
 from zoo.inference.mcmc.kernel import MAX_ENERGY_ERROR
+from zoo.inference.mcmc.nuts_record import Coins, transition_stats
 from zoo.inference.mcmc.potential import FlatPotential
 
 __all__ = [
@@ -105,9 +112,12 @@ class BatchMetric:
         """What :meth:`drift` takes for step sizes ``eps`` ``(C, 1)``: :math:`M^{-1}\\epsilon`."""
         return self.minv * eps
 
-    def drift(self, z: torch.Tensor, scaled: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        """The position step :math:`z + \\epsilon M^{-1} r` (``scaled``: :meth:`scale`'s)."""
-        return torch.addcmul(z, scaled, r)
+    def drift(
+        self, z: torch.Tensor, scaled: torch.Tensor, r: torch.Tensor, out=None
+    ) -> torch.Tensor:
+        """The position step :math:`z + \\epsilon M^{-1} r` (``scaled``: :meth:`scale`'s),
+        into ``out`` if given."""
+        return torch.addcmul(z, scaled, r, out=out)
 
 
 def _kinetic(r: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -147,211 +157,223 @@ def _turning(v1, r1, v2, r2, r_sum) -> torch.Tensor:
     """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask; the
     one-chain kernel's operations (``r_sum - (r1 + r2) / 2`` and two dot products)."""
     rho = torch.add(r_sum, r1 + r2, alpha=-0.5)
-    return torch.minimum((v1 * rho).sum(1), (v2 * rho).sum(1)) <= 0
+    return torch.minimum((v1 * rho).sum(-1), (v2 * rho).sum(-1)) <= 0
 
 
-class _Coins:
-    """Each chain's uniforms of one transition, drawn ahead on the host as a ``(C, M)`` block.
-
-    ``numpy.random.Generator.random`` takes one 64-bit output of the bit generator per
-    double, so the ``k``-th uniform a chain uses is entry ``k`` of its row, whatever the
-    masks decided on the device. :meth:`settle` puts each generator where ``k`` calls of
-    ``random()`` would have left it (``PCG64.advance``; other bit generators redraw).
-    """
-
-    def __init__(self, rngs: Sequence[np.random.Generator], width: int, device) -> None:
-        self.rngs = rngs
-        self.states = [g.bit_generator.state for g in rngs]
-        block = np.stack([g.random(width + 1) for g in rngs])  # + 1: a column never used
-        self.u = torch.from_numpy(block).to(device)
-        self.log_u = self.u.log()
-        self.used = torch.zeros(len(rngs), 1, dtype=torch.long, device=device)
-
-    def draw(self, mask: torch.Tensor, log: bool = True) -> torch.Tensor:
-        """The next uniform (or its log) of every chain; the chains in ``mask`` consume it."""
-        x = (self.log_u if log else self.u).gather(1, self.used).squeeze(1)
-        self.used = self.used + mask.unsqueeze(1)
-        return x
-
-    def block(self, n: int) -> torch.Tensor:
-        """The next ``n`` log-uniforms of every chain, ``(C, n)``, not consumed: a chain
-        that draws at every merge of a subtree uses column ``m`` at merge ``m``."""
-        return self.log_u.gather(1, self.used + torch.arange(n, device=self.used.device))
-
-    def consume(self, masks: list[torch.Tensor]) -> None:
-        """Each chain consumes one uniform per mask (of ``masks``) that holds it."""
-        if masks:
-            self.used = self.used + torch.stack(masks, 1).sum(1, keepdim=True)
-
-    def settle(self, used: Sequence[int]) -> None:
-        for g, state, k in zip(self.rngs, self.states, used, strict=True):
-            bg = g.bit_generator
-            bg.state = state
-            if isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
-                bg.advance(k)
-            else:
-                g.random(k)
-
-
-class _Sub(NamedTuple):
-    """A (sub)tree in build order: its first point's r, v; momentum sum; proposal (a point,
-    or the index of a leaf); weight."""
+class _Blocks(NamedTuple):
+    """The blocks of one level of a subtree stacked along dim 0 (block ``j`` of level ``l``
+    holds leaves ``j 2^l`` to ``(j + 1) 2^l - 1``): its first leaf's r and v, its last leaf's
+    r and v, its momentum sum, its log weight and its proposal (a leaf index, or points)."""
 
     r0: torch.Tensor
     v0: torch.Tensor
+    r1: torch.Tensor
+    v1: torch.Tensor
     r_sum: torch.Tensor
-    proposal: BatchPoint | torch.Tensor
     log_w: torch.Tensor
+    proposal: BatchPoint | torch.Tensor
 
 
 class _Built(NamedTuple):
     """A subtree of every chain and the record of its build (per leaf and per merge)."""
 
     last: BatchPoint  # the frontier (of chains still live at the end)
-    tree: _Sub
+    r_sum: torch.Tensor  # the subtree's momentum sum
+    weight: torch.Tensor  # the subtree's log weight
     proposal: BatchPoint
     live: torch.Tensor  # neither turned nor diverged (and active)
-    log_w: list  # per leaf: e0 - energy, (C,)
-    live_at: list  # per leaf: the chains that built it
-    turn: list  # per merge: the U-turn criterion, unmasked
+    log_w: torch.Tensor  # (leaves, C): e0 - energy
+    live_at: torch.Tensor  # (leaves, C): the chains that built the leaf
+    turn: torch.Tensor  # (merges, C) in the recursion's order: the U-turn criterion, unmasked
 
 
-#: Subtrees whose leaves take at most this many bytes keep them and track their proposals as
-#: leaf indices (one gather at the end instead of a ``where`` per merge).
-INDEX_BYTES = 2**26
+#: The leaves of a subtree are kept (stacked) in chunks of at most this many bytes: the merges
+#: within a chunk run level by level on them, the chunks' roots are merged after.
+CHUNK_BYTES = 2**26
+
+
+@functools.lru_cache(maxsize=16)
+def _layout(depth: int) -> tuple[torch.Tensor, ...]:
+    """The merges of a subtree of ``2**depth`` leaves in level order (level 1 left to right,
+    then level 2, ...): their numbers in the recursion's (post-)order, the permutation that
+    puts level order into that order, and where the leaves and the merges fall in the
+    recursion's sequence of events (leaf ``k``, then its merges at the levels of the trailing
+    one bits of ``k``)."""
+    number, merge_at = [], []
+    for lev in range(1, depth + 1):
+        for j in range(2 ** (depth - lev)):
+            k = (j + 1) * 2**lev - 1  # the merge follows leaf k
+            number.append(k - k.bit_count() + lev - 1)
+            merge_at.append(2 * k - k.bit_count() + lev)
+    leaf_at = [2 * k - k.bit_count() for k in range(2**depth)]
+    number = torch.tensor(number, dtype=torch.long)
+    long = functools.partial(torch.tensor, dtype=torch.long)
+    return number, torch.argsort(number), long(leaf_at), long(merge_at)
+
+
+_SCRATCH = threading.local()
+
+
+def _scratch(n: int, like: torch.Tensor) -> torch.Tensor:
+    """An uninitialized ``(3, n, *like.shape)`` tensor in a buffer this thread keeps between
+    calls, for :func:`_leaves`' stacks: the allocator serves a fresh buffer of megabytes from
+    new pages, and touching them first costs a page fault each (thousands per transition,
+    about a third of the tree's own time at 16 chains). What :func:`_build` keeps past a chunk
+    it copies out."""
+    size = 3 * n * like.numel()
+    buf = getattr(_SCRATCH, "buf", None)
+    if buf is None or buf.numel() < size or buf.dtype != like.dtype or buf.device != like.device:
+        buf = _SCRATCH.buf = like.new_empty(size)
+    return buf[:size].view(3, n, *like.shape)
+
+
+def _leaves(pot, metric, p: BatchPoint, minv_eps, half, n: int) -> BatchPoint:
+    """``n`` leapfrog steps of every chain from ``p``, the points stacked ``(n, C, ...)``.
+
+    The loop does what a step needs (kick, drift, gradient, kick), writing positions, momenta
+    and gradients into the stacks; the velocities and energies of all ``n`` points are
+    computed after it in one operation each (elementwise products and row sums: the same bits
+    as point by point). A NaN energy stays NaN."""
+    z_of, r_of, g_of = _scratch(n, p.z).unbind()
+    us, r, g, z = [], p.r, p.g, p.z
+    vg, kick, drift = pot.value_and_grad_batch, torch.addcmul, metric.drift
+    for k in range(n):
+        r = kick(r, g, half, value=-1)
+        z = drift(z, minv_eps, r, out=z_of[k])
+        u, g = vg(z)
+        r = kick(r, g, half, value=-1, out=r_of[k])
+        g_of[k].copy_(g)
+        us.append(u)
+    if isinstance(metric, BatchMetric):  # elementwise: stacked, the same bits
+        v_of = metric.velocity(r_of)
+    else:  # a product: point by point, as the one-chain kernel
+        v_of = torch.stack([metric.velocity(x) for x in r_of])
+    u = torch.stack(us)
+    # u + K with K's factor 1/2 in the add (exact: a power of two)
+    return BatchPoint(
+        z_of, r_of, v_of, g_of, u, torch.add(u, (r_of * v_of).sum(-1).double(), alpha=0.5)
+    )
+
+
+def _pick(take: torch.Tensor, right, left):
+    """``right`` where ``take``, else ``left``: leaf indices, or stacked points."""
+    if isinstance(right, torch.Tensor):
+        return torch.where(take, right, left)
+    m = take.unsqueeze(-1)
+    return BatchPoint(
+        *(
+            torch.where(m if a.dim() > take.dim() else take, a, b)
+            for a, b in zip(right, left, strict=True)
+        )
+    )
+
+
+def _halves(x):
+    """Even and odd entries along dim 0: the left and right halves of the next level's blocks."""
+    if isinstance(x, BatchPoint):
+        return BatchPoint(*(f[0::2] for f in x)), BatchPoint(*(f[1::2] for f in x))
+    return x[0::2], x[1::2]
+
+
+def _merge_levels(b: _Blocks, coins: list, floor, level: int) -> tuple[_Blocks, list]:
+    """Merge the blocks in pairs, ``len(coins)`` levels up from ``level``, each level one
+    operation per quantity on the stacked blocks. Each merge is the recursive kernel's
+    arithmetic (the weight by ``logaddexp``, the coin ``log u < log w(right) - log w(merged)``,
+    the momentum sum left + right, the U-turn criterion at the merged block's ends), so the
+    bits are those of merging one pair at a time. ``coins[i]``: the log-uniforms of level
+    ``level + i + 1``'s merges, ``(blocks, C)``. Returns the merged blocks and each level's
+    U-turn criterion (``floor``: as in :func:`_build`)."""
+    turns = []
+    for i, log_u in enumerate(coins):
+        w = torch.logaddexp(b.log_w[0::2], b.log_w[1::2])
+        take = log_u < b.log_w[1::2] - w
+        r_sum = b.r_sum[0::2] + b.r_sum[1::2]
+        turn = _turning(b.v0[0::2], b.r0[0::2], b.v1[1::2], b.r1[1::2], r_sum)
+        if floor is not None:
+            turn = turn & (floor <= level + i + 1)
+        turns.append(turn)
+        left, right = _halves(b.proposal)
+        b = _Blocks(
+            b.r0[0::2], b.v0[0::2], b.r1[1::2], b.v1[1::2], r_sum, w, _pick(take, right, left)
+        )
+    return b, turns
+
+
+def _chunk(pot, metric, p: BatchPoint, steps, n: int, coins: list, floor, rows):
+    """``n`` leaves from ``p`` (:func:`_leaves`) and the merges among them (``coins``: their
+    log-uniforms per level): the chunk's root block with its proposal as a point, copied off
+    the scratch, its leaves' log weights ``e0 - energy`` (``steps``: ``M^-1 eps``, ``eps / 2``,
+    ``e0``), each level's U-turn criterion and the last leaf."""
+    pts = _leaves(pot, metric, p, *steps[:2], n)
+    lw = steps[2] - pts.energy  # minus the energy error, exactly
+    at = torch.arange(n, device=lw.device).unsqueeze(1).expand(n, -1)
+    b, turns = _merge_levels(_Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, at), coins, floor, 0)
+    prop = BatchPoint(*(f[b.proposal[0], rows][None] for f in pts))
+    b = b._replace(r0=b.r0.clone(), r1=b.r1.clone(), r_sum=b.r_sum.clone(), proposal=prop)
+    return b, lw, turns, BatchPoint(*(f[-1] for f in pts))
 
 
 def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, floor=None) -> _Built:
-    """A subtree of ``2**depth`` leaves for every chain in ``live``, leaf by leaf, on the device.
+    """A subtree of ``2**depth`` leaves for every chain in ``live``, on the device.
 
-    The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` in post-order: after leaf
-    ``k`` the tree merges with the pending left halves at the levels of the trailing one bits
-    of ``k``. A chain whose tree turns or diverges leaves ``live``: it draws no more coins
-    and its rows go on unused (rows of a batch do not interact). The recursion would still
-    merge its tree with the left halves at the higher one bits of ``k`` on the way up and draw
-    those coins; they decide nothing, so :func:`nuts_step_batch` counts them on the host from
-    the record. A live chain's merged weight is never ``-inf`` (its leaves have finite
-    energy errors), so it always draws. Nothing is read back here. ``floor`` ``(C,)``: a
-    chain's subtrees of fewer than ``2**floor`` leaves do not stop it by turning
-    (:func:`nuts_step_batch`'s ``min_depth``).
+    The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` reorganized: the
+    leapfrog steps first (chunk by chunk of at most :data:`CHUNK_BYTES`), then the merges
+    level by level (:func:`_merge_levels`), then which chains were still live at each leaf and
+    merge, from the cumulative count of the recursion's stopping events (a leaf that diverged,
+    a merge that turned) in its order. That is possible because nothing a chain computes
+    depends on whether it is live: a chain whose tree turned or diverged leaves ``live``, its
+    rows go on unused (rows of a batch do not interact) and it draws no more coins. A live
+    chain's merged weight is never ``-inf``, so it draws at every merge, and merge ``m`` (in
+    the recursion's order) reads column ``m`` of the coins' block. The recursion would still
+    draw the coins of the merges on its way up out of a subtree that stopped; they decide
+    nothing, so :func:`nuts_step_batch` counts them on the host from the record. Nothing is
+    read back here. ``floor`` ``(C,)``: a chain's subtrees of fewer than ``2**floor`` leaves do
+    not stop it by turning (:func:`nuts_step_batch`'s ``min_depth``).
     """
     c, dim = start.z.shape
-    pending: list[_Sub | None] = [None] * depth
-    by_index = depth >= 2 and 2**depth * c * dim * 4 * start.z.element_size() <= INDEX_BYTES
-    leaves, lw_of, live_of, turn_of = [], [], [], []
-    minv_eps, half = metric.scale(eps), 0.5 * eps
-    if by_index:  # 0-d views made at once (not a select per leaf)
-        index = torch.arange(2**depth, device=e0.device).unbind()
-    log_u, drew = coins.block(2**depth - 1).unbind(1), []
-    p = start
-    for k in range(2**depth):
-        p = _leapfrog(pot, metric, p, minv_eps, half, finite=False)
-        lw = e0 - p.energy  # minus the energy error, exactly
-        lw_of.append(lw)
-        live_of.append(live)
-        live = live & (lw >= -MAX_ENERGY_ERROR)  # NaN (infinite energy) diverges too
-        if by_index:
-            leaves.append(p)
-        cur = _Sub(p.r, p.v, p.r, index[k] if by_index else p, lw)
-        level = 0
-        while level < depth and k >> level & 1:  # merge with the pending left half
-            left = pending[level]
-            w = torch.logaddexp(left.log_w, cur.log_w)
-            drew.append(live)
-            take = log_u[len(drew) - 1] < cur.log_w - w  # decides nothing unless live
-            r_sum = left.r_sum + cur.r_sum
-            turn = _turning(left.v0, left.r0, p.v, p.r, r_sum)
-            if floor is not None:
-                turn = turn & (floor <= level + 1)
-            turn_of.append(turn)
-            if by_index:
-                prop = torch.where(take, cur.proposal, left.proposal)
-            else:
-                prop = cur.proposal.where(take, left.proposal)
-            cur = _Sub(left.r0, left.v0, r_sum, prop, w)
-            live = live > turn  # and not
-            level += 1
-        if level < depth:
-            pending[level] = cur
-    coins.consume(drew)
-    proposal = cur.proposal
-    if by_index:
-        rows = torch.arange(c, device=e0.device)
-        proposal = BatchPoint(*(torch.stack(f)[proposal, rows] for f in zip(*leaves, strict=True)))
-    return _Built(p, cur, proposal, live, lw_of, live_of, turn_of)
+    chunk = (CHUNK_BYTES // (4 * c * dim * start.z.element_size())).bit_length() - 1
+    chunk, n = min(depth, max(0, chunk)), 2 ** min(depth, max(0, chunk))
+    number, order, leaf_at, merge_at = _layout(depth)
+    sizes = [2 ** (depth - lev) for lev in range(1, depth + 1)]
+    levels = coins.block(2**depth - 1)[:, number].T.split(sizes)  # level order
+    steps, rows = (metric.scale(eps), 0.5 * eps, e0), torch.arange(c, device=e0.device)
+    p, roots, log_w, turns = start, [], [], [[] for _ in range(chunk)]
+    for i in range(2 ** (depth - chunk)):  # a chunk's merges are at positions i n / 2^lev ...
+        mine = [levels[lev][i * n >> lev + 1 : (i + 1) * n >> lev + 1] for lev in range(chunk)]
+        b, lw, t, p = _chunk(pot, metric, p, steps, n, mine, floor, rows)
+        roots.append(b)
+        log_w.append(lw)
+        for lev in range(chunk):
+            turns[lev].append(t[lev])
+    root = _Blocks(*(_cat(f) for f in zip(*roots, strict=True)))
+    root, t = _merge_levels(root, levels[chunk:], floor, chunk)
+    turn = torch.cat([x for lev in turns for x in lev] + t + [e0.new_zeros(0, c, dtype=torch.bool)])
+    log_w = torch.cat(log_w)
+    event = torch.empty(2 ** (depth + 1) - 1, c, dtype=torch.long, device=e0.device)
+    event[leaf_at] = (~(log_w >= -MAX_ENERGY_ERROR)).long()  # NaN (infinite energy) diverges too
+    event[merge_at] = turn.long()
+    seen = event.cumsum(0)
+    live_at = live & (seen == event)  # no stopping event before it
+    coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
+    last = p._replace(z=p.z.clone(), r=p.r.clone(), g=p.g.clone())  # off the scratch
+    proposal = BatchPoint(*(f[0] for f in root.proposal))
+    return _Built(
+        last,
+        root.r_sum[0],
+        root.log_w[0],
+        proposal,
+        live & (seen[-1] == 0),
+        log_w,
+        live_at[leaf_at],
+        turn[order],
+    )
 
 
-def _coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
-    """Coins the recursive kernel draws above a subtree of ``depth`` levels that stopped at
-    leaf ``k``, at ``level`` (0: the leaf diverged; leaf log weights ``lw``): one per merge
-    with a pending left half (the one bits of ``k`` from ``level`` up) whose merged weight is
-    not ``-inf``, i.e. once a leaf of the merged leaves has a finite weight."""
-    finite = any(w > -math.inf for w in lw[k - 2**level + 1 : k + 1])
-    n = 0
-    for j in range(level, depth):
-        if k >> j & 1:
-            base = ((k >> j) - 1) << j  # the pending left half: leaves base .. base + 2^j - 1
-            finite = finite or any(w > -math.inf for w in lw[base : base + 2**j])
-            n += finite
-    return n
-
-
-def _chain_record(lw: list[float], live: list[float], turn: list[float], doublings: int):
-    """One chain's statistics from the record of its transition, in the one-chain kernel's
-    Python floats and order of sums: (acceptance sum, leapfrog steps, tree depth, diverged,
-    coins drawn on the way up out of a subtree that stopped)."""
-    lw = [x if x == x else -math.inf for x in lw]  # NaN: an infinite energy
-    total, steps, off, moff = 0.0, 0, 0, 0
-    for d in range(doublings):
-        size = 2**d
-        if not live[off]:  # inactive since the last doubling
-            return total, steps, d, False, 0
-        s, k = 0.0, 0
-        for j in range(size):
-            if not live[off + j]:
-                break
-            s += math.exp(min(lw[off + j], 0.0))
-            steps, k = steps + 1, j
-        total += s
-        sub = lw[off : off + size]
-        if not sub[k] >= -MAX_ENERGY_ERROR:  # diverged at leaf k
-            return total, steps, d + 1, True, _coins_on_the_way_up(sub, k, 0, d)
-        first = moff + k - k.bit_count()  # merges after leaves 0 .. k-1
-        ones = (~k & (k + 1)).bit_length() - 1  # merges after leaf k: its trailing one bits
-        for lev in range(ones):
-            if turn[first + lev]:
-                return total, steps, d + 1, False, _coins_on_the_way_up(sub, k, lev + 1, d)
-        off, moff = off + size, moff + size - 1
-    return total, steps, doublings, False, 0
-
-
-def _transition_stats(coins: _Coins, lw_of: list, live_of: list, turn_of: list, doublings: int):
-    """The chains' statistics of one transition from its record, read to the host in one
-    copy (in Python floats, as the one-chain kernel computes them), each generator advanced
-    by the uniforms its chain used."""
-    record = [coins.used.double(), torch.stack(lw_of, 1), torch.stack(live_of, 1).double()]
-    if turn_of:
-        record.append(torch.stack(turn_of, 1).double())
-    host = torch.cat(record, 1).cpu().numpy()
-    n_leaves = len(lw_of)
-    used, sum_acc, n, depth, diverging = [], [], [], [], []
-    for row in host:
-        lw, live = row[1 : 1 + n_leaves].tolist(), row[1 + n_leaves : 1 + 2 * n_leaves]
-        acc, steps, dep, div, up = _chain_record(
-            lw, live.tolist(), row[1 + 2 * n_leaves :].tolist(), doublings
-        )
-        used.append(int(row[0]) + up)
-        sum_acc.append(acc)
-        n.append(steps)
-        depth.append(dep)
-        diverging.append(div)
-    coins.settle(used)
-    return {
-        "n_steps": np.array(n),
-        "tree_depth": np.array(depth),
-        "diverging": np.array(diverging),
-        "acceptance_rate": np.array(sum_acc) / np.array(n),
-    }
+def _cat(parts: list):
+    """Concatenate tensors, or points field by field, along dim 0."""
+    if isinstance(parts[0], torch.Tensor):
+        return torch.cat(parts)
+    return BatchPoint(*map(torch.cat, zip(*parts, strict=True)))
 
 
 def nuts_step_batch(
@@ -403,7 +425,7 @@ def nuts_step_batch(
     eps = eps.to(p.z.dtype).reshape(c, 1)
     # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
     # of its 2^d leaves and the progressive-sampling coin
-    coins = _Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
+    coins = Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
     left = right = proposal = p
     r_sum, e0 = p.r, p.energy
     log_w = torch.zeros_like(e0)
@@ -414,23 +436,23 @@ def nuts_step_batch(
         sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
         start = right.where(fwd, left)
         b = _build(pot, metric, start, eps * sign, d, e0, active, coins, min_depth)
-        lw_of += b.log_w
-        live_of += b.live_at
-        turn_of += b.turn
+        lw_of.append(b.log_w)
+        live_of.append(b.live_at)
+        turn_of.append(b.turn)
         right = b.last.where(active & fwd, right)
         left = b.last.where(active & ~fwd, left)
         go = b.live
-        take = go & (coins.draw(go) < b.tree.log_w - log_w)
+        take = go & (coins.draw(go) < b.weight - log_w)
         proposal = b.proposal.where(take, proposal)
-        r_sum = torch.where(go.unsqueeze(1), r_sum + b.tree.r_sum, r_sum)
+        r_sum = torch.where(go.unsqueeze(1), r_sum + b.r_sum, r_sum)
         turn = _turning(left.v, left.r, right.v, right.r, r_sum)
         if min_depth is not None:
             turn = turn & (min_depth <= d + 1)
-        log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.tree.log_w), log_w)
+        log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.weight), log_w)
         active = go & ~turn
         if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
-    stats = _transition_stats(coins, lw_of, live_of, turn_of, d + 1)
+    stats = transition_stats(coins, lw_of, live_of, turn_of, d + 1, MAX_ENERGY_ERROR)
     return proposal, stats
 
 

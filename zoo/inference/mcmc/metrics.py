@@ -90,9 +90,11 @@ class DenseBatchMetric:
         """The step sizes as they are (the matrix is applied in :meth:`drift`)."""
         return eps
 
-    def drift(self, z: torch.Tensor, scaled: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
-        """:math:`z + \\epsilon \\Sigma r`."""
-        return z + scaled * (r @ self.minv)
+    def drift(
+        self, z: torch.Tensor, scaled: torch.Tensor, r: torch.Tensor, out=None
+    ) -> torch.Tensor:
+        """:math:`z + \\epsilon \\Sigma r`, into ``out`` if given."""
+        return torch.add(z, scaled * (r @ self.minv), out=out)
 
     def diagonal(self, chains: int) -> torch.Tensor:
         """The diagonal of :math:`\\Sigma`, repeated per chain ``(C, D)`` (what a report reads)."""

@@ -28,6 +28,7 @@ FLOORS = {
     "thinning": 1,
     "resume": 1,
     "gig": 1,
+    "nuts_record": 1,
     "kernel": 2,
     "batched": 2,
     "chees": 2,

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.zoo.inference.mcmc.test_sequential import _small
-from zoo.inference.mcmc import batched
+from zoo.inference.mcmc import batched, nuts_record
 from zoo.inference.mcmc.batched import BatchMetric, new_point_batch, nuts_step_batch
 from zoo.inference.mcmc.kernel import Metric, new_point, nuts_step
 
@@ -31,11 +31,11 @@ def test_random_takes_one_advance_step(k: int) -> None:
     g.bit_generator.state = state
     g.bit_generator.advance(k)
     assert g.random() == block[k] and g.random() == block[k + 1]
-    # what _Coins.settle does, for PCG64 and for a bit generator without advance
+    # what Coins.settle does, for PCG64 and for a bit generator without advance
     for bits in (np.random.PCG64(5), np.random.MT19937(5)):
         ref, g = np.random.Generator(type(bits)(5)), np.random.Generator(bits)
         ref.random(k)
-        coins = batched._Coins([g], 2 * k + 3, torch.device("cpu"))
+        coins = nuts_record.Coins([g], 2 * k + 3, torch.device("cpu"))
         coins.settle([k])
         np.testing.assert_array_equal(g.random(3), ref.random(3))
 
@@ -87,10 +87,19 @@ def _states_follow_the_kernel(pot, dim, eps, depth, transitions, dtype) -> list[
     return seen
 
 
-def test_generators_end_where_the_kernel_leaves_them_at_a_nan_wall() -> None:
+#: ``batched.CHUNK_BYTES``: the default (a subtree's leaves in one chunk), every leaf its own
+#: chunk (all merges among the chunks' roots), and chunks of four leaves of the tests' targets.
+CHUNKS = pytest.mark.parametrize("chunk", [None, 1, 4 * 4 * 8 * 6 * 8], ids=["one", "leaf", "four"])
+
+
+@CHUNKS
+def test_generators_end_where_the_kernel_leaves_them_at_a_nan_wall(chunk, monkeypatch) -> None:
     """Eight chains, step sizes from tiny (full trees) to ones that cross the NaN wall at
     some leaf of a subtree: after every transition each generator's state is the one-chain
-    kernel's, and so are the statistics and the proposal."""
+    kernel's, and so are the statistics and the proposal, however the subtree's leaves are
+    chunked (the roots of chunks merge as points, the leaves within one as indices)."""
+    if chunk is not None:
+        monkeypatch.setattr(batched, "CHUNK_BYTES", chunk)
     eps = [0.02, 0.05, 0.3, 0.6, 0.9, 1.2, 1.5, 2.5]
     seen = _states_follow_the_kernel(_Wall(6, 7.0), 6, eps, 6, 5, torch.float64)
     assert any(st["diverging"] for st in seen)
@@ -98,7 +107,10 @@ def test_generators_end_where_the_kernel_leaves_them_at_a_nan_wall() -> None:
     assert any(st["tree_depth"] == 6 for st in seen)
 
 
-def test_generators_end_where_the_kernel_leaves_them_on_a_network() -> None:
+@CHUNKS
+def test_generators_end_where_the_kernel_leaves_them_on_a_network(chunk, monkeypatch) -> None:
+    if chunk is not None:
+        monkeypatch.setattr(batched, "CHUNK_BYTES", chunk)
     pot = _small("classification")[0]
     seen = _states_follow_the_kernel(pot, pot.dim, [0.2, 0.06, 8.0], 5, 4, torch.float32)
     assert any(st["diverging"] for st in seen)

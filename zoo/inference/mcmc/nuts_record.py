@@ -1,0 +1,137 @@
+"""The host's side of a batched NUTS transition (:func:`zoo.inference.mcmc.batched.nuts_step_batch`).
+
+Each chain's uniforms are drawn ahead as a block (:class:`Coins`) and consumed on the device
+in the order in which the recursive one-chain kernel (:mod:`zoo.inference.mcmc.kernel`) draws
+them; at the end of the transition the record of its tree (every leaf's log weight, which
+chains built it, every merge's U-turn criterion) comes back in one copy, and
+:func:`transition_stats` computes from it what the one-chain kernel computes as it goes, in
+its Python floats and order of sums: the acceptance statistic, the steps, the tree depth, the
+divergence flag and the coins the recursion draws on its way up out of a subtree that
+stopped (they decide nothing, so only their count matters); then it advances each
+generator by the uniforms its chain used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["Coins", "chain_record", "coins_on_the_way_up", "transition_stats"]
+
+
+class Coins:
+    """Each chain's uniforms of one transition, drawn ahead on the host as a ``(C, M)`` block.
+
+    ``numpy.random.Generator.random`` takes one 64-bit output of the bit generator per
+    double, so the ``k``-th uniform a chain uses is entry ``k`` of its row, whatever the
+    masks decided on the device. :meth:`settle` puts each generator where ``k`` calls of
+    ``random()`` would have left it (``PCG64.advance``; other bit generators redraw).
+    """
+
+    def __init__(self, rngs: Sequence[np.random.Generator], width: int, device) -> None:
+        self.rngs = rngs
+        self.states = [g.bit_generator.state for g in rngs]
+        block = np.stack([g.random(width + 1) for g in rngs])  # + 1: a column never used
+        self.u = torch.from_numpy(block).to(device)
+        self.log_u = self.u.log()
+        self.used = torch.zeros(len(rngs), 1, dtype=torch.long, device=device)
+
+    def draw(self, mask: torch.Tensor, log: bool = True) -> torch.Tensor:
+        """The next uniform (or its log) of every chain; the chains in ``mask`` consume it."""
+        x = (self.log_u if log else self.u).gather(1, self.used).squeeze(1)
+        self.used = self.used + mask.unsqueeze(1)
+        return x
+
+    def block(self, n: int) -> torch.Tensor:
+        """The next ``n`` log-uniforms of every chain, ``(C, n)``, not consumed: a chain
+        that draws at every merge of a subtree uses column ``m`` at merge ``m``."""
+        return self.log_u.gather(1, self.used + torch.arange(n, device=self.used.device))
+
+    def consume(self, masks: list[torch.Tensor]) -> None:
+        """Each chain consumes one uniform per mask (of ``masks``) that holds it."""
+        if masks:
+            self.used = self.used + torch.stack(masks, 1).sum(1, keepdim=True)
+
+    def settle(self, used: Sequence[int]) -> None:
+        for g, state, k in zip(self.rngs, self.states, used, strict=True):
+            bg = g.bit_generator
+            bg.state = state
+            if isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
+                bg.advance(k)
+            else:
+                g.random(k)
+
+
+def coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
+    """Coins the recursive kernel draws above a subtree of ``depth`` levels that stopped at
+    leaf ``k``, at ``level`` (0: the leaf diverged; leaf log weights ``lw``): one per merge
+    with a pending left half (the one bits of ``k`` from ``level`` up) whose merged weight is
+    not ``-inf``, i.e. once a leaf of the merged leaves has a finite weight."""
+    finite = any(w > -math.inf for w in lw[k - 2**level + 1 : k + 1])
+    n = 0
+    for j in range(level, depth):
+        if k >> j & 1:
+            base = ((k >> j) - 1) << j  # the pending left half: leaves base .. base + 2^j - 1
+            finite = finite or any(w > -math.inf for w in lw[base : base + 2**j])
+            n += finite
+    return n
+
+
+def chain_record(
+    lw: list[float], n_live: list[int], turn: list[float], doublings: int, max_energy_error: float
+):
+    """One chain's statistics from the record of its transition, in the one-chain kernel's
+    Python floats and order of sums: (acceptance sum, leapfrog steps, tree depth, diverged,
+    coins drawn on the way up out of a subtree that stopped). ``lw``: its leaves' log weights
+    (NaN, an infinite energy, as ``-inf``); ``n_live``: per doubling, how many leaves it built
+    (a chain builds a prefix of each subtree)."""
+    exp, total, steps, off, moff = math.exp, 0.0, 0, 0, 0
+    for d in range(doublings):
+        size, m = 2**d, n_live[d]
+        if not m:  # inactive since the last doubling
+            return total, steps, d, False, 0
+        s = 0.0
+        for x in lw[off : off + m]:
+            s += exp(x) if x < 0.0 else 1.0  # exp(min(x, 0))
+        total, steps, k = total + s, steps + m, m - 1
+        sub = lw[off : off + size]
+        if not sub[k] >= -max_energy_error:  # diverged at leaf k
+            return total, steps, d + 1, True, coins_on_the_way_up(sub, k, 0, d)
+        first = moff + k - k.bit_count()  # merges after leaves 0 .. k-1
+        ones = (~k & (k + 1)).bit_length() - 1  # merges after leaf k: its trailing one bits
+        for lev in range(ones):
+            if turn[first + lev]:
+                return total, steps, d + 1, False, coins_on_the_way_up(sub, k, lev + 1, d)
+        off, moff = off + size, moff + size - 1
+    return total, steps, doublings, False, 0
+
+
+def transition_stats(
+    coins: Coins, lw_of: list, live_of: list, turn_of: list, doublings: int, max_energy_error: float
+):
+    """The chains' statistics of one transition from its record, read to the host in one
+    copy (in Python floats, as the one-chain kernel computes them), each generator advanced
+    by the uniforms its chain used."""
+    lw, live = torch.cat(lw_of).T, torch.cat(live_of).T.double()
+    host = (
+        torch.cat([coins.used.double(), lw, live, torch.cat(turn_of).T.double()], 1).cpu().numpy()
+    )
+    n = lw.shape[1]
+    lw = np.where(np.isnan(host[:, 1 : 1 + n]), -math.inf, host[:, 1 : 1 + n]).tolist()
+    n_live = np.add.reduceat(host[:, 1 + n : 1 + 2 * n], 2 ** np.arange(doublings) - 1, axis=1)
+    n_live, turn = n_live.astype(int).tolist(), host[:, 1 + 2 * n :].tolist()
+    rows = [
+        chain_record(*row, doublings, max_energy_error)
+        for row in zip(lw, n_live, turn, strict=True)
+    ]
+    acc, steps, depth, diverging, up = (np.array(x) for x in zip(*rows, strict=True))
+    coins.settle((host[:, 0].astype(int) + up).tolist())
+    return {
+        "n_steps": steps,
+        "tree_depth": depth,
+        "diverging": diverging,
+        "acceptance_rate": acc / steps,
+    }
