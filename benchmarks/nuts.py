@@ -39,7 +39,9 @@ has jax and numpyro (never install them into the project venv), timed with its J
   default spec's depth-2 network (one logit, 100-parameter budget, N = 500), transitions
   from an MLE-pretrained point with a step so small that every tree reaches depth 8 (as the
   default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
-  from ``git show``, so that before and after are measured in one run);
+  from ``git show``, so that before and after are measured in one run). Each round times
+  the raw gradient and then every kernel, and its ratios pair those runs: the median and
+  range over ``--rounds`` rounds are printed;
 - ESS_bulk (min and median over parameters, the network's weights aligned modulo
   hidden-unit permutations as the zoo's gates read them; median over the class-1
   probabilities at 100 test points for the network) per CPU-second (process CPU time,
@@ -463,27 +465,30 @@ def _default_network():
 
 
 def _throughput(kernels: dict, pot, z: torch.Tensor, depth: int, reps: int, rounds: int):
-    """Chain-gradients per CPU-second of each NUTS kernel (transitions from ``z`` with a step
-    so small that every tree reaches ``depth``, as the default's trees do) and of the raw
-    batched gradient at the same ``(C, D)`` points; the fastest of ``rounds`` rounds."""
+    """Each NUTS kernel's chain-gradients per CPU-second over the raw batched gradient's, per
+    round: a round times ``reps * 2**depth`` raw gradients at the same ``(C, D)`` points and
+    then ``reps`` transitions of every kernel from ``z`` (a step so small that every tree
+    reaches ``depth``, as the default's trees do), so that each ratio pairs runs seconds
+    apart (the load of a shared CPU drifts over minutes). One round before them warms up."""
     c, d = z.shape
     metric = BatchMetric(torch.ones(c, d, dtype=z.dtype))
     eps = torch.full((c,), 1e-3)
     u, g = pot.value_and_grad_batch(z)
-    best: dict[str, float] = {}
-    for _ in range(rounds):
+    ratios: dict[str, list[float]] = {name: [] for name in kernels}
+    for r in range(rounds + 1):
         t0 = time.process_time()
         for _ in range(reps * 2**depth):
             pot.value_and_grad_batch(z)
-        best["raw"] = max(best.get("raw", 0), c * reps * 2**depth / (time.process_time() - t0))
+        raw = c * reps * 2**depth / (time.process_time() - t0)
         for name, step in kernels.items():
             rngs = [np.random.default_rng(i) for i in range(c)]
             gens = [torch.Generator().manual_seed(i) for i in range(c)]
             pot.calls, t0 = 0, time.process_time()
             for _ in range(reps):
                 step(pot, metric, new_point_batch(metric, z, u, g, gens), eps, depth, rngs)
-            best[name] = max(best.get(name, 0), pot.calls / (time.process_time() - t0))
-    return best
+            if r:
+                ratios[name].append(pot.calls / (time.process_time() - t0) / raw)
+    return ratios
 
 
 def _run_zoo(step, pot, seed: int = 0, **kw) -> tuple[np.ndarray, float]:
@@ -505,15 +510,16 @@ def batched(a) -> None:
     pot = _Counted(model, x, y)
     print(
         f"\nbatched NUTS, default's depth-2 network (D = {pot.dim}, N = {len(x)}), max tree "
-        f"depth 8, chain-gradients per CPU-second over the raw batched gradient's "
-        f"(fastest of {a.rounds} rounds)"
+        f"depth 8, chain-gradients per CPU-second over the raw batched gradient's, median "
+        f"(range) of {a.rounds} interleaved rounds"
     )
-    print(f"{'C':>4}  " + "  ".join(f"{k:>14}" for k in kernels))
+    print(f"{'C':>4}  " + "  ".join(f"{k:>22}" for k in kernels))
     for c in a.chains:
         gen = torch.Generator().manual_seed(c)
         z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
-        best = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
-        print(f"{c:>4}  " + "  ".join(f"{best[k] / best['raw']:>14.3f}" for k in kernels))
+        ratios = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
+        cells = (f"{np.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in ratios.values())
+        print(f"{c:>4}  " + "  ".join(f"{x:>22}" for x in cells))
     print(f"load average after: {load():.1f}")
     if a.skip_ess:
         return
