@@ -175,7 +175,9 @@ class _Blocks(NamedTuple):
 
 
 class _Built(NamedTuple):
-    """A subtree of every chain and the record of its build (per leaf and per merge)."""
+    """A subtree of every chain and the record of its build (per leaf and per merge). Its
+    points and momentum sum may be views of :func:`_scratch`, valid until the next subtree
+    is built: :func:`nuts_step_batch` takes what it keeps of them at once."""
 
     last: BatchPoint  # the frontier (of chains still live at the end)
     r_sum: torch.Tensor  # the subtree's momentum sum
@@ -192,8 +194,8 @@ class _Built(NamedTuple):
 CHUNK_BYTES = 2**26
 
 
-@functools.lru_cache(maxsize=16)
-def _layout(depth: int) -> tuple[torch.Tensor, ...]:
+@functools.lru_cache(maxsize=64)
+def _layout(depth: int, device: torch.device) -> tuple[torch.Tensor, ...]:
     """The merges of a subtree of ``2**depth`` leaves in level order (level 1 left to right,
     then level 2, ...): their numbers in the recursion's (post-)order, the permutation that
     puts level order into that order, and where the leaves and the merges fall in the
@@ -206,8 +208,8 @@ def _layout(depth: int) -> tuple[torch.Tensor, ...]:
             number.append(k - k.bit_count() + lev - 1)
             merge_at.append(2 * k - k.bit_count() + lev)
     leaf_at = [2 * k - k.bit_count() for k in range(2**depth)]
-    number = torch.tensor(number, dtype=torch.long)
-    long = functools.partial(torch.tensor, dtype=torch.long)
+    long = functools.partial(torch.tensor, dtype=torch.long, device=device)
+    number = long(number)
     return number, torch.argsort(number), long(leaf_at), long(merge_at)
 
 
@@ -237,12 +239,12 @@ def _leaves(pot, metric, p: BatchPoint, minv_eps, half, n: int) -> BatchPoint:
     z_of, r_of, g_of = _scratch(n, p.z).unbind()
     us, r, g, z = [], p.r, p.g, p.z
     vg, kick, drift = pot.value_and_grad_batch, torch.addcmul, metric.drift
-    for k in range(n):
+    for z_k, r_k, g_k in zip(z_of.unbind(), r_of.unbind(), g_of.unbind(), strict=True):
         r = kick(r, g, half, value=-1)
-        z = drift(z, minv_eps, r, out=z_of[k])
+        z = drift(z, minv_eps, r, out=z_k)
         u, g = vg(z)
-        r = kick(r, g, half, value=-1, out=r_of[k])
-        g_of[k].copy_(g)
+        r = kick(r, g, half, value=-1, out=r_k)
+        g_k.copy_(g)
         us.append(u)
     if isinstance(metric, BatchMetric):  # elementwise: stacked, the same bits
         v_of = metric.velocity(r_of)
@@ -299,18 +301,81 @@ def _merge_levels(b: _Blocks, coins: list, floor, level: int) -> tuple[_Blocks, 
     return b, turns
 
 
-def _chunk(pot, metric, p: BatchPoint, steps, n: int, coins: list, floor, rows):
-    """``n`` leaves from ``p`` (:func:`_leaves`) and the merges among them (``coins``: their
-    log-uniforms per level): the chunk's root block with its proposal as a point, copied off
-    the scratch, its leaves' log weights ``e0 - energy`` (``steps``: ``M^-1 eps``, ``eps / 2``,
-    ``e0``), each level's U-turn criterion and the last leaf."""
+@functools.lru_cache(maxsize=64)
+def _indices(n: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(n, C)`` leaf indices (leaf ``k`` in row ``k``) and the ``C`` rows ``0 .. C-1``."""
+    return torch.arange(n, device=device).unsqueeze(1).expand(n, c), torch.arange(c, device=device)
+
+
+def _chunk(pot, metric, p: BatchPoint, steps, n: int, coins: list, floor):
+    """``n`` leaves from ``p`` (:func:`_leaves`; ``steps``: ``M^-1 eps``, ``eps / 2``, ``e0``)
+    and the merges among them (``coins``: their log-uniforms per level): the root block
+    (leading dim 1; its ends are views of the scratch), its proposal ``(C, ...)``, the leaves'
+    log weights ``e0 - energy``, each level's U-turn criterion and the last leaf (views)."""
     pts = _leaves(pot, metric, p, *steps[:2], n)
     lw = steps[2] - pts.energy  # minus the energy error, exactly
-    at = torch.arange(n, device=lw.device).unsqueeze(1).expand(n, -1)
+    last = BatchPoint(*(f[-1] for f in pts))
+    if n == 1:  # the leaf is the proposal
+        return _Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, None), last, lw, [], last
+    at, rows = _indices(n, lw.shape[1], lw.device)
     b, turns = _merge_levels(_Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, at), coins, floor, 0)
-    prop = BatchPoint(*(f[b.proposal[0], rows][None] for f in pts))
-    b = b._replace(r0=b.r0.clone(), r1=b.r1.clone(), r_sum=b.r_sum.clone(), proposal=prop)
-    return b, lw, turns, BatchPoint(*(f[-1] for f in pts))
+    flat = b.proposal[0] * lw.shape[1] + rows  # (leaf, chain) as a row of the stacks
+    prop = BatchPoint(*(f.flatten(0, 1).index_select(0, flat) for f in pts))
+    return b, prop, lw, turns, last
+
+
+def _subtree(pot, metric, start: BatchPoint, steps, depth: int, levels: list, floor):
+    """The leaves and merges of a subtree of ``2**depth`` leaves, in chunks of at most
+    :data:`CHUNK_BYTES` (``levels``: the merges' log-uniforms, level by level): its momentum
+    sum, log weight, proposal, leaves' log weights, U-turn criteria in level order and last
+    leaf (a view of the scratch)."""
+    c, dim = start.z.shape
+    chunk = (CHUNK_BYTES // (4 * c * dim * start.z.element_size())).bit_length() - 1
+    chunk = min(depth, max(0, chunk))
+    if chunk == depth:  # one chunk: the merges all within it
+        b, prop, lw, turns, last = _chunk(pot, metric, start, steps, 2**depth, levels, floor)
+        return b.r_sum[0], b.log_w[0], prop, lw, turns, last
+    n, p, roots, log_w, turns = 2**chunk, start, [], [], [[] for _ in range(chunk)]
+    for i in range(2 ** (depth - chunk)):  # a chunk's merges are at positions i n / 2^lev ...
+        mine = [levels[lev][i * n >> lev + 1 : (i + 1) * n >> lev + 1] for lev in range(chunk)]
+        b, prop, lw, t, p = _chunk(pot, metric, p, steps, n, mine, floor)
+        prop = BatchPoint(*(x[None].clone() for x in prop))  # off the scratch
+        roots.append(
+            b._replace(r0=b.r0.clone(), r1=b.r1.clone(), r_sum=b.r_sum.clone(), proposal=prop)
+        )
+        log_w.append(lw)
+        for lev in range(chunk):
+            turns[lev].append(t[lev])
+    root = _Blocks(*(_cat(f) for f in zip(*roots, strict=True)))
+    root, t = _merge_levels(root, levels[chunk:], floor, chunk)
+    prop = BatchPoint(*(f[0] for f in root.proposal))
+    return (
+        root.r_sum[0],
+        root.log_w[0],
+        prop,
+        torch.cat(log_w),
+        [x for lev in turns for x in lev] + t,
+        p,
+    )
+
+
+def _live(live, log_w, turns: list, depth: int, coins):
+    """Which chains built each leaf and which are live at the end, from the cumulative count
+    of stopping events (a leaf that diverged, a merge that turned) in the recursion's order;
+    each chain consumes the coins of the merges it was live at. Also the U-turn criteria in
+    the recursion's order."""
+    ok = log_w >= -MAX_ENERGY_ERROR  # NaN (infinite energy) diverges too
+    if not depth:
+        return live[None], live & ok[0], ok[:0]
+    number, order, leaf_at, merge_at = _layout(depth, log_w.device)
+    turn = torch.cat(turns)
+    event = torch.empty(2 ** (depth + 1) - 1, live.shape[0], dtype=torch.long, device=live.device)
+    event[leaf_at] = (~ok).long()
+    event[merge_at] = turn.long()
+    seen = event.cumsum(0)
+    live_at = live & (seen == event)  # no stopping event before it
+    coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
+    return live_at[leaf_at], live & (seen[-1] == 0), turn[order]
 
 
 def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, floor=None) -> _Built:
@@ -330,43 +395,14 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, flo
     read back here. ``floor`` ``(C,)``: a chain's subtrees of fewer than ``2**floor`` leaves do
     not stop it by turning (:func:`nuts_step_batch`'s ``min_depth``).
     """
-    c, dim = start.z.shape
-    chunk = (CHUNK_BYTES // (4 * c * dim * start.z.element_size())).bit_length() - 1
-    chunk, n = min(depth, max(0, chunk)), 2 ** min(depth, max(0, chunk))
-    number, order, leaf_at, merge_at = _layout(depth)
     sizes = [2 ** (depth - lev) for lev in range(1, depth + 1)]
-    levels = coins.block(2**depth - 1)[:, number].T.split(sizes)  # level order
-    steps, rows = (metric.scale(eps), 0.5 * eps, e0), torch.arange(c, device=e0.device)
-    p, roots, log_w, turns = start, [], [], [[] for _ in range(chunk)]
-    for i in range(2 ** (depth - chunk)):  # a chunk's merges are at positions i n / 2^lev ...
-        mine = [levels[lev][i * n >> lev + 1 : (i + 1) * n >> lev + 1] for lev in range(chunk)]
-        b, lw, t, p = _chunk(pot, metric, p, steps, n, mine, floor, rows)
-        roots.append(b)
-        log_w.append(lw)
-        for lev in range(chunk):
-            turns[lev].append(t[lev])
-    root = _Blocks(*(_cat(f) for f in zip(*roots, strict=True)))
-    root, t = _merge_levels(root, levels[chunk:], floor, chunk)
-    turn = torch.cat([x for lev in turns for x in lev] + t + [e0.new_zeros(0, c, dtype=torch.bool)])
-    log_w = torch.cat(log_w)
-    event = torch.empty(2 ** (depth + 1) - 1, c, dtype=torch.long, device=e0.device)
-    event[leaf_at] = (~(log_w >= -MAX_ENERGY_ERROR)).long()  # NaN (infinite energy) diverges too
-    event[merge_at] = turn.long()
-    seen = event.cumsum(0)
-    live_at = live & (seen == event)  # no stopping event before it
-    coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
-    last = p._replace(z=p.z.clone(), r=p.r.clone(), g=p.g.clone())  # off the scratch
-    proposal = BatchPoint(*(f[0] for f in root.proposal))
-    return _Built(
-        last,
-        root.r_sum[0],
-        root.log_w[0],
-        proposal,
-        live & (seen[-1] == 0),
-        log_w,
-        live_at[leaf_at],
-        turn[order],
+    levels = coins.take(_layout(depth, e0.device)[0]).T.split(sizes)  # level order
+    steps = (metric.scale(eps), 0.5 * eps, e0)
+    r_sum, weight, proposal, log_w, turns, last = _subtree(
+        pot, metric, start, steps, depth, levels, floor
     )
+    live_at, live, turn = _live(live, log_w, turns, depth, coins)
+    return _Built(last, r_sum, weight, proposal, live, log_w, live_at, turn)
 
 
 def _cat(parts: list):
@@ -374,6 +410,21 @@ def _cat(parts: list):
     if isinstance(parts[0], torch.Tensor):
         return torch.cat(parts)
     return BatchPoint(*map(torch.cat, zip(*parts, strict=True)))
+
+
+class _End(NamedTuple):
+    """An end of a trajectory: what the next subtree starts from and the U-turn reads."""
+
+    z: torch.Tensor
+    r: torch.Tensor
+    v: torch.Tensor
+    g: torch.Tensor
+
+
+def _ends(mask: torch.Tensor, a, b) -> _End:
+    """The ends (or points) ``a`` where ``mask``, else ``b``."""
+    m = mask.unsqueeze(1)
+    return _End(*(torch.where(m, x, y) for x, y in zip(a[:4], b[:4], strict=True)))
 
 
 def nuts_step_batch(
@@ -426,21 +477,22 @@ def nuts_step_batch(
     # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
     # of its 2^d leaves and the progressive-sampling coin
     coins = Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
-    left = right = proposal = p
-    r_sum, e0 = p.r, p.energy
+    left = right = _End(p.z, p.r, p.v, p.g)
+    proposal, r_sum, e0 = p, p.r, p.energy
     log_w = torch.zeros_like(e0)
     active = torch.ones(c, dtype=torch.bool, device=e0.device)
     lw_of, live_of, turn_of = [], [], []
     for d in range(max_depth):
+        coins.reserve(2 ** (d + 1) + d)  # the most this doubling can read
         fwd = (coins.draw(active, log=False) < 0.5) | ~active
         sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
-        start = right.where(fwd, left)
+        start = _ends(fwd, right, left)
         b = _build(pot, metric, start, eps * sign, d, e0, active, coins, min_depth)
         lw_of.append(b.log_w)
         live_of.append(b.live_at)
         turn_of.append(b.turn)
-        right = b.last.where(active & fwd, right)
-        left = b.last.where(active & ~fwd, left)
+        right = _ends(active & fwd, b.last, right)
+        left = _ends(active & ~fwd, b.last, left)
         go = b.live
         take = go & (coins.draw(go) < b.weight - log_w)
         proposal = b.proposal.where(take, proposal)

@@ -21,9 +21,16 @@ import torch
 
 __all__ = ["Coins", "chain_record", "coins_on_the_way_up", "transition_stats"]
 
+#: Bit generators whose ``advance`` jumps (modulo the period 2^128).
+_PCG = (np.random.PCG64, np.random.PCG64DXSM)
+#: Uniforms a transition draws at first (a tree of depth 5 uses at most 36); more as its tree
+#: grows (:meth:`Coins.reserve`).
+FIRST = 36
+
 
 class Coins:
-    """Each chain's uniforms of one transition, drawn ahead on the host as a ``(C, M)`` block.
+    """Each chain's uniforms of one transition, drawn ahead on the host as a ``(C, M)`` block
+    (grown as the tree grows).
 
     ``numpy.random.Generator.random`` takes one 64-bit output of the bit generator per
     double, so the ``k``-th uniform a chain uses is entry ``k`` of its row, whatever the
@@ -32,12 +39,22 @@ class Coins:
     """
 
     def __init__(self, rngs: Sequence[np.random.Generator], width: int, device) -> None:
-        self.rngs = rngs
-        self.states = [g.bit_generator.state for g in rngs]
-        block = np.stack([g.random(width + 1) for g in rngs])  # + 1: a column never used
-        self.u = torch.from_numpy(block).to(device)
-        self.log_u = self.u.log()
+        self.rngs, self.width, self.drawn = rngs, width + 1, 0  # + 1: a column never used
+        self.rewind = all(isinstance(g.bit_generator, _PCG) for g in rngs)
+        self.states = None if self.rewind else [g.bit_generator.state for g in rngs]
+        self.u = self.log_u = torch.empty(len(rngs), 0, dtype=torch.float64, device=device)
         self.used = torch.zeros(len(rngs), 1, dtype=torch.long, device=device)
+        self.reserve(FIRST)
+
+    def reserve(self, n: int) -> None:
+        """Columns ``0 .. n`` drawn (at most the transition's ``width``): the ``k``-th uniform
+        of a chain is entry ``k`` of its row however many blocks it was drawn in."""
+        if n < self.drawn:
+            return
+        k = min(max(n + 1, 2 * self.drawn), self.width) - self.drawn
+        block = torch.from_numpy(np.stack([g.random(k) for g in self.rngs])).to(self.u.device)
+        self.u, self.log_u = torch.cat([self.u, block], 1), torch.cat([self.log_u, block.log()], 1)
+        self.drawn += k
 
     def draw(self, mask: torch.Tensor, log: bool = True) -> torch.Tensor:
         """The next uniform (or its log) of every chain; the chains in ``mask`` consume it."""
@@ -45,24 +62,24 @@ class Coins:
         self.used = self.used + mask.unsqueeze(1)
         return x
 
-    def block(self, n: int) -> torch.Tensor:
-        """The next ``n`` log-uniforms of every chain, ``(C, n)``, not consumed: a chain
-        that draws at every merge of a subtree uses column ``m`` at merge ``m``."""
-        return self.log_u.gather(1, self.used + torch.arange(n, device=self.used.device))
-
-    def consume(self, masks: list[torch.Tensor]) -> None:
-        """Each chain consumes one uniform per mask (of ``masks``) that holds it."""
-        if masks:
-            self.used = self.used + torch.stack(masks, 1).sum(1, keepdim=True)
+    def take(self, columns: torch.Tensor) -> torch.Tensor:
+        """The log-uniforms at offsets ``columns`` from every chain's next, ``(C, M)``, not
+        consumed: a chain that draws at every merge of a subtree uses offset ``m`` at merge
+        ``m`` (in the recursion's order)."""
+        return self.log_u.gather(1, self.used + columns)
 
     def settle(self, used: Sequence[int]) -> None:
+        """Each generator where ``used[i]`` calls of ``random()`` would have left it. A PCG
+        generator goes back by the block's unused draws (``advance`` is modulo its period
+        2^128, and resets the cached 32-bit half as restoring and advancing would); others
+        get their saved state back and redraw."""
+        if self.rewind:
+            for g, k in zip(self.rngs, used, strict=True):
+                g.bit_generator.advance(2**128 - (self.drawn - k))
+            return
         for g, state, k in zip(self.rngs, self.states, used, strict=True):
-            bg = g.bit_generator
-            bg.state = state
-            if isinstance(bg, np.random.PCG64 | np.random.PCG64DXSM):
-                bg.advance(k)
-            else:
-                g.random(k)
+            g.bit_generator.state = state
+            g.random(k)
 
 
 def coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
