@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-__all__ = ["Coins", "chain_record", "coins_on_the_way_up", "transition_stats"]
+__all__ = ["Coins", "coins_after_stop", "coins_on_the_way_up", "transition_stats"]
 
 #: Bit generators whose ``advance`` jumps (modulo the period 2^128).
 _PCG = (np.random.PCG64, np.random.PCG64DXSM)
@@ -97,54 +97,57 @@ def coins_on_the_way_up(lw: list[float], k: int, level: int, depth: int) -> int:
     return n
 
 
-def chain_record(
-    lw: list[float], n_live: list[int], turn: list[float], doublings: int, max_energy_error: float
-):
-    """One chain's statistics from the record of its transition, in the one-chain kernel's
-    Python floats and order of sums: (acceptance sum, leapfrog steps, tree depth, diverged,
-    coins drawn on the way up out of a subtree that stopped). ``lw``: its leaves' log weights
-    (NaN, an infinite energy, as ``-inf``); ``n_live``: per doubling, how many leaves it built
-    (a chain builds a prefix of each subtree)."""
-    exp, total, steps, off, moff = math.exp, 0.0, 0, 0, 0
-    for d in range(doublings):
-        size, m = 2**d, n_live[d]
-        if not m:  # inactive since the last doubling
-            return total, steps, d, False, 0
-        s = 0.0
-        for x in lw[off : off + m]:
-            s += exp(x) if x < 0.0 else 1.0  # exp(min(x, 0))
-        total, steps, k = total + s, steps + m, m - 1
-        sub = lw[off : off + size]
-        if not sub[k] >= -max_energy_error:  # diverged at leaf k
-            return total, steps, d + 1, True, coins_on_the_way_up(sub, k, 0, d)
-        first = moff + k - k.bit_count()  # merges after leaves 0 .. k-1
-        ones = (~k & (k + 1)).bit_length() - 1  # merges after leaf k: its trailing one bits
-        for lev in range(ones):
-            if turn[first + lev]:
-                return total, steps, d + 1, False, coins_on_the_way_up(sub, k, lev + 1, d)
-        off, moff = off + size, moff + size - 1
-    return total, steps, doublings, False, 0
+def coins_after_stop(sub: list[float], turn: list[float], d: int, k: int, diverged: bool) -> int:
+    """The coins the recursion draws on its way up out of doubling ``d``'s subtree (leaves'
+    log weights ``sub``, merges' U-turn criteria ``turn`` in the recursion's order), which a
+    chain left at leaf ``k``: there if ``diverged``, else at the first merge after leaf ``k``
+    that turned, if any."""
+    if diverged:
+        return coins_on_the_way_up(sub, k, 0, d)
+    first = k - k.bit_count()  # the merges after leaves 0 .. k-1
+    for lev in range((~k & (k + 1)).bit_length() - 1):  # after leaf k: its trailing one bits
+        if turn[first + lev]:
+            return coins_on_the_way_up(sub, k, lev + 1, d)
+    return 0
 
 
 def transition_stats(
     coins: Coins, lw_of: list, live_of: list, turn_of: list, doublings: int, max_energy_error: float
-):
-    """The chains' statistics of one transition from its record, read to the host in one
-    copy (in Python floats, as the one-chain kernel computes them), each generator advanced
-    by the uniforms its chain used."""
+) -> dict:
+    """The chains' statistics of one transition from its record (per doubling, each leaf's
+    log weight and which chains built it, each merge's U-turn criterion), read to the host in
+    one copy; each generator advanced by the uniforms its chain used.
+
+    A chain builds a prefix of each subtree, and its last subtree is the one it stopped in
+    (or the last). So its steps are the leaves it built, its tree depth the doublings it
+    built in, and it diverged if the last leaf it built did. The acceptance statistic is the
+    one-chain kernel's: per subtree, ``exp(min(log w, 0))`` (``math.exp``) summed leaf by leaf,
+    then the subtrees' sums added in order; a running sum (``np.add.accumulate``) adds in that
+    order, and the leaves a chain did not build add exact zeros.
+    """
     lw, live = torch.cat(lw_of).T, torch.cat(live_of).T.double()
     host = (
         torch.cat([coins.used.double(), lw, live, torch.cat(turn_of).T.double()], 1).cpu().numpy()
     )
-    n = lw.shape[1]
-    lw = np.where(np.isnan(host[:, 1 : 1 + n]), -math.inf, host[:, 1 : 1 + n]).tolist()
-    n_live = np.add.reduceat(host[:, 1 + n : 1 + 2 * n], 2 ** np.arange(doublings) - 1, axis=1)
-    n_live, turn = n_live.astype(int).tolist(), host[:, 1 + 2 * n :].tolist()
-    rows = [
-        chain_record(*row, doublings, max_energy_error)
-        for row in zip(lw, n_live, turn, strict=True)
-    ]
-    acc, steps, depth, diverging, up = (np.array(x) for x in zip(*rows, strict=True))
+    c, n = lw.shape
+    lw = np.where(np.isnan(host[:, 1 : 1 + n]), -math.inf, host[:, 1 : 1 + n])  # NaN: energy inf
+    live = host[:, 1 + n : 1 + 2 * n]
+    starts = 2 ** np.arange(doublings) - 1
+    n_live = np.add.reduceat(live, starts, axis=1).astype(int)
+    exps = np.fromiter(map(math.exp, np.minimum(lw, 0.0).ravel().tolist()), float, lw.size)
+    exps = exps.reshape(c, n) * live
+    acc = np.zeros(c)
+    for d, start in enumerate(starts):
+        acc = acc + np.add.accumulate(exps[:, start : start + 2**d], axis=1)[:, -1]
+    steps, depth = n_live.sum(1), (n_live > 0).sum(1)
+    rows, last = np.arange(c), depth - 1
+    k = n_live[rows, last] - 1
+    diverging = ~(lw[rows, starts[last] + k] >= -max_energy_error)
+    up, turn = np.zeros(c, dtype=int), host[:, 1 + 2 * n :]
+    for i in np.flatnonzero(last > 0).tolist():  # a subtree of one leaf draws none
+        d, m = int(last[i]), 2 ** int(last[i]) - 1 - int(last[i])  # merges before doubling d
+        sub, turns = lw[i, 2**d - 1 : 2 ** (d + 1) - 1].tolist(), turn[i, m : m + 2**d - 1]
+        up[i] = coins_after_stop(sub, turns.tolist(), d, int(k[i]), bool(diverging[i]))
     coins.settle((host[:, 0].astype(int) + up).tolist())
     return {
         "n_steps": steps,
