@@ -572,7 +572,7 @@ def _paired_ess(a, model, pot, init, x, y, x_test) -> None:
         )  # fmt: skip
     try:
         ours = lambda k: _run_zoo(nuts_step_batch, gpot, seed=k, **kw)  # noqa: E731
-        rows += _pairs(a, f"gaussian {dim}-d", ours, peer, lambda f: None, a.gauss_pairs)
+        rows += _pairs(a, f"gaussian {dim}-d", ours, peer, lambda f: None, pairs=a.gauss_pairs)
     finally:
         if peer is not None:
             peer.close()
