@@ -11,7 +11,8 @@ One concept per module, in floors; a module imports only from the floors below i
    checkpoint saves of a run and how it resumes), :mod:`~.streaming` (running moments; uses :mod:`~.welford`), :mod:`~.ess` (each
    chain's effective sample size, weighted moments), :mod:`~.gig` (exact generalised inverse
    Gaussian draws), :mod:`~.nuts_record` (the host's side of a batched NUTS transition: its
-   coins drawn ahead, its statistics from the tree's record).
+   coins drawn ahead, its statistics from the tree's record), :mod:`~.nuts_tree` (a NUTS
+   subtree's merges level by level for all chains at once).
 2. **Kernels**, one per module, which know no adaptation and no loop: :mod:`~.kernel`
    (one chain, Pyro's NUTS and HMC: the reference), :mod:`~.batched` (NUTS and HMC for C
    chains), :mod:`~.chees` (ChEES-HMC's jittered transition), :mod:`~.mclmc` (the isokinetic

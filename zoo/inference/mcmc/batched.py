@@ -7,7 +7,7 @@ of all chains is one :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_an
 All chains build subtrees of the same size at the same time, each in its own random
 direction, and a subtree is built in two passes: first its leapfrog steps, the points stacked
 ``(leaves, C, ...)``; then the recursion's merges, level by level, each level one operation per
-quantity on the stacked blocks, and which chains were still live at each leaf and merge from
+quantity on the stacked blocks (:mod:`~zoo.inference.mcmc.nuts_tree`), and which chains were still live at each leaf and merge from
 the cumulative count of the stopping events in the recursion's order. That is possible because
 nothing a chain computes depends on whether it is live (a chain whose subtree turned or
 diverged goes on with rows that are not used), and it turns the ~20 small operations a merge
@@ -36,6 +36,7 @@ import torch
 
 from zoo.inference.mcmc.kernel import MAX_ENERGY_ERROR
 from zoo.inference.mcmc.nuts_record import Coins, transition_stats
+from zoo.inference.mcmc.nuts_tree import Blocks, cat, layout, live_after, merge_levels, turning
 from zoo.inference.mcmc.potential import FlatPotential
 
 __all__ = [
@@ -153,27 +154,6 @@ def _leapfrog(pot, metric, p: BatchPoint, minv_eps, half, finite: bool = True) -
     return BatchPoint(z, r, v, g, u, energy)
 
 
-def _turning(v1, r1, v2, r2, r_sum) -> torch.Tensor:
-    """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask; the
-    one-chain kernel's operations (``r_sum - (r1 + r2) / 2`` and two dot products)."""
-    rho = torch.add(r_sum, r1 + r2, alpha=-0.5)
-    return torch.minimum((v1 * rho).sum(-1), (v2 * rho).sum(-1)) <= 0
-
-
-class _Blocks(NamedTuple):
-    """The blocks of one level of a subtree stacked along dim 0 (block ``j`` of level ``l``
-    holds leaves ``j 2^l`` to ``(j + 1) 2^l - 1``): its first leaf's r and v, its last leaf's
-    r and v, its momentum sum, its log weight and its proposal (a leaf index, or points)."""
-
-    r0: torch.Tensor
-    v0: torch.Tensor
-    r1: torch.Tensor
-    v1: torch.Tensor
-    r_sum: torch.Tensor
-    log_w: torch.Tensor
-    proposal: BatchPoint | torch.Tensor
-
-
 class _Built(NamedTuple):
     """A subtree of every chain and the record of its build (per leaf and per merge). Its
     points and momentum sum may be views of :func:`_scratch`, valid until the next subtree
@@ -192,25 +172,6 @@ class _Built(NamedTuple):
 #: The leaves of a subtree are kept (stacked) in chunks of at most this many bytes: the merges
 #: within a chunk run level by level on them, the chunks' roots are merged after.
 CHUNK_BYTES = 2**26
-
-
-@functools.lru_cache(maxsize=64)
-def _layout(depth: int, device: torch.device) -> tuple[torch.Tensor, ...]:
-    """The merges of a subtree of ``2**depth`` leaves in level order (level 1 left to right,
-    then level 2, ...): their numbers in the recursion's (post-)order, the permutation that
-    puts level order into that order, and where the leaves and the merges fall in the
-    recursion's sequence of events (leaf ``k``, then its merges at the levels of the trailing
-    one bits of ``k``)."""
-    number, merge_at = [], []
-    for lev in range(1, depth + 1):
-        for j in range(2 ** (depth - lev)):
-            k = (j + 1) * 2**lev - 1  # the merge follows leaf k
-            number.append(k - k.bit_count() + lev - 1)
-            merge_at.append(2 * k - k.bit_count() + lev)
-    leaf_at = [2 * k - k.bit_count() for k in range(2**depth)]
-    long = functools.partial(torch.tensor, dtype=torch.long, device=device)
-    number = long(number)
-    return number, torch.argsort(number), long(leaf_at), long(merge_at)
 
 
 _SCRATCH = threading.local()
@@ -257,50 +218,6 @@ def _leaves(pot, metric, p: BatchPoint, minv_eps, half, n: int) -> BatchPoint:
     )
 
 
-def _pick(take: torch.Tensor, right, left):
-    """``right`` where ``take``, else ``left``: leaf indices, or stacked points."""
-    if isinstance(right, torch.Tensor):
-        return torch.where(take, right, left)
-    m = take.unsqueeze(-1)
-    return BatchPoint(
-        *(
-            torch.where(m if a.dim() > take.dim() else take, a, b)
-            for a, b in zip(right, left, strict=True)
-        )
-    )
-
-
-def _halves(x):
-    """Even and odd entries along dim 0: the left and right halves of the next level's blocks."""
-    if isinstance(x, BatchPoint):
-        return BatchPoint(*(f[0::2] for f in x)), BatchPoint(*(f[1::2] for f in x))
-    return x[0::2], x[1::2]
-
-
-def _merge_levels(b: _Blocks, coins: list, floor, level: int) -> tuple[_Blocks, list]:
-    """Merge the blocks in pairs, ``len(coins)`` levels up from ``level``, each level one
-    operation per quantity on the stacked blocks. Each merge is the recursive kernel's
-    arithmetic (the weight by ``logaddexp``, the coin ``log u < log w(right) - log w(merged)``,
-    the momentum sum left + right, the U-turn criterion at the merged block's ends), so the
-    bits are those of merging one pair at a time. ``coins[i]``: the log-uniforms of level
-    ``level + i + 1``'s merges, ``(blocks, C)``. Returns the merged blocks and each level's
-    U-turn criterion (``floor``: as in :func:`_build`)."""
-    turns = []
-    for i, log_u in enumerate(coins):
-        w = torch.logaddexp(b.log_w[0::2], b.log_w[1::2])
-        take = log_u < b.log_w[1::2] - w
-        r_sum = b.r_sum[0::2] + b.r_sum[1::2]
-        turn = _turning(b.v0[0::2], b.r0[0::2], b.v1[1::2], b.r1[1::2], r_sum)
-        if floor is not None:
-            turn = turn & (floor <= level + i + 1)
-        turns.append(turn)
-        left, right = _halves(b.proposal)
-        b = _Blocks(
-            b.r0[0::2], b.v0[0::2], b.r1[1::2], b.v1[1::2], r_sum, w, _pick(take, right, left)
-        )
-    return b, turns
-
-
 @functools.lru_cache(maxsize=64)
 def _indices(n: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``(n, C)`` leaf indices (leaf ``k`` in row ``k``) and the ``C`` rows ``0 .. C-1``."""
@@ -316,9 +233,9 @@ def _chunk(pot, metric, p: BatchPoint, steps, n: int, coins: list, floor):
     lw = steps[2] - pts.energy  # minus the energy error, exactly
     last = BatchPoint(*(f[-1] for f in pts))
     if n == 1:  # the leaf is the proposal
-        return _Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, None), last, lw, [], last
+        return Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, None), last, lw, [], last
     at, rows = _indices(n, lw.shape[1], lw.device)
-    b, turns = _merge_levels(_Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, at), coins, floor, 0)
+    b, turns = merge_levels(Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, at), coins, floor, 0)
     flat = b.proposal[0] * lw.shape[1] + rows  # (leaf, chain) as a row of the stacks
     prop = BatchPoint(*(f.flatten(0, 1).index_select(0, flat) for f in pts))
     return b, prop, lw, turns, last
@@ -346,8 +263,8 @@ def _subtree(pot, metric, start: BatchPoint, steps, depth: int, levels: list, fl
         log_w.append(lw)
         for lev in range(chunk):
             turns[lev].append(t[lev])
-    root = _Blocks(*(_cat(f) for f in zip(*roots, strict=True)))
-    root, t = _merge_levels(root, levels[chunk:], floor, chunk)
+    root = Blocks(*(cat(f) for f in zip(*roots, strict=True)))
+    root, t = merge_levels(root, levels[chunk:], floor, chunk)
     prop = BatchPoint(*(f[0] for f in root.proposal))
     return (
         root.r_sum[0],
@@ -359,31 +276,12 @@ def _subtree(pot, metric, start: BatchPoint, steps, depth: int, levels: list, fl
     )
 
 
-def _live(live, log_w, turns: list, depth: int, coins):
-    """Which chains built each leaf and which are live at the end, from the cumulative count
-    of stopping events (a leaf that diverged, a merge that turned) in the recursion's order;
-    each chain consumes the coins of the merges it was live at. Also the U-turn criteria in
-    the recursion's order."""
-    ok = log_w >= -MAX_ENERGY_ERROR  # NaN (infinite energy) diverges too
-    if not depth:
-        return live[None], live & ok[0], ok[:0]
-    number, order, leaf_at, merge_at = _layout(depth, log_w.device)
-    turn = torch.cat(turns)
-    event = torch.empty(2 ** (depth + 1) - 1, live.shape[0], dtype=torch.long, device=live.device)
-    event[leaf_at] = (~ok).long()
-    event[merge_at] = turn.long()
-    seen = event.cumsum(0)
-    live_at = live & (seen == event)  # no stopping event before it
-    coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
-    return live_at[leaf_at], live & (seen[-1] == 0), turn[order]
-
-
 def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, floor=None) -> _Built:
     """A subtree of ``2**depth`` leaves for every chain in ``live``, on the device.
 
     The recursive ``_build_tree`` of :mod:`zoo.inference.mcmc.kernel` reorganized: the
     leapfrog steps first (chunk by chunk of at most :data:`CHUNK_BYTES`), then the merges
-    level by level (:func:`_merge_levels`), then which chains were still live at each leaf and
+    level by level (:func:`merge_levels`), then which chains were still live at each leaf and
     merge, from the cumulative count of the recursion's stopping events (a leaf that diverged,
     a merge that turned) in its order. That is possible because nothing a chain computes
     depends on whether it is live: a chain whose tree turned or diverged leaves ``live``, its
@@ -396,20 +294,14 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, flo
     not stop it by turning (:func:`nuts_step_batch`'s ``min_depth``).
     """
     sizes = [2 ** (depth - lev) for lev in range(1, depth + 1)]
-    levels = coins.take(_layout(depth, e0.device)[0]).T.split(sizes)  # level order
+    levels = coins.take(layout(depth, e0.device)[0]).T.split(sizes)  # level order
     steps = (metric.scale(eps), 0.5 * eps, e0)
     r_sum, weight, proposal, log_w, turns, last = _subtree(
         pot, metric, start, steps, depth, levels, floor
     )
-    live_at, live, turn = _live(live, log_w, turns, depth, coins)
+    ok = log_w >= -MAX_ENERGY_ERROR  # NaN (infinite energy) diverges too
+    live_at, live, turn = live_after(live, ok, turns, depth, coins)
     return _Built(last, r_sum, weight, proposal, live, log_w, live_at, turn)
-
-
-def _cat(parts: list):
-    """Concatenate tensors, or points field by field, along dim 0."""
-    if isinstance(parts[0], torch.Tensor):
-        return torch.cat(parts)
-    return BatchPoint(*map(torch.cat, zip(*parts, strict=True)))
 
 
 class _End(NamedTuple):
@@ -497,7 +389,7 @@ def nuts_step_batch(
         take = go & (coins.draw(go) < b.weight - log_w)
         proposal = b.proposal.where(take, proposal)
         r_sum = torch.where(go.unsqueeze(1), r_sum + b.r_sum, r_sum)
-        turn = _turning(left.v, left.r, right.v, right.r, r_sum)
+        turn = turning(left.v, left.r, right.v, right.r, r_sum)
         if min_depth is not None:
             turn = turn & (min_depth <= d + 1)
         log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.weight), log_w)

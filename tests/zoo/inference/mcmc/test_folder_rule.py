@@ -29,6 +29,7 @@ FLOORS = {
     "resume": 1,
     "gig": 1,
     "nuts_record": 1,
+    "nuts_tree": 1,
     "kernel": 2,
     "batched": 2,
     "chees": 2,
