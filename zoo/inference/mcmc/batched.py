@@ -36,7 +36,15 @@ import torch
 
 from zoo.inference.mcmc.kernel import MAX_ENERGY_ERROR
 from zoo.inference.mcmc.nuts_record import Coins, transition_stats
-from zoo.inference.mcmc.nuts_tree import Blocks, cat, layout, live_after, merge_levels, turning
+from zoo.inference.mcmc.nuts_tree import (
+    Blocks,
+    cat,
+    layout,
+    live_after,
+    merge_levels,
+    pick,
+    turning,
+)
 from zoo.inference.mcmc.potential import FlatPotential
 
 __all__ = [
@@ -61,13 +69,7 @@ class BatchPoint(NamedTuple):
 
     def where(self, mask: torch.Tensor, other: BatchPoint) -> BatchPoint:
         """Rows of ``self`` where ``mask`` (shape ``(C,)``), else rows of ``other``."""
-        m = mask.unsqueeze(1)
-        return BatchPoint(
-            *(
-                torch.where(m if a.dim() == 2 else mask, a, b)
-                for a, b in zip(self, other, strict=True)
-            )
-        )
+        return pick(mask, self, other)
 
     def row(self, c: int) -> tuple:
         """Chain ``c``: ``(z, r, v, g, potential, energy)`` with Python-float scalars."""
@@ -315,8 +317,7 @@ class _End(NamedTuple):
 
 def _ends(mask: torch.Tensor, a, b) -> _End:
     """The ends (or points) ``a`` where ``mask``, else ``b``."""
-    m = mask.unsqueeze(1)
-    return _End(*(torch.where(m, x, y) for x, y in zip(a[:4], b[:4], strict=True)))
+    return pick(mask, _End(*a[:4]), _End(*b[:4]))
 
 
 def nuts_step_batch(

@@ -65,7 +65,8 @@ def layout(depth: int, device: torch.device) -> tuple[torch.Tensor, ...]:
 
 
 def pick(take: torch.Tensor, right, left):
-    """``right`` where ``take``, else ``left``: leaf indices, or stacked points."""
+    """``right`` where ``take``, else ``left``: leaf indices, or points (a NamedTuple of
+    tensors, each with the mask's shape or one dimension more)."""
     if isinstance(right, torch.Tensor):
         return torch.where(take, right, left)
     m = take.unsqueeze(-1)
@@ -119,7 +120,7 @@ def live_after(live, ok, turns: list, depth: int, coins):
     order)``."""
     if not depth:
         return live[None], live & ok[0], ok[:0]
-    number, order, leaf_at, merge_at = layout(depth, ok.device)
+    _, order, leaf_at, merge_at = layout(depth, ok.device)
     turn = torch.cat(turns)
     event = torch.empty(2 ** (depth + 1) - 1, live.shape[0], dtype=torch.long, device=live.device)
     event[leaf_at] = (~ok).long()
