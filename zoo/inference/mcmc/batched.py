@@ -179,41 +179,54 @@ CHUNK_BYTES = 2**26
 _SCRATCH = threading.local()
 
 
-def _scratch(n: int, like: torch.Tensor) -> torch.Tensor:
-    """An uninitialized ``(3, n, *like.shape)`` tensor in a buffer this thread keeps between
-    calls, for :func:`_leaves`' stacks: the allocator serves a fresh buffer of megabytes from
-    new pages, and touching them first costs a page fault each (thousands per transition,
-    about a third of the tree's own time at 16 chains). What :func:`_build` keeps past a chunk
-    it copies out."""
-    size = 3 * n * like.numel()
-    buf = getattr(_SCRATCH, "buf", None)
+def _scratch(n: int, like: torch.Tensor, name: str = "points", planes: int = 3) -> torch.Tensor:
+    """An uninitialized ``(planes, n, *like.shape)`` tensor in a buffer this thread keeps
+    between calls (one per ``name``), for :func:`_leaves`' stacks. What :func:`_build` keeps
+    past a chunk it copies out.
+
+    A fresh buffer of megabytes would come from new pages, and touching them first costs a
+    page fault each (thousands per transition, about a third of the tree's own time at 16
+    chains). The potentials have one too: kept as a tensor per leaf, they broke up the
+    heap's free space between the gradients' megabyte temporaries, which then grew the heap
+    and faulted on its new pages (about 10,000 times a transition at 64 chains, 12% of the
+    gradient's time, where the raw gradient faults none)."""
+    size = planes * n * like.numel()
+    buf = getattr(_SCRATCH, name, None)
     if buf is None or buf.numel() < size or buf.dtype != like.dtype or buf.device != like.device:
-        buf = _SCRATCH.buf = like.new_empty(size)
-    return buf[:size].view(3, n, *like.shape)
+        buf = like.new_empty(size)
+        setattr(_SCRATCH, name, buf)
+    return buf[:size].view(planes, n, *like.shape)
 
 
 def _leaves(pot, metric, p: BatchPoint, minv_eps, half, n: int) -> BatchPoint:
     """``n`` leapfrog steps of every chain from ``p``, the points stacked ``(n, C, ...)``.
 
-    The loop does what a step needs (kick, drift, gradient, kick), writing positions, momenta
-    and gradients into the stacks; the velocities and energies of all ``n`` points are
-    computed after it in one operation each (elementwise products and row sums: the same bits
-    as point by point). A NaN energy stays NaN."""
+    The loop does what a step needs (kick, drift, gradient, kick), writing positions, momenta,
+    gradients and potentials into the stacks and keeping nothing else of a leaf through the
+    next gradient; the velocities and energies of all ``n`` points are computed after it in
+    one operation each (elementwise products and row sums: the same bits as point by point).
+    A NaN energy stays NaN."""
     z_of, r_of, g_of = _scratch(n, p.z).unbind()
-    us, r, g, z = [], p.r, p.g, p.z
+    u_all = u_of = None
+    r, g, z = p.r, p.g, p.z
     vg, kick, drift = pot.value_and_grad_batch, torch.addcmul, metric.drift
-    for z_k, r_k, g_k in zip(z_of.unbind(), r_of.unbind(), g_of.unbind(), strict=True):
+    stacks = zip(z_of.unbind(), r_of.unbind(), g_of.unbind(), strict=True)
+    for k, (z_k, r_k, g_k) in enumerate(stacks):
         r = kick(r, g, half, value=-1)
         z = drift(z, minv_eps, r, out=z_k)
         u, g = vg(z)
         r = kick(r, g, half, value=-1, out=r_k)
         g_k.copy_(g)
-        us.append(u)
+        if u_of is None:  # in the potential's dtype
+            u_all = _scratch(n, u, "potentials", 1)[0]
+            u_of = u_all.unbind()
+        u_of[k].copy_(u)
+        del u  # of a leaf only its rows of the stacks live through the next gradient
     if isinstance(metric, BatchMetric):  # elementwise: stacked, the same bits
         v_of = metric.velocity(r_of)
     else:  # a product: point by point, as the one-chain kernel
         v_of = torch.stack([metric.velocity(x) for x in r_of])
-    u = torch.stack(us)
+    u = u_all.clone()
     # u + K with K's factor 1/2 in the add (exact: a power of two)
     return BatchPoint(
         z_of, r_of, v_of, g_of, u, torch.add(u, (r_of * v_of).sum(-1).double(), alpha=0.5)
