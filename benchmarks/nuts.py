@@ -41,7 +41,9 @@ has jax and numpyro (never install them into the project venv), timed with its J
   default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
   from ``git show``, so that before and after are measured in one run). Each round times
   the raw gradient and then every kernel, and its ratios pair those runs: the median and
-  range over ``--rounds`` rounds are printed;
+  range over ``--rounds`` rounds are printed, with each side's minor page faults per
+  transition (the raw gradient's per ``2**depth`` calls; a kernel that keeps small tensors
+  through the gradient's calls breaks up the heap, and the gradient faults on new pages);
 - ESS_bulk (min and median over parameters, the network's weights aligned modulo
   hidden-unit permutations as the zoo's gates read them; median over the class-1
   probabilities at 100 test points for the network) per CPU-second (process CPU time,
@@ -70,6 +72,11 @@ import sys
 import time
 import types
 from pathlib import Path
+
+try:  # minor page faults (Unix)
+    import resource
+except ImportError:
+    resource = None
 
 import numpy as np
 import pyro
@@ -466,31 +473,42 @@ def _default_network():
     return model, x, y, init, data.x_test[:100]
 
 
+def _faults() -> int:
+    """The process's minor page faults so far (0 where ``resource`` is missing)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt if resource else 0
+
+
 def _throughput(kernels: dict, pot, z: torch.Tensor, depth: int, reps: int, rounds: int):
     """Each NUTS kernel's chain-gradients per CPU-second over the raw batched gradient's, per
     round: a round times ``reps * 2**depth`` raw gradients at the same ``(C, D)`` points and
     then ``reps`` transitions of every kernel from ``z`` (a step so small that every tree
     reaches ``depth``, as the default's trees do), so that each ratio pairs runs seconds
-    apart (the load of a shared CPU drifts over minutes). One round before them warms up."""
+    apart (the load of a shared CPU drifts over minutes). One round before them warms up.
+    Also the minor page faults per transition (``raw``: per ``2**depth`` raw gradients): a
+    kernel that keeps small tensors through the gradient's calls breaks up the heap, and
+    the gradient then faults on new pages."""
     c, d = z.shape
     metric = BatchMetric(torch.ones(c, d, dtype=z.dtype))
     eps = torch.full((c,), 1e-3)
     u, g = pot.value_and_grad_batch(z)
     ratios: dict[str, list[float]] = {name: [] for name in kernels}
+    faults: dict[str, list[float]] = {name: [] for name in ["raw", *kernels]}
     for r in range(rounds + 1):
-        t0 = time.process_time()
+        t0, f0 = time.process_time(), _faults()
         for _ in range(reps * 2**depth):
             pot.value_and_grad_batch(z)
         raw = c * reps * 2**depth / (time.process_time() - t0)
+        faults["raw"].append((_faults() - f0) / reps)
         for name, step in kernels.items():
             rngs = [np.random.default_rng(i) for i in range(c)]
             gens = [torch.Generator().manual_seed(i) for i in range(c)]
-            pot.calls, t0 = 0, time.process_time()
+            pot.calls, t0, f0 = 0, time.process_time(), _faults()
             for _ in range(reps):
                 step(pot, metric, new_point_batch(metric, z, u, g, gens), eps, depth, rngs)
             if r:
                 ratios[name].append(pot.calls / (time.process_time() - t0) / raw)
-    return ratios
+                faults[name].append((_faults() - f0) / reps)
+    return ratios, {k: v[1:] if k == "raw" else v for k, v in faults.items()}
 
 
 def _run_zoo(step, pot, seed: int = 0, **kw) -> tuple[np.ndarray, float]:
@@ -519,9 +537,15 @@ def batched(a) -> None:
     for c in a.chains:
         gen = torch.Generator().manual_seed(c)
         z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
-        ratios = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
+        ratios, faults = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
         cells = (f"{np.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in ratios.values())
         print(f"{c:>4}  " + "  ".join(f"{x:>22}" for x in cells))
+        print(
+            "      minor page faults per transition, median (range): "
+            + "; ".join(
+                f"{k} {np.median(v):.0f} ({min(v):.0f}-{max(v):.0f})" for k, v in faults.items()
+            )
+        )
     print(f"load average after: {load():.1f}")
     if a.skip_ess:
         return
