@@ -498,7 +498,8 @@ def _throughput(kernels: dict, pot, z: torch.Tensor, depth: int, reps: int, roun
         for _ in range(reps * 2**depth):
             pot.value_and_grad_batch(z)
         raw = c * reps * 2**depth / (time.process_time() - t0)
-        faults["raw"].append((_faults() - f0) / reps)
+        if r:
+            faults["raw"].append((_faults() - f0) / reps)
         for name, step in kernels.items():
             rngs = [np.random.default_rng(i) for i in range(c)]
             gens = [torch.Generator().manual_seed(i) for i in range(c)]
@@ -508,7 +509,7 @@ def _throughput(kernels: dict, pot, z: torch.Tensor, depth: int, reps: int, roun
             if r:
                 ratios[name].append(pot.calls / (time.process_time() - t0) / raw)
                 faults[name].append((_faults() - f0) / reps)
-    return ratios, {k: v[1:] if k == "raw" else v for k, v in faults.items()}
+    return ratios, faults
 
 
 def _run_zoo(step, pot, seed: int = 0, **kw) -> tuple[np.ndarray, float]:
@@ -554,9 +555,8 @@ def batched(a) -> None:
 
 def _pairs(a, target, ours, peer, pred, view=lambda f: f, pairs=None) -> list[dict]:
     """``pairs + 1`` pairs (default ``a.pairs``), ours then the peer's, each pair with seed
-    ``k``: pair 0 is the
-    peer's first run (its compilation included), pairs 1.. its compiled sampler again. The
-    ESS and R-hat are of ``view(draws)`` (the network's: :func:`_aligned`)."""
+    ``k``: pair 0 is the peer's first run (its compilation included), pairs 1.. its compiled
+    sampler again. The ESS and R-hat are of ``view(draws)`` (the network's: :func:`_aligned`)."""
 
     def stats(flat, cpu):
         return ess_cpu(view(flat), cpu, pred(flat))

@@ -181,8 +181,8 @@ _SCRATCH = threading.local()
 
 def _scratch(n: int, like: torch.Tensor, name: str = "points", planes: int = 3) -> torch.Tensor:
     """An uninitialized ``(planes, n, *like.shape)`` tensor in a buffer this thread keeps
-    between calls (one per ``name``), for :func:`_leaves`' stacks. What :func:`_build` keeps
-    past a chunk it copies out.
+    between calls (one per ``name``), for :func:`_leaves`' stacks. What :func:`_subtree`
+    keeps past a chunk it copies out.
 
     A fresh buffer of megabytes would come from new pages, and touching them first costs a
     page fault each (thousands per transition, about a third of the tree's own time at 16
