@@ -117,9 +117,11 @@ class _Counted(FlatPotential):  # counts gradient evaluations (a batch of C coun
         self.calls += 1
         return super().value_and_grad(z)
 
-    def value_and_grad_batch(self, z):
+    def value_and_grad_batch(self, z, finish=True):
         self.calls += len(z)
-        return super().value_and_grad_batch(z)
+        return super().value_and_grad_batch(z, finish)
+
+    value_and_grad_batch.finishes_later = True  # batched NUTS may finish U per subtree
 
 
 class _CountedNUTS(NUTS):

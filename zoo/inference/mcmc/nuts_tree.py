@@ -28,7 +28,8 @@ def turning(v1, r1, v2, r2, r_sum) -> torch.Tensor:
     """Pyro's U-turn criterion per chain (symmetric in the two ends), a ``(C,)`` mask; the
     one-chain kernel's operations (``r_sum - (r1 + r2) / 2`` and two dot products)."""
     rho = torch.add(r_sum, r1 + r2, alpha=-0.5)
-    return torch.minimum((v1 * rho).sum(-1), (v2 * rho).sum(-1)) <= 0
+    # vecdot is (v * rho).sum(-1) in one call: the same product and sum, the same bits
+    return torch.minimum(torch.linalg.vecdot(v1, rho), torch.linalg.vecdot(v2, rho)) <= 0
 
 
 class Blocks(NamedTuple):
@@ -96,17 +97,17 @@ def merge_levels(b: Blocks, coins: list, floor, level: int) -> tuple[Blocks, lis
     Returns the merged blocks and each level's U-turn criterion."""
     turns = []
     for i, log_u in enumerate(coins):
-        w = torch.logaddexp(b.log_w[0::2], b.log_w[1::2])
-        take = log_u < b.log_w[1::2] - w
+        w_right = b.log_w[1::2]
+        w = torch.logaddexp(b.log_w[0::2], w_right)
+        take = log_u < w_right - w
         r_sum = b.r_sum[0::2] + b.r_sum[1::2]
-        turn = turning(b.v0[0::2], b.r0[0::2], b.v1[1::2], b.r1[1::2], r_sum)
+        r0, v0, r1, v1 = b.r0[0::2], b.v0[0::2], b.r1[1::2], b.v1[1::2]  # the merged ends
+        turn = turning(v0, r0, v1, r1, r_sum)
         if floor is not None:
             turn = turn & (floor <= level + i + 1)
         turns.append(turn)
         left, right = halves(b.proposal)
-        b = Blocks(
-            b.r0[0::2], b.v0[0::2], b.r1[1::2], b.v1[1::2], r_sum, w, pick(take, right, left)
-        )
+        b = Blocks(r0, v0, r1, v1, r_sum, w, pick(take, right, left))
     return b, turns
 
 

@@ -353,13 +353,24 @@ class FlatPotential:
             return nll + 0.5 * (d * d * self._prec).sum(-1)
         return nll + (0.5 * self._uniform_prec) * (d * d).sum(-1)
 
-    def value_and_grad_batch(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def value_and_grad_batch(
+        self, z: torch.Tensor, finish: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(U(z), dU/dz)`` for ``C`` flat vectors ``z`` of shape ``(C, D)`` at once.
 
         One forward and one backward for all rows (``torch.baddbmm`` per layer on activations
         of shape ``(C, units, N)``, the loss on logits of shape ``(C, K, N)``, which torch's softmax vectorizes over the N points: 1.5
         to 4 times faster than over ``(C * N, K)`` for K = 2 to 10), so C chains of a small
         network cost little more than one. Rows do not interact: a non-finite row leaves the others unchanged.
+
+        Parameters
+        ----------
+        z : Tensor
+        finish : bool, default True
+            False: ``u`` before its last step (:meth:`finish_batch` takes it there), so that a
+            sampler that keeps many points finishes them in one operation. Batched NUTS asks
+            so when this method carries ``finishes_later`` (a subclass that overrides it
+            does not, unless it sets that too).
 
         Returns
         -------
@@ -379,7 +390,20 @@ class FlatPotential:
         z = z.detach().requires_grad_(True)
         u = self._batch_energy(z)
         (g,) = torch.autograd.grad(u.sum(), z)
-        return u.detach().double() + self._offset, g
+        u = u.detach()
+        return (u.double() + self._offset if finish else u), g
+
+    value_and_grad_batch.finishes_later = True
+
+    def finish_batch(self, u: torch.Tensor) -> torch.Tensor:
+        """``U`` from the ``u`` of :meth:`value_and_grad_batch` with ``finish=False``, of any
+        shape: the energy in float64 plus the constants left out of it, elementwise, so the
+        same bits for a stack of rows as row by row (an unknown likelihood's rows come
+        finished)."""
+        lik = self.model.likelihood
+        if not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood):
+            return u
+        return u.double() + self._offset
 
     def grad_batch(self, z: torch.Tensor) -> torch.Tensor:
         """``dU/dz`` of :meth:`value_and_grad_batch` alone (the same numbers), for the leapfrog

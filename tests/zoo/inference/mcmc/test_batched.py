@@ -61,6 +61,50 @@ def test_value_and_grad_batch_equals_value_and_grad(kind: str, chains: int) -> N
         pot.value_and_grad_batch(z[0])
 
 
+@pytest.mark.parametrize("kind", ["categorical", "fixed_noise", "learned_noise"])
+def test_finished_later_is_finished_now(kind: str) -> None:
+    """``finish=False`` then :meth:`finish_batch` on a stack of rows: the bits of ``U``."""
+    pot = _pots()[kind]
+    z = torch.randn(4, pot.dim, generator=torch.Generator().manual_seed(0))
+    u, g = pot.value_and_grad_batch(z)
+    pairs = [pot.value_and_grad_batch(z, finish=False) for _ in range(2)]
+    assert all(e.dtype == z.dtype and not e.requires_grad for e, _ in pairs)
+    finished = pot.finish_batch(torch.stack([e for e, _ in pairs]))  # (2, C) at once
+    assert all(torch.equal(row, u) for row in finished)
+    assert all(torch.equal(h, g) for _, h in pairs)
+
+
+class _Plain:
+    """A potential that finishes every ``U`` at once (no ``finishes_later``)."""
+
+    def __init__(self, pot: FlatPotential) -> None:
+        self.pot = pot
+
+    def value_and_grad_batch(self, z):
+        return self.pot.value_and_grad_batch(z)
+
+
+def test_nuts_batch_finishing_later_draws_the_same_bits() -> None:
+    """Batched NUTS finishes a subtree's potentials at once where the potential offers it;
+    the proposals, statistics and generators are those of finishing them leaf by leaf."""
+    pot = _small("classification")[0]
+    assert pot.value_and_grad_batch.finishes_later
+    minv = torch.rand(4, pot.dim, generator=torch.Generator().manual_seed(1)) + 0.5
+    z = torch.randn(4, pot.dim, generator=torch.Generator().manual_seed(2)) * 0.1
+    eps = torch.tensor([0.2, 0.05, 0.1, 8.0])
+    runs = []
+    for p in (pot, _Plain(pot)):
+        metric, rngs = BatchMetric(minv), [np.random.default_rng(s) for s in range(4)]
+        gens = [torch.Generator().manual_seed(s) for s in range(4)]
+        point = new_point_batch(metric, z, *pot.value_and_grad_batch(z), gens)
+        q, st = nuts_step_batch(p, metric, point, eps, 6, rngs)
+        runs.append((q, st, [g.bit_generator.state for g in rngs]))
+    (q, st, states), (q2, st2, states2) = runs
+    assert all(torch.equal(a, b) for a, b in zip(q, q2, strict=True))
+    assert all(np.array_equal(st[k], st2[k]) for k in st) and states == states2
+    assert st["diverging"].any() and len(set(st["tree_depth"].tolist())) > 1
+
+
 def _lockstep(pot, minv, z, eps, n, seeds, seq_step, bat_step) -> list[list[tuple]]:
     """``n`` transitions per chain, sequential and batched, each batched transition started
     from the sequential chain's point (momenta from the same generators); per chain a list of
