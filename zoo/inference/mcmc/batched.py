@@ -198,8 +198,9 @@ def _scratch(n: int, like: torch.Tensor, name: str = "points", planes: int = 3) 
     return buf[:size].view(planes, n, *like.shape)
 
 
-def _leaves(pot, metric, p: BatchPoint, minv_eps, half, n: int) -> BatchPoint:
-    """``n`` leapfrog steps of every chain from ``p``, the points stacked ``(n, C, ...)``.
+def _leaves(pot, metric, p: BatchPoint, minv_eps, neg, n: int) -> BatchPoint:
+    """``n`` leapfrog steps of every chain from ``p`` (``neg``: ``-eps / 2``), the points
+    stacked ``(n, C, ...)``. A kick is ``r + g (-eps / 2)``: the bits of ``r - g eps / 2``.
 
     The loop does what a step needs (kick, drift, gradient, kick), writing positions, momenta,
     gradients and potentials into the stacks and keeping nothing else of a leaf through the
@@ -209,7 +210,7 @@ def _leaves(pot, metric, p: BatchPoint, minv_eps, half, n: int) -> BatchPoint:
     z_of, r_of, g_of = _scratch(n, p.z).unbind()
     mid = _scratch(1, p.z, "kick", 1)[0, 0]  # the momentum between the kicks
     u_all = u_of = None
-    r, g, z, neg = p.r, p.g, p.z, -half  # r + g (-eps/2): the bits of r - g eps/2
+    r, g, z = p.r, p.g, p.z
     vg, kick = pot.value_and_grad_batch, torch.addcmul
     # the potentials in the energy's dtype, finished (float64, constants) all at once after
     # the loop, where the potential offers it: two operations fewer a leaf
@@ -246,7 +247,7 @@ def _indices(n: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.
 
 
 def _chunk(pot, metric, p: BatchPoint, steps, n: int, coins: list, floor):
-    """``n`` leaves from ``p`` (:func:`_leaves`; ``steps``: ``M^-1 eps``, ``eps / 2``, ``e0``)
+    """``n`` leaves from ``p`` (:func:`_leaves`; ``steps``: ``M^-1 eps``, ``-eps / 2``, ``e0``)
     and the merges among them (``coins``: their log-uniforms per level): the root block
     (leading dim 1; its ends are views of the scratch), its proposal ``(C, ...)``, the leaves'
     log weights ``e0 - energy``, each level's U-turn criterion and the last leaf (views)."""
@@ -316,7 +317,7 @@ def _build(pot, metric, start: BatchPoint, eps, depth: int, e0, live, coins, flo
     """
     sizes = [2 ** (depth - lev) for lev in range(1, depth + 1)]
     levels = coins.take(layout(depth, e0.device)[0]).T.split(sizes)  # level order
-    steps = (metric.scale(eps), 0.5 * eps, e0)
+    steps = (metric.scale(eps), -0.5 * eps, e0)
     r_sum, weight, proposal, log_w, turns, last = _subtree(
         pot, metric, start, steps, depth, levels, floor
     )
@@ -334,9 +335,12 @@ class _End(NamedTuple):
     g: torch.Tensor
 
 
-def _ends(mask: torch.Tensor, a, b) -> _End:
-    """The ends (or points) ``a`` where ``mask``, else ``b``."""
-    return pick(mask, _End(*a[:4]), _End(*b[:4]))
+def _end(ends: torch.Tensor, side: torch.Tensor) -> _End:
+    """Of the trajectory's ends stacked ``(2, 4, C, D)`` (left, right; each z, r, v, g), the
+    right one where ``side``, else the left: one selection for the four quantities, into a
+    buffer the thread keeps (it lives through the subtree's gradients: :func:`_scratch`)."""
+    out = _scratch(1, ends[0], "start", 1)[0, 0]
+    return _End(*torch.where(side.view(1, -1, 1), ends[1], ends[0], out=out).unbind())
 
 
 def nuts_step_batch(
@@ -389,7 +393,10 @@ def nuts_step_batch(
     # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
     # of its 2^d leaves and the progressive-sampling coin
     coins = Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
-    left = right = _End(p.z, p.r, p.v, p.g)
+    ends = _scratch(4, p.z, "ends", 2)  # (left, right) x (z, r, v, g)
+    for end in ends:
+        torch.stack([p.z, p.r, p.v, p.g], out=end)
+    signed = torch.stack([-eps, eps])  # eps times the direction, exactly
     proposal, r_sum, e0 = p, p.r, p.energy
     log_w = torch.zeros_like(e0)
     active = torch.ones(c, dtype=torch.bool, device=e0.device)
@@ -397,19 +404,18 @@ def nuts_step_batch(
     for d in range(max_depth):
         coins.reserve(2 ** (d + 1) + d)  # the most this doubling can read
         fwd = (coins.draw(active, log=False) < 0.5) | ~active
-        sign = torch.where(fwd, 1.0, -1.0).to(eps.dtype).unsqueeze(1)
-        start = _ends(fwd, right, left)
-        b = _build(pot, metric, start, eps * sign, d, e0, active, coins, min_depth)
+        step = torch.where(fwd.unsqueeze(1), signed[1], signed[0])
+        b = _build(pot, metric, _end(ends, fwd), step, d, e0, active, coins, min_depth)
         lw_of.append(b.log_w)
         live_of.append(b.live_at)
         turn_of.append(b.turn)
-        right = _ends(active & fwd, b.last, right)
-        left = _ends(active & ~fwd, b.last, left)
+        grew = torch.stack([active & ~fwd, active & fwd]).view(2, 1, c, 1)  # left, right
+        torch.where(grew, torch.stack(b.last[:4]), ends, out=ends)
         go = b.live
         take = go & (coins.draw(go) < b.weight - log_w)
         proposal = b.proposal.where(take, proposal)
         r_sum = torch.where(go.unsqueeze(1), r_sum + b.r_sum, r_sum)
-        turn = turning(left.v, left.r, right.v, right.r, r_sum)
+        turn = turning(ends[0, 2], ends[0, 1], ends[1, 2], ends[1, 1], r_sum)
         if min_depth is not None:
             turn = turn & (min_depth <= d + 1)
         log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.weight), log_w)
