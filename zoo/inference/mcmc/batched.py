@@ -343,6 +343,15 @@ def _end(ends: torch.Tensor, side: torch.Tensor) -> _End:
     return _End(*torch.where(side.view(1, -1, 1), ends[1], ends[0], out=out).unbind())
 
 
+def _both_ends(p: BatchPoint) -> torch.Tensor:
+    """The trajectory's two ends at its start, both ``p``: ``(2, 4, C, D)`` (left, right; z, r,
+    v, g) in a buffer the thread keeps, which :func:`_end` reads and the doublings update."""
+    ends = _scratch(4, p.z, "ends", 2)
+    for end in ends:
+        torch.stack([p.z, p.r, p.v, p.g], out=end)
+    return ends
+
+
 def nuts_step_batch(
     pot: FlatPotential,
     metric: BatchMetric,
@@ -393,9 +402,7 @@ def nuts_step_batch(
     # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
     # of its 2^d leaves and the progressive-sampling coin
     coins = Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
-    ends = _scratch(4, p.z, "ends", 2)  # (left, right) x (z, r, v, g)
-    for end in ends:
-        torch.stack([p.z, p.r, p.v, p.g], out=end)
+    ends = _both_ends(p)
     signed = torch.stack([-eps, eps])  # eps times the direction, exactly
     proposal, r_sum, e0 = p, p.r, p.energy
     log_w = torch.zeros_like(e0)

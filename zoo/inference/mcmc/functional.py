@@ -29,9 +29,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
-from zoo.inference.mcmc.potential import FlatPotential
+from zoo.inference.mcmc.potential import BATCHED_LIKELIHOODS, FlatPotential
 from zoo.models.base import BayesianNet
-from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
 __all__ = ["CPU_CHUNK", "Forward", "ModulePotential", "module_forward", "potential_for"]
@@ -92,10 +91,7 @@ class ModulePotential(FlatPotential):
         self.forward: Forward = forward or (lambda params, x: model.apply(x, params))
         self.grad, self.chunk = grad, chunk
         self._weight_sites = [s for pair in model.layer_sites() for s in pair]
-        lik = model.likelihood
-        self._known = isinstance(
-            lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood
-        )
+        self._known = isinstance(model.likelihood, BATCHED_LIKELIHOODS)
 
     def _weights(self, z: torch.Tensor) -> dict[str, torch.Tensor]:
         """One chain's weight sites as views of ``z`` (shape ``(D,)``)."""

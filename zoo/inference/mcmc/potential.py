@@ -27,6 +27,9 @@ from zoo.models.mlp import BayesianMLP
 __all__ = ["FlatPotential", "flat_layout"]
 
 _LOG_2PI = math.log(2 * math.pi)
+#: The likelihoods whose energy is written batched over chains (:meth:`FlatPotential._energy_batch`);
+#: another goes row by row.
+BATCHED_LIKELIHOODS = CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood
 
 
 def flat_layout(site_shapes: Mapping[str, tuple[int, ...]]) -> tuple[dict[str, slice], int]:
@@ -223,7 +226,7 @@ class FlatPotential:
         -1 as a tag), or None where :meth:`_hand_value_and_grad` does not cover the network
         (another activation or likelihood, or a leaky slope below 0)."""
         lik, act = self.model.likelihood, getattr(self.model, "act_name", None)
-        if not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood):
+        if not isinstance(lik, BATCHED_LIKELIHOODS):
             return None
         if act == "relu":
             return 0.0
@@ -382,7 +385,7 @@ class FlatPotential:
         if z.dim() != 2 or z.shape[1] != self.dim:
             raise ValueError(f"z has shape {tuple(z.shape)}; expected (chains, {self.dim})")
         lik = self.model.likelihood
-        if not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood):
+        if not isinstance(lik, BATCHED_LIKELIHOODS):
             pairs = [self.value_and_grad(zc) for zc in z]  # unknown likelihood: row by row
             return torch.tensor(
                 [u for u, _ in pairs], dtype=torch.float64, device=z.device
@@ -401,7 +404,7 @@ class FlatPotential:
         same bits for a stack of rows as row by row (an unknown likelihood's rows come
         finished)."""
         lik = self.model.likelihood
-        if not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood):
+        if not isinstance(lik, BATCHED_LIKELIHOODS):
             return u
         return u.double() + self._offset
 
@@ -409,11 +412,7 @@ class FlatPotential:
         """``dU/dz`` of :meth:`value_and_grad_batch` alone (the same numbers), for the leapfrog
         steps that need no energy (all but a trajectory's last)."""
         lik = self.model.likelihood
-        if (
-            z.dim() != 2
-            or z.shape[1] != self.dim
-            or not isinstance(lik, CategoricalLikelihood | BernoulliLikelihood | GaussianLikelihood)
-        ):
+        if z.dim() != 2 or z.shape[1] != self.dim or not isinstance(lik, BATCHED_LIKELIHOODS):
             return self.value_and_grad_batch(z)[1]
         z = z.detach().requires_grad_(True)
         (g,) = torch.autograd.grad(self._batch_energy(z).sum(), z)
