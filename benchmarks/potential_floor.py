@@ -1,4 +1,4 @@
-"""The per-call floor of the MLP potential: autograd against the hand-written backward pass.
+"""The per-call floor of the MLP potential: autograd, its formulas replayed, and a hand-written backward.
 
 One command measures, side by side in interleaved rounds (the fastest counts), process CPU
 microseconds per call of :class:`~zoo.inference.mcmc.potential.FlatPotential` on the default
@@ -13,10 +13,14 @@ Rows (``ours`` / ``baseline`` = ``ratio``):
 - ``value_and_grad hand / autograd``: one chain, ``value_and_grad(z)`` of ``D`` floats with
   ``hand_backward=True`` (the batched layout, backpropagation written out, no autograd
   graph) over the default autograd path (``_energy``, one ``F.linear`` per layer);
-- ``batch C hand / autograd``: ``(C, D)`` rows, the hand-written pass
-  (``_hand_value_and_grad``) over ``value_and_grad_batch`` (autograd) at each ``--chains``;
-- ``value_and_grad autograd / batch 1 autograd``: what the one-chain path loses to the
-  batched layout (both autograd).
+- ``batch C replay / autograd``: ``(C, D)`` rows at each ``--chains``, ``value_and_grad_batch``
+  (on this network autograd's derivative formulas called without a graph,
+  :mod:`zoo.inference.mcmc.replay`; the same bits) over autograd of the same batched energy
+  (``torch.autograd.grad`` of ``_energy_batch``, what ``value_and_grad_batch`` ran before);
+- ``batch C hand / replay``: the hand-written pass (``_hand_value_and_grad``, other
+  rounding) over ``value_and_grad_batch``;
+- ``value_and_grad autograd / batch 1 replay``: what the one-chain path loses to the
+  batched layout.
 
 Not a test: numbers depend on the machine; compare the ratios. One torch thread.
 """
@@ -50,6 +54,14 @@ def _pots(n: int) -> tuple[FlatPotential, FlatPotential]:
     return FlatPotential(model, x, y), FlatPotential(model, x, y, hand_backward=True)
 
 
+def _autograd_batch(pot: FlatPotential, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``value_and_grad_batch`` by autograd: the gradient of the batched energy's sum."""
+    z = z.detach().requires_grad_(True)
+    u = pot._energy_batch(z)
+    (g,) = torch.autograd.grad(u.sum(), z)
+    return u.detach().double() + pot._offset, g
+
+
 def _us(fn, reps: int) -> float:
     t0 = time.process_time()
     for _ in range(reps):
@@ -67,19 +79,20 @@ def _rows(n: int, chains: list[int], rounds: int) -> tuple[list[tuple], int]:
     for c in chains:
         zc = z[:c].contiguous()
         cases[c] = (
+            lambda zc=zc: _autograd_batch(ref, zc),
             lambda zc=zc: ref.value_and_grad_batch(zc),
             lambda zc=zc: hand._hand_value_and_grad(zc),
         )
-    best = {k: [float("inf")] * 2 for k in cases}
+    best = {k: [float("inf")] * len(fns) for k, fns in cases.items()}
     for _ in range(rounds):
         for k, fns in cases.items():
             best[k] = [min(b, _us(f, reps)) for b, f in zip(best[k], fns, strict=True)]
     rows = [("value_and_grad hand / autograd", n, 1, best["one"][1], best["one"][0])]
-    rows += [("batch C hand / autograd", n, c, best[c][1], best[c][0]) for c in chains]
+    for c in chains:
+        rows.append(("batch C replay / autograd", n, c, best[c][1], best[c][0]))
+        rows.append(("batch C hand / replay", n, c, best[c][2], best[c][1]))
     if 1 in best:
-        rows.append(
-            ("value_and_grad autograd / batch 1 autograd", n, 1, best["one"][0], best[1][0])
-        )
+        rows.append(("value_and_grad autograd / batch 1 replay", n, 1, best["one"][0], best[1][1]))
     return rows, ref.dim
 
 

@@ -1,0 +1,115 @@
+"""The batched gradient by autograd's formulas without a graph (:mod:`zoo.inference.mcmc.replay`)
+against autograd itself, bitwise: per activation, likelihood, prior, dtype, depth and chain
+count it covers, with non-finite rows, at the default spec's shapes; and which potentials it
+leaves to autograd."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from zoo.inference.mcmc import replay
+from zoo.inference.mcmc.functional import ModulePotential
+from zoo.inference.mcmc.potential import FlatPotential
+from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
+from zoo.models.mlp import BayesianMLP
+from zoo.models.priors import he_prior, normal_prior
+
+LIKELIHOODS = {
+    "bernoulli": BernoulliLikelihood,
+    "gaussian": lambda: GaussianLikelihood(0.3),
+    "categorical": lambda: CategoricalLikelihood(3),
+    "gaussian_learned_noise": lambda: GaussianLikelihood(None, prior_scale=0.8),
+}
+
+
+def _pot(lik, act="relu", prior="normal", widths=(4, 5), n=30, d_in=3, dtype=torch.float64):
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(n, d_in, generator=gen, dtype=dtype)
+    if lik == "categorical":
+        y = torch.randint(0, 3, (n,), generator=gen)
+    elif lik == "bernoulli":
+        y = torch.randint(0, 2, (n,), generator=gen).to(dtype)
+    else:
+        y = torch.randn(n, generator=gen, dtype=dtype)
+    wp = normal_prior(0.7) if prior == "normal" else he_prior()
+    model = BayesianMLP(
+        d_in,
+        list(widths),
+        LIKELIHOODS[lik](),
+        act=act,
+        negative_slope=0.1,
+        weight_prior=wp,
+        bias_prior=wp,
+    )
+    return FlatPotential(model, x, y)
+
+
+def _autograd(pot: FlatPotential, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What ``value_and_grad_batch`` computed before the replay: autograd of the energy."""
+    z = z.detach().requires_grad_(True)
+    u = pot._energy_batch(z)
+    (g,) = torch.autograd.grad(u.sum(), z)
+    return u.detach(), g
+
+
+def _points(pot: FlatPotential, c: int, scale: float = 0.8) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(c)
+    return scale * torch.randn(c, pot.dim, generator=gen, dtype=pot.x.dtype)
+
+
+@pytest.mark.parametrize("lik", ["bernoulli", "gaussian"])
+@pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
+@pytest.mark.parametrize("prior", ["normal", "he"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_replay_is_autograd_bitwise(lik, act, prior, dtype) -> None:
+    for widths in [(6,), (4, 5), (3, 4, 5)]:
+        pot = _pot(lik, act, prior, widths, dtype=dtype)
+        assert replay.replays(pot)
+        for c in (1, 6):
+            z = _points(pot, c)
+            u0, g0 = _autograd(pot, z)
+            u1, g1 = pot.value_and_grad_batch(z, finish=False)
+            assert torch.equal(u1, u0) and torch.equal(g1, g0), (widths, c)
+            assert torch.equal(pot.grad_batch(z), g0)
+            assert u1.dtype == dtype and not g1.requires_grad
+
+
+@pytest.mark.parametrize("c", [1, 16, 24, 64])
+def test_replay_is_autograd_bitwise_at_the_default_spec_s_shapes(c) -> None:
+    # two moons' 500 points, widths 7 and 7, float32: the bmm kernels at the sizes that run
+    pot = _pot("bernoulli", "relu", "normal", (7, 7), n=500, d_in=2, dtype=torch.float32)
+    for scale in (0.05, 1.0, 4.0):
+        z = _points(pot, c, scale)
+        u0, g0 = _autograd(pot, z)
+        u1, g1 = pot.value_and_grad_batch(z, finish=False)
+        assert torch.equal(u1, u0) and torch.equal(g1, g0)
+
+
+def test_a_non_finite_row_is_autograd_s_and_leaves_the_others_alone() -> None:
+    pot = _pot("bernoulli", "tanh", "he")
+    z = _points(pot, 5)
+    z[1, 3], z[3, 0] = float("inf"), float("nan")
+    u0, g0 = _autograd(pot, z)
+    u1, g1 = pot.value_and_grad_batch(z, finish=False)
+    assert torch.equal(u1.isnan(), u0.isnan()) and torch.equal(g1.isnan(), g0.isnan())
+    ok = [0, 2, 4]
+    assert torch.equal(u1[ok], u0[ok]) and torch.equal(g1[ok], g0[ok])
+    fin = g0.isfinite()
+    assert torch.equal(g1[fin], g0[fin])
+
+
+def test_what_the_replay_leaves_to_autograd() -> None:
+    assert not replay.replays(_pot("categorical"))
+    assert not replay.replays(_pot("gaussian_learned_noise"))
+    pot = _pot("bernoulli")
+    pot.compiled = True  # a compiled energy keeps autograd (compile() sets this)
+    assert not replay.replays(pot)
+    module = ModulePotential(pot.model, pot.x, pot.y)  # its own (vmapped) energy
+    assert not replay.replays(module)
+    # and there value_and_grad_batch is still the energy's autograd gradient
+    pot = _pot("categorical")
+    z = _points(pot, 3)
+    u0, g0 = _autograd(pot, z)
+    u1, g1 = pot.value_and_grad_batch(z, finish=False)
+    assert torch.equal(u1, u0) and torch.equal(g1, g0)

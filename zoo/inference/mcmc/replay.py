@@ -1,0 +1,135 @@
+"""The batched potential's gradient by autograd's own formulas, called without a graph.
+
+:meth:`FlatPotential.value_and_grad_batch
+<zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch>` differentiates
+``U(z).sum()`` over ``C`` rows with ``torch.autograd.grad``. On a network as small as the
+default spec's (85 parameters, 500 points) half of a gradient at 16 chains is not
+arithmetic but the graph: recording a node per operation in the forward pass and walking
+them in the backward. :func:`value_and_grad` runs the same forward, operation for
+operation, without recording, then calls the derivative formulas that autograd's nodes
+would call (torch's ``tools/autograd/derivatives.yaml``), on the same operands, in the
+engine's order:
+
+- ``baddbmm(b, W, h)``: :math:`\\partial W = g\\, h^\\top` (``g.bmm(h.transpose(1, 2))``),
+  :math:`\\partial h = W^\\top g` (``W.transpose(1, 2).bmm(g)``), :math:`\\partial b =
+  \\sum_n g` (the engine's ``sum_to`` of the broadcast bias);
+- ``relu``: ``threshold_backward(g, result, 0)``; ``tanh``: ``tanh_backward(g, result)``;
+  ``leaky_relu``: ``leaky_relu_backward(g, input, slope, False)``;
+- ``binary_cross_entropy_with_logits``: :math:`\\sigma(f) - y`; the fixed-noise Gaussian's
+  :math:`k \\sum r^2`: :math:`(1 \\cdot k)\\, r` once per factor of ``r * r``;
+- the Normal prior's :math:`\\tfrac{\\lambda}{2} \\sum d^2`: :math:`a = (1 \\cdot
+  \\tfrac{\\lambda}{2})\\, d` once per factor of ``d * d``.
+
+The engine adds what reaches ``z`` as :math:`(a + a) + s`, ``s`` the network's part (the
+split's ``cat``): the prior's nodes were recorded last, so they run first. The same kernels
+on the same operands in the same order give autograd's bits, row for row; the tests check it
+bitwise on every network this covers (``tests/zoo/inference/mcmc/test_replay.py``) and the
+speed is in ``benchmarks/potential_floor.py``. Covered (:func:`replays`): an MLP potential
+of the CPU whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli or
+fixed-noise Gaussian likelihood; anything else (a categorical likelihood, a learned noise, a
+compiled potential, another device, a subclass with its own energy) keeps autograd.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from zoo.models.likelihoods import BernoulliLikelihood, GaussianLikelihood
+
+__all__ = ["replays", "value_and_grad"]
+
+#: Hidden activations whose backward is replayed, by the model's ``act_name``.
+ACTIVATIONS = ("relu", "leaky_relu", "tanh", "linear")
+
+
+def replays(pot: Any) -> bool:
+    """Whether :func:`value_and_grad` covers ``pot`` (a
+    :class:`~zoo.inference.mcmc.potential.FlatPotential`) now: module docstring."""
+    from zoo.inference.mcmc.potential import FlatPotential
+
+    lik = pot.model.likelihood
+    return (
+        type(pot)._energy_batch is FlatPotential._energy_batch
+        and not pot.compiled
+        and pot.x.device.type == "cpu"
+        and getattr(pot.model, "act_name", None) in ACTIVATIONS
+        and (pot.model.act_name != "leaky_relu" or (pot._act_slope or 0.0) > 0.0)
+        and (
+            isinstance(lik, BernoulliLikelihood)
+            or (isinstance(lik, GaussianLikelihood) and not pot.learned_noise)
+        )
+    )
+
+
+def value_and_grad(pot: Any, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(u, dU/dz)`` for ``z`` of shape ``(C, D)``: ``u`` the rows' ``U - c`` in the
+    energy's dtype (``FlatPotential._energy_batch``'s), the gradient autograd's to the bit."""
+    c = z.shape[0]
+    parts = z.split(pot._sizes, -1)
+    if pot._xt is None:
+        pot._xt = pot.x.T.contiguous()
+    h = pot._xt.expand(c, *pot._xt.shape)
+    ins, pres, outs, ws = [], [], [], []
+    for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
+        w = w.view(c, *pot._wshapes[i])
+        ins.append(h)
+        ws.append(w)
+        h = torch.baddbmm(b.unsqueeze(2), w, h)
+        if i < pot.model.depth:
+            pres.append(h)
+            h = pot.model.act(h)
+            outs.append(h)
+    nll, g = _loss_and_grad(pot, h, c)
+    d = z if pot._zero_loc else z - pot._loc
+    if pot._uniform_prec is None:
+        u = nll + 0.5 * (d * d * pot._prec).sum(-1)
+    else:
+        u = nll + (0.5 * pot._uniform_prec) * (d * d).sum(-1)
+    grads = [None] * (2 * len(ws))
+    for i in range(len(ws) - 1, -1, -1):
+        grads[2 * i + 1] = g.sum(2)
+        grads[2 * i] = g.bmm(ins[i].transpose(1, 2)).reshape(c, -1)
+        if i > 0:
+            g = _act_backward(pot, ws[i].transpose(1, 2).bmm(g), pres[i - 1], outs[i - 1])
+    s = torch.cat(grads, -1)
+    return u, _prior_grad(pot, d, c) + s
+
+
+def _loss_and_grad(pot: Any, h: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The likelihood's energy ``(C,)`` from the logits ``h`` ``(C, 1, N)`` and its gradient
+    with respect to them, ``(C, 1, N)``, as ``FlatPotential._energy_batch`` and autograd."""
+    f = h.squeeze(1)
+    if isinstance(pot.model.likelihood, BernoulliLikelihood):
+        y = pot.y.expand(c, -1)
+        nll = F.binary_cross_entropy_with_logits(f, y, reduction="none").sum(1)
+        return nll, (f.sigmoid() - y).unsqueeze(1)  # times the sum's ones: exact
+    k = 0.5 / float(pot.model.likelihood.noise) ** 2
+    res = f - pot.y
+    nll = (res * res).sum(1) * k
+    a = (torch.ones(c, dtype=nll.dtype) * k).unsqueeze(1).expand(c, f.shape[1]) * res
+    return nll, (a + a).unsqueeze(1)
+
+
+def _act_backward(pot: Any, g: torch.Tensor, pre: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """The hidden activation's backward: ``g`` at its output to ``g`` at its input."""
+    name = pot.model.act_name
+    if name == "relu":
+        return torch.ops.aten.threshold_backward(g, out, 0)
+    if name == "tanh":
+        return torch.ops.aten.tanh_backward(g, out)
+    if name == "leaky_relu":
+        return torch.ops.aten.leaky_relu_backward(g, pre, pot._act_slope, False)
+    return g
+
+
+def _prior_grad(pot: Any, d: torch.Tensor, c: int) -> torch.Tensor:
+    """``a + a``, the Normal prior's part of the gradient (module docstring)."""
+    ones = torch.ones(c, dtype=d.dtype)
+    if pot._uniform_prec is None:
+        a = (ones * 0.5).unsqueeze(-1).expand(c, d.shape[1]) * pot._prec * d
+    else:
+        a = (ones * (0.5 * pot._uniform_prec)).unsqueeze(-1).expand(c, d.shape[1]) * d
+    return a + a
