@@ -370,7 +370,7 @@ class FlatPotential:
         network cost little more than one. Rows do not interact: a non-finite row leaves the others unchanged.
         The backward is autograd's, or on the networks :func:`~zoo.inference.mcmc.replay.replays`
         covers its formulas called without a graph (:mod:`~zoo.inference.mcmc.replay`): the same
-        bits at about two thirds of the cost on the default's network at 16 chains.
+        bits for less CPU time (``benchmarks/potential_floor.py`` measures how much).
 
         Parameters
         ----------

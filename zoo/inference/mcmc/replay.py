@@ -3,9 +3,8 @@
 :meth:`FlatPotential.value_and_grad_batch
 <zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch>` differentiates
 ``U(z).sum()`` over ``C`` rows with ``torch.autograd.grad``. On a network as small as the
-default spec's (85 parameters, 500 points) half of a gradient at 16 chains is not
-arithmetic but the graph: recording a node per operation in the forward pass and walking
-them in the backward. :func:`value_and_grad` runs the same forward, operation for
+default spec's, much of that is not arithmetic but the graph: a node recorded per operation
+in the forward pass, then walked by the engine in the backward. :func:`value_and_grad` runs the same forward, operation for
 operation, without recording, then calls the derivative formulas that autograd's nodes
 would call (torch's ``tools/autograd/derivatives.yaml``), on the same operands, in the
 engine's order:
@@ -22,12 +21,13 @@ engine's order:
 
 The engine adds what reaches ``z`` as :math:`(a + a) + s`, ``s`` the network's part (the
 split's ``cat``): the prior's nodes were recorded last, so they run first. The same kernels
-on the same operands in the same order give autograd's bits, row for row; the tests check it
-bitwise on every network this covers (``tests/zoo/inference/mcmc/test_replay.py``) and the
-speed is in ``benchmarks/potential_floor.py``. Covered (:func:`replays`): an MLP potential
-of the CPU whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli or
-fixed-noise Gaussian likelihood; anything else (a categorical likelihood, a learned noise, a
-compiled potential, another device, a subclass with its own energy) keeps autograd.
+on the same operands in the same order give autograd's bits, row for row;
+``tests/zoo/inference/mcmc/test_replay.py`` checks them bitwise on every network this
+covers, so a torch whose formulas or engine order differ from these fails there. The speed:
+``benchmarks/potential_floor.py``. Covered (:func:`replays`): an MLP potential on the CPU
+whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli or fixed-noise
+Gaussian likelihood; anything else (a categorical likelihood, a learned noise, a compiled
+potential, another device, a subclass with its own energy) keeps autograd.
 """
 
 from __future__ import annotations
