@@ -72,6 +72,8 @@ class FlatPotential:
         self.x = torch.as_tensor(x, device=x.device if isinstance(x, torch.Tensor) else "cpu")
         self._xt: torch.Tensor | None = None  # x transposed, made on first batched use
         self._batch_energy = self._energy_batch  # torch.compile'd by compile()
+        # whether the batched energy is this class's, which replay.replays requires
+        self._own_energy_batch = type(self)._energy_batch is FlatPotential._energy_batch
         self.compiled = False
         lik = model.likelihood
         cat = isinstance(lik, CategoricalLikelihood)  # class indices; Bernoulli 0/1 as floats

@@ -48,11 +48,9 @@ ACTIVATIONS = ("relu", "leaky_relu", "tanh", "linear")
 def replays(pot: Any) -> bool:
     """Whether :func:`value_and_grad` covers ``pot`` (a
     :class:`~zoo.inference.mcmc.potential.FlatPotential`) now: module docstring."""
-    from zoo.inference.mcmc.potential import FlatPotential
-
     lik = pot.model.likelihood
     return (
-        type(pot)._energy_batch is FlatPotential._energy_batch
+        getattr(pot, "_own_energy_batch", False)
         and not pot.compiled
         and pot.x.device.type == "cpu"
         and getattr(pot.model, "act_name", None) in ACTIVATIONS
