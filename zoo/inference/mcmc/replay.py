@@ -4,8 +4,9 @@
 <zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch>` differentiates
 ``U(z).sum()`` over ``C`` rows with ``torch.autograd.grad``. On a network as small as the
 default spec's, much of that is not arithmetic but the graph: a node recorded per operation
-in the forward pass, then walked by the engine in the backward. :func:`value_and_grad` runs the same forward, operation for
-operation, without recording, then calls the derivative formulas that autograd's nodes
+in the forward pass, then walked by the engine in the backward. :func:`value_and_grad` runs
+the same forward (``FlatPotential._energy_batch``, keeping each layer's tensors) without
+recording, then calls the derivative formulas that autograd's nodes
 would call (torch's ``tools/autograd/derivatives.yaml``), on the same operands, in the
 engine's order:
 
@@ -15,9 +16,10 @@ engine's order:
 - ``relu``: ``threshold_backward(g, result, 0)``; ``tanh``: ``tanh_backward(g, result)``;
   ``leaky_relu``: ``leaky_relu_backward(g, input, slope, False)``;
 - ``binary_cross_entropy_with_logits``: :math:`\\sigma(f) - y`; the fixed-noise Gaussian's
-  :math:`k \\sum r^2`: :math:`(1 \\cdot k)\\, r` once per factor of ``r * r``;
-- the Normal prior's :math:`\\tfrac{\\lambda}{2} \\sum d^2`: :math:`a = (1 \\cdot
-  \\tfrac{\\lambda}{2})\\, d` once per factor of ``d * d``.
+  :math:`k \\sum r^2`: :math:`k\\, r` once per factor of ``r * r``;
+- the Normal prior's :math:`\\tfrac{\\lambda}{2} \\sum d^2`: :math:`a =
+  \\tfrac{\\lambda}{2}\\, d` once per factor of ``d * d`` (autograd multiplies the sums'
+  ones by the constant first; a product with 1 is exact).
 
 The engine adds what reaches ``z`` as :math:`(a + a) + s`, ``s`` the network's part (the
 split's ``cat``): the prior's nodes were recorded last, so they run first. The same kernels
@@ -35,7 +37,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from zoo.models.likelihoods import BernoulliLikelihood, GaussianLikelihood
 
@@ -64,51 +65,34 @@ def replays(pot: Any) -> bool:
 
 def value_and_grad(pot: Any, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(u, dU/dz)`` for ``z`` of shape ``(C, D)``: ``u`` the rows' ``U - c`` in the
-    energy's dtype (``FlatPotential._energy_batch``'s), the gradient autograd's to the bit."""
+    energy's dtype (``FlatPotential._energy_batch``, which also keeps the layers' tensors),
+    the gradient autograd's to the bit."""
     c = z.shape[0]
-    parts = z.split(pot._sizes, -1)
-    if pot._xt is None:
-        pot._xt = pot.x.T.contiguous()
-    h = pot._xt.expand(c, *pot._xt.shape)
-    ins, pres, outs, ws = [], [], [], []
-    for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
-        w = w.view(c, *pot._wshapes[i])
-        ins.append(h)
-        ws.append(w)
-        h = torch.baddbmm(b.unsqueeze(2), w, h)
-        if i < pot.model.depth:
-            pres.append(h)
-            h = pot.model.act(h)
-            outs.append(h)
-    nll, g = _loss_and_grad(pot, h, c)
-    d = z if pot._zero_loc else z - pot._loc
-    if pot._uniform_prec is None:
-        u = nll + 0.5 * (d * d * pot._prec).sum(-1)
-    else:
-        u = nll + (0.5 * pot._uniform_prec) * (d * d).sum(-1)
-    grads = [None] * (2 * len(ws))
-    for i in range(len(ws) - 1, -1, -1):
+    layers: list = []
+    u = pot._energy_batch(z, layers)
+    g = _loss_grad(pot, layers.pop(), c)
+    grads = [None] * (2 * len(layers))
+    for i in range(len(layers) - 1, -1, -1):
+        h, w, _, _ = layers[i]
         grads[2 * i + 1] = g.sum(2)
-        grads[2 * i] = g.bmm(ins[i].transpose(1, 2)).reshape(c, -1)
+        grads[2 * i] = g.bmm(h.transpose(1, 2)).reshape(c, -1)
         if i > 0:
-            g = _act_backward(pot, ws[i].transpose(1, 2).bmm(g), pres[i - 1], outs[i - 1])
-    s = torch.cat(grads, -1)
-    return u, _prior_grad(pot, d, c) + s
+            _, _, pre, out = layers[i - 1]
+            g = _act_backward(pot, w.transpose(1, 2).bmm(g), pre, out)
+    d = z if pot._zero_loc else z - pot._loc
+    return u, _prior_grad(pot, d) + torch.cat(grads, -1)
 
 
-def _loss_and_grad(pot: Any, h: torch.Tensor, c: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The likelihood's energy ``(C,)`` from the logits ``h`` ``(C, 1, N)`` and its gradient
-    with respect to them, ``(C, 1, N)``, as ``FlatPotential._energy_batch`` and autograd."""
+def _loss_grad(pot: Any, h: torch.Tensor, c: int) -> torch.Tensor:
+    """The likelihood energy's gradient with respect to the logits ``h`` ``(C, 1, N)``, as
+    autograd takes it through ``FlatPotential._energy_batch``."""
     f = h.squeeze(1)
     if isinstance(pot.model.likelihood, BernoulliLikelihood):
-        y = pot.y.expand(c, -1)
-        nll = F.binary_cross_entropy_with_logits(f, y, reduction="none").sum(1)
-        return nll, (f.sigmoid() - y).unsqueeze(1)  # times the sum's ones: exact
+        return (f.sigmoid() - pot.y.expand(c, -1)).unsqueeze(1)  # times the sum's ones: exact
     k = 0.5 / float(pot.model.likelihood.noise) ** 2
     res = f - pot.y
-    nll = (res * res).sum(1) * k
-    a = (torch.ones(c, dtype=nll.dtype) * k).unsqueeze(1).expand(c, f.shape[1]) * res
-    return nll, (a + a).unsqueeze(1)
+    a = res * k
+    return (a + a).unsqueeze(1)
 
 
 def _act_backward(pot: Any, g: torch.Tensor, pre: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
@@ -123,11 +107,10 @@ def _act_backward(pot: Any, g: torch.Tensor, pre: torch.Tensor, out: torch.Tenso
     return g
 
 
-def _prior_grad(pot: Any, d: torch.Tensor, c: int) -> torch.Tensor:
+def _prior_grad(pot: Any, d: torch.Tensor) -> torch.Tensor:
     """``a + a``, the Normal prior's part of the gradient (module docstring)."""
-    ones = torch.ones(c, dtype=d.dtype)
     if pot._uniform_prec is None:
-        a = (ones * 0.5).unsqueeze(-1).expand(c, d.shape[1]) * pot._prec * d
+        a = d * pot._prec * 0.5
     else:
-        a = (ones * (0.5 * pot._uniform_prec)).unsqueeze(-1).expand(c, d.shape[1]) * d
+        a = d * (0.5 * pot._uniform_prec)
     return a + a
