@@ -6,6 +6,7 @@ One concept per module, in floors; a module imports only from the floors below i
 1. **Targets and numerics** (import nothing of this folder but each other's types):
    :mod:`~.potential` (the model's flat batched log density, hand-written for MLPs),
    :mod:`~.replay` (its batched gradient by autograd's formulas, without the graph),
+   :mod:`~.hand_backward` (the opt-in backward written out, autograd's values to rounding),
    :mod:`~.functional` (the same for any network, through ``torch.func``), :mod:`~.gaussian` (a
    Gaussian target), :mod:`~.dual_averaging`, :mod:`~.welford`, :mod:`~.result` (the typed
    result), :mod:`~.thinning` (the kept draws), :mod:`~.resume` (the loop's state, what a

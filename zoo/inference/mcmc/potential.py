@@ -8,7 +8,7 @@ call :meth:`FlatPotential.value_and_grad` once per leapfrog step. Gradients come
 (the reference); the batched gradient of the networks :mod:`~zoo.inference.mcmc.replay`
 covers calls autograd's own derivative formulas without recording a graph (the same bits);
 ``hand_backward=True`` computes one chain's by backpropagation written out
-(:meth:`FlatPotential._hand_value_and_grad`), which saves torch's per-call autograd cost.
+(:mod:`~zoo.inference.mcmc.hand_backward`), which saves torch's per-call autograd cost.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pyro
 import torch
 import torch.nn.functional as F
 
-from zoo.inference.mcmc import replay
+from zoo.inference.mcmc import hand_backward, replay
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
 
@@ -224,103 +224,14 @@ class FlatPotential:
         (g,) = torch.autograd.grad(u, z)
         return u.item() + self._offset, g
 
-    # --- the hand-written backward pass ---------------------------------------------------
+    # --- the hand-written backward pass (:mod:`~zoo.inference.mcmc.hand_backward`) -----------
     def _hand_activation(self) -> float | None:
-        """The hidden activation's slope below 0 (relu 0, leaky_relu its slope, linear 1; tanh
-        -1 as a tag), or None where :meth:`_hand_value_and_grad` does not cover the network
-        (another activation or likelihood, or a leaky slope below 0)."""
-        lik, act = self.model.likelihood, getattr(self.model, "act_name", None)
-        if not isinstance(lik, BATCHED_LIKELIHOODS):
-            return None
-        if act == "relu":
-            return 0.0
-        if act == "tanh":
-            return -1.0
-        if act == "linear":
-            return 1.0
-        if act == "leaky_relu":
-            slope = -float(
-                self.model.act(torch.tensor(-1.0, dtype=torch.float64, device=self.x.device))
-            )
-            return slope if slope >= 0 else None
-        return None
+        """:func:`~zoo.inference.mcmc.hand_backward.activation_slope` of this potential."""
+        return hand_backward.activation_slope(self)
 
     def _hand_value_and_grad(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(U (C,) float64, dU/dz (C, D))`` by backpropagation written out, no autograd graph.
-
-        The forward pass of :meth:`_energy_batch` (activations ``(C, units, N)``) keeps each
-        layer's output :math:`h_i`; with :math:`\\delta_L = \\partial\\,\\mathrm{nll} /
-        \\partial a_L` at the logits (softmax minus one-hot, sigmoid minus ``y``, or the
-        scaled residual), :math:`\\partial/\\partial W_i = \\delta_i h_{i-1}^\\top`,
-        :math:`\\partial/\\partial b_i = \\sum_n \\delta_i` and :math:`\\delta_{i-1} =
-        (W_i^\\top \\delta_i) \\odot \\phi'(a_{i-1})`, :math:`\\phi'` read off :math:`h_{i-1}`
-        (relu :math:`[h > 0]`, leaky relu :math:`1` or its slope, tanh :math:`1 - h^2`); the
-        prior adds :math:`\\Lambda (z - m)`, a learned noise its own derivative. It saves
-        torch's per-call autograd cost, which dominates one chain on a small data set
-        (measurements: ``docs/notes/samplers.md``). Rounding differs from autograd's.
-        """
-        c, slope = z.shape[0], self._act_slope
-        if self._xt is None:
-            self._xt = self.x.T.contiguous()
-        parts = z.split(self._sizes, -1)
-        h = self._xt.expand(c, *self._xt.shape)
-        hs, ws = [h], []
-        for i, (w, b) in enumerate(zip(parts[0:-1:2], parts[1::2], strict=False)):
-            w = w.view(c, *self._wshapes[i])
-            ws.append(w)
-            h = torch.baddbmm(b.unsqueeze(2), w, h)
-            if i < self.model.depth:
-                h = self.model.act(h)
-                hs.append(h)
-        lik, g_noise = self.model.likelihood, []
-        if isinstance(lik, CategoricalLikelihood):
-            logp = torch.log_softmax(h, 1)
-            idx = self.y.view(1, 1, -1).expand(c, 1, -1)
-            nll = -logp.gather(1, idx).sum((1, 2))
-            delta = logp.exp().scatter_add_(1, idx, torch.full_like(idx, -1, dtype=h.dtype))
-        elif isinstance(lik, BernoulliLikelihood):
-            s = h.squeeze(1)
-            nll = F.binary_cross_entropy_with_logits(s, self.y.expand(c, -1), reduction="none").sum(
-                1
-            )
-            delta = (torch.sigmoid(s) - self.y).unsqueeze(1)
-        else:
-            res = h.squeeze(1) - self.y
-            sq = (res * res).sum(1)
-            if self.learned_noise:
-                zn, n = z[:, -1], len(self.y)
-                e, e2 = (-2 * zn).exp(), (2 * zn).exp()
-                nll = 0.5 * e * sq + (n - 1) * zn + 0.5 * self._noise_prec * e2
-                delta = (e.unsqueeze(1) * res).unsqueeze(1)
-                g_noise = [((n - 1) - e * sq + self._noise_prec * e2).unsqueeze(1)]
-            else:
-                k = 1.0 / float(lik.noise) ** 2
-                nll = sq * (0.5 * k)
-                delta = (res * k).unsqueeze(1)
-        grads = []
-        for i in range(len(ws) - 1, -1, -1):
-            gw = torch.matmul(delta, self.x) if i == 0 else torch.bmm(delta, hs[i].mT)
-            grads += [delta.sum(2), gw.reshape(c, -1)]
-            if i > 0:
-                delta = torch.bmm(ws[i].mT, delta)
-                hi = hs[i]
-                if slope == 0.0:
-                    delta = delta * (hi > 0)
-                elif slope == -1.0:  # tanh
-                    delta = delta * (1 - hi * hi)
-                elif slope != 1.0:
-                    delta = torch.where(hi > 0, delta, delta * slope)
-        g = torch.cat(grads[::-1] + g_noise, 1)
-        zw = z[:, : self.n_weights]
-        d = zw if self._zero_loc else zw - self._loc
-        gw = g[:, : self.n_weights]
-        if self._uniform_prec is None:
-            u = nll + 0.5 * (d * d * self._prec).sum(-1)
-            gw.addcmul_(d, self._prec)
-        else:
-            u = nll + (0.5 * self._uniform_prec) * (d * d).sum(-1)
-            gw.add_(d, alpha=self._uniform_prec)
-        return u.double() + self._offset, g
+        """:func:`~zoo.inference.mcmc.hand_backward.value_and_grad` of this potential."""
+        return hand_backward.value_and_grad(self, z)
 
     def _energy_batch(self, z: torch.Tensor, keep: list | None = None) -> torch.Tensor:
         """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``;

@@ -17,6 +17,7 @@ FOLDER = Path(mcmc.__file__).parent
 #: Floor of every module of the folder; a new module must be given one here.
 FLOORS = {
     "potential": 1,
+    "hand_backward": 1,
     "replay": 1,
     "functional": 1,
     "pyro_potential": 1,
