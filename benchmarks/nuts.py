@@ -117,11 +117,12 @@ class _Counted(FlatPotential):  # counts gradient evaluations (a batch of C coun
         self.calls += 1
         return super().value_and_grad(z)
 
-    def value_and_grad_batch(self, z, finish=True):
+    def value_and_grad_batch(self, z, finish=True, into=None):
         self.calls += len(z)
-        return super().value_and_grad_batch(z, finish)
+        return super().value_and_grad_batch(z, finish, into)
 
-    value_and_grad_batch.finishes_later = True  # batched NUTS may finish U per subtree
+    # batched NUTS may finish U per subtree and write U and its gradient into its stacks
+    value_and_grad_batch.finishes_later = value_and_grad_batch.writes_into = True
 
 
 class _CountedNUTS(NUTS):

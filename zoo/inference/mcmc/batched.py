@@ -215,19 +215,24 @@ def _leaves(pot, metric, p: BatchPoint, minv_eps, neg, n: int) -> BatchPoint:
     # the potentials in the energy's dtype, finished (float64, constants) all at once after
     # the loop, where the potential offers it: two operations fewer a leaf
     later = (False,) if getattr(vg, "finishes_later", False) else ()
+    # and into the stacks, where it offers that: two copies fewer a leaf
+    into = bool(later) and getattr(vg, "writes_into", False)
     # a diagonal metric's drift is the addcmul itself: one Python call fewer a leaf
     drift = kick if type(metric) is BatchMetric else metric.drift
     stacks = zip(z_of.unbind(), r_of.unbind(), g_of.unbind(), strict=True)
     for k, (z_k, r_k, g_k) in enumerate(stacks):
         kick(r, g, neg, out=mid)
         z = drift(z, minv_eps, mid, out=z_k)
-        u, g = vg(z, *later)
+        if into and k:
+            u, g = vg(z, False, (u_of[k], g_k))
+        else:
+            u, g = vg(z, *later)
+            g_k.copy_(g)
+            if u_of is None:  # in the potential's dtype and shape
+                u_all = _scratch(n, u, "potentials", 1)[0]
+                u_of = u_all.unbind()
+            u_of[k].copy_(u)
         r = kick(mid, g, neg, out=r_k)
-        g_k.copy_(g)
-        if u_of is None:  # in the potential's dtype
-            u_all = _scratch(n, u, "potentials", 1)[0]
-            u_of = u_all.unbind()
-        u_of[k].copy_(u)
         del u  # of a leaf only its rows of the stacks live through the next gradient
     if isinstance(metric, BatchMetric):  # elementwise: stacked, the same bits
         v_of = metric.velocity(r_of)
@@ -335,12 +340,11 @@ class _End(NamedTuple):
     g: torch.Tensor
 
 
-def _end(ends: torch.Tensor, side: torch.Tensor) -> _End:
-    """Of the trajectory's ends stacked ``(2, 4, C, D)`` (left, right; each z, r, v, g), the
-    right one where ``side``, else the left: one selection for the four quantities, into a
-    buffer the thread keeps (it lives through the subtree's gradients: :func:`_scratch`)."""
-    out = _scratch(1, ends[0], "start", 1)[0, 0]
-    return _End(*torch.where(side.view(1, -1, 1), ends[1], ends[0], out=out).unbind())
+def _end(left: torch.Tensor, right: torch.Tensor, side: torch.Tensor, out) -> _End:
+    """Of the trajectory's ends (each z, r, v, g stacked ``(4, C, D)``), ``right`` where
+    ``side``, else ``left``: one selection for the four quantities, into ``out`` (a buffer
+    the thread keeps: it lives through the subtree's gradients, :func:`_scratch`)."""
+    return _End(*torch.where(side.view(1, -1, 1), right, left, out=out).unbind())
 
 
 def _both_ends(p: BatchPoint) -> torch.Tensor:
@@ -403,7 +407,10 @@ def nuts_step_batch(
     # of its 2^d leaves and the progressive-sampling coin
     coins = Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
     ends = _both_ends(p)
-    signed = torch.stack([-eps, eps])  # eps times the direction, exactly
+    left, right = ends.unbind()  # views, updated in place by every doubling
+    (_, r_left, v_left, _), (_, r_right, v_right, _) = left.unbind(), right.unbind()
+    start = _scratch(1, left, "start", 1)[0, 0]
+    back = -eps  # eps times the direction, exactly
     proposal, r_sum, e0 = p, p.r, p.energy
     log_w = torch.zeros_like(e0)
     active = torch.ones(c, dtype=torch.bool, device=e0.device)
@@ -411,8 +418,10 @@ def nuts_step_batch(
     for d in range(max_depth):
         coins.reserve(2 ** (d + 1) + d)  # the most this doubling can read
         fwd = (coins.draw(active, log=False) < 0.5) | ~active
-        step = torch.where(fwd.unsqueeze(1), signed[1], signed[0])
-        b = _build(pot, metric, _end(ends, fwd), step, d, e0, active, coins, min_depth)
+        step = torch.where(fwd.unsqueeze(1), eps, back)
+        b = _build(
+            pot, metric, _end(left, right, fwd, start), step, d, e0, active, coins, min_depth
+        )
         lw_of.append(b.log_w)
         live_of.append(b.live_at)
         turn_of.append(b.turn)
@@ -422,11 +431,11 @@ def nuts_step_batch(
         take = go & (coins.draw(go) < b.weight - log_w)
         proposal = b.proposal.where(take, proposal)
         r_sum = torch.where(go.unsqueeze(1), r_sum + b.r_sum, r_sum)
-        turn = turning(ends[0, 2], ends[0, 1], ends[1, 2], ends[1, 1], r_sum)
+        turn = turning(v_left, r_left, v_right, r_right, r_sum)
         if min_depth is not None:
             turn = turn & (min_depth <= d + 1)
-        log_w = torch.where(go & ~turn, torch.logaddexp(log_w, b.weight), log_w)
         active = go & ~turn
+        log_w = torch.where(active, torch.logaddexp(log_w, b.weight), log_w)
         if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
     stats = transition_stats(coins, lw_of, live_of, turn_of, d + 1, MAX_ENERGY_ERROR)

@@ -233,9 +233,12 @@ class FlatPotential:
         """:func:`~zoo.inference.mcmc.hand_backward.value_and_grad` of this potential."""
         return hand_backward.value_and_grad(self, z)
 
-    def _energy_batch(self, z: torch.Tensor, keep: list | None = None) -> torch.Tensor:
-        """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``;
-        ``keep`` gets each layer's (input, W, pre-activation, output), then the logits."""
+    def _energy_batch(
+        self, z: torch.Tensor, keep: list | None = None, into: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``
+        (written into ``into`` if given: no graph); ``keep`` gets each layer's (input, W,
+        pre-activation, output), then the logits, then the prior's term."""
         c = z.shape[0]
         parts = z.split(self._sizes, -1)
         if self._xt is None:
@@ -272,11 +275,15 @@ class FlatPotential:
         zw = z[:, : self.n_weights] if self.learned_noise else z
         d = zw if self._zero_loc else zw - self._loc
         if self._uniform_prec is None:
-            return nll + 0.5 * (d * d * self._prec).sum(-1)
-        return nll + (0.5 * self._uniform_prec) * (d * d).sum(-1)
+            prior = 0.5 * (d * d * self._prec).sum(-1)
+        else:
+            prior = (0.5 * self._uniform_prec) * (d * d).sum(-1)
+        if keep is not None:
+            keep.append(prior)
+        return torch.add(nll, prior, out=into)
 
     def value_and_grad_batch(
-        self, z: torch.Tensor, finish: bool = True
+        self, z: torch.Tensor, finish: bool = True, into: tuple | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(U(z), dU/dz)`` for ``C`` flat vectors ``z`` of shape ``(C, D)`` at once.
 
@@ -296,6 +303,11 @@ class FlatPotential:
             sampler that keeps many points finishes them in one operation. Batched NUTS asks
             so when this method carries ``finishes_later`` (a subclass that overrides it
             does not, unless it sets that too).
+        into : (Tensor, Tensor), optional
+            Tensors to write ``u`` (as ``finish=False`` gives it: ``(C,)``, the dtype of
+            ``z``) and the gradient into, which are then returned, so that a sampler keeping
+            many points writes each into its stack without a copy. Batched NUTS passes them
+            when this method carries ``writes_into`` (as ``finishes_later``).
 
         Returns
         -------
@@ -313,15 +325,18 @@ class FlatPotential:
                 [u for u, _ in pairs], dtype=torch.float64, device=z.device
             ), torch.stack([g for _, g in pairs])
         if replay.replays(self):  # autograd's formulas without its graph: the same bits
-            u, g = replay.value_and_grad(self, z.detach())
+            u, g = replay.value_and_grad(self, z.detach(), into)
         else:
             z = z.detach().requires_grad_(True)
             u = self._batch_energy(z)
             (g,) = torch.autograd.grad(u.sum(), z)
             u = u.detach()
+            if into is not None:
+                u, g = into[0].copy_(u), into[1].copy_(g)
         return (u.double() + self._offset if finish else u), g
 
     value_and_grad_batch.finishes_later = True
+    value_and_grad_batch.writes_into = True
 
     def finish_batch(self, u: torch.Tensor) -> torch.Tensor:
         """``U`` from the ``u`` of :meth:`value_and_grad_batch` with ``finish=False``, of any

@@ -63,13 +63,19 @@ def replays(pot: Any) -> bool:
     )
 
 
-def value_and_grad(pot: Any, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def value_and_grad(
+    pot: Any, z: torch.Tensor, into: tuple | None = None, prior: list | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(u, dU/dz)`` for ``z`` of shape ``(C, D)``: ``u`` the rows' ``U - c`` in the
     energy's dtype (``FlatPotential._energy_batch``, which also keeps the layers' tensors),
-    the gradient autograd's to the bit."""
+    the gradient autograd's to the bit; written into ``into = (u, grad)`` if given.
+    ``prior``: a list that gets the prior's term of ``u``, ``(C,)``."""
     c = z.shape[0]
     layers: list = []
-    u = pot._energy_batch(z, layers)
+    u = pot._energy_batch(z, layers, None if into is None else into[0])
+    if prior is not None:
+        prior.append(layers[-1])
+    layers.pop()  # the prior's term
     g = _loss_grad(pot, layers.pop(), c)
     grads = [None] * (2 * len(layers))
     for i in range(len(layers) - 1, -1, -1):
@@ -80,7 +86,7 @@ def value_and_grad(pot: Any, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
             _, _, pre, out = layers[i - 1]
             g = _act_backward(pot, w.transpose(1, 2).bmm(g), pre, out)
     d = z if pot._zero_loc else z - pot._loc
-    return u, _prior_grad(pot, d) + torch.cat(grads, -1)
+    return u, torch.add(_prior_grad(pot, d), torch.cat(grads, -1), out=into and into[1])
 
 
 def _loss_grad(pot: Any, h: torch.Tensor, c: int) -> torch.Tensor:

@@ -113,3 +113,18 @@ def test_what_the_replay_leaves_to_autograd() -> None:
     u0, g0 = _autograd(pot, z)
     u1, g1 = pot.value_and_grad_batch(z, finish=False)
     assert torch.equal(u1, u0) and torch.equal(g1, g0)
+
+
+@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical", "gaussian_learned_noise"])
+def test_into_writes_the_same_bits_into_the_given_tensors(lik) -> None:
+    """``value_and_grad_batch(z, False, into)`` (batched NUTS's stacks) returns the given
+    tensors holding what it returns without them, replayed or by autograd."""
+    pot = _pot(lik, dtype=torch.float32)
+    z = _points(pot, 6)
+    u0, g0 = pot.value_and_grad_batch(z, finish=False)
+    stack_u, stack_g = torch.full((2, 6), float("nan")), torch.full((2, 6, pot.dim), float("nan"))
+    u1, g1 = pot.value_and_grad_batch(z, False, (stack_u[1], stack_g[1]))
+    assert u1.data_ptr() == stack_u[1].data_ptr() and g1.data_ptr() == stack_g[1].data_ptr()
+    assert torch.equal(stack_u[1], u0) and torch.equal(stack_g[1], g0)
+    assert stack_u[0].isnan().all() and stack_g[0].isnan().all()
+    assert pot.value_and_grad_batch.writes_into
