@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from zoo.inference.mcmc import replay
 from zoo.inference.mcmc.loop import Step, chain_rngs
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.windowed import WindowedProgram
@@ -78,35 +79,82 @@ class TemperedPotential:
         self.betas = betas
         self._b64 = betas.double()
         self._b = betas.to(base.x.dtype).unsqueeze(1)
+        self._1mb64, self._1mb = 1 - self._b64, 1 - self._b  # the prior's weights
         self._closed = not base.learned_noise and base._uniform_prec is not None
+        # whether the base gives its U unfinished (then the rows' U are finished later too)
+        self._later = getattr(base.value_and_grad_batch, "finishes_later", False)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.base, name)
 
-    def prior_energy_and_grad(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """:math:`U_0(z)` ``(R,)`` float64 and its gradient ``(R, D)``: closed form for a
-        Normal prior of one scale, autograd otherwise (learned noise, per-site scales)."""
+    def _prior_raw(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:math:`U_0(z)` before :meth:`_finish_prior` and its gradient (closed form for a
+        Normal prior of one scale, autograd otherwise: learned noise, per-site scales)."""
         base = self.base
         if self._closed:
             d = z if base._zero_loc else z - base._loc
-            u0 = (0.5 * base._uniform_prec) * (d * d).sum(-1)
-            return u0.double() - base._const, d * base._uniform_prec
+            return (0.5 * base._uniform_prec) * (d * d).sum(-1), d * base._uniform_prec
         z = z.detach().requires_grad_(True)
         u0 = -base._log_prior(z)
         (g,) = torch.autograd.grad(u0.sum(), z)
-        return u0.detach().double(), g
+        return u0.detach(), g
 
-    def value_and_grad_batch(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(U_beta (R,) float64, its gradient (R, D))``."""
-        u, g = self.base.value_and_grad_batch(z)
-        u0, g0 = self.prior_energy_and_grad(z.detach())
-        return self._b64 * u + (1 - self._b64) * u0, self._b * g + (1 - self._b) * g0
+    def _finish_prior(self, u0: torch.Tensor) -> torch.Tensor:
+        return u0.double() - self.base._const if self._closed else u0.double()
+
+    def prior_energy_and_grad(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:math:`U_0(z)` ``(R,)`` float64 and its gradient ``(R, D)``: closed form for a
+        Normal prior of one scale, autograd otherwise (learned noise, per-site scales)."""
+        u0, g0 = self._prior_raw(z)
+        return self._finish_prior(u0), g0
+
+    def value_and_grad_batch(
+        self, z: torch.Tensor, finish: bool = True, into: tuple | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(U_beta (R,) float64, its gradient (R, D))``.
+
+        ``finish=False``: instead of :math:`U_\\beta`, the base's ``U`` and the prior's
+        :math:`U_0` side by side, ``(R, 2)``, as far as the base takes them
+        (:meth:`finish_batch` weighs them, elementwise: the same bits as at once), so that
+        batched NUTS weighs a subtree's in one operation. ``into``: as
+        :meth:`FlatPotential.value_and_grad_batch
+        <zoo.inference.mcmc.potential.FlatPotential.value_and_grad_batch>`'s. Where the
+        base's gradient is replayed (:mod:`~zoo.inference.mcmc.replay`) and the prior is
+        closed, the prior's term of the base's ``U`` is :math:`U_0`'s (the same operations on
+        the same operands), so it is not computed twice.
+        """
+        base, z = self.base, z.detach()
+        if self._closed and replay.replays(base):
+            kept: list = []
+            u, g = replay.value_and_grad(base, z, prior=kept)
+            u0, g0 = kept[0], (z if base._zero_loc else z - base._loc) * base._uniform_prec
+        else:
+            u, g = (
+                base.value_and_grad_batch(z, False) if self._later else base.value_and_grad_batch(z)
+            )
+            u0, g0 = self._prior_raw(z)
+            if not self._later:
+                u0 = self._finish_prior(u0)
+        u = torch.stack([u, u0], -1, out=None if into is None else into[0])
+        g = torch.add(self._b * g, self._1mb * g0, out=None if into is None else into[1])
+        return (self.finish_batch(u) if finish else u), g
+
+    value_and_grad_batch.finishes_later = True
+    value_and_grad_batch.writes_into = True
+
+    def finish_batch(self, u: torch.Tensor) -> torch.Tensor:
+        """:math:`U_\\beta` from :meth:`value_and_grad_batch`'s ``finish=False`` pairs, of
+        any leading shape: :math:`\\beta\\, U + (1 - \\beta)\\, U_0`, float64."""
+        ub, u0 = u.unbind(-1)
+        if self._later:
+            ub, u0 = self.base.finish_batch(ub), self._finish_prior(u0)
+        return self._b64 * ub + self._1mb64 * u0
 
     def grad_batch(self, z: torch.Tensor) -> torch.Tensor:
         """The gradient of :meth:`value_and_grad_batch` alone."""
         g = self.base.grad_batch(z)
-        g0 = self.prior_energy_and_grad(z.detach())[1]
-        return self._b * g + (1 - self._b) * g0
+        g0 = self._prior_raw(z.detach())[1]
+        return self._b * g + self._1mb * g0
 
     def likelihood_energy(self, z: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """:math:`\\ell(z) = -\\log p(y \\mid x, z)` up to a constant, ``(R,)`` float64, from

@@ -12,11 +12,14 @@ import torch
 
 from tests.zoo.inference.mcmc.test_checkpoint import _stopped_then_resumed
 from tests.zoo.inference.mcmc.test_sequential import _check_posterior, _regression
+from zoo.inference.mcmc.batched import BatchMetric, new_point_batch, nuts_step_batch
+from zoo.inference.mcmc.functional import ModulePotential
 from zoo.inference.mcmc.potential import FlatPotential
 from zoo.inference.mcmc.programs import program_for, run_method
 from zoo.inference.mcmc.tempering import TemperedPotential, ladder
-from zoo.models.likelihoods import GaussianLikelihood
+from zoo.models.likelihoods import BernoulliLikelihood, GaussianLikelihood
 from zoo.models.mlp import BayesianMLP
+from zoo.models.priors import he_prior
 from zoo.spec.sections.samplers import HMCMethod, NUTSMethod
 
 LADDER = {"rungs": 3, "beta_min": 0.1}
@@ -57,6 +60,68 @@ def test_ladder_and_the_tempered_potential() -> None:
     np.testing.assert_allclose(tp.grad_batch(z).numpy(), g.numpy(), rtol=1e-6)
     ell = tp.likelihood_energy(z, u)[:2]
     np.testing.assert_allclose(ell.numpy(), (u1 - u0)[:2].numpy(), rtol=1e-6)
+
+
+def _bases() -> dict:
+    """Bases of every path of the tempered potential: replayed with a closed prior, a
+    per-layer prior, a learned noise, a vmapped module (no unfinished ``U``)."""
+    gen = torch.Generator().manual_seed(0)
+    x, y = torch.randn(30, 2, generator=gen), torch.randint(0, 2, (30,), generator=gen).float()
+    yr = torch.randn(30, generator=gen)
+    he = dict(weight_prior=he_prior(), bias_prior=he_prior())
+    return {
+        "replayed": FlatPotential(BayesianMLP(2, [5, 4], BernoulliLikelihood()), x, y),
+        "per_layer": FlatPotential(BayesianMLP(2, [5, 4], BernoulliLikelihood(), **he), x, y),
+        "noise": FlatPotential(BayesianMLP(2, [4], GaussianLikelihood(None)), x, yr),
+        "module": ModulePotential(BayesianMLP(2, [4], BernoulliLikelihood()), x, y),
+    }
+
+
+class _Plain:
+    """A potential that finishes every ``U`` at once (no ``finishes_later``)."""
+
+    def __init__(self, pot) -> None:
+        self.pot = pot
+
+    def value_and_grad_batch(self, z):
+        return self.pot.value_and_grad_batch(z)
+
+
+@pytest.mark.parametrize("kind", ["replayed", "per_layer", "noise", "module"])
+def test_the_tempered_potential_s_shortcuts_keep_its_bits(kind: str) -> None:
+    """The tempered ``U`` and gradient equal their formula on the base's own (bitwise: the
+    replayed base's prior term is the prior's energy, not a copy of its arithmetic), finished
+    later on a stack or written into given tensors; batched NUTS draws the same bits either way."""
+    base = _bases()[kind]
+    betas = torch.tensor([1.0, 0.45, 0.2]).repeat_interleave(2).to(base.x.dtype)
+    tp = TemperedPotential(base, betas)
+    z = 0.7 * torch.randn(6, base.dim, generator=torch.Generator().manual_seed(1))
+    ub, gb = base.value_and_grad_batch(z)
+    u0, g0 = tp.prior_energy_and_grad(z)
+    b = betas.unsqueeze(1)
+    u, g = tp.value_and_grad_batch(z)
+    assert torch.equal(u, betas.double() * ub + (1 - betas.double()) * u0)
+    assert torch.equal(g, b * gb + (1 - b) * g0) and torch.equal(tp.grad_batch(z), g)
+    later, g1 = tp.value_and_grad_batch(z, finish=False)
+    stack = torch.stack([later, later])
+    into = (torch.empty_like(stack), torch.empty(2, 6, base.dim))
+    tp.value_and_grad_batch(z, False, (into[0][1], into[1][1]))
+    assert torch.equal(into[0][1], later) and torch.equal(into[1][1], g) and torch.equal(g1, g)
+    assert all(torch.equal(row, u) for row in tp.finish_batch(stack))
+    runs = []
+    for p in (tp, _Plain(tp)):
+        metric, rngs = (
+            BatchMetric(torch.ones(6, base.dim)),
+            [np.random.default_rng(s) for s in range(6)],
+        )
+        gens = [torch.Generator().manual_seed(s) for s in range(6)]
+        q, st = nuts_step_batch(
+            p, metric, new_point_batch(metric, z, u, g, gens), torch.full((6,), 0.1), 4, rngs
+        )
+        runs.append((list(q), st))
+    (q, st), (q2, st2) = runs
+    assert all(torch.equal(a, c) for a, c in zip(q, q2, strict=True))
+    assert all(np.array_equal(st[k], st2[k]) for k in st)
 
 
 def test_the_cold_rung_samples_the_conjugate_posterior() -> None:
