@@ -161,10 +161,10 @@ class _Built(NamedTuple):
     points and momentum sum may be views of :func:`_scratch`, valid until the next subtree
     is built: :func:`nuts_step_batch` takes what it keeps of them at once."""
 
-    last: BatchPoint  # the frontier (of chains still live at the end)
+    last: torch.Tensor  # (4, C, D): the frontier's z, r, v, g (of chains live at the end)
     r_sum: torch.Tensor  # the subtree's momentum sum
     weight: torch.Tensor  # the subtree's log weight
-    proposal: BatchPoint
+    proposal: tuple  # (z, r, v, g stacked (4, C, D), potential, energy)
     live: torch.Tensor  # neither turned nor diverged (and active)
     log_w: torch.Tensor  # (leaves, C): e0 - energy
     live_at: torch.Tensor  # (leaves, C): the chains that built the leaf
@@ -190,25 +190,42 @@ def _scratch(n: int, like: torch.Tensor, name: str = "points", planes: int = 3) 
     heap's free space between the gradients' megabyte temporaries, which then grew the heap
     and faulted on its new pages (about 10,000 times a transition at 64 chains, 12% of the
     gradient's time, where the raw gradient faults none)."""
+    return _scratch_rows(n, like, name, planes)[0]
+
+
+def _scratch_rows(n: int, like: torch.Tensor, name: str = "points", planes: int = 3):
+    """:func:`_scratch`'s tensor and its rows (``planes`` lists of ``n`` views), made once
+    per shape while the buffer lasts: a transition asks for the same few, and slicing and
+    unbinding them anew cost a microsecond a view."""
+    key = (name, planes, n, like.shape, like.dtype, like.device)
+    views = _SCRATCH.__dict__.setdefault("views", {})
+    if key in views:
+        return views[key]
     size = planes * n * like.numel()
     buf = getattr(_SCRATCH, name, None)
     if buf is None or buf.numel() < size or buf.dtype != like.dtype or buf.device != like.device:
         buf = like.new_empty(size)
         setattr(_SCRATCH, name, buf)
-    return buf[:size].view(planes, n, *like.shape)
+        for k in [k for k in views if k[0] == name]:  # views of the buffer it replaces
+            del views[k]
+    t = buf[:size].view(planes, n, *like.shape)
+    views[key] = t, [p.unbind() for p in t.unbind()]
+    return views[key]
 
 
-def _leaves(pot, metric, p: BatchPoint, minv_eps, neg, n: int) -> BatchPoint:
+def _leaves(pot, metric, p: BatchPoint, minv_eps, neg, n: int) -> tuple[BatchPoint, torch.Tensor]:
     """``n`` leapfrog steps of every chain from ``p`` (``neg``: ``-eps / 2``), the points
-    stacked ``(n, C, ...)``. A kick is ``r + g (-eps / 2)``: the bits of ``r - g eps / 2``.
+    stacked ``(n, C, ...)``, and their z, r, v and g as one ``(4, n, C, D)`` tensor (of
+    which the points' are views). A kick is ``r + g (-eps / 2)``: the bits of ``r - g eps / 2``.
 
     The loop does what a step needs (kick, drift, gradient, kick), writing positions, momenta,
     gradients and potentials into the stacks and keeping nothing else of a leaf through the
     next gradient; the velocities and energies of all ``n`` points are computed after it in
     one operation each (elementwise products and row sums: the same bits as point by point).
     A NaN energy stays NaN."""
-    z_of, r_of, g_of = _scratch(n, p.z).unbind()
-    mid = _scratch(1, p.z, "kick", 1)[0, 0]  # the momentum between the kicks
+    planes, rows = _scratch_rows(n, p.z, planes=4)
+    z_of, r_of, v_of, g_of = planes.unbind()
+    mid = _scratch_rows(1, p.z, "kick", 1)[1][0][0]  # the momentum between the kicks
     u_all = u_of = None
     r, g, z = p.r, p.g, p.z
     vg, kick = pot.value_and_grad_batch, torch.addcmul
@@ -219,7 +236,7 @@ def _leaves(pot, metric, p: BatchPoint, minv_eps, neg, n: int) -> BatchPoint:
     into = bool(later) and getattr(vg, "writes_into", False)
     # a diagonal metric's drift is the addcmul itself: one Python call fewer a leaf
     drift = kick if type(metric) is BatchMetric else metric.drift
-    stacks = zip(z_of.unbind(), r_of.unbind(), g_of.unbind(), strict=True)
+    stacks = zip(rows[0], rows[1], rows[3], strict=True)
     for k, (z_k, r_k, g_k) in enumerate(stacks):
         kick(r, g, neg, out=mid)
         z = drift(z, minv_eps, mid, out=z_k)
@@ -229,20 +246,21 @@ def _leaves(pot, metric, p: BatchPoint, minv_eps, neg, n: int) -> BatchPoint:
             u, g = vg(z, *later)
             g_k.copy_(g)
             if u_of is None:  # in the potential's dtype and shape
-                u_all = _scratch(n, u, "potentials", 1)[0]
-                u_of = u_all.unbind()
+                u_all, (u_of,) = _scratch_rows(n, u, "potentials", 1)
+                u_all = u_all[0]
             u_of[k].copy_(u)
         r = kick(mid, g, neg, out=r_k)
         del u  # of a leaf only its rows of the stacks live through the next gradient
-    if isinstance(metric, BatchMetric):  # elementwise: stacked, the same bits
-        v_of = metric.velocity(r_of)
+    if type(metric) is BatchMetric:  # elementwise: stacked, the same bits
+        torch.mul(metric.minv, r_of, out=v_of)
+    elif isinstance(metric, BatchMetric):
+        v_of.copy_(metric.velocity(r_of))
     else:  # a product: point by point, as the one-chain kernel
-        v_of = torch.stack([metric.velocity(x) for x in r_of])
+        torch.stack([metric.velocity(x) for x in r_of], out=v_of)
     u = pot.finish_batch(u_all) if later else u_all.clone()
     # u + K with K's factor 1/2 in the add (exact: a power of two)
-    return BatchPoint(
-        z_of, r_of, v_of, g_of, u, torch.add(u, (r_of * v_of).sum(-1).double(), alpha=0.5)
-    )
+    energy = torch.add(u, (r_of * v_of).sum(-1).double(), alpha=0.5)
+    return BatchPoint(z_of, r_of, v_of, g_of, u, energy), planes
 
 
 @functools.lru_cache(maxsize=64)
@@ -254,17 +272,20 @@ def _indices(n: int, c: int, device: torch.device) -> tuple[torch.Tensor, torch.
 def _chunk(pot, metric, p: BatchPoint, steps, n: int, coins: list, floor):
     """``n`` leaves from ``p`` (:func:`_leaves`; ``steps``: ``M^-1 eps``, ``-eps / 2``, ``e0``)
     and the merges among them (``coins``: their log-uniforms per level): the root block
-    (leading dim 1; its ends are views of the scratch), its proposal ``(C, ...)``, the leaves'
-    log weights ``e0 - energy``, each level's U-turn criterion and the last leaf (views)."""
-    pts = _leaves(pot, metric, p, *steps[:2], n)
+    (leading dim 1; its ends are views of the scratch), its proposal (``_Built.proposal``),
+    the leaves' log weights ``e0 - energy``, each level's U-turn criterion and the last
+    leaf's z, r, v, g ``(4, C, D)`` (views)."""
+    pts, planes = _leaves(pot, metric, p, *steps[:2], n)
     lw = steps[2] - pts.energy  # minus the energy error, exactly
-    last = BatchPoint(*(f[-1] for f in pts))
+    last = planes[:, -1]
     if n == 1:  # the leaf is the proposal
-        return Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, None), last, lw, [], last
+        prop = (last, pts.potential[0], pts.energy[0])
+        return Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, None), prop, lw, [], last
     at, rows = _indices(n, lw.shape[1], lw.device)
     b, turns = merge_levels(Blocks(pts.r, pts.v, pts.r, pts.v, pts.r, lw, at), coins, floor, 0)
     flat = b.proposal[0] * lw.shape[1] + rows  # (leaf, chain) as a row of the stacks
-    prop = BatchPoint(*(f.flatten(0, 1).index_select(0, flat) for f in pts))
+    zrvg = planes.flatten(1, 2).index_select(1, flat)  # one gather for z, r, v and g
+    prop = (zrvg, *(f.flatten().index_select(0, flat) for f in pts[4:]))
     return b, prop, lw, turns, last
 
 
@@ -282,24 +303,24 @@ def _subtree(pot, metric, start: BatchPoint, steps, depth: int, levels: list, fl
     n, p, roots, log_w, turns = 2**chunk, start, [], [], [[] for _ in range(chunk)]
     for i in range(2 ** (depth - chunk)):  # a chunk's merges are at positions i n / 2^lev ...
         mine = [levels[lev][i * n >> lev + 1 : (i + 1) * n >> lev + 1] for lev in range(chunk)]
-        b, prop, lw, t, p = _chunk(pot, metric, p, steps, n, mine, floor)
-        prop = BatchPoint(*(x[None].clone() for x in prop))  # off the scratch
-        roots.append(
-            b._replace(r0=b.r0.clone(), r1=b.r1.clone(), r_sum=b.r_sum.clone(), proposal=prop)
-        )
+        b, prop, lw, t, last = _chunk(pot, metric, p, steps, n, mine, floor)
+        p = BatchPoint(*last.unbind(), None, None)  # the next chunk's start
+        prop = BatchPoint(*(x[None].clone() for x in (*prop[0].unbind(), *prop[1:])))
+        ends = {f: getattr(b, f).clone() for f in ("r0", "v0", "r1", "v1", "r_sum")}
+        roots.append(b._replace(proposal=prop, **ends))  # off the scratch
         log_w.append(lw)
         for lev in range(chunk):
             turns[lev].append(t[lev])
     root = Blocks(*(cat(f) for f in zip(*roots, strict=True)))
     root, t = merge_levels(root, levels[chunk:], floor, chunk)
-    prop = BatchPoint(*(f[0] for f in root.proposal))
+    prop = (torch.stack([f[0] for f in root.proposal[:4]]), *(f[0] for f in root.proposal[4:]))
     return (
         root.r_sum[0],
         root.log_w[0],
         prop,
         torch.cat(log_w),
         [x for lev in turns for x in lev] + t,
-        p,
+        last,
     )
 
 
@@ -411,7 +432,7 @@ def nuts_step_batch(
     (_, r_left, v_left, _), (_, r_right, v_right, _) = left.unbind(), right.unbind()
     start = _scratch(1, left, "start", 1)[0, 0]
     back = -eps  # eps times the direction, exactly
-    proposal, r_sum, e0 = p, p.r, p.energy
+    proposal, r_sum, e0 = (torch.stack(p[:4]), p.potential, p.energy), p.r, p.energy
     log_w = torch.zeros_like(e0)
     active = torch.ones(c, dtype=torch.bool, device=e0.device)
     lw_of, live_of, turn_of = [], [], []
@@ -425,11 +446,11 @@ def nuts_step_batch(
         lw_of.append(b.log_w)
         live_of.append(b.live_at)
         turn_of.append(b.turn)
-        grew = torch.stack([active & ~fwd, active & fwd]).view(2, 1, c, 1)  # left, right
-        torch.where(grew, torch.stack(b.last[:4]), ends, out=ends)
+        grew = (torch.stack([~fwd, fwd]) & active).view(2, 1, c, 1)  # left, right
+        torch.where(grew, b.last, ends, out=ends)
         go = b.live
         take = go & (coins.draw(go) < b.weight - log_w)
-        proposal = b.proposal.where(take, proposal)
+        proposal = pick(take, b.proposal, proposal)
         r_sum = torch.where(go.unsqueeze(1), r_sum + b.r_sum, r_sum)
         turn = turning(v_left, r_left, v_right, r_right, r_sum)
         if min_depth is not None:
@@ -439,7 +460,7 @@ def nuts_step_batch(
         if d + 1 < max_depth and not bool(active.any()):  # the one read per doubling
             break
     stats = transition_stats(coins, lw_of, live_of, turn_of, d + 1, MAX_ENERGY_ERROR)
-    return proposal, stats
+    return BatchPoint(*proposal[0].unbind(), *proposal[1:]), stats
 
 
 def hmc_step_batch(

@@ -134,8 +134,9 @@ def transition_stats(
     live = host[:, 1 + n : 1 + 2 * n]
     starts = 2 ** np.arange(doublings) - 1
     n_live = np.add.reduceat(live, starts, axis=1).astype(int)
-    exps = np.fromiter(map(math.exp, np.minimum(lw, 0.0).ravel().tolist()), float, lw.size)
-    exps = exps.reshape(c, n) * live
+    # exp(min(log w, 0)) of the leaves built, by math.exp where log w < 0 (1 at or above)
+    exps, below = live.copy(), (live > 0) & (lw < 0)
+    exps[below] = np.fromiter(map(math.exp, lw[below].tolist()), float, int(below.sum()))
     acc = np.zeros(c)
     for d, start in enumerate(starts):
         acc = acc + np.add.accumulate(exps[:, start : start + 2**d], axis=1)[:, -1]

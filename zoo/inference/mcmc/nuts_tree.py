@@ -66,17 +66,17 @@ def layout(depth: int, device: torch.device) -> tuple[torch.Tensor, ...]:
 
 
 def pick(take: torch.Tensor, right, left):
-    """``right`` where ``take``, else ``left``: leaf indices, or points (a NamedTuple of
-    tensors, each with the mask's shape or one dimension more)."""
+    """``right`` where ``take``, else ``left``: leaf indices, or points (a tuple or
+    NamedTuple of tensors, each of the mask's shape or with the mask's dimensions followed
+    by one more, after any leading ones)."""
     if isinstance(right, torch.Tensor):
         return torch.where(take, right, left)
     m = take.unsqueeze(-1)
-    return type(right)(
-        *(
-            torch.where(m if a.dim() > take.dim() else take, a, b)
-            for a, b in zip(right, left, strict=True)
-        )
+    fields = (
+        torch.where(m if a.dim() > take.dim() else take, a, b)
+        for a, b in zip(right, left, strict=True)
     )
+    return tuple(fields) if type(right) is tuple else type(right)(*fields)
 
 
 def halves(x):
@@ -122,14 +122,21 @@ def live_after(live, ok, turns: list, depth: int, coins):
     if not depth:
         return live[None], live & ok[0], ok[:0]
     _, order, leaf_at, merge_at = layout(depth, ok.device)
-    turn = torch.cat(turns)
-    event = torch.empty(2 ** (depth + 1) - 1, live.shape[0], dtype=torch.long, device=live.device)
-    event[leaf_at] = (~ok).long()
-    event[merge_at] = turn.long()
+    stops = torch.cat([~ok, *turns])  # the leaves' events, then the merges' in level order
+    event = stops.long()[_in_recursion_order(depth, ok.device)]
+    turn = stops[ok.shape[0] :]
     seen = event.cumsum(0)
     live_at = live & (seen == event)  # no stopping event before it
     coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
     return live_at[leaf_at], live & (seen[-1] == 0), turn[order]
+
+
+@functools.lru_cache(maxsize=64)
+def _in_recursion_order(depth: int, device: torch.device) -> torch.Tensor:
+    """The permutation that puts the leaves' events and then the merges' (level order) in
+    the recursion's order (:func:`layout`'s places)."""
+    _, _, leaf_at, merge_at = layout(depth, device)
+    return torch.argsort(torch.cat([leaf_at, merge_at]))
 
 
 def cat(parts: list):
