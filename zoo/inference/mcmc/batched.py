@@ -168,7 +168,7 @@ class _Built(NamedTuple):
     live: torch.Tensor  # neither turned nor diverged (and active)
     log_w: torch.Tensor  # (leaves, C): e0 - energy
     live_at: torch.Tensor  # (leaves, C): the chains that built the leaf
-    turn: torch.Tensor  # (merges, C) in the recursion's order: the U-turn criterion, unmasked
+    turn: torch.Tensor  # (merges, C) in level order: the U-turn criterion, unmasked
 
 
 #: The leaves of a subtree are kept (stacked) in chunks of at most this many bytes: the merges

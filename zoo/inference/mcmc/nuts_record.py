@@ -13,11 +13,14 @@ generator by the uniforms its chain used.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 import torch
+
+from zoo.inference.mcmc.nuts_tree import layout
 
 __all__ = ["Coins", "coins_after_stop", "coins_on_the_way_up", "transition_stats"]
 
@@ -51,8 +54,11 @@ class Coins:
         of a chain is entry ``k`` of its row however many blocks it was drawn in."""
         if n < self.drawn:
             return
-        k = min(max(n + 1, 2 * self.drawn), self.width) - self.drawn
-        block = torch.from_numpy(np.stack([g.random(k) for g in self.rngs])).to(self.u.device)
+        k = min(max(n + 1, 4 * self.drawn), self.width) - self.drawn
+        block = np.empty((len(self.rngs), k))
+        for g, row in zip(self.rngs, block, strict=True):
+            g.random(out=row)
+        block = torch.from_numpy(block).to(self.u.device)
         self.u, self.log_u = torch.cat([self.u, block], 1), torch.cat([self.log_u, block.log()], 1)
         self.drawn += k
 
@@ -111,12 +117,18 @@ def coins_after_stop(sub: list[float], turn: list[float], d: int, k: int, diverg
     return 0
 
 
+@functools.lru_cache(maxsize=64)
+def _order(depth: int) -> np.ndarray:
+    """The permutation from level order to the recursion's of a subtree's merges."""
+    return layout(depth, torch.device("cpu"))[1].numpy()
+
+
 def transition_stats(
     coins: Coins, lw_of: list, live_of: list, turn_of: list, doublings: int, max_energy_error: float
 ) -> dict:
     """The chains' statistics of one transition from its record (per doubling, each leaf's
-    log weight and which chains built it, each merge's U-turn criterion), read to the host in
-    one copy; each generator advanced by the uniforms its chain used.
+    log weight and which chains built it, each merge's U-turn criterion in level order),
+    read to the host in one copy; each generator advanced by the uniforms its chain used.
 
     A chain builds a prefix of each subtree, and its last subtree is the one it stopped in
     (or the last). So its steps are the leaves it built, its tree depth the doublings it
@@ -147,7 +159,8 @@ def transition_stats(
     up, turn = np.zeros(c, dtype=int), host[:, 1 + 2 * n :]
     for i in np.flatnonzero(last > 0).tolist():  # a subtree of one leaf draws none
         d, m = int(last[i]), 2 ** int(last[i]) - 1 - int(last[i])  # merges before doubling d
-        sub, turns = lw[i, 2**d - 1 : 2 ** (d + 1) - 1].tolist(), turn[i, m : m + 2**d - 1]
+        sub = lw[i, 2**d - 1 : 2 ** (d + 1) - 1].tolist()
+        turns = turn[i, m : m + 2**d - 1][_order(d)]  # in the recursion's order
         up[i] = coins_after_stop(sub, turns.tolist(), d, int(k[i]), bool(diverging[i]))
     coins.settle((host[:, 0].astype(int) + up).tolist())
     return {

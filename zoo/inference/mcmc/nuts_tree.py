@@ -117,18 +117,17 @@ def live_after(live, ok, turns: list, depth: int, coins):
     ``ok``, ``(leaves, C)``; a merge that turned: ``turns``, each level's in level order) in
     the recursion's order, for the chains ``live`` at its start; each chain consumes the
     coins (:class:`~zoo.inference.mcmc.nuts_record.Coins`) of the merges it was live at.
-    Returns ``(live at each leaf, live at the end, the U-turn criteria in the recursion's
-    order)``."""
+    Returns ``(live at each leaf, live at the end, the U-turn criteria in level order)``."""
     if not depth:
         return live[None], live & ok[0], ok[:0]
-    _, order, leaf_at, merge_at = layout(depth, ok.device)
+    _, _, leaf_at, merge_at = layout(depth, ok.device)
     stops = torch.cat([~ok, *turns])  # the leaves' events, then the merges' in level order
     event = stops.long()[_in_recursion_order(depth, ok.device)]
     turn = stops[ok.shape[0] :]
     seen = event.cumsum(0)
     live_at = live & (seen == event)  # no stopping event before it
     coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
-    return live_at[leaf_at], live & (seen[-1] == 0), turn[order]
+    return live_at[leaf_at], live & (seen[-1] == 0), turn
 
 
 @functools.lru_cache(maxsize=64)
