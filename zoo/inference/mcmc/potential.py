@@ -238,7 +238,8 @@ class FlatPotential:
     ) -> torch.Tensor:
         """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``
         (written into ``into`` if given: no graph); ``keep`` gets each layer's (input, W,
-        pre-activation, output), then the logits, then the prior's term."""
+        pre-activation, output), then the logits (categorical: their log-softmax), then the
+        prior's term."""
         c = z.shape[0]
         parts = z.split(self._sizes, -1)
         if self._xt is None:
@@ -253,12 +254,11 @@ class FlatPotential:
             if keep is not None:
                 keep.append((h, w, a, out))
             h = out
-        if keep is not None:  # for replay's backward
-            keep.append(h)
         lik = self.model.likelihood
         if isinstance(lik, CategoricalLikelihood):  # classes in dim 1: vectorized over N
-            y = self.y.expand(c, -1)
-            nll = F.cross_entropy(h, y, reduction="none").sum(1)
+            # cross_entropy's own two steps, so that replay's backward can keep the first
+            h = torch.log_softmax(h, 1)
+            nll = F.nll_loss(h, self.y.expand(c, -1), reduction="none").sum(1)
         elif isinstance(lik, BernoulliLikelihood):  # one logit: h is (C, 1, N)
             nll = F.binary_cross_entropy_with_logits(
                 h.squeeze(1), self.y.expand(c, -1), reduction="none"
@@ -272,6 +272,8 @@ class FlatPotential:
                 nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
             else:
                 nll = sq * (0.5 / float(lik.noise) ** 2)
+        if keep is not None:  # for replay's backward: the logits (categorical: log-softmax)
+            keep.append(h)
         zw = z[:, : self.n_weights] if self.learned_noise else z
         d = zw if self._zero_loc else zw - self._loc
         if self._uniform_prec is None:

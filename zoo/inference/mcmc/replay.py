@@ -16,7 +16,10 @@ engine's order:
 - ``relu``: ``threshold_backward(g, result, 0)``; ``tanh``: ``tanh_backward(g, result)``;
   ``leaky_relu``: ``leaky_relu_backward(g, input, slope, False)``;
 - ``binary_cross_entropy_with_logits``: :math:`\\sigma(f) - y`; the fixed-noise Gaussian's
-  :math:`k \\sum r^2`: :math:`k\\, r` once per factor of ``r * r``;
+  :math:`k \\sum r^2`: :math:`k\\, r` once per factor of ``r * r``; ``cross_entropy`` over
+  ``K`` logits (``log_softmax``, then ``nll_loss2d`` on ``(C, K, 1, N)``): their backwards,
+  ``nll_loss2d_backward`` then ``_log_softmax_backward_data`` (:math:`\\mathrm{softmax}(f) -
+  \\mathrm{onehot}(y)` in their rounding);
 - the Normal prior's :math:`\\tfrac{\\lambda}{2} \\sum d^2`: :math:`a =
   \\tfrac{\\lambda}{2}\\, d` once per factor of ``d * d`` (autograd multiplies the sums'
   ones by the constant first; a product with 1 is exact).
@@ -27,9 +30,9 @@ on the same operands in the same order give autograd's bits, row for row;
 ``tests/zoo/inference/mcmc/test_replay.py`` checks them bitwise on every network this
 covers, so a torch whose formulas or engine order differ from these fails there. The speed:
 ``benchmarks/potential_floor.py``. Covered (:func:`replays`): an MLP potential on the CPU
-whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli or fixed-noise
-Gaussian likelihood; anything else (a categorical likelihood, a learned noise, a compiled
-potential, another device, a subclass with its own energy) keeps autograd.
+whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli, categorical or
+fixed-noise Gaussian likelihood; anything else (a learned noise, a compiled potential,
+another device, a subclass with its own energy) keeps autograd.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from typing import Any
 
 import torch
 
-from zoo.models.likelihoods import BernoulliLikelihood, GaussianLikelihood
+from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 
 __all__ = ["replays", "value_and_grad"]
 
@@ -57,7 +60,7 @@ def replays(pot: Any) -> bool:
         and getattr(pot.model, "act_name", None) in ACTIVATIONS
         and (pot.model.act_name != "leaky_relu" or (pot._act_slope or 0.0) > 0.0)
         and (
-            isinstance(lik, BernoulliLikelihood)
+            isinstance(lik, BernoulliLikelihood | CategoricalLikelihood)
             or (isinstance(lik, GaussianLikelihood) and not pot.learned_noise)
         )
     )
@@ -90,8 +93,20 @@ def value_and_grad(
 
 
 def _loss_grad(pot: Any, h: torch.Tensor, c: int) -> torch.Tensor:
-    """The likelihood energy's gradient with respect to the logits ``h`` ``(C, 1, N)``, as
-    autograd takes it through ``FlatPotential._energy_batch``."""
+    """The likelihood energy's gradient with respect to the logits ``(C, K, N)``, as autograd
+    takes it through ``FlatPotential._energy_batch``; ``h``: the logits, or for a
+    categorical likelihood their log-softmax."""
+    if isinstance(pot.model.likelihood, CategoricalLikelihood):
+        # log_softmax, then nll_loss2d on (C, K, 1, N) (cross_entropy's steps): their backwards
+        k, n = h.shape[1:]
+        logp = h
+        ones = h.new_ones(()).expand(c, 1, n)  # the sum's, per point
+        target = pot.y.expand(c, -1).view(c, 1, n)
+        unused = h.new_zeros(())  # the total weight: no reduction reads it
+        g = torch.ops.aten.nll_loss2d_backward(
+            ones, logp.view(c, k, 1, n), target, None, 0, -100, unused
+        )
+        return torch.ops.aten._log_softmax_backward_data(g.view(c, k, n), logp, 1, h.dtype)
     f = h.squeeze(1)
     if isinstance(pot.model.likelihood, BernoulliLikelihood):
         return (f.sigmoid() - pot.y.expand(c, -1)).unsqueeze(1)  # times the sum's ones: exact

@@ -18,16 +18,18 @@ from zoo.models.priors import he_prior, normal_prior
 LIKELIHOODS = {
     "bernoulli": BernoulliLikelihood,
     "gaussian": lambda: GaussianLikelihood(0.3),
-    "categorical": lambda: CategoricalLikelihood(3),
+    "categorical": CategoricalLikelihood,
     "gaussian_learned_noise": lambda: GaussianLikelihood(None, prior_scale=0.8),
 }
 
 
-def _pot(lik, act="relu", prior="normal", widths=(4, 5), n=30, d_in=3, dtype=torch.float64):
+def _pot(
+    lik, act="relu", prior="normal", widths=(4, 5), n=30, d_in=3, dtype=torch.float64, classes=3
+):
     gen = torch.Generator().manual_seed(0)
     x = torch.randn(n, d_in, generator=gen, dtype=dtype)
     if lik == "categorical":
-        y = torch.randint(0, 3, (n,), generator=gen)
+        y = torch.randint(0, classes, (n,), generator=gen)
     elif lik == "bernoulli":
         y = torch.randint(0, 2, (n,), generator=gen).to(dtype)
     else:
@@ -36,7 +38,7 @@ def _pot(lik, act="relu", prior="normal", widths=(4, 5), n=30, d_in=3, dtype=tor
     model = BayesianMLP(
         d_in,
         list(widths),
-        LIKELIHOODS[lik](),
+        LIKELIHOODS[lik](classes) if lik == "categorical" else LIKELIHOODS[lik](),
         act=act,
         negative_slope=0.1,
         weight_prior=wp,
@@ -58,7 +60,7 @@ def _points(pot: FlatPotential, c: int, scale: float = 0.8) -> torch.Tensor:
     return scale * torch.randn(c, pot.dim, generator=gen, dtype=pot.x.dtype)
 
 
-@pytest.mark.parametrize("lik", ["bernoulli", "gaussian"])
+@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical"])
 @pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
 @pytest.mark.parametrize("prior", ["normal", "he"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -99,8 +101,19 @@ def test_a_non_finite_row_is_autograd_s_and_leaves_the_others_alone() -> None:
     assert torch.equal(g1[fin], g0[fin])
 
 
+@pytest.mark.parametrize("classes", [2, 10])
+def test_the_categorical_replay_is_autograd_s_at_the_paper_s_shapes(classes) -> None:
+    # the 2-logit networks of the benchmarks and a 10-class one, float32, 16 chains
+    pot = _pot("categorical", "relu", "normal", (21, 21), 500, 2, torch.float32, classes)
+    for scale in (0.05, 1.0, 4.0):
+        z = _points(pot, 16, scale)
+        u0, g0 = _autograd(pot, z)
+        u1, g1 = pot.value_and_grad_batch(z, finish=False)
+        assert torch.equal(u1, u0) and torch.equal(g1, g0)
+
+
 def test_what_the_replay_leaves_to_autograd() -> None:
-    assert not replay.replays(_pot("categorical"))
+    assert replay.replays(_pot("categorical"))
     assert not replay.replays(_pot("gaussian_learned_noise"))
     pot = _pot("bernoulli")
     pot.compiled = True  # a compiled energy keeps autograd (compile() sets this)
@@ -108,7 +121,7 @@ def test_what_the_replay_leaves_to_autograd() -> None:
     module = ModulePotential(pot.model, pot.x, pot.y)  # its own (vmapped) energy
     assert not replay.replays(module)
     # and there value_and_grad_batch is still the energy's autograd gradient
-    pot = _pot("categorical")
+    pot = _pot("gaussian_learned_noise")
     z = _points(pot, 3)
     u0, g0 = _autograd(pot, z)
     u1, g1 = pot.value_and_grad_batch(z, finish=False)
