@@ -86,6 +86,7 @@ from _paired import Peer, ess_cpu, load, machine, print_ratios, print_table, run
 from nuts import _Peer, _predictive, _setup  # noqa: E402  (the NUTS benchmark's network and peer)
 
 from reports.ground_truth import random_spd  # noqa: E402
+from zoo.execution.worker_start import keep_freed_memory
 from zoo.inference.mcmc.gaussian import GaussianPotential  # noqa: E402
 from zoo.inference.mcmc.potential import FlatPotential  # noqa: E402
 from zoo.inference.mcmc.samplers import run_chees, run_nuts  # noqa: E402
@@ -543,6 +544,7 @@ def main() -> None:
         print(f"--blackjax {a.blackjax}: no such interpreter; BlackJAX rows skipped")
         a.blackjax = None
     torch.set_num_threads(a.threads)
+    keep_freed_memory()  # as every cell runs (benchmarks/malloc.py)
     names = a.devices or ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     devices = [torch.device(d) for d in names]
 

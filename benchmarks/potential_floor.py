@@ -39,6 +39,7 @@ from chees import machine  # noqa: E402
 
 import zoo.data  # noqa: E402
 import zoo.models  # noqa: E402
+from zoo.execution.worker_start import keep_freed_memory
 from zoo.inference.mcmc.potential import FlatPotential  # noqa: E402
 from zoo.runtime import Runtime  # noqa: E402
 from zoo.spec import load_spec  # noqa: E402
@@ -103,6 +104,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     a = ap.parse_args()
     torch.set_num_threads(1)
+    keep_freed_memory()  # as every cell runs (benchmarks/malloc.py)
     print(machine())
     rows, dim = [], 0
     for n in a.n:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zoo.execution.cell import run_cell
+from zoo.execution.worker_start import keep_freed_memory
 from zoo.inference.checkpoint import CheckpointChannel
 from zoo.runtime import Runtime
 
@@ -136,6 +137,7 @@ def execute_cell(cell: Any, runtime: Runtime, progress: bool = False) -> CellRes
     """
     if _WORKER_DEVICE is not None and runtime.is_cuda:
         runtime = runtime.on_device(_WORKER_DEVICE)
+    keep_freed_memory()  # large temporaries reuse their pages (local, Ray and in-process)
     t0 = time.perf_counter()
     record: dict[str, Any] = _record(cell, runtime)
     artifacts: dict[str, bytes] = {}
