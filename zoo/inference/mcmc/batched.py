@@ -361,20 +361,22 @@ class _End(NamedTuple):
     g: torch.Tensor
 
 
-def _end(left: torch.Tensor, right: torch.Tensor, side: torch.Tensor, out) -> _End:
+def _end(left: torch.Tensor, right: torch.Tensor, side: torch.Tensor) -> _End:
     """Of the trajectory's ends (each z, r, v, g stacked ``(4, C, D)``), ``right`` where
-    ``side``, else ``left``: one selection for the four quantities, into ``out`` (a buffer
-    the thread keeps: it lives through the subtree's gradients, :func:`_scratch`)."""
+    ``side``, else ``left``: one selection for the four quantities, into a buffer the thread
+    keeps (it lives through the subtree's gradients: :func:`_scratch`)."""
+    out = _scratch_rows(1, left, "start", 1)[1][0][0]
     return _End(*torch.where(side.view(1, -1, 1), right, left, out=out).unbind())
 
 
-def _both_ends(p: BatchPoint) -> torch.Tensor:
+def _both_ends(p: BatchPoint) -> tuple[torch.Tensor, list]:
     """The trajectory's two ends at its start, both ``p``: ``(2, 4, C, D)`` (left, right; z, r,
-    v, g) in a buffer the thread keeps, which :func:`_end` reads and the doublings update."""
-    ends = _scratch(4, p.z, "ends", 2)
+    v, g) in a buffer the thread keeps, which :func:`_end` reads and the doublings update,
+    and its rows (the left end's z, r, v, g, then the right's: views)."""
+    ends, rows = _scratch_rows(4, p.z, "ends", 2)
     for end in ends:
         torch.stack([p.z, p.r, p.v, p.g], out=end)
-    return ends
+    return ends, rows
 
 
 def nuts_step_batch(
@@ -407,13 +409,12 @@ def nuts_step_batch(
     rngs : sequence of numpy.random.Generator
         One per chain (directions and multinomial coin flips).
     min_depth : Tensor, optional
-        ``(C,)`` integers: a floor on each chain's tree depth. A (sub)tree of fewer than
-        ``2**min_depth`` points is never taken to have turned, so the trajectory has at
-        least ``2**min_depth - 1`` steps unless it diverges or hits ``max_depth``. Which
-        subtrees are checked depends only on their size in the tree's binary
+        ``(C,)`` integers: a floor on each chain's tree depth (None: none). A (sub)tree of
+        fewer than ``2**min_depth`` points is never taken to have turned, so the trajectory
+        has at least ``2**min_depth - 1`` steps unless it diverges or hits ``max_depth``.
+        Which subtrees are checked depends only on their size in the tree's binary
         decomposition, not on where the chain started in it, so the transition stays
         reversible (the stopping rule is a function of the final tree, as NUTS's is).
-        None: no floor.
 
     Returns
     -------
@@ -427,10 +428,8 @@ def nuts_step_batch(
     # a doubling to depth d draws at most 2^d + 1 uniforms: its direction, one per merge
     # of its 2^d leaves and the progressive-sampling coin
     coins = Coins(rngs, 2**max_depth - 1 + max_depth, p.z.device)
-    ends = _both_ends(p)
+    ends, ((_, r_left, v_left, _), (_, r_right, v_right, _)) = _both_ends(p)
     left, right = ends.unbind()  # views, updated in place by every doubling
-    (_, r_left, v_left, _), (_, r_right, v_right, _) = left.unbind(), right.unbind()
-    start = _scratch(1, left, "start", 1)[0, 0]
     back = -eps  # eps times the direction, exactly
     proposal, r_sum, e0 = (torch.stack(p[:4]), p.potential, p.energy), p.r, p.energy
     log_w = torch.zeros_like(e0)
@@ -440,9 +439,8 @@ def nuts_step_batch(
         coins.reserve(2 ** (d + 1) + d)  # the most this doubling can read
         fwd = (coins.draw(active, log=False) < 0.5) | ~active
         step = torch.where(fwd.unsqueeze(1), eps, back)
-        b = _build(
-            pot, metric, _end(left, right, fwd, start), step, d, e0, active, coins, min_depth
-        )
+        first = _end(left, right, fwd)  # the subtree's start
+        b = _build(pot, metric, first, step, d, e0, active, coins, min_depth)
         lw_of.append(b.log_w)
         live_of.append(b.live_at)
         turn_of.append(b.turn)
