@@ -10,17 +10,20 @@ ratios headed by the machine::
 
 Rows (``ours`` / ``baseline`` = ``ratio``):
 
-- ``value_and_grad hand / autograd``: one chain, ``value_and_grad(z)`` of ``D`` floats with
-  ``hand_backward=True`` (the batched layout, backpropagation written out, no autograd
-  graph) over the default autograd path (``_energy``, one ``F.linear`` per layer);
+- ``value_and_grad replay / autograd``: one chain, ``value_and_grad(z)`` of ``D`` floats
+  (on this network the replay of a batch of one: the batched layout and autograd's
+  formulas without a graph) over autograd of the one-chain energy (``_energy``, one
+  ``F.linear`` per layer on ``(N, units)``; what ``value_and_grad`` ran before);
+- ``value_and_grad hand / replay``: one chain with ``hand_backward=True`` (the batched
+  layout, backpropagation written out, other rounding) over the replay;
 - ``batch C replay / autograd``: ``(C, D)`` rows at each ``--chains``, ``value_and_grad_batch``
   (on this network autograd's derivative formulas called without a graph,
   :mod:`zoo.inference.mcmc.replay`; the same bits) over autograd of the same batched energy
   (``torch.autograd.grad`` of ``_energy_batch``, what ``value_and_grad_batch`` ran before);
 - ``batch C hand / replay``: the hand-written pass (``_hand_value_and_grad``, other
   rounding) over ``value_and_grad_batch``;
-- ``value_and_grad autograd / batch 1 replay``: what the one-chain path loses to the
-  batched layout.
+- ``value_and_grad replay / batch 1 replay``: what one chain's call adds to the batch of
+  one it runs (a view and a read of ``u``).
 
 Not a test: numbers depend on the machine; compare the ratios. One torch thread.
 """
@@ -63,6 +66,14 @@ def _autograd_batch(pot: FlatPotential, z: torch.Tensor) -> tuple[torch.Tensor, 
     return u.detach().double() + pot._offset, g
 
 
+def _autograd_one(pot: FlatPotential, z: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """``value_and_grad`` by autograd: the gradient of the one-chain energy."""
+    z = z.detach().requires_grad_(True)
+    u = pot._energy(z)
+    (g,) = torch.autograd.grad(u, z)
+    return u.item() + pot._offset, g
+
+
 def _us(fn, reps: int) -> float:
     t0 = time.process_time()
     for _ in range(reps):
@@ -76,7 +87,14 @@ def _rows(n: int, chains: list[int], rounds: int) -> tuple[list[tuple], int]:
     gen = torch.Generator().manual_seed(0)
     z = 0.5 * torch.randn(max(chains), ref.dim, generator=gen)
     reps = max(2, 200000 // (n * 20))
-    cases = {"one": (lambda: ref.value_and_grad(z[0]), lambda: hand.value_and_grad(z[0]))}
+    one = z[0].clone()
+    cases = {
+        "one": (
+            lambda: _autograd_one(ref, one),
+            lambda: ref.value_and_grad(one),
+            lambda: hand.value_and_grad(one),
+        )
+    }
     for c in chains:
         zc = z[:c].contiguous()
         cases[c] = (
@@ -88,12 +106,15 @@ def _rows(n: int, chains: list[int], rounds: int) -> tuple[list[tuple], int]:
     for _ in range(rounds):
         for k, fns in cases.items():
             best[k] = [min(b, _us(f, reps)) for b, f in zip(best[k], fns, strict=True)]
-    rows = [("value_and_grad hand / autograd", n, 1, best["one"][1], best["one"][0])]
+    rows = [
+        ("value_and_grad replay / autograd", n, 1, best["one"][1], best["one"][0]),
+        ("value_and_grad hand / replay", n, 1, best["one"][2], best["one"][1]),
+    ]
     for c in chains:
         rows.append(("batch C replay / autograd", n, c, best[c][1], best[c][0]))
         rows.append(("batch C hand / replay", n, c, best[c][2], best[c][1]))
     if 1 in best:
-        rows.append(("value_and_grad autograd / batch 1 replay", n, 1, best["one"][0], best[1][1]))
+        rows.append(("value_and_grad replay / batch 1 replay", n, 1, best["one"][1], best[1][1]))
     return rows, ref.dim
 
 

@@ -73,6 +73,7 @@ class FlatPotential:
         self._xt: torch.Tensor | None = None  # x transposed, made on first batched use
         self._batch_energy = self._energy_batch  # torch.compile'd by compile()
         self._own_energy_batch = type(self)._energy_batch is FlatPotential._energy_batch  # replay
+        self._own_energy = type(self)._energy is FlatPotential._energy  # and one chain's
         self.compiled = False
         lik = model.likelihood
         cat = isinstance(lik, CategoricalLikelihood)  # class indices; Bernoulli 0/1 as floats
@@ -215,10 +216,17 @@ class FlatPotential:
 
         Known likelihoods (categorical, Bernoulli, Gaussian) use fused losses; constants are added as a
         Python float. Equal to :meth:`__call__` (which follows the model) up to rounding.
+        On the networks :func:`~zoo.inference.mcmc.replay.replays_one` covers it is
+        :meth:`value_and_grad_batch` of a batch of one, bit for bit: the batched layout (the
+        N points along the products' long side) and autograd's formulas without its graph
+        cost less than autograd through ``F.linear`` (``benchmarks/potential_floor.py``).
         """
         if self.hand_backward:
             u, g = self._hand_value_and_grad(z.detach().unsqueeze(0))
             return u.item(), g[0]
+        if replay.replays_one(self):  # a batch of one, replayed: batched autograd's bits
+            u, g = replay.value_and_grad(self, z.detach().unsqueeze(0))
+            return u.item() + self._offset, g[0]
         z = z.detach().requires_grad_(True)
         u = self._energy(z)
         (g,) = torch.autograd.grad(u, z)

@@ -33,6 +33,12 @@ covers, so a torch whose formulas or engine order differ from these fails there.
 whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli, categorical or
 fixed-noise Gaussian likelihood; anything else (a learned noise, a compiled potential,
 another device, a subclass with its own energy) keeps autograd.
+
+One chain's :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad` (the kernels
+of :mod:`~zoo.inference.mcmc.kernel`, which every sampler runs unless ``vectorize_chains``)
+is this replay on a batch of one where :func:`replays_one` says so: the same networks, through
+the potential's own one-chain energy, unless the opt-in written-out backward
+(:mod:`~zoo.inference.mcmc.hand_backward`) is asked for.
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import torch
 
 from zoo.models.likelihoods import BernoulliLikelihood, CategoricalLikelihood, GaussianLikelihood
 
-__all__ = ["replays", "value_and_grad"]
+__all__ = ["replays", "replays_one", "value_and_grad"]
 
 #: Hidden activations whose backward is replayed, by the model's ``act_name``.
 ACTIVATIONS = ("relu", "leaky_relu", "tanh", "linear")
@@ -64,6 +70,13 @@ def replays(pot: Any) -> bool:
             or (isinstance(lik, GaussianLikelihood) and not pot.learned_noise)
         )
     )
+
+
+def replays_one(pot: Any) -> bool:
+    """Whether ``pot.value_and_grad`` (one chain) is :func:`value_and_grad` of a batch of one:
+    where :func:`replays` covers the potential, its one-chain energy is the base class's (the
+    batched energy's math) and the opt-in written-out backward (``hand_backward``) is off."""
+    return getattr(pot, "_own_energy", False) and not pot.hand_backward and replays(pot)
 
 
 def value_and_grad(

@@ -141,3 +141,76 @@ def test_into_writes_the_same_bits_into_the_given_tensors(lik) -> None:
     assert torch.equal(stack_u[1], u0) and torch.equal(stack_g[1], g0)
     assert stack_u[0].isnan().all() and stack_g[0].isnan().all()
     assert pot.value_and_grad_batch.writes_into
+
+
+# --- one chain --------------------------------------------------------------------------
+
+
+def _autograd_one(pot: FlatPotential, z: torch.Tensor) -> tuple[float, torch.Tensor]:
+    """What ``value_and_grad`` computed before: autograd of the one-chain energy."""
+    z = z.detach().requires_grad_(True)
+    u = pot._energy(z)
+    (g,) = torch.autograd.grad(u, z)
+    return u.item() + pot._offset, g
+
+
+def _check_one(pot: FlatPotential, z: torch.Tensor) -> None:
+    """One chain's gradient is the batched autograd's of a batch of one, bit for bit, and
+    the one-chain autograd's to rounding (another layout: other sums' orders)."""
+    u, g = pot.value_and_grad(z)
+    ub, gb = _autograd(pot, z[None])
+    assert u == ub.item() + pot._offset and torch.equal(g, gb[0])
+    u0, g0 = _autograd_one(pot, z)
+    tol = 1e-4 if z.dtype == torch.float32 else 1e-10
+    assert abs(u - u0) <= tol * (1 + abs(u0))
+    torch.testing.assert_close(g, g0, rtol=tol, atol=tol * (1 + float(g0.abs().max())))
+
+
+@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical"])
+@pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
+@pytest.mark.parametrize("prior", ["normal", "he"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_one_chain_is_the_replayed_batch_of_one(lik, act, prior, dtype) -> None:
+    for widths in [(6,), (4, 5), (3, 4, 5)]:
+        pot = _pot(lik, act, prior, widths, dtype=dtype)
+        assert replay.replays_one(pot)
+        for z in _points(pot, 3):
+            _check_one(pot, z)
+
+
+@pytest.mark.parametrize("lik", ["bernoulli", "categorical"])
+def test_one_chain_at_the_default_and_paper_shapes(lik) -> None:
+    # the default spec's depths 1 and 2 (widths 24 and 7, 7) on 500 points, float32, and a
+    # paper-size layer (the paper's depth 1 has width 199, on 10,000 points)
+    for widths, n in [((24,), 500), ((7, 7), 500), ((199,), 2000)]:
+        pot = _pot(lik, "relu", "normal", widths, n=n, d_in=2, dtype=torch.float32, classes=2)
+        for scale in (0.05, 1.0):
+            for z in _points(pot, 2, scale):
+                _check_one(pot, z)
+
+
+def test_one_chain_non_finite_points_stay_non_finite() -> None:
+    pot = _pot("bernoulli", "tanh", "he")
+    for bad in (float("inf"), float("nan")):
+        z = _points(pot, 1)[0]
+        z[3] = bad
+        u, g = pot.value_and_grad(z)
+        ub, gb = _autograd(pot, z[None])
+        assert torch.equal(g.isnan(), gb[0].isnan()) and (u != u) == bool(ub.isnan())
+        fin = gb[0].isfinite()
+        assert torch.equal(g[fin], gb[0][fin])
+
+
+def test_what_the_one_chain_replay_leaves_alone() -> None:
+    assert not replay.replays_one(_pot("gaussian_learned_noise"))
+    pot = _pot("bernoulli")
+    module = ModulePotential(pot.model, pot.x, pot.y)  # its own energy
+    assert not replay.replays_one(module)
+    hand = FlatPotential(pot.model, pot.x, pot.y, hand_backward=True)  # opt-in, other bits
+    assert hand.hand_backward and not replay.replays_one(hand)
+    pot.compiled = True  # a compiled batched energy: one chain keeps its own autograd
+    assert not replay.replays_one(pot)
+    z = _points(pot, 1)[0]
+    u, g = pot.value_and_grad(z)
+    u0, g0 = _autograd_one(pot, z)
+    assert u == u0 and torch.equal(g, g0)
