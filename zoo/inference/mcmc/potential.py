@@ -6,9 +6,10 @@ unconstrained vector ``z`` (sites concatenated in model order, ``noise`` as
 prior parameters, never through a Pyro trace: the HMC and NUTS kernels of :mod:`zoo.inference.mcmc.samplers`
 call :meth:`FlatPotential.value_and_grad` once per leapfrog step. Gradients come from autograd
 (the reference); the batched gradient of the networks :mod:`~zoo.inference.mcmc.replay`
-covers calls autograd's own derivative formulas without recording a graph (the same bits);
-``hand_backward=True`` computes one chain's by backpropagation written out
-(:mod:`~zoo.inference.mcmc.hand_backward`), which saves torch's per-call autograd cost.
+covers calls autograd's own derivative formulas without recording a graph (the same bits),
+and one chain's there is that of a batch of one; ``hand_backward=True`` computes one
+chain's by backpropagation written out (:mod:`~zoo.inference.mcmc.hand_backward`), which
+also covers a learned noise.
 """
 
 from __future__ import annotations
@@ -60,9 +61,9 @@ class FlatPotential:
         The full training set (no minibatching in MCMC).
     hand_backward : bool
         :meth:`value_and_grad` (one chain) by the hand-written backward pass
-        (:meth:`_hand_value_and_grad`) instead of autograd, where the network is supported
-        (:attr:`hand_backward` says whether it is in use). Opt-in: its gradient equals
-        autograd's to float rounding, not bitwise, so one-chain samplers' draws move.
+        (:meth:`_hand_value_and_grad`) instead of autograd or the replay, where the network
+        is supported (:attr:`hand_backward` says whether it is in use). Opt-in: its gradient
+        equals autograd's to float rounding, not bitwise, so one-chain samplers' draws move.
     """
 
     def __init__(
