@@ -6,9 +6,9 @@ covered. It saves torch's per-call autograd cost, which dominates one chain on a
 set, but its rounding differs from autograd's (the products' and sums' order), so it is
 opt-in: a sampler's draws move. The batched samplers use
 :mod:`~zoo.inference.mcmc.replay` instead, which gives autograd's bits, and so does one
-chain where the replay covers the network (a batch of one); there this pass is no faster,
-so what it adds is a learned Gaussian noise. Measurements: ``docs/notes/samplers.md`` and
-``benchmarks/potential_floor.py``.
+chain where the replay covers the network (a batch of one), which is every network this
+pass covers: there it is no faster, an opt-in rounding of its own. Measurements:
+``docs/notes/samplers.md`` and ``benchmarks/potential_floor.py``.
 """
 
 from __future__ import annotations

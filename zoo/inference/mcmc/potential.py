@@ -8,8 +8,8 @@ call :meth:`FlatPotential.value_and_grad` once per leapfrog step. Gradients come
 (the reference); the batched gradient of the networks :mod:`~zoo.inference.mcmc.replay`
 covers calls autograd's own derivative formulas without recording a graph (the same bits),
 and one chain's there is that of a batch of one; ``hand_backward=True`` computes one
-chain's by backpropagation written out (:mod:`~zoo.inference.mcmc.hand_backward`), which
-also covers a learned noise.
+chain's by backpropagation written out (:mod:`~zoo.inference.mcmc.hand_backward`, another
+rounding).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ on the same operands in the same order give autograd's bits, row for row;
 covers, so a torch whose formulas or engine order differ from these fails there. The speed:
 ``benchmarks/potential_floor.py``. Covered (:func:`replays`): an MLP potential on the CPU
 whose hidden activation is relu, leaky relu, tanh or linear, with a Bernoulli, categorical or
-fixed-noise Gaussian likelihood; anything else (a learned noise, a compiled potential,
-another device, a subclass with its own energy) keeps autograd.
+Gaussian likelihood (a fixed noise, or a learned one: :func:`_learned_noise_grads`); anything
+else (a compiled potential, another device, a subclass with its own energy) keeps autograd.
 
 One chain's :meth:`~zoo.inference.mcmc.potential.FlatPotential.value_and_grad` (the kernels
 of :mod:`~zoo.inference.mcmc.kernel`, which every sampler runs unless ``vectorize_chains``)
@@ -67,7 +67,7 @@ def replays(pot: Any) -> bool:
         and (pot.model.act_name != "leaky_relu" or (pot._act_slope or 0.0) > 0.0)
         and (
             isinstance(lik, BernoulliLikelihood | CategoricalLikelihood)
-            or (isinstance(lik, GaussianLikelihood) and not pot.learned_noise)
+            or isinstance(lik, GaussianLikelihood)
         )
     )
 
@@ -92,7 +92,10 @@ def value_and_grad(
     if prior is not None:
         prior.append(layers[-1])
     layers.pop()  # the prior's term
-    g = _loss_grad(pot, layers.pop(), c)
+    if pot.learned_noise:
+        g, g_noise = _learned_noise_grads(pot, layers.pop(), z)
+    else:
+        g = _loss_grad(pot, layers.pop(), c)
     grads = [None] * (2 * len(layers))
     for i in range(len(layers) - 1, -1, -1):
         h, w, _, _ = layers[i]
@@ -101,8 +104,19 @@ def value_and_grad(
         if i > 0:
             _, _, pre, out = layers[i - 1]
             g = _act_backward(pot, w.transpose(1, 2).bmm(g), pre, out)
-    d = z if pot._zero_loc else z - pot._loc
-    return u, torch.add(_prior_grad(pot, d), torch.cat(grads, -1), out=into and into[1])
+    out = into and into[1]
+    if not pot.learned_noise:
+        d = z if pot._zero_loc else z - pot._loc
+        return u, torch.add(_prior_grad(pot, d), torch.cat(grads, -1), out=out)
+    # what reaches z: the prior's slice, the noise's select, the split's cat (its unused last
+    # part zeros), each a full (C, D) tensor, added in the order the engine runs their nodes
+    zw = z[:, : pot.n_weights]
+    d = zw if pot._zero_loc else zw - pot._loc
+    prior, noise = z.new_zeros(z.shape), z.new_zeros(z.shape)
+    prior[:, : pot.n_weights] = _prior_grad(pot, d)
+    noise[:, -1] = g_noise
+    split = torch.cat([*grads, z.new_zeros(c, 1)], -1)
+    return u, torch.add(prior + noise, split, out=out)
 
 
 def _loss_grad(pot: Any, h: torch.Tensor, c: int) -> torch.Tensor:
@@ -127,6 +141,26 @@ def _loss_grad(pot: Any, h: torch.Tensor, c: int) -> torch.Tensor:
     res = f - pot.y
     a = res * k
     return (a + a).unsqueeze(1)
+
+
+def _learned_noise_grads(pot: Any, h: torch.Tensor, z: torch.Tensor) -> tuple:
+    """A learned noise's Gaussian energy (``FlatPotential._energy_batch``:
+    :math:`\\tfrac12 e^{-2 s} \\sum r^2 + (N - 1) s + \\tfrac{\\lambda}{2} e^{2 s}`, ``s`` the
+    log noise scale ``z[:, -1]``), its gradients with respect to the logits ``(C, 1, N)`` and
+    to ``s`` ``(C,)``, as autograd takes them: :math:`b + b` with :math:`b =
+    \\tfrac12 e^{-2s} r` once per factor of ``r * r``; for ``s`` the three terms' nodes run
+    last-made first, so :math:`(2 \\cdot \\tfrac{\\lambda}{2} e^{2s} + (N - 1)) - 2\\,
+    \\tfrac12 \\sum r^2\\, e^{-2s}` in that order of sums (each product in autograd's order).
+    The forward's values are recomputed by the forward's own operations (the same bits)."""
+    zn, n = z[:, -1], len(pot.y)
+    res = h.squeeze(1) - pot.y
+    sq = (res * res).sum(1)
+    e_neg, e_pos = (-2 * zn).exp(), (2 * zn).exp()
+    half = 0.5 * e_neg  # the forward's 0.5 e^{-2s}: the gradient sum(r^2) receives
+    b = half.unsqueeze(1) * res
+    g_logits = (b + b).unsqueeze(1)
+    g_noise = (e_pos * (0.5 * pot._noise_prec)) * 2 + (n - 1)
+    return g_logits, g_noise + ((sq * 0.5) * e_neg) * -2
 
 
 def _act_backward(pot: Any, g: torch.Tensor, pre: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

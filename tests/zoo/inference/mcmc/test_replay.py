@@ -60,7 +60,7 @@ def _points(pot: FlatPotential, c: int, scale: float = 0.8) -> torch.Tensor:
     return scale * torch.randn(c, pot.dim, generator=gen, dtype=pot.x.dtype)
 
 
-@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical"])
+@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical", "gaussian_learned_noise"])
 @pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
 @pytest.mark.parametrize("prior", ["normal", "he"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -112,9 +112,21 @@ def test_the_categorical_replay_is_autograd_s_at_the_paper_s_shapes(classes) -> 
         assert torch.equal(u1, u0) and torch.equal(g1, g0)
 
 
+def test_a_learned_noise_is_autograd_s_to_the_sign_of_zero_at_the_over_pruning_shape() -> None:
+    # specs/overpruning_uci_hmc.yaml: 13 inputs, 50 tanh units, Boston's 455 training
+    # points, 16 chains, float32, the noise's HalfNormal prior; signed zeros compared too
+    pot = _pot("gaussian_learned_noise", "tanh", "normal", (50,), 455, 13, torch.float32)
+    for scale in (0.05, 0.5, 2.0):
+        z = _points(pot, 16, scale)
+        u0, g0 = _autograd(pot, z)
+        u1, g1 = pot.value_and_grad_batch(z, finish=False)
+        assert torch.equal(u1, u0) and torch.equal(g1, g0)
+        assert torch.equal(g1.signbit(), g0.signbit())
+
+
 def test_what_the_replay_leaves_to_autograd() -> None:
     assert replay.replays(_pot("categorical"))
-    assert not replay.replays(_pot("gaussian_learned_noise"))
+    assert replay.replays(_pot("gaussian_learned_noise"))
     pot = _pot("bernoulli")
     pot.compiled = True  # a compiled energy keeps autograd (compile() sets this)
     assert not replay.replays(pot)
@@ -122,6 +134,7 @@ def test_what_the_replay_leaves_to_autograd() -> None:
     assert not replay.replays(module)
     # and there value_and_grad_batch is still the energy's autograd gradient
     pot = _pot("gaussian_learned_noise")
+    pot.compiled = True  # (the flag alone: the energy itself stays eager here)
     z = _points(pot, 3)
     u0, g0 = _autograd(pot, z)
     u1, g1 = pot.value_and_grad_batch(z, finish=False)
@@ -166,7 +179,7 @@ def _check_one(pot: FlatPotential, z: torch.Tensor) -> None:
     torch.testing.assert_close(g, g0, rtol=tol, atol=tol * (1 + float(g0.abs().max())))
 
 
-@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical"])
+@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical", "gaussian_learned_noise"])
 @pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
 @pytest.mark.parametrize("prior", ["normal", "he"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -202,7 +215,7 @@ def test_one_chain_non_finite_points_stay_non_finite() -> None:
 
 
 def test_what_the_one_chain_replay_leaves_alone() -> None:
-    assert not replay.replays_one(_pot("gaussian_learned_noise"))
+    assert replay.replays_one(_pot("gaussian_learned_noise"))
     pot = _pot("bernoulli")
     module = ModulePotential(pot.model, pot.x, pot.y)  # its own energy
     assert not replay.replays_one(module)
