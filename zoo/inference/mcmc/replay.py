@@ -65,10 +65,7 @@ def replays(pot: Any) -> bool:
         and pot.x.device.type == "cpu"
         and getattr(pot.model, "act_name", None) in ACTIVATIONS
         and (pot.model.act_name != "leaky_relu" or (pot._act_slope or 0.0) > 0.0)
-        and (
-            isinstance(lik, BernoulliLikelihood | CategoricalLikelihood)
-            or isinstance(lik, GaussianLikelihood)
-        )
+        and isinstance(lik, BernoulliLikelihood | CategoricalLikelihood | GaussianLikelihood)
     )
 
 
