@@ -82,20 +82,22 @@ x = torch.ones(64, 28, 10_000)  # 72 MB: a batched gradient's activations at N =
 def step():  # temporaries as large, allocated, touched and freed
     a = x * 2
     return (a + a.relu()).sum()
-for _ in range(10):  # the heap grows to its peak
+for _ in range(20):  # the heap grows to its peak (here by step 12 at the latest)
     step()
 f0 = faults()
-for _ in range(5):
+for _ in range(10):
     step()
-print(set_, (faults() - f0) // 5)
+print(set_, (faults() - f0) // 10)
 """
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
 def test_freed_memory_is_kept_so_large_blocks_reuse_their_pages() -> None:
     """Temporaries of 72 MB touch new pages on every use under glibc's default (it maps such
-    a block afresh each time: 18,432 pages of 4 KB a block) and none with the cells' setting,
-    once the heap has grown to its peak."""
+    a block afresh each time: 17,500 pages of 4 KB a block, three blocks a step) and none with
+    the cells' setting once the heap has grown to its peak. How many steps that takes varies
+    from run to run (4 to 12 here, by where the blocks fall), so the bound allows one more
+    block's pages over the ten steps measured: a tenth of a block a step, against three."""
     env = {k: v for k, v in os.environ.items() if k not in MALLOC_ENV}
     env.pop("GLIBC_TUNABLES", None)
     got = {}
@@ -107,7 +109,7 @@ def test_freed_memory_is_kept_so_large_blocks_reuse_their_pages() -> None:
         got[how] = out.stdout.split()
     if got["zoo"][0] != "True":
         pytest.skip("not glibc: mallopt is not there")
-    assert int(got["default"][1]) > 18_000 and int(got["zoo"][1]) < 500, got
+    assert int(got["default"][1]) > 18_000 and int(got["zoo"][1]) < 1_800, got
 
 
 def test_a_users_malloc_setting_is_kept() -> None:
