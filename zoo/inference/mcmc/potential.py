@@ -226,8 +226,8 @@ class FlatPotential:
             u, g = self._hand_value_and_grad(z.detach().unsqueeze(0))
             return u.item(), g[0]
         if replay.replays_one(self):  # a batch of one, replayed: batched autograd's bits
-            u, g = replay.value_and_grad(self, z.detach().unsqueeze(0))
-            return u.item() + self._offset, g[0]
+            u, g = self.value_and_grad_batch(z.detach().unsqueeze(0))
+            return u.item(), g[0]
         z = z.detach().requires_grad_(True)
         u = self._energy(z)
         (g,) = torch.autograd.grad(u, z)
@@ -247,8 +247,8 @@ class FlatPotential:
     ) -> torch.Tensor:
         """U(z) - c for ``z`` of shape ``(C, D)``: one batched matmul per layer, shape ``(C,)``
         (written into ``into`` if given: no graph); ``keep`` gets each layer's (input, W,
-        pre-activation, output), then the logits (categorical: their log-softmax), then the
-        prior's term."""
+        pre-activation, output), then the logits (categorical: their log-softmax; a learned
+        noise: with its terms' tensors, for the replay), then the prior's term."""
         c = z.shape[0]
         parts = z.split(self._sizes, -1)
         if self._xt is None:
@@ -275,10 +275,15 @@ class FlatPotential:
         else:  # Gaussian (value_and_grad_batch checked the kind)
             res = h.squeeze(1) - self.y
             sq = (res * res).sum(1)
-            if self.learned_noise:  # as in _energy
+            if self.learned_noise:  # as in _energy, the operations in its order
                 zn, n = z[:, -1], len(self.y)
-                nll = 0.5 * (-2 * zn).exp() * sq + (n - 1) * zn
-                nll = nll + 0.5 * self._noise_prec * (2 * zn).exp()
+                e_neg = (-2 * zn).exp()
+                half = 0.5 * e_neg
+                nll = half * sq + (n - 1) * zn
+                e_pos = (2 * zn).exp()
+                nll = nll + 0.5 * self._noise_prec * e_pos
+                if keep is not None:  # what replay's backward reads of the noise's terms
+                    h = (h, res, sq, e_neg, half, e_pos)
             else:
                 nll = sq * (0.5 / float(lik.noise) ** 2)
         if keep is not None:  # for replay's backward: the logits (categorical: log-softmax)

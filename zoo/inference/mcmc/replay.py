@@ -90,7 +90,7 @@ def value_and_grad(
         prior.append(layers[-1])
     layers.pop()  # the prior's term
     if pot.learned_noise:
-        g, g_noise = _learned_noise_grads(pot, layers.pop(), z)
+        g, g_noise = _learned_noise_grads(pot, layers.pop())
     else:
         g = _loss_grad(pot, layers.pop(), c)
     grads = [None] * (2 * len(layers))
@@ -140,7 +140,7 @@ def _loss_grad(pot: Any, h: torch.Tensor, c: int) -> torch.Tensor:
     return (a + a).unsqueeze(1)
 
 
-def _learned_noise_grads(pot: Any, h: torch.Tensor, z: torch.Tensor) -> tuple:
+def _learned_noise_grads(pot: Any, kept: tuple) -> tuple:
     """A learned noise's Gaussian energy (``FlatPotential._energy_batch``:
     :math:`\\tfrac12 e^{-2 s} \\sum r^2 + (N - 1) s + \\tfrac{\\lambda}{2} e^{2 s}`, ``s`` the
     log noise scale ``z[:, -1]``), its gradients with respect to the logits ``(C, 1, N)`` and
@@ -148,12 +148,10 @@ def _learned_noise_grads(pot: Any, h: torch.Tensor, z: torch.Tensor) -> tuple:
     \\tfrac12 e^{-2s} r` once per factor of ``r * r``; for ``s`` the three terms' nodes run
     last-made first, so :math:`(2 \\cdot \\tfrac{\\lambda}{2} e^{2s} + (N - 1)) - 2\\,
     \\tfrac12 \\sum r^2\\, e^{-2s}` in that order of sums (each product in autograd's order).
-    The forward's values are recomputed by the forward's own operations (the same bits)."""
-    zn, n = z[:, -1], len(pot.y)
-    res = h.squeeze(1) - pot.y
-    sq = (res * res).sum(1)
-    e_neg, e_pos = (-2 * zn).exp(), (2 * zn).exp()
-    half = 0.5 * e_neg  # the forward's 0.5 e^{-2s}: the gradient sum(r^2) receives
+    ``kept``: the forward's logits, residuals, their sum of squares, :math:`e^{-2s}`,
+    :math:`\\tfrac12 e^{-2s}` (the gradient the sum of squares receives) and :math:`e^{2s}`."""
+    _, res, sq, e_neg, half, e_pos = kept
+    n = res.shape[1]
     b = half.unsqueeze(1) * res
     g_logits = (b + b).unsqueeze(1)
     g_noise = (e_pos * (0.5 * pot._noise_prec)) * 2 + (n - 1)

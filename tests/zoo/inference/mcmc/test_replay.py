@@ -75,6 +75,10 @@ def test_replay_is_autograd_bitwise(lik, act, prior, dtype) -> None:
             assert torch.equal(u1, u0) and torch.equal(g1, g0), (widths, c)
             assert torch.equal(pot.grad_batch(z), g0)
             assert u1.dtype == dtype and not g1.requires_grad
+        # and one chain's: the batch of one, replayed
+        assert replay.replays_one(pot)
+        for z in _points(pot, 3):
+            _check_one(pot, z)
 
 
 @pytest.mark.parametrize("c", [1, 16, 24, 64])
@@ -177,18 +181,6 @@ def _check_one(pot: FlatPotential, z: torch.Tensor) -> None:
     tol = 1e-4 if z.dtype == torch.float32 else 1e-10
     assert abs(u - u0) <= tol * (1 + abs(u0))
     torch.testing.assert_close(g, g0, rtol=tol, atol=tol * (1 + float(g0.abs().max())))
-
-
-@pytest.mark.parametrize("lik", ["bernoulli", "gaussian", "categorical", "gaussian_learned_noise"])
-@pytest.mark.parametrize("act", ["relu", "leaky_relu", "tanh", "linear"])
-@pytest.mark.parametrize("prior", ["normal", "he"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_one_chain_is_the_replayed_batch_of_one(lik, act, prior, dtype) -> None:
-    for widths in [(6,), (4, 5), (3, 4, 5)]:
-        pot = _pot(lik, act, prior, widths, dtype=dtype)
-        assert replay.replays_one(pot)
-        for z in _points(pot, 3):
-            _check_one(pot, z)
 
 
 @pytest.mark.parametrize("lik", ["bernoulli", "categorical"])
