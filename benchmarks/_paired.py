@@ -147,6 +147,15 @@ def print_table(rows: list[dict]) -> None:
         )
 
 
+def median_se(values, draws: int = 2000, seed: int = 0) -> float:
+    """The bootstrap standard error of ``values``' median (resampling the rounds or pairs
+    with replacement): how far a rerun's median would move, so that a target such as 0.9
+    reads as met, missed or within the noise."""
+    v = np.asarray(values, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(v), (draws, len(v)))
+    return float(np.median(v[idx], axis=1).std())
+
+
 def print_ratios(
     rows: list[dict],
     ours: str,

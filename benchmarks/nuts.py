@@ -40,8 +40,9 @@ has jax and numpyro (never install them into the project venv), timed with its J
   from an MLE-pretrained point with a step so small that every tree reaches depth 8 (as the
   default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
   from ``git show``, so that before and after are measured in one run). Each round times
-  the raw gradient and then every kernel, and its ratios pair those runs: the median and
-  range over ``--rounds`` rounds are printed, with each side's minor page faults per
+  the raw gradient and then every kernel, and its ratios pair those runs: the median (with
+  its bootstrap standard error, what a rerun's median would move by) and range over
+  ``--rounds`` rounds are printed, with each side's minor page faults per
   transition (the raw gradient's per ``2**depth`` calls; a kernel that keeps small tensors
   through the gradient's calls breaks up the heap, and the gradient faults on new pages);
 - ESS_bulk (min and median over parameters, the network's weights aligned modulo
@@ -88,6 +89,7 @@ from _paired import (
     ess_cpu,
     load,
     machine,
+    median_se,
     print_ratios,
     print_table,
     run_pairs,
@@ -535,15 +537,18 @@ def batched(a) -> None:
     print(
         f"\nbatched NUTS, default's depth-2 network (D = {pot.dim}, N = {len(x)}), max tree "
         f"depth 8, chain-gradients per CPU-second over the raw batched gradient's, median "
-        f"(range) of {a.rounds} interleaved rounds"
+        f"+- its bootstrap standard error (range) of {a.rounds} interleaved rounds"
     )
-    print(f"{'C':>4}  " + "  ".join(f"{k:>22}" for k in kernels))
+    print(f"{'C':>4}  " + "  ".join(f"{k:>30}" for k in kernels))
     for c in a.chains:
         gen = torch.Generator().manual_seed(c)
         z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
         ratios, faults = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
-        cells = (f"{np.median(v):.3f} ({min(v):.3f}-{max(v):.3f})" for v in ratios.values())
-        print(f"{c:>4}  " + "  ".join(f"{x:>22}" for x in cells))
+        cells = (
+            f"{np.median(v):.3f} +- {median_se(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+            for v in ratios.values()
+        )
+        print(f"{c:>4}  " + "  ".join(f"{x:>30}" for x in cells))
         print(
             "      minor page faults per transition, median (range): "
             + "; ".join(
