@@ -143,13 +143,14 @@ def _standard(lam: torch.Tensor, om: torch.Tensor, gen: torch.Generator) -> torc
         k = todo.numel()
         u = 1 - torch.rand(k, generator=gen, dtype=om.dtype, device=om.device)  # (0, 1]
         v = torch.rand(k, generator=gen, dtype=om.dtype, device=om.device)
-        lt, ot, rt = lam[todo], om[todo], rou[todo]
+        lt, ot = lam[todo], om[todo]
         x_r = shift[todo] + (vmin[todo] + (vmax[todo] - vmin[todo]) * v) / u
         ok_r = 2 * torch.log(u) <= _log_quasi(x_r, lt, ot) - lm[todo]
         if hat is None:
             x, ok = x_r, ok_r
         else:
             x_h, ok_h = _propose_hat(lt, ot, tuple(h[todo] for h in hat), u, v)
+            rt = rou[todo]
             x, ok = torch.where(rt, x_r, x_h), torch.where(rt, ok_r, ok_h)
         out[todo[ok]] = x[ok]
         todo = todo[~ok]
