@@ -32,7 +32,8 @@ has jax and numpyro (never install them into the project venv), timed with its J
 
 ``--batched`` runs part 3 instead (the batched NUTS of ``vectorize_chains=True``)::
 
-    python benchmarks/nuts.py --batched [--before main] [--chains 16 64] [--numpyro PYTHON]
+    python benchmarks/nuts.py --batched [--before main] [--chains 16 64] [--processes 1] \
+        [--numpyro PYTHON]
 
 - chain-gradients per CPU-second of :func:`zoo.inference.mcmc.batched.nuts_step_batch` over
   those of the raw batched gradient (``value_and_grad_batch`` alone) at each ``C``, on the
@@ -41,8 +42,11 @@ has jax and numpyro (never install them into the project venv), timed with its J
   default's trees do); beside it the same for the kernel at git ref ``--before`` (loaded
   from ``git show``, so that before and after are measured in one run). Each round times
   the raw gradient and then every kernel, and its ratios pair those runs: the median (with
-  its bootstrap standard error, what a rerun's median would move by) and range over
-  ``--rounds`` rounds are printed, with each side's minor page faults per
+  its standard error, what a rerun's median would move by) and range over ``--rounds``
+  rounds are printed. With ``--processes K`` the rounds run in ``K`` fresh interpreters one
+  after another and the standard error comes from the ``K`` processes' medians (fresh
+  processes' medians differ by more than the bootstrap over one process's rounds says);
+  else it is that bootstrap's. Beside them, each side's minor page faults per
   transition (the raw gradient's per ``2**depth`` calls; a kernel that keeps small tensors
   through the gradient's calls breaks up the heap, and the gradient faults on new pages);
 - ESS_bulk (min and median over parameters, the network's weights aligned modulo
@@ -67,6 +71,7 @@ Not a test: numbers depend on the machine; the ratios are what to compare. One t
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -529,25 +534,69 @@ def _run_zoo(step, pot, seed: int = 0, **kw) -> tuple[np.ndarray, float]:
         programs.nuts_step_batch = old
 
 
+def _in_processes(a, c: int) -> tuple[dict, dict, dict]:
+    """:func:`_throughput` at ``c`` chains in ``a.processes`` fresh interpreters, one after
+    another (``--ratios-only``): each round's ratios pooled, each process's median, and the
+    page faults pooled. A rerun is a new process, and fresh processes' medians differ by more
+    than the spread of one process's rounds says."""
+    cmd = [sys.executable, __file__, "--batched", "--ratios-only", "--before", a.before]
+    cmd += ["--chains", str(c), "--reps", str(a.reps), "--rounds", str(a.rounds)]
+    ratios: dict = {}
+    medians: dict = {}
+    faults: dict = {}
+    for _ in range(a.processes):
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        got = json.loads(out.strip().splitlines()[-1])
+        for name, v in got["ratios"].items():
+            ratios.setdefault(name, []).extend(v)
+            medians.setdefault(name, []).append(float(np.median(v)))
+        for name, v in got["faults"].items():
+            faults.setdefault(name, []).extend(v)
+    return ratios, medians, faults
+
+
+def _ratio_cell(v: list, medians: list | None) -> str:
+    """A kernel's ratio: the median of the rounds with its standard error (within one
+    process: the bootstrap's over rounds; over several: the process medians' spread over
+    the square root of their number) and its range (of the process medians, or rounds)."""
+    if not medians:
+        return f"{np.median(v):.3f} +- {median_se(v):.3f} ({min(v):.3f}-{max(v):.3f})"
+    se = np.std(medians, ddof=1) / np.sqrt(len(medians))
+    return f"{np.median(v):.3f} +- {se:.3f} ({min(medians):.3f}-{max(medians):.3f})"
+
+
 def batched(a) -> None:
     """Part 3: the batched NUTS against the raw batched gradient and NumPyro (``--batched``)."""
     kernels = {"device tree": nuts_step_batch, f"at {a.before}": _kernel_at(a.before)}
     model, x, y, init, x_test = _default_network()
     pot = _Counted(model, x, y)
-    print(
-        f"\nbatched NUTS, default's depth-2 network (D = {pot.dim}, N = {len(x)}), max tree "
-        f"depth 8, chain-gradients per CPU-second over the raw batched gradient's, median "
-        f"+- its bootstrap standard error (range) of {a.rounds} interleaved rounds"
-    )
-    print(f"{'C':>4}  " + "  ".join(f"{k:>30}" for k in kernels))
-    for c in a.chains:
+    if a.ratios_only:  # a child of _in_processes: its rounds' ratios as one JSON line
+        c = a.chains[0]
         gen = torch.Generator().manual_seed(c)
         z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
         ratios, faults = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
-        cells = (
-            f"{np.median(v):.3f} +- {median_se(v):.3f} ({min(v):.3f}-{max(v):.3f})"
-            for v in ratios.values()
-        )
+        print(json.dumps({"ratios": ratios, "faults": faults}))
+        return
+    over = (
+        f"{a.rounds} interleaved rounds"
+        if a.processes == 1
+        else f"{a.processes} processes of {a.rounds} interleaved rounds, +- from the processes' "
+        "medians (range of those medians)"
+    )
+    print(
+        f"\nbatched NUTS, default's depth-2 network (D = {pot.dim}, N = {len(x)}), max tree "
+        f"depth 8, chain-gradients per CPU-second over the raw batched gradient's, median "
+        f"+- its standard error (range) of {over}"
+    )
+    print(f"{'C':>4}  " + "  ".join(f"{k:>30}" for k in kernels))
+    for c in a.chains:
+        if a.processes > 1:
+            ratios, medians, faults = _in_processes(a, c)
+        else:
+            gen = torch.Generator().manual_seed(c)
+            z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
+            (ratios, faults), medians = _throughput(kernels, pot, z, 8, a.reps, a.rounds), {}
+        cells = (_ratio_cell(v, medians.get(k)) for k, v in ratios.items())
         print(f"{c:>4}  " + "  ".join(f"{x:>30}" for x in cells))
         print(
             "      minor page faults per transition, median (range): "
@@ -663,6 +712,14 @@ def main() -> None:
     ap.add_argument("--before", default="main", help="git ref of the kernel to compare (part 3)")
     ap.add_argument("--chains", type=int, nargs="+", default=[16, 64])
     ap.add_argument("--reps", type=int, default=2, help="transitions per round (part 3)")
+    ap.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="part 3: run the kernel's rounds in this many fresh processes, one after another, "
+        "and take the standard error from their medians (what a rerun moves)",
+    )
+    ap.add_argument("--ratios-only", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--gauss-dim", type=int, default=50)
     ap.add_argument("--gauss-chains", type=int, default=64)
     ap.add_argument("--gauss-warmup", type=int, default=200)
