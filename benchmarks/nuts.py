@@ -447,13 +447,15 @@ def _kernel_at(ref: str):
     """``nuts_step_batch`` of ``zoo/inference/mcmc/batched.py`` at git ``ref`` (the kernel
     before a change, callable beside today's in one run)."""
     root = Path(__file__).resolve().parent.parent
-    src = subprocess.run(
+    shown = subprocess.run(
         ["git", "show", f"{ref}:zoo/inference/mcmc/batched.py"],
         cwd=root,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout
+    )
+    if shown.returncode:
+        sys.exit(f"--before {ref}: git cannot show that commit's kernel ({shown.stderr.strip()})")
+    src = shown.stdout
     mod = types.ModuleType(f"_batched_at_{ref}")
     sys.modules[mod.__name__] = mod  # NamedTuple classes look their module up
     exec(compile(src, f"{ref}:batched.py", "exec"), mod.__dict__)
@@ -545,8 +547,10 @@ def _in_processes(a, c: int) -> tuple[dict, dict, dict]:
     medians: dict = {}
     faults: dict = {}
     for _ in range(a.processes):
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-        got = json.loads(out.strip().splitlines()[-1])
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"a process of --processes failed:\n{done.stderr[-2000:]}")
+        got = json.loads(done.stdout.strip().splitlines()[-1])
         for name, v in got["ratios"].items():
             ratios.setdefault(name, []).extend(v)
             medians.setdefault(name, []).append(float(np.median(v)))
@@ -735,6 +739,8 @@ def main() -> None:
         help="the Gaussian's steady pairs (default --pairs)",
     )
     a = ap.parse_args()
+    if a.processes < 1:
+        ap.error(f"--processes must be at least 1, not {a.processes}")
     torch.set_num_threads(1)
     if a.batched:
         print(machine(), f"; load average {load():.1f}")
