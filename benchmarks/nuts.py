@@ -559,6 +559,13 @@ def _in_processes(a, c: int) -> tuple[dict, dict, dict]:
     return ratios, medians, faults
 
 
+def _starts(pot, init, c: int) -> torch.Tensor:
+    """The kernel rounds' ``(C, D)`` points: the MLE start plus noise seeded by ``C`` (the
+    same in every process)."""
+    gen = torch.Generator().manual_seed(c)
+    return pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
+
+
 def _ratio_cell(v: list, medians: list | None) -> str:
     """A kernel's ratio: the median of the rounds with its standard error (within one
     process: the bootstrap's over rounds; over several: the process medians' spread over
@@ -575,9 +582,7 @@ def batched(a) -> None:
     model, x, y, init, x_test = _default_network()
     pot = _Counted(model, x, y)
     if a.ratios_only:  # a child of _in_processes: its rounds' ratios as one JSON line
-        c = a.chains[0]
-        gen = torch.Generator().manual_seed(c)
-        z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
+        z = _starts(pot, init, a.chains[0])
         ratios, faults = _throughput(kernels, pot, z, 8, a.reps, a.rounds)
         print(json.dumps({"ratios": ratios, "faults": faults}))
         return
@@ -597,8 +602,7 @@ def batched(a) -> None:
         if a.processes > 1:
             ratios, medians, faults = _in_processes(a, c)
         else:
-            gen = torch.Generator().manual_seed(c)
-            z = pot.ravel(init).expand(c, -1) + 0.01 * torch.randn(c, pot.dim, generator=gen)
+            z = _starts(pot, init, c)
             (ratios, faults), medians = _throughput(kernels, pot, z, 8, a.reps, a.rounds), {}
         cells = (_ratio_cell(v, medians.get(k)) for k, v in ratios.items())
         print(f"{c:>4}  " + "  ".join(f"{x:>30}" for x in cells))
