@@ -1,0 +1,193 @@
+"""One cell of a spec at two versions of the zoo, run at the same time: CPU seconds and
+whether the results are the same.
+
+::
+
+    python benchmarks/cell.py [--before REF] [--spec specs/two_moons_depth.yaml]
+        [--depth 2] [--seed 0] [--method nuts] [--set KEY=VALUE ...] [--rounds 1]
+
+The cell (method ``--method`` at ``model.depth = --depth``, ``seed = --seed``, after the
+spec's ``--set`` overrides) runs twice in each round: once with the zoo of this checkout and
+once with the zoo of git ``REF`` (its ``zoo``, ``guides`` and ``reports`` packages, taken
+out with ``git archive`` into a temporary directory), each in a fresh interpreter with one
+torch thread, as a local worker runs it (``execute_cell``: the malloc setting and the
+runtime's threads; ``OMP_WAIT_POLICY=PASSIVE``). The two processes start together, one per
+core on a 2-core machine, so that whatever else loads the machine falls on both alike; a
+cell of the default takes minutes and the host's speed drifts by more than the changes one
+wants to see between runs made one after another. Printed per round: each side's process
+CPU seconds and their ratio (REF over this checkout: above 1, this checkout is cheaper);
+then whether every metric of the two results is equal (the numbers a run writes to
+``results.csv``, its timings aside), or which differ.
+
+``--before HEAD`` (the default) runs the same code on both sides: the null, whose ratio
+shows what the pairing leaves (the two cores, the two processes' shared cache). Not a test:
+the seconds depend on the machine, the ratio is what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("zoo", "guides", "reports")
+
+
+def _child(args: argparse.Namespace) -> None:
+    """Run the cell with the zoo of ``args.child`` and print one JSON line."""
+    sys.path.insert(0, args.child)
+    import torch
+
+    torch.set_num_threads(1)
+    torch.set_num_interop_threads(1)
+    import zoo
+    from zoo.runtime import Runtime
+    from zoo.spec import load_spec
+
+    if not Path(zoo.__file__).resolve().is_relative_to(Path(args.child).resolve()):
+        sys.exit(f"imported the zoo from {zoo.__file__}, not from {args.child}")
+    sets = [*args.set, f"sweep.model.depth=[{args.depth}]", f"sweep.seed=[{args.seed}]"]
+    spec = load_spec(args.spec, sets)
+    cells = [c for c in spec.cells() if c.cell_id.startswith(f"{args.method}_")]
+    if not cells:
+        names = sorted({c.cell_id.split("_")[0] for c in spec.cells()})
+        sys.exit(f"--method {args.method}: the spec has no such method (it has {names})")
+    try:
+        from zoo.execution.execute import execute_cell
+    except ImportError:  # a version before it: the cell alone
+        from zoo.execution.cell import run_cell
+
+        def execute_cell(cell, runtime):
+            return SimpleNamespace(
+                record={"status": "ok", "metrics": run_cell(cell, runtime).metrics}
+            )
+
+    t0, w0 = time.process_time(), time.perf_counter()
+    record = execute_cell(cells[0], Runtime.cpu()).record
+    cpu, wall = time.process_time() - t0, time.perf_counter() - w0
+    metrics = {k: v for k, v in record["metrics"].items() if isinstance(v, int | float | str)}
+    out = {"cell": cells[0].cell_id, "cpu": cpu, "wall": wall, "status": record["status"]}
+    print(json.dumps({**out, "error": record.get("error", ""), "metrics": metrics}))
+
+
+def _checkout(ref: str, into: Path) -> str:
+    """``REF``'s packages under ``into``; returns the commit's short name."""
+    rev = subprocess.run(
+        ["git", "rev-parse", "--short", f"{ref}^{{commit}}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if rev.returncode:
+        sys.exit(f"--before {ref}: git does not know that commit ({rev.stderr.strip()})")
+    tree = subprocess.run(
+        ["git", "ls-tree", "--name-only", ref], cwd=ROOT, capture_output=True, text=True
+    ).stdout.split()
+    paths = [p for p in PACKAGES if p in tree]
+    tar = subprocess.run(["git", "archive", ref, *paths], cwd=ROOT, capture_output=True)
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as t:
+        t.extractall(into, filter="data")  # plain files under ``into`` only
+    return rev.stdout.strip()
+
+
+def _round(sides: dict[str, str], args: argparse.Namespace, first: int) -> dict[str, dict]:
+    """Both sides at once (``first`` starts first); each side's JSON line."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    opts = ["--spec", str(args.spec), "--depth", str(args.depth), "--seed", str(args.seed)]
+    opts += ["--method", args.method, *(x for s in args.set for x in ("--set", s))]
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    names = list(sides)[first:] + list(sides)[:first]
+    procs = {
+        n: subprocess.Popen(
+            [*me, "--child", sides[n], *opts],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for n in names
+    }
+    out = {}
+    for n, p in procs.items():
+        stdout, stderr = p.communicate()
+        lines = stdout.strip().splitlines()
+        if p.returncode or not lines:
+            sys.exit(f"the cell with the zoo of {n} failed:\n{stderr.strip()[-3000:]}")
+        out[n] = json.loads(lines[-1])
+    return out
+
+
+def _same(a: dict, b: dict) -> str:
+    """Whether two cells' metrics are equal, or which of them differ."""
+    keys = sorted(k for k in set(a) | set(b) if not k.endswith("_seconds"))  # not timings
+    nan = [k for k in keys if a.get(k) != a.get(k) and b.get(k) != b.get(k)]  # NaN on both
+    diff = [k for k in keys if a.get(k) != b.get(k) and k not in nan]
+    if not diff:
+        return f"identical ({len(keys)} metrics)"
+    return f"differ in {len(diff)} of {len(keys)} metrics: {', '.join(diff[:12])}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--before", default="HEAD", help="git ref of the other side (default HEAD: the null)"
+    )
+    ap.add_argument("--spec", type=Path, default=ROOT / "specs" / "two_moons_depth.yaml")
+    ap.add_argument("--depth", type=int, default=2, help="the cell's model.depth")
+    ap.add_argument("--seed", type=int, default=0, help="the cell's seed")
+    ap.add_argument("--method", default="nuts", help="the inference method's name in the spec")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a spec override, as zoo run --set (repeatable)",
+    )
+    ap.add_argument("--rounds", type=int, default=1, help="rounds (each runs both sides)")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return _child(args)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    if not args.spec.is_file():
+        ap.error(f"--spec {args.spec}: no such file")
+    args.spec = args.spec.resolve()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _paired import load, machine
+
+    with tempfile.TemporaryDirectory() as tmp:
+        short = _checkout(args.before, Path(tmp))
+        sides = {"this checkout": str(ROOT), short: tmp}
+        print(machine())
+        print(f"load {load():.1f} before")
+        print(f"{'round':>5}  {'this checkout CPU s':>20}  {short + ' CPU s':>14}  {short}/this")
+        ratios, same = [], []
+        for r in range(args.rounds):
+            out = _round(sides, args, r % 2)
+            now, old = out["this checkout"], out[short]
+            ratios.append(old["cpu"] / now["cpu"])
+            same.append(_same(now["metrics"], old["metrics"]))
+            print(f"{r + 1:>5}  {now['cpu']:>20.1f}  {old['cpu']:>14.1f}  {ratios[-1]:.3f}")
+        print(f"cell {now['cell']} ({now['status']} / {old['status']}); load {load():.1f} after")
+        if args.rounds > 1:
+            print(
+                f"median {statistics.median(ratios):.3f}, range {min(ratios):.3f}-{max(ratios):.3f}"
+            )
+        for r, s in enumerate(same):
+            print(f"round {r + 1}: results {s}")
+
+
+if __name__ == "__main__":
+    main()
