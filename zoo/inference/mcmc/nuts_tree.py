@@ -122,12 +122,13 @@ def live_after(live, ok, turns: list, depth: int, coins):
         return live[None], live & ok[0], ok[:0]
     _, _, leaf_at, merge_at = layout(depth, ok.device)
     stops = torch.cat([~ok, *turns])  # the leaves' events, then the merges' in level order
-    event = stops.long()[_in_recursion_order(depth, ok.device)]
+    # index_select gathers rows as indexing with a tensor does, for half its dispatch
+    event = stops.long().index_select(0, _in_recursion_order(depth, ok.device))
     turn = stops[ok.shape[0] :]
     seen = event.cumsum(0)
     live_at = live & (seen == event)  # no stopping event before it
-    coins.used = coins.used + live_at[merge_at].sum(0).unsqueeze(1)
-    return live_at[leaf_at], live & (seen[-1] == 0), turn
+    coins.used = coins.used + live_at.index_select(0, merge_at).sum(0).unsqueeze(1)
+    return live_at.index_select(0, leaf_at), live & (seen[-1] == 0), turn
 
 
 @functools.lru_cache(maxsize=64)
