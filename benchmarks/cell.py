@@ -5,6 +5,7 @@ whether the results are the same.
 
     python benchmarks/cell.py [--before REF] [--spec specs/two_moons_depth.yaml]
         [--depth 2] [--seed 0] [--method nuts] [--set KEY=VALUE ...] [--rounds 1]
+        [--profile K]
 
 The cell (method ``--method`` at ``model.depth = --depth``, ``seed = --seed``, after the
 spec's ``--set`` overrides) runs twice in each round: once with the zoo of this checkout and
@@ -20,16 +21,22 @@ then whether every metric of the two results is equal (the numbers a run writes 
 ``results.csv``, its timings aside), or which differ.
 
 ``--before HEAD`` (the default) runs the same code on both sides: the null, whose ratio
-shows what the pairing leaves (the two cores, the two processes' shared cache). Not a test:
-the seconds depend on the machine, the ratio is what to compare.
+shows what the pairing leaves (the two cores, the two processes' shared cache). ``--profile
+K`` says where the cell's time goes: both sides run under ``cProfile`` (its overhead then
+in both sides' seconds) and this checkout's ``K`` functions of the zoo with the most
+cumulative time, and the ``K`` functions with the most time of their own, are printed as
+percentages of the profiled time. Not a test: the seconds depend on the machine, the ratio
+is what to compare.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import io
 import json
 import os
+import pstats
 import statistics
 import subprocess
 import sys
@@ -72,12 +79,50 @@ def _child(args: argparse.Namespace) -> None:
                 record={"status": "ok", "metrics": run_cell(cell, runtime).metrics}
             )
 
+    # cProfile's own clock (wall time): with CPU time as its clock, each of its reads is a
+    # system call, and the profiler's overhead doubled a cell
+    prof = cProfile.Profile() if args.profile else None
     t0 = time.process_time()
+    if prof:
+        prof.enable()
     record = execute_cell(cells[0], Runtime.cpu()).record
+    if prof:
+        prof.disable()
     cpu = time.process_time() - t0
     metrics = {k: v for k, v in record["metrics"].items() if isinstance(v, int | float | str)}
     out = {"cell": cells[0].cell_id, "cpu": cpu, "status": record["status"]}
+    if prof:
+        out["profile"] = _profile(prof, Path(zoo.__file__).resolve().parent.parent, args.profile)
     print(json.dumps({**out, "error": record.get("error", ""), "metrics": metrics}))
+
+
+def _profile(prof: cProfile.Profile, root: Path, k: int) -> list[str]:
+    """The ``k`` functions of the zoo with the most cumulative time and the ``k`` functions
+    (any) with the most time of their own, as percentages of the profiled (wall) time: one
+    process per core, so about its CPU time on an otherwise idle machine."""
+    stats = pstats.Stats(prof).stats  # (file, line, name) -> (calls, ncalls, own, cum, ...)
+    rows = [(*key, v[1], v[2], v[3]) for key, v in stats.items()]
+    total = sum(r[4] for r in rows)
+    packages = [root / p for p in PACKAGES]
+
+    def name(file: str, line: int, fn: str) -> str:
+        if file == "~":  # a builtin
+            return fn
+        parts = Path(file).parts
+        if any(Path(file).is_relative_to(p) for p in packages):
+            return f"{Path(file).relative_to(root)}:{line}({fn})"
+        if "site-packages" in parts:
+            file = "/".join(parts[parts.index("site-packages") + 1 :])
+        return f"{file}:{line}({fn})"
+
+    ours = [r for r in rows if any(Path(r[0]).is_relative_to(p) for p in packages)]
+    lines = [f"profiled {total:.1f} s; the zoo's functions by cumulative time (calls):"]
+    for f, n, fn, calls, _, cum in sorted(ours, key=lambda r: -r[5])[:k]:
+        lines.append(f"  {100 * cum / total:5.1f}%  {name(f, n, fn)} ({calls})")
+    lines.append("any function by its own time (calls):")
+    for f, n, fn, calls, own, _ in sorted(rows, key=lambda r: -r[4])[:k]:
+        lines.append(f"  {100 * own / total:5.1f}%  {name(f, n, fn)} ({calls})")
+    return lines
 
 
 def _checkout(ref: str, into: Path) -> str:
@@ -104,7 +149,8 @@ def _round(sides: dict[str, str], args: argparse.Namespace, first: int) -> dict[
     """Both sides at once (``first`` starts first); each side's JSON line."""
     me = [sys.executable, str(Path(__file__).resolve())]
     opts = ["--spec", str(args.spec), "--depth", str(args.depth), "--seed", str(args.seed)]
-    opts += ["--method", args.method, *(x for s in args.set for x in ("--set", s))]
+    opts += ["--method", args.method, "--profile", str(args.profile)]
+    opts += [x for s in args.set for x in ("--set", s)]
     env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     names = list(sides)[first:] + list(sides)[:first]
     procs = {
@@ -155,12 +201,22 @@ def main(argv: list[str] | None = None) -> None:
         help="a spec override, as zoo run --set (repeatable)",
     )
     ap.add_argument("--rounds", type=int, default=1, help="rounds (each runs both sides)")
+    ap.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="K",
+        help="profile both sides (cProfile, whose overhead their CPU seconds then include) "
+        "and print this checkout's K largest functions",
+    )
     ap.add_argument("--child", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return _child(args)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
+    if args.profile < 0:
+        ap.error("--profile must be at least 0")
     if not args.spec.is_file():
         ap.error(f"--spec {args.spec}: no such file")
     args.spec = args.spec.resolve()
@@ -190,6 +246,9 @@ def main(argv: list[str] | None = None) -> None:
             )
         for r, s in enumerate(same):
             print(f"round {r + 1}: results {s}")
+        if args.profile:
+            print(f"where the cell's time goes with this checkout's zoo (round {args.rounds}):")
+            print("\n".join(now["profile"]))
 
 
 if __name__ == "__main__":
