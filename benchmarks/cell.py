@@ -44,7 +44,6 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("zoo", "guides", "reports")
@@ -71,13 +70,8 @@ def _child(args: argparse.Namespace) -> None:
         sys.exit(f"--method {args.method}: the spec has no such method (it has {names})")
     try:
         from zoo.execution.execute import execute_cell
-    except ImportError:  # a version before it: the cell alone
-        from zoo.execution.cell import run_cell
-
-        def execute_cell(cell, runtime):
-            return SimpleNamespace(
-                record={"status": "ok", "metrics": run_cell(cell, runtime).metrics}
-            )
+    except ImportError:  # its home before the package was named zoo.execution
+        from zoo.run.execute import execute_cell
 
     # cProfile's own clock (wall time): with CPU time as its clock, each of its reads is a
     # system call, and the profiler's overhead doubled a cell
